@@ -1,0 +1,26 @@
+# make setup  — idempotent: Debian packages, .venv, editable install (seconds on a second run)
+# make test   — setup, lint, then the whole test suite (root/kernel tests included when root)
+# make demo   — setup, then the showcase
+PY := .venv/bin/python
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
+.PHONY: setup test lint demo bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+lint: setup
+	$(PY) -m ruff check cassini mltcp testbed tests benchmarks experiments
+
+test: setup
+	$(PY) -m ruff check cassini mltcp testbed tests benchmarks experiments
+	$(PY) -m pytest
+
+demo: setup
+	@bash scripts/demo.sh
+
+bench: setup
+	$(PY) benchmarks/bench_advisor.py
+
+clean:
+	rm -rf .venv build *.egg-info .pytest_cache .ruff_cache results

@@ -1,0 +1,245 @@
+"""Affinity graph and unique time-shifts (CASSINI §4.1, Algorithm 1, Appendix A).
+
+The affinity graph is bipartite: job nodes ``("job", id)`` for jobs sharing at least one
+link with another job, link nodes ``("link", id)`` for links carrying more than one job,
+and an edge for every job crossing a link, weighted by that job's time-shift on that link
+(seconds, from :func:`cassini.circle.compatibility_score`).
+
+Algorithm 1 walks each connected component breadth-first from a reference job at shift 0
+and gives a job ``k`` reached from job ``j`` over link ``l`` the shift
+``t_k = (t_j - w(j,l) + w(l,k)) mod T_k``.  On a tree this preserves every link's relative
+shifts (Eq. 6).  The paper drops candidates whose graph has a loop; here a loop is kept
+when the shifts around it agree on every link (checked by :func:`check_consistency`), and
+when a link is entered while some of its jobs already have shifts, the link's common
+rotation is chosen among all equivalent ones to agree with them.
+
+A link whose relative shifts are not preserved is still sound when the final shifts score
+as well on it as its own optimum (a link often has many optimal rotations, and another
+link of the loop may pick a different one): such loops are accepted too.  Only loops that
+lose score on some link are reported as conflicts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from cassini.circle import LinkSolution, score_at_shifts
+from cassini.profile import JobProfile
+
+
+def job_node(job_id: str) -> tuple[str, str]:
+    return ("job", job_id)
+
+
+def link_node(link_id: str) -> tuple[str, str]:
+    return ("link", link_id)
+
+
+def affinity_graph(
+    paths: Mapping[str, Sequence[str]],
+    link_solutions: Mapping[str, LinkSolution] | None = None,
+) -> nx.Graph:
+    """Bipartite affinity graph of a placement.
+
+    Parameters
+    ----------
+    paths : job id -> the ids of the links its traffic crosses.
+    link_solutions : link id -> solution for that link; when given, each edge gets
+        ``weight`` = the job's shift on the link (seconds).
+
+    Returns
+    -------
+    networkx.Graph with ``kind`` ("job"/"link") and ``id`` on every node.
+
+    Examples
+    --------
+    >>> g = affinity_graph({"j1": ["l1"], "j2": ["l1", "l2"], "j3": ["l2"], "j4": ["l3"]})
+    >>> sorted(n[1] for n in g if n[0] == "link")
+    ['l1', 'l2']
+    """
+    jobs_on: dict[str, list[str]] = {}
+    for job, links in paths.items():
+        for link in dict.fromkeys(links):  # a link listed twice is crossed once
+            jobs_on.setdefault(link, []).append(job)
+    graph = nx.Graph()
+    for link, jobs in jobs_on.items():
+        if len(jobs) < 2:
+            continue
+        graph.add_node(link_node(link), kind="link", id=link)
+        for job in jobs:
+            graph.add_node(job_node(job), kind="job", id=job)
+            weight = 0.0
+            if link_solutions is not None:
+                weight = link_solutions[link].time_shifts_s[job]
+            graph.add_edge(job_node(job), link_node(link), weight=weight)
+    return graph
+
+
+@dataclass(frozen=True)
+class ShiftAssignment:
+    """One time-shift per job (seconds, in [0, T_job)) and what the check found.
+
+    ``conflicts`` is empty when every link keeps its optimal score; ``link_scores`` are the
+    scores the final shifts achieve on each shared link; ``loops`` is the number of
+    independent cycles in the graph (0 for the trees of the paper).
+    """
+
+    time_shifts_s: dict[str, float]
+    conflicts: tuple[str, ...]
+    loops: int
+    link_scores: dict[str, float]
+
+    @property
+    def consistent(self) -> bool:
+        return not self.conflicts
+
+
+def time_shifts(
+    graph: nx.Graph,
+    link_solutions: Mapping[str, LinkSolution],
+    profiles: Mapping[str, JobProfile],
+) -> ShiftAssignment:
+    """Algorithm 1: one time-shift per job from the per-link shifts on the edges.
+
+    The reference job of each component (shift 0) is the one on most shared links, ties
+    broken by id, so results are deterministic.  Jobs not in the graph are not returned.
+    """
+    iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
+    shifts: dict[str, float] = {}
+    anchored: set[str] = set()
+    for component in sorted(nx.connected_components(graph), key=_component_key):
+        jobs = [n for n in component if n[0] == "job"]
+        ref = min(jobs, key=lambda n: (-graph.degree(n), n[1]))
+        shifts[ref[1]] = 0.0
+        queue = deque([ref])
+        while queue:
+            j = queue.popleft()
+            for l_node in sorted(graph[j]):
+                link = l_node[1]
+                if link in anchored:
+                    continue
+                anchored.add(link)
+                sol = link_solutions[link]
+                delta = _link_rotation(sol, shifts, iteration_times_s, j[1])
+                for k_node in sorted(graph[l_node]):
+                    k = k_node[1]
+                    if k not in shifts:
+                        shifts[k] = float(
+                            np.mod(sol.time_shifts_s[k] + delta, iteration_times_s[k])
+                        )
+                        queue.append(k_node)
+    conflicts, realised = check_consistency(graph, link_solutions, shifts, profiles)
+    loops = (
+        graph.number_of_edges() - graph.number_of_nodes() + nx.number_connected_components(graph)
+    )
+    return ShiftAssignment(shifts, tuple(conflicts), loops, realised)
+
+
+def check_consistency(
+    graph: nx.Graph,
+    link_solutions: Mapping[str, LinkSolution],
+    shifts: Mapping[str, float],
+    profiles: Mapping[str, JobProfile],
+    *,
+    score_tolerance: float = 1e-9,
+) -> tuple[list[str], dict[str, float]]:
+    """Check the final shifts on every shared link.
+
+    First Eq. 6: the final shifts equal the link's own shifts up to one common rotation
+    ``delta`` of the whole link (``shift_j = t_j^l + delta (mod T_j)`` for every job ``j``
+    on ``l``), misalignments up to half an angle being indistinguishable on the grid.
+    Where that fails, the link's score at the final shifts is computed on the same grid;
+    the link is still sound if it is within ``score_tolerance`` of the link's optimum.
+
+    Returns
+    -------
+    (problems, link_scores): one message per link that loses score, naming a loop
+    through it (empty when consistent), and the score each link achieves.
+    """
+    iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
+    problems, realised = [], {}
+    for l_node in sorted(n for n in graph if n[0] == "link"):
+        link = l_node[1]
+        sol = link_solutions[link]
+        jobs = sorted(k[1] for k in graph[l_node])
+        _, error = _best_common_rotation(sol, shifts, iteration_times_s, jobs, jobs[0])
+        realised[link] = sol.score
+        if error <= _tolerance(sol):
+            continue
+        score, _ = score_at_shifts(
+            [profiles[j] for j in sol.job_ids],
+            sol.capacity_bps,
+            dict(shifts),
+            sol.unified,
+            sol.n_angles,
+        )
+        realised[link] = score
+        if score < sol.score - score_tolerance:
+            problems.append(
+                f"loop {_loop_through(graph, l_node)} has inconsistent time-shifts: on link "
+                f"{link} the relative shifts are off by {error * 1e3:.3g} ms and its score "
+                f"drops from {sol.score:.3f} to {score:.3f}"
+            )
+    return problems, realised
+
+
+def _link_rotation(
+    sol: LinkSolution,
+    shifts: Mapping[str, float],
+    iteration_times_s: Mapping[str, float],
+    entry_job: str,
+) -> float:
+    """Common rotation (seconds) for a link entered from ``entry_job``.  Every rotation
+    ``t_entry - w(entry, l) + i * T_entry`` keeps the entry job's shift; pick the one that
+    best agrees with the link's other jobs that already have shifts (loops)."""
+    visited = [k for k in sol.time_shifts_s if k in shifts]
+    delta, _ = _best_common_rotation(sol, shifts, iteration_times_s, visited, entry_job)
+    return delta
+
+
+def _best_common_rotation(
+    sol: LinkSolution,
+    shifts: Mapping[str, float],
+    iteration_times_s: Mapping[str, float],
+    jobs: Sequence[str],
+    anchor: str,
+) -> tuple[float, float]:
+    """Among the rotations keeping ``anchor`` aligned, the one with the least worst
+    misalignment (seconds) over ``jobs``; returns (rotation, misalignment)."""
+    t_anchor = iteration_times_s[anchor]
+    base = shifts[anchor] - sol.time_shifts_s[anchor]
+    repeats = max(1, int(round(sol.unified_period_s / t_anchor)))
+    deltas = base + t_anchor * np.arange(repeats)
+    worst = np.zeros(repeats)
+    for k in jobs:
+        t_k = iteration_times_s[k]
+        diff = np.mod(shifts[k] - sol.time_shifts_s[k] - deltas, t_k)
+        worst = np.maximum(worst, np.minimum(diff, t_k - diff))
+    i = int(np.argmin(worst))
+    return float(deltas[i]), float(worst[i])
+
+
+def _tolerance(sol: LinkSolution) -> float:
+    step = sol.unified_period_s / sol.n_angles
+    return 0.5 * step + sol.unified.max_relative_error * sol.unified_period_s + 1e-9
+
+
+def _loop_through(graph: nx.Graph, node: tuple[str, str]) -> str:
+    for cycle in nx.cycle_basis(graph):
+        if node in cycle:
+            i = cycle.index(node)
+            ordered = cycle[i:] + cycle[:i]
+            # start the printed loop at a job, as the paper draws them
+            if ordered[0][0] == "link":
+                ordered = ordered[1:] + ordered[:1]
+            return "-".join(n[1] for n in [*ordered, ordered[0]])
+    return f"through {node[1]}"
+
+
+def _component_key(component: set) -> str:
+    return min(n[1] for n in component if n[0] == "job")

@@ -1,0 +1,354 @@
+"""A training job's per-iteration network demand.
+
+A :class:`JobProfile` is periodic with period ``iteration_time_s`` (seconds); within one
+iteration the job sends at ``rate_bps`` (bits per second) during each :class:`Phase`
+("Up" phase) and at zero elsewhere.  A phase may wrap past the end of the iteration.
+
+Time-shift convention, used everywhere in this package: shifting a job by ``t`` seconds
+means its rate at time ``x`` is ``rate((x - t) mod T)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cassini import schema
+from cassini.errors import InputError
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One communication phase: starts ``start_s`` seconds into the iteration, lasts
+    ``duration_s`` seconds, and sends at ``rate_bps`` bits per second."""
+
+    start_s: float
+    duration_s: float
+    rate_bps: float
+
+    @property
+    def end_s(self) -> float:
+        """End time in seconds; may exceed the iteration time for a wrapping phase."""
+        return self.start_s + self.duration_s
+
+    def to_dict(self) -> dict[str, float]:
+        return {"start_s": self.start_s, "duration_s": self.duration_s, "rate_bps": self.rate_bps}
+
+    @classmethod
+    def from_dict(cls, obj: Any, field: str = "phase") -> Phase:
+        obj = schema.require_object(obj, field)
+        schema.check_fields(obj, field, ("start_s", "duration_s", "rate_bps"))
+        return cls(
+            start_s=schema.number(obj["start_s"], f"{field}.start_s", non_negative=True),
+            duration_s=schema.number(obj["duration_s"], f"{field}.duration_s", positive=True),
+            rate_bps=schema.number(obj["rate_bps"], f"{field}.rate_bps", non_negative=True),
+        )
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """A job's periodic bandwidth demand: ``iteration_time_s`` seconds per iteration and
+    its communication phases.  Validated on construction (raises :class:`InputError`)."""
+
+    job_id: str
+    iteration_time_s: float
+    phases: tuple[Phase, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "job_id", str(self.job_id))
+        object.__setattr__(self, "phases", tuple(self.phases))
+        _validate(self)  # reports indices in the order given
+        object.__setattr__(self, "phases", tuple(sorted(self.phases, key=lambda p: p.start_s)))
+
+    # -- derived quantities -------------------------------------------------------------
+    @property
+    def bits_per_iteration(self) -> float:
+        """Bits sent per iteration."""
+        return float(sum(p.rate_bps * p.duration_s for p in self.phases))
+
+    @property
+    def bytes_per_iteration(self) -> float:
+        """Bytes sent per iteration."""
+        return self.bits_per_iteration / 8.0
+
+    @property
+    def communication_share(self) -> float:
+        """Fraction of the iteration spent in communication phases, in [0, 1]."""
+        return float(sum(p.duration_s for p in self.phases)) / self.iteration_time_s
+
+    @property
+    def peak_rate_bps(self) -> float:
+        return max((p.rate_bps for p in self.phases), default=0.0)
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Phases as non-wrapping intervals within [0, T): (starts_s, ends_s, rates_bps)."""
+        starts, ends, rates = [], [], []
+        period = self.iteration_time_s
+        for p in self.phases:
+            end = p.end_s
+            if end <= period + _EPS:
+                starts.append(p.start_s)
+                ends.append(min(end, period))
+                rates.append(p.rate_bps)
+            else:  # wraps: [start, T) and [0, end - T)
+                starts += [p.start_s, 0.0]
+                ends += [period, end - period]
+                rates += [p.rate_bps, p.rate_bps]
+        return np.array(starts, float), np.array(ends, float), np.array(rates, float)
+
+    def rate_at(self, times_s: np.ndarray | float, shift_s: float = 0.0) -> np.ndarray:
+        """Rate (bits/s) at absolute times, the job being shifted by ``shift_s`` seconds."""
+        u = np.mod(np.asarray(times_s, float) - shift_s, self.iteration_time_s)
+        starts, ends, rates = self.intervals()
+        inside = (u[..., None] >= starts) & (u[..., None] < ends)
+        return inside.astype(float) @ rates
+
+    def cumulative_bits(self, times_s: np.ndarray, shift_s: float = 0.0) -> np.ndarray:
+        """Bits sent in [0, t) for each t >= 0 when the job is shifted by ``shift_s`` seconds
+        (exact integral of the piecewise-constant rate)."""
+        t = np.asarray(times_s, float)
+        return self._periodic_integral(t - shift_s) - self._periodic_integral(
+            np.array(-shift_s, float)
+        )
+
+    def bin_average(self, n_bins: int, span_s: float, shift_s: float = 0.0) -> np.ndarray:
+        """Mean rate (bits/s) of the shifted job in each of ``n_bins`` equal bins of
+        [0, span_s)."""
+        edges = np.linspace(0.0, span_s, n_bins + 1)
+        return np.diff(self.cumulative_bits(edges, shift_s)) / (span_s / n_bins)
+
+    def _periodic_integral(self, t: np.ndarray) -> np.ndarray:
+        period = self.iteration_time_s
+        whole = np.floor(t / period)
+        u = t - whole * period
+        starts, ends, rates = self.intervals()
+        within = np.clip(u[..., None] - starts, 0.0, ends - starts) @ rates
+        return whole * self.bits_per_iteration + within
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.job_id,
+            "iteration_time_s": self.iteration_time_s,
+            "phases": [p.to_dict() for p in self.phases],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, obj: Any, field: str = "job") -> JobProfile:
+        """Read ``{"id", "iteration_time_s", "phases": [...]}``; unknown fields are errors."""
+        obj = schema.require_object(obj, field)
+        schema.check_fields(obj, field, ("id", "iteration_time_s", "phases"))
+        job_id = schema.identifier(obj["id"], f"{field}.id")
+        period = schema.number(obj["iteration_time_s"], f"{field}.iteration_time_s", positive=True)
+        raw_phases = schema.array(obj["phases"], f"{field}.phases")
+        phases = tuple(Phase.from_dict(p, f"{field}.phases[{i}]") for i, p in enumerate(raw_phases))
+        try:
+            return cls(job_id, period, phases)
+        except InputError as e:
+            raise InputError(schema.join(field, e.field), e.problem) from None
+
+    @classmethod
+    def from_json(cls, text: str) -> JobProfile:
+        return cls.from_dict(json.loads(text))
+
+    # -- measurement --------------------------------------------------------------------
+    @classmethod
+    def from_samples(
+        cls,
+        samples_bps: Sequence[float] | np.ndarray,
+        dt_s: float,
+        *,
+        job_id: str = "job",
+        iteration_time_s: float | None = None,
+        threshold_bps: float | None = None,
+        min_iterations: int = 2,
+    ) -> JobProfile:
+        """Build a profile from a measured bandwidth time series of several iterations.
+
+        Parameters
+        ----------
+        samples_bps : bandwidth in bits/s, one sample per ``dt_s`` seconds.
+        dt_s : sample spacing in seconds.
+        iteration_time_s : the iteration time if known; otherwise estimated from the
+            autocorrelation of the series (see :func:`estimate_period`).
+        threshold_bps : a folded sample above it belongs to a communication phase; default
+            half the folded peak.
+        min_iterations : the series must span at least this many iterations.
+
+        Returns
+        -------
+        JobProfile whose phases are the runs of the folded (averaged over iterations)
+        series above the threshold, each with its mean rate.
+
+        Raises
+        ------
+        InputError if the series is too short, empty, or has no periodic structure.
+        """
+        x = np.asarray(samples_bps, float).ravel()
+        dt_s = schema.number(dt_s, "dt_s", positive=True)
+        if x.size == 0 or not np.all(np.isfinite(x)):
+            raise InputError("samples_bps", "must be a non-empty series of finite numbers")
+        if np.any(x < 0):
+            raise InputError("samples_bps", "rates must be >= 0")
+        if iteration_time_s is None:
+            iteration_time_s = estimate_period(x, dt_s)
+        period = schema.number(iteration_time_s, "iteration_time_s", positive=True)
+        if x.size * dt_s < min_iterations * period - dt_s:
+            raise InputError(
+                "samples_bps",
+                f"spans {x.size * dt_s:g} s, less than {min_iterations} iterations of {period:g} s",
+            )
+        folded = fold(x, dt_s, period)
+        if threshold_bps is None:
+            threshold_bps = 0.5 * float(folded.max())
+        phases = _phases_above(folded, period, threshold_bps)
+        return cls(job_id, period, phases)
+
+
+def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None = None) -> float:
+    """Estimate the period (seconds) of a periodic series by autocorrelation.
+
+    Takes the shortest lag whose autocorrelation is at least 80 % of the strongest peak
+    (so a multiple of the period is not chosen), then refines it with the peak near the
+    largest multiple of that lag inside the series (error shrinks with the multiple).
+    """
+    x = np.asarray(samples, float) - float(np.mean(samples))
+    n = x.size
+    if n < 8 or not np.any(x):
+        raise InputError("samples_bps", "has no periodic structure (constant or too short)")
+    spectrum = np.fft.rfft(x, 2 * n)
+    ac = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
+    ac = ac / (n - np.arange(n))  # unbiased: each lag averages n - k products
+    ac = ac / ac[0]
+    lo = max(2, int(math.ceil((min_lag_s or 0.0) / dt_s)))
+    hi = n // 2
+    if hi <= lo + 1:
+        raise InputError("samples_bps", "too short to estimate an iteration time")
+    window = ac[lo:hi]
+    interior = (window[1:-1] >= window[:-2]) & (window[1:-1] >= window[2:])
+    peaks = np.nonzero(interior)[0] + 1 + lo
+    if peaks.size == 0 or ac[peaks].max() <= 0.2:
+        raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
+    best = ac[peaks].max()
+    lag = int(peaks[np.argmax(ac[peaks] >= 0.8 * best)])
+    multiple = max(1, (n - 1) // (2 * lag))
+    guess = multiple * lag
+    span = max(1, lag // 4)
+    lo_m, hi_m = max(1, guess - span), min(n - 2, guess + span)
+    k = lo_m + int(np.argmax(ac[lo_m : hi_m + 1]))
+    # parabolic interpolation of the peak for sub-sample accuracy
+    a, b, c = ac[k - 1], ac[k], ac[k + 1]
+    denom = a - 2 * b + c
+    offset = 0.5 * (a - c) / denom if denom < 0 else 0.0
+    return float((k + offset) * dt_s / multiple)
+
+
+def fold(samples: np.ndarray, dt_s: float, period_s: float) -> np.ndarray:
+    """Average a series over its iterations: returns round(period/dt) bins of one period."""
+    n_bins = max(1, int(round(period_s / dt_s)))
+    x = np.asarray(samples, float)
+    phase = np.mod(np.arange(x.size) * dt_s, period_s) / period_s
+    idx = np.minimum((phase * n_bins).astype(int), n_bins - 1)
+    sums = np.bincount(idx, weights=x, minlength=n_bins)
+    counts = np.bincount(idx, minlength=n_bins)
+    return np.divide(sums, counts, out=np.zeros(n_bins), where=counts > 0)
+
+
+def _phases_above(folded: np.ndarray, period_s: float, threshold: float) -> tuple[Phase, ...]:
+    above = folded > threshold
+    n = folded.size
+    if not above.any():
+        return ()
+    bin_s = period_s / n
+    if above.all():
+        return (Phase(0.0, period_s, float(folded.mean())),)
+    # rotate so the series starts below threshold; then runs never wrap in the rotated frame
+    first_below = int(np.argmin(above))
+    rolled = np.roll(above, -first_below)
+    values = np.roll(folded, -first_below)
+    edges = np.diff(np.concatenate(([0], rolled.astype(int), [0])))
+    starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
+    phases = []
+    for s, e in zip(starts, ends, strict=True):
+        start_s = ((s + first_below) % n) * bin_s
+        phases.append(Phase(start_s, (e - s) * bin_s, float(values[s:e].mean())))
+    return tuple(phases)
+
+
+def _check_phase(p: Phase, period: float, field: str) -> None:
+    if not p.start_s < period:
+        raise InputError(
+            f"{field}.start_s",
+            f"must be inside the iteration [0, {period:g}) s, got {p.start_s:g}",
+        )
+    if p.duration_s > period + _EPS:
+        raise InputError(
+            f"{field}.duration_s",
+            f"must not exceed the iteration time {period:g} s, got {p.duration_s:g}",
+        )
+
+
+def _validate(profile: JobProfile) -> None:
+    period = profile.iteration_time_s
+    if (
+        isinstance(period, bool)
+        or not isinstance(period, int | float)
+        or not math.isfinite(period)
+        or period <= 0
+    ):
+        raise InputError("iteration_time_s", f"must be a finite number > 0, got {period!r}")
+    for i, p in enumerate(profile.phases):
+        name = f"phases[{i}]"
+        for attr in ("start_s", "duration_s", "rate_bps"):
+            v = getattr(p, attr)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise InputError(f"{name}.{attr}", f"must be a finite number, got {v!r}")
+        if p.start_s < 0:
+            raise InputError(f"{name}.start_s", f"must be >= 0, got {p.start_s:g}")
+        if p.duration_s <= 0:
+            raise InputError(f"{name}.duration_s", f"must be > 0, got {p.duration_s:g}")
+        if p.rate_bps < 0:
+            raise InputError(f"{name}.rate_bps", f"must be >= 0, got {p.rate_bps:g}")
+        _check_phase(p, period, name)
+    order = sorted(range(len(profile.phases)), key=lambda k: profile.phases[k].start_s)
+    for pos, i in enumerate(order):
+        if len(order) < 2:
+            break
+        nxt = order[(pos + 1) % len(order)]
+        p, q = profile.phases[i], profile.phases[nxt]
+        nxt_start = q.start_s if pos + 1 < len(order) else q.start_s + period
+        if p.end_s > nxt_start + _EPS:
+            raise InputError(
+                f"phases[{i}]",
+                f"overlaps phases[{nxt}] (ends at {p.end_s:g} s, phases[{nxt}] starts at "
+                f"{q.start_s:g} s)",
+            )
+
+
+def profiles_from_dicts(objs: Any, field: str = "jobs") -> list[JobProfile]:
+    """Read a non-empty JSON array of jobs with unique ids."""
+    items = schema.array(objs, field, non_empty=True)
+    jobs = [JobProfile.from_dict(o, f"{field}[{i}]") for i, o in enumerate(items)]
+    seen: dict[str, int] = {}
+    for i, j in enumerate(jobs):
+        if j.job_id in seen:
+            raise InputError(f"{field}[{i}].id", f"duplicate job id {j.job_id!r}")
+        seen[j.job_id] = i
+    return jobs
+
+
+def profile_map(jobs: Sequence[JobProfile] | Mapping[str, JobProfile]) -> dict[str, JobProfile]:
+    """Jobs keyed by id, from a sequence or a mapping."""
+    if isinstance(jobs, Mapping):
+        return dict(jobs)
+    return {j.job_id: j for j in jobs}

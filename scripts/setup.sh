@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Idempotent setup: Debian packages, a .venv that can import Debian's mininet module,
+# and an editable install of the project with its dev extras.  A second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(mininet bridge-utils clang llvm libbpf-dev bpftool iperf3 iputils-ping tcpdump iproute2)
+PYTHON=${PYTHON:-python3}
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+      echo "setup: installing Debian packages: ${missing[*]}"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+      echo "setup: WARNING: not root, cannot install Debian packages: ${missing[*]}" >&2
+      echo "setup: the placement advisor works without them; testbed and MLTCP tests will not." >&2
+    fi
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+
+# Debian's mininet is a pure-Python package in the system dist-packages; expose only it
+# (not the rest of Debian's Python packages) to the venv through a symlink.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ -d /usr/lib/python3/dist-packages/mininet ] && [ ! -e "$site/mininet" ]; then
+  ln -s /usr/lib/python3/dist-packages/mininet "$site/mininet"
+fi
+
+stamp=.venv/.installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing the project (editable) with dev extras"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
+    | grep -v "is neither a file nor a directory" || true
+  .venv/bin/python -c 'import cassini, numpy, networkx, torch' 
+  touch "$stamp"
+fi
+echo "setup: ready (.venv/bin/cassini, .venv/bin/mltcp, .venv/bin/testbed)"
