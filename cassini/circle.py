@@ -364,35 +364,55 @@ def score_at_shifts(
     return float(score_of_demand(demand, capacity_bps)), demand
 
 
-def evaluate_shifts(
+def continuous_score(
     jobs: Sequence[JobProfile],
     capacity_bps: float,
     time_shifts_s: dict[str, float],
     span_s: float,
-    *,
-    points: int = 100_000,
 ) -> float:
-    """Score of the given time-shifts measured independently of the grid: the jobs' rates
-    are sampled at ``points`` instants spread over ``span_s`` seconds (use the unified
-    period).  Converges to the continuous score as ``points`` grows."""
-    t = (np.arange(points) + 0.5) * (span_s / points)
-    demand = sum(j.rate_at(t, time_shifts_s.get(j.job_id, 0.0)) for j in jobs)
-    return float(score_of_demand(np.asarray(demand), capacity_bps))
+    """Score of the given time-shifts in continuous time over [0, span_s), independent of
+    any grid: rates are piecewise constant, so the demand is evaluated once between each
+    pair of consecutive phase edges and the excess integrated exactly.  Use the unified
+    period as the span."""
+    cuts = [np.array([0.0, span_s])]
+    for j in jobs:
+        shift = time_shifts_s.get(j.job_id, 0.0)
+        starts, ends, _ = j.intervals()
+        base = np.concatenate([starts, ends]) + shift
+        k = np.arange(-1, int(np.ceil(span_s / j.iteration_time_s)) + 1)
+        points = (base[:, None] + k[None, :] * j.iteration_time_s).ravel()
+        cuts.append(points[(points > 0) & (points < span_s)])
+    edges = np.unique(np.concatenate(cuts))
+    mids, widths = 0.5 * (edges[1:] + edges[:-1]), np.diff(edges)
+    demand = sum(j.rate_at(mids, time_shifts_s.get(j.job_id, 0.0)) for j in jobs)
+    over = float(excess(np.asarray(demand), capacity_bps) @ widths)
+    return 1.0 - over / (span_s * capacity_bps)
 
 
 def grid_error_bound(jobs: Sequence[JobProfile], solution: LinkSolution) -> float:
-    """Upper bound on |grid score - continuous score| for the solution's shifts.
+    """Upper bound on |grid score - continuous score| at the solution's shifts.
 
-    Only angles containing a phase edge differ (elsewhere every rate is constant on the
-    arc); on such an angle averaging can change the excess by at most the rates that
-    change inside it.  Each job has two edges per phase per repetition.
+    Only angles with a phase edge strictly inside differ (elsewhere every rate is constant
+    on the arc, and the mean of the excess equals the excess of the mean); on such an angle
+    averaging changes the excess by at most the sum of the rates of the jobs with an edge
+    inside it.  Valid for exact unified periods (``solution.unified.exact``).
     """
-    reps = dict(zip(solution.job_ids, solution.unified.repeats, strict=True))
-    total = 0.0
-    for j in jobs:
-        edges = 2 * len(j.phases) * reps[j.job_id]
-        total += edges * j.peak_rate_bps
-    return total / (solution.n_angles * solution.capacity_bps)
+    angles, period = solution.n_angles, solution.unified_period_s
+    step = period / angles
+    by_id = {j.job_id: j for j in jobs}
+    per_angle = np.zeros(angles)
+    for job_id in solution.job_ids:
+        job = by_id[job_id]
+        starts, ends, rates = job.intervals()
+        shift = solution.time_shifts_s[job_id]
+        reps = int(round(period / job.iteration_time_s))
+        k = np.arange(reps)[None, :] * job.iteration_time_s
+        for edge_times, rate in ((starts, rates), (ends, rates)):
+            t = np.mod(edge_times[:, None] + shift + k, period) / step
+            inside = np.abs(t - np.rint(t)) > 1e-9
+            weights = np.broadcast_to(rate[:, None], t.shape)[inside]
+            np.add.at(per_angle, np.floor(t[inside]).astype(int) % angles, weights)
+    return float(per_angle.sum() / (angles * solution.capacity_bps))
 
 
 def _stretched(job: JobProfile, iteration_time_s: float) -> JobProfile:

@@ -257,8 +257,9 @@ def fold(samples: np.ndarray, dt_s: float, period_s: float) -> np.ndarray:
     """Average a series over its iterations: returns round(period/dt) bins of one period."""
     n_bins = max(1, int(round(period_s / dt_s)))
     x = np.asarray(samples, float)
-    phase = np.mod(np.arange(x.size) * dt_s, period_s) / period_s
-    idx = np.minimum((phase * n_bins).astype(int), n_bins - 1)
+    # bin position counted in bins (not via a float modulo, which misplaces boundary samples)
+    position = np.arange(x.size) * (dt_s * n_bins / period_s)
+    idx = np.floor(position + 1e-6).astype(np.int64) % n_bins
     sums = np.bincount(idx, weights=x, minlength=n_bins)
     counts = np.bincount(idx, minlength=n_bins)
     return np.divide(sums, counts, out=np.zeros(n_bins), where=counts > 0)

@@ -1,0 +1,103 @@
+import pytest
+
+from cassini.advisor import Candidate, Link, advise
+from cassini.api import example, read_advise_request
+from cassini.errors import InputError
+from cassini.profile import JobProfile, Phase
+
+GBPS = 1e9
+
+
+def jobs():
+    half = [Phase(0.0, 0.05, GBPS)]
+    return [
+        JobProfile("a", 0.1, half),
+        JobProfile("b", 0.1, half),
+        JobProfile("big", 0.1, [Phase(0.0, 0.09, GBPS)]),
+        JobProfile("solo", 0.2, half),
+    ]
+
+
+LINKS = [Link("l1", GBPS), Link("l2", GBPS), Link("l3", GBPS)]
+
+
+def test_ranks_by_mean_and_returns_best_shifts():
+    candidates = [
+        Candidate("bad", {"a": ("l1",), "big": ("l1",), "b": ("l2",)}),
+        Candidate("good", {"a": ("l1",), "b": ("l1",), "big": ("l2",)}),
+    ]
+    advice = advise(LINKS, jobs(), candidates)
+    assert advice.best == "good"
+    assert [c.candidate_id for c in advice.candidates] == ["good", "bad"]
+    good = advice.candidates[0]
+    assert good.score == pytest.approx(1.0) and good.min_link_score == pytest.approx(1.0)
+    assert set(good.link_scores) == {"l1"}
+    # a at 0, b half an iteration later; jobs sharing nothing get 0
+    assert advice.time_shifts_s == pytest.approx({"a": 0.0, "b": 0.05, "big": 0.0, "solo": 0.0})
+    assert advice.candidates[1].score < 1.0
+
+
+def test_candidate_without_shared_links_scores_one():
+    advice = advise(LINKS, jobs(), [Candidate("spread", {"a": ("l1",), "b": ("l2",)})])
+    assert advice.best == "spread" and advice.candidates[0].score == 1.0
+
+
+def test_min_aggregate_prefers_no_bad_link():
+    j = jobs()
+    mean_best = Candidate(  # one perfect link, one poor link
+        "mixed",
+        {"a": ("l1",), "b": ("l1",), "big": ("l2",), "solo": ("l2",)},
+    )
+    even = Candidate("even", {"a": ("l1",), "big": ("l1",), "b": ("l2",), "solo": ("l2",)})
+    by_mean = advise(LINKS, j, [mean_best, even], aggregate="mean")
+    by_min = advise(LINKS, j, [mean_best, even], aggregate="min")
+    scores = {c.candidate_id: c for c in by_mean.candidates}
+    assert by_mean.best == max(scores, key=lambda k: (scores[k].score, scores[k].min_link_score))
+    assert by_min.best == max(scores, key=lambda k: (scores[k].min_link_score, scores[k].score))
+
+
+def test_ties_keep_scheduler_order():
+    c1 = Candidate("first", {"a": ("l1",), "b": ("l1",)})
+    c2 = Candidate("second", {"a": ("l2",), "b": ("l2",)})
+    assert advise(LINKS, jobs(), [c1, c2]).best == "first"
+    assert advise(LINKS, jobs(), [c2, c1]).best == "second"
+
+
+def test_parallel_scoring_matches_serial():
+    request = example("advise")
+    links, js, cands = read_advise_request(request)
+    serial = advise(links, js, cands, workers=1)
+    parallel = advise(links, js, cands, workers=2)
+    assert serial.to_dict() == parallel.to_dict()
+
+
+def test_example_rejects_the_inconsistent_loop_and_accepts_the_consistent_one():
+    links, js, cands = read_advise_request(example("advise"))
+    advice = advise(links, js, cands)
+    status = {c.candidate_id: c for c in advice.candidates}
+    assert advice.best is not None
+    rejected = [c for c in advice.candidates if c.status == "rejected"]
+    assert rejected and all("loop" in c.reason for c in rejected)
+    assert any(c.loops > 0 and c.status == "ok" for c in status.values())
+
+
+@pytest.mark.parametrize(
+    "cands, field",
+    [
+        ([Candidate("c", {"a": ("nope",)})], "candidates[0].paths.a[0]"),
+        ([Candidate("c", {"ghost": ("l1",)})], "candidates[0].paths.ghost"),
+        ([Candidate("c", {}), Candidate("c", {})], "candidates[1].id"),
+        ([], "candidates"),
+    ],
+)
+def test_bad_candidates(cands, field):
+    with pytest.raises(InputError) as e:
+        advise(LINKS, jobs(), cands)
+    assert e.value.field == field
+
+
+def test_bad_options():
+    with pytest.raises(InputError, match="aggregate"):
+        advise(LINKS, jobs(), [Candidate("c", {})], aggregate="max")
+    with pytest.raises(InputError, match="precision_deg"):
+        advise(LINKS, jobs(), [Candidate("c", {})], precision_deg=0)

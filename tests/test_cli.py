@@ -1,0 +1,155 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cassini.api import example
+
+
+def run(*args, stdin=None):
+    return subprocess.run(
+        [sys.executable, "-m", "cassini.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_advise_example_json_contract():
+    r = run("advise", "--example")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) >= {"best", "time_shifts_s", "candidates"}
+    ids = {c["id"] for c in out["candidates"]}
+    assert out["best"] in ids
+    for c in out["candidates"]:
+        assert set(c) >= {"id", "status", "score", "min_link_score", "link_scores", "reason"}
+        assert c["status"] in ("ok", "rejected")
+    assert set(out["time_shifts_s"]) == {j["id"] for j in example("advise")["jobs"]}
+
+
+def test_score_from_stdin_and_table():
+    request = json.dumps(example("score"))
+    r = run("score", "-", stdin=request)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) >= {"score", "time_shifts_s", "unified_period_s"}
+    assert out["score"] <= 1.0
+    r = run("score", "-", "--format", "table", "--precision-deg", "2", stdin=request)
+    assert r.returncode == 0 and "score" in r.stdout and "180 angles" in r.stdout
+
+
+def test_help_explains():
+    r = run("advise", "--help")
+    assert r.returncode == 0 and "time-shift" in r.stdout and "--precision-deg" in r.stdout
+
+
+def job(**over):
+    j = {
+        "id": "a",
+        "iteration_time_s": 0.1,
+        "phases": [{"start_s": 0.0, "duration_s": 0.05, "rate_bps": 1e9}],
+    }
+    j.update(over)
+    return j
+
+
+def advise_req(**over):
+    req = {
+        "links": [{"id": "l1", "capacity_bps": 1e9}],
+        "jobs": [job(), job(id="b")],
+        "candidates": [{"id": "c1", "paths": {"a": ["l1"], "b": ["l1"]}}],
+    }
+    req.update(over)
+    return req
+
+
+BAD = [
+    ("score", "{not json", "malformed JSON"),
+    ("score", json.dumps({"capacity_bps": 1e9, "jobs": []}), "jobs: must not be empty"),
+    ("score", json.dumps({"capacity_bps": 0, "jobs": [job()]}), "capacity_bps: must be > 0"),
+    (
+        "score",
+        json.dumps({"capacity_bps": 1e9, "jobs": [job(iteration_time_s=-1)]}),
+        "jobs[0].iteration_time_s: must be > 0",
+    ),
+    (
+        "score",
+        json.dumps({"capacity_bps": 1e9, "jobs": [job(iteration_time_s=0)]}),
+        "jobs[0].iteration_time_s: must be > 0",
+    ),
+    (
+        "score",
+        json.dumps(
+            {
+                "capacity_bps": 1e9,
+                "jobs": [job(phases=[{"start_s": 0.2, "duration_s": 0.01, "rate_bps": 1}])],
+            }
+        ),
+        "jobs[0].phases[0].start_s: must be inside the iteration",
+    ),
+    (
+        "score",
+        json.dumps(
+            {
+                "capacity_bps": 1e9,
+                "jobs": [job(phases=[{"start_s": 0.0, "duration_s": -0.01, "rate_bps": 1}])],
+            }
+        ),
+        "jobs[0].phases[0].duration_s: must be > 0",
+    ),
+    (
+        "score",
+        json.dumps({"capacity_bps": 1e9, "jobs": [job(speed=3)]}),
+        "jobs[0].speed: unknown field",
+    ),
+    (
+        "score",
+        json.dumps({"capacity_bps": 1e9, "jobs": [job()], "extra": 1}),
+        "extra: unknown field",
+    ),
+    (
+        "score",
+        json.dumps({"capacity_bps": 1e9, "jobs": [job(), job()]}),
+        "jobs[1].id: duplicate job id",
+    ),
+    (
+        "advise",
+        json.dumps(advise_req(candidates=[{"id": "c1", "paths": {"a": ["l7"]}}])),
+        "candidates[0].paths.a[0]: unknown link 'l7'",
+    ),
+    ("advise", json.dumps(advise_req(jobs=[])), "jobs: must not be empty"),
+    (
+        "advise",
+        json.dumps(advise_req(links=[{"id": "l1", "capacity_bps": "fast"}])),
+        "links[0].capacity_bps: must be a number",
+    ),
+    (
+        "advise",
+        json.dumps(advise_req(candidates=[{"id": "c1", "paths": {"a": ["l1"]}, "why": 1}])),
+        "candidates[0].why: unknown field",
+    ),
+    ("advise", json.dumps([1, 2]), "input: must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize("command, text, message", BAD)
+def test_bad_input_exits_2_with_one_clear_line(command, text, message):
+    r = run(command, "-", stdin=text)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert message in lines[0]
+
+
+def test_missing_file_and_bad_flag(tmp_path):
+    r = run("advise", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "cannot read" in r.stderr
+    r = run("advise")
+    assert r.returncode == 2 and "--example" in r.stderr
+    r = run("advise", "--example", "--precision-deg", "0")
+    assert r.returncode == 2 and "precision_deg" in r.stderr

@@ -1,0 +1,114 @@
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cassini.errors import InputError
+from cassini.profile import JobProfile, Phase, estimate_period
+
+
+def test_wrapping_phase_is_split_and_integrates():
+    job = JobProfile("a", 0.1, [Phase(0.08, 0.04, 1e9)])
+    starts, ends, rates = job.intervals()
+    order = np.argsort(starts)
+    assert starts[order] == pytest.approx([0.0, 0.08])
+    assert ends[order] == pytest.approx([0.02, 0.1])
+    assert job.bits_per_iteration == pytest.approx(4e7)
+    assert job.bin_average(10, 0.1).sum() * 0.01 == pytest.approx(4e7)
+    assert job.rate_at(np.array([0.01, 0.05, 0.09])).tolist() == [1e9, 0.0, 1e9]
+
+
+def test_shift_convention_delays_the_job():
+    job = JobProfile("a", 0.1, [Phase(0.0, 0.01, 1e9)])
+    # shifted by 30 ms, the phase that was at [0, 10 ms) now runs at [30, 40 ms)
+    assert job.rate_at(0.035, shift_s=0.03) == 1e9
+    assert job.rate_at(0.005, shift_s=0.03) == 0.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(iteration_time_s=0.0, phases=[]), "iteration_time_s"),
+        (dict(iteration_time_s=-1.0, phases=[]), "iteration_time_s"),
+        (dict(iteration_time_s=0.1, phases=[Phase(0.1, 0.01, 1.0)]), "phases[0].start_s"),
+        (dict(iteration_time_s=0.1, phases=[Phase(0.0, 0.2, 1.0)]), "phases[0].duration_s"),
+        (dict(iteration_time_s=0.1, phases=[Phase(0.0, 0.01, -1.0)]), "phases[0].rate_bps"),
+        (dict(iteration_time_s=0.1, phases=[Phase(0.0, 0.0, 1.0)]), "phases[0].duration_s"),
+        (
+            dict(iteration_time_s=0.1, phases=[Phase(0.05, 0.03, 1.0), Phase(0.0, 0.06, 1.0)]),
+            "phases[1]",
+        ),
+        # a wrapping phase overlapping the first phase of the next iteration
+        (
+            dict(iteration_time_s=0.1, phases=[Phase(0.0, 0.02, 1.0), Phase(0.09, 0.02, 1.0)]),
+            "phases[1]",
+        ),
+    ],
+)
+def test_validation_names_the_field(kwargs, field):
+    with pytest.raises(InputError) as e:
+        JobProfile("a", **kwargs)
+    assert e.value.field == field
+
+
+def test_from_dict_rejects_unknown_fields_with_path():
+    obj = {"id": "a", "iteration_time_s": 0.1, "phases": [], "colour": "red"}
+    with pytest.raises(InputError, match="colour: unknown field"):
+        JobProfile.from_dict(obj, "jobs[3]")
+    obj = {
+        "id": "a",
+        "iteration_time_s": 0.1,
+        "phases": [{"start_s": 0, "duration_s": 0.2, "rate_bps": 1}],
+    }
+    with pytest.raises(InputError) as e:
+        JobProfile.from_dict(obj, "jobs[3]")
+    assert e.value.field == "jobs[3].phases[0].duration_s"
+
+
+phase_lists = st.lists(
+    st.tuples(st.floats(0.0, 0.99), st.floats(0.001, 0.2), st.floats(0.0, 1e11)),
+    max_size=4,
+)
+
+
+@given(period=st.floats(0.01, 5.0), raw=phase_lists)
+def test_json_round_trip(period, raw):
+    # lay phases out one after another so they never overlap
+    phases, cursor = [], 0.0
+    for frac, dur, rate in raw:
+        start = cursor + frac * 0.01 * period
+        duration = dur * period
+        if start + duration > period * 0.999:
+            break
+        phases.append(Phase(start, duration, rate))
+        cursor = start + duration
+    job = JobProfile("j", period, phases)
+    again = JobProfile.from_json(json.dumps(job.to_dict()))
+    assert again == job
+
+
+def test_from_samples_recovers_period_and_phases():
+    job = JobProfile("a", 0.137, [Phase(0.09, 0.06, 4e8)])  # wraps past the end
+    dt = 0.001
+    t = np.arange(0, 3.0, dt)
+    rng = np.random.default_rng(0)
+    samples = job.bin_average(t.size, t[-1] + dt, shift_s=0.021) + rng.normal(0, 2e7, t.size)
+    samples = np.clip(samples, 0, None)
+    got = JobProfile.from_samples(samples, dt, job_id="a")
+    assert got.iteration_time_s == pytest.approx(0.137, rel=0.01)
+    assert got.communication_share == pytest.approx(job.communication_share, abs=0.03)
+    assert got.phases[0].rate_bps == pytest.approx(4e8, rel=0.1)
+
+
+def test_from_samples_with_given_period_and_errors():
+    samples = np.tile([5e8] * 30 + [0.0] * 70, 5)
+    got = JobProfile.from_samples(samples, 0.001, iteration_time_s=0.1)
+    assert got.phases == (Phase(0.0, pytest.approx(0.03), pytest.approx(5e8)),)
+    with pytest.raises(InputError, match="less than 2 iterations"):
+        JobProfile.from_samples(samples[:150], 0.001, iteration_time_s=0.1)
+    with pytest.raises(InputError, match="no periodic structure"):
+        estimate_period(np.ones(1000), 0.001)
+    with pytest.raises(InputError):
+        JobProfile.from_samples([], 0.001)
