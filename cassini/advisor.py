@@ -1,11 +1,13 @@
 """Rank candidate placements (CASSINI §4.2, Algorithm 2).
 
 For each candidate: build the affinity graph, score every shared link with the
-geometric abstraction, derive one time-shift per job with Algorithm 1, drop the
-candidate if a loop's shifts disagree, aggregate its link scores (mean, as the paper; min
-on request) and rank.  The same (link capacity, set of jobs) recurs across candidates, so
-each distinct link problem is solved once per call; distinct problems run in a process
-pool when there are enough of them to pay for it.
+geometric abstraction, derive one time-shift per job with Algorithm 1 (repairing loops),
+aggregate the link scores those shifts achieve (mean, as the paper; min on request) and
+rank.  A loop that still costs a link score is handled by ``loops``: "reject" drops the
+candidate with the reason (the paper drops every loop), "score" keeps it and ranks it by
+the scores its shifts really achieve.  The same (link capacity, set of jobs) recurs across
+candidates, so each distinct link problem is solved once per call; distinct problems run
+in a process pool when there are enough of them to pay for it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class CandidateResult:
     time_shifts_s: dict[str, float]
     reason: str | None = None
     loops: int = 0
+    loop_loss: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class CandidateResult:
             "link_scores": self.link_scores,
             "time_shifts_s": self.time_shifts_s,
             "loops": self.loops,
+            "loop_loss": self.loop_loss,
             "reason": self.reason,
         }
 
@@ -90,6 +94,7 @@ class Advice:
     candidates: tuple[CandidateResult, ...]
     precision_deg: float
     aggregate: str
+    loops: str = "reject"
     link_solutions: dict[str, LinkSolution] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +103,7 @@ class Advice:
             "time_shifts_s": self.time_shifts_s,
             "precision_deg": self.precision_deg,
             "aggregate": self.aggregate,
+            "loops": self.loops,
             "candidates": [c.to_dict() for c in self.candidates],
         }
 
@@ -109,6 +115,7 @@ def advise(
     precision_deg: float = 5.0,
     aggregate: str = "mean",
     *,
+    loops: str = "reject",
     workers: int | None = None,
     resolution_s: float = 1e-3,
 ) -> Advice:
@@ -122,6 +129,10 @@ def advise(
         keep that order).
     precision_deg : angle step of the unified circle (5 degrees = 72 angles).
     aggregate : "mean" (paper) or "min" (worst link first); the other is the tie-breaker.
+    loops : "reject" a candidate whose loops cost some link more than
+        :data:`cassini.affinity.LOOP_TOLERANCE` of score even after repair, or "score" it
+        by what its shifts achieve (better for large clusters, where most candidates
+        have loops).
     workers : processes for scoring distinct link problems; None = automatic (a pool only
         above :data:`PARALLEL_THRESHOLD` problems), 1 = in this process.
     resolution_s : iteration times are quantised to this before taking LCMs.
@@ -137,6 +148,8 @@ def advise(
     """
     if aggregate not in ("mean", "min"):
         raise InputError("aggregate", f"must be 'mean' or 'min', got {aggregate!r}")
+    if loops not in ("reject", "score"):
+        raise InputError("loops", f"must be 'reject' or 'score', got {loops!r}")
     n_angles(precision_deg)  # validates
     link_map: dict[str, Link] = {}
     for link in links:
@@ -168,7 +181,7 @@ def advise(
             link: solved[(link_map[link].capacity_bps, job_ids)] for link, job_ids in shared.items()
         }
         solutions_of[cand.candidate_id] = sols
-        results.append(_evaluate(cand, sols, job_map))
+        results.append(_evaluate(cand, sols, job_map, loops))
 
     def rank_key(item: tuple[int, CandidateResult]) -> tuple:
         i, r = item
@@ -192,6 +205,7 @@ def advise(
         candidates=ranked,
         precision_deg=float(precision_deg),
         aggregate=aggregate,
+        loops=loops,
         link_solutions=solutions_of[best.candidate_id] if best else {},
     )
 
@@ -252,12 +266,14 @@ def _evaluate(
     cand: Candidate,
     sols: Mapping[str, LinkSolution],
     job_map: Mapping[str, JobProfile],
+    loops: str,
 ) -> CandidateResult:
     graph = affinity_graph(cand.paths, sols)
     assignment = time_shifts(graph, sols, job_map)
     link_scores = assignment.link_scores
     shifts = {j: assignment.time_shifts_s.get(j, 0.0) for j in job_map}
-    if not assignment.consistent:
+    reason = "; ".join(assignment.conflicts) or None
+    if reason and loops == "reject":
         return CandidateResult(
             cand.candidate_id,
             "rejected",
@@ -265,8 +281,9 @@ def _evaluate(
             None,
             link_scores,
             {},
-            reason="; ".join(assignment.conflicts),
+            reason=reason,
             loops=assignment.loops,
+            loop_loss=assignment.max_loss,
         )
     scores = list(link_scores.values())
     return CandidateResult(
@@ -276,5 +293,7 @@ def _evaluate(
         float(min(scores)) if scores else 1.0,
         link_scores,
         shifts,
+        reason=reason,
         loops=assignment.loops,
+        loop_loss=assignment.max_loss,
     )

@@ -15,8 +15,10 @@ rotation is chosen among all equivalent ones to agree with them.
 
 A link whose relative shifts are not preserved is still sound when the final shifts score
 as well on it as its own optimum (a link often has many optimal rotations, and another
-link of the loop may pick a different one): such loops are accepted too.  Only loops that
-lose score on some link are reported as conflicts.
+link of the loop may pick a different one): such loops are accepted too.  When a loop
+loses score, :func:`cassini.refine.refine_shifts` repairs the shifts by coordinate ascent;
+only loops that still cost some link more than ``loop_tolerance`` of score are reported
+as conflicts.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ import numpy as np
 
 from cassini.circle import LinkSolution, score_at_shifts
 from cassini.profile import JobProfile
+from cassini.refine import refine_shifts
+
+#: Score a loop may cost a link and still count as consistent: well below what the 5-degree
+#: grid resolves (one angle holding a phase edge moves a score by ~1/72 * rate/capacity).
+LOOP_TOLERANCE = 0.005
 
 
 def job_node(job_id: str) -> tuple[str, str]:
@@ -93,6 +100,8 @@ class ShiftAssignment:
     conflicts: tuple[str, ...]
     loops: int
     link_scores: dict[str, float]
+    max_loss: float = 0.0  # largest (link optimum - achieved score) over the links
+    repaired: bool = False  # the loop repair changed the shifts
 
     @property
     def consistent(self) -> bool:
@@ -103,11 +112,16 @@ def time_shifts(
     graph: nx.Graph,
     link_solutions: Mapping[str, LinkSolution],
     profiles: Mapping[str, JobProfile],
+    *,
+    repair: bool = True,
+    loop_tolerance: float = LOOP_TOLERANCE,
 ) -> ShiftAssignment:
     """Algorithm 1: one time-shift per job from the per-link shifts on the edges.
 
     The reference job of each component (shift 0) is the one on most shared links, ties
     broken by id, so results are deterministic.  Jobs not in the graph are not returned.
+    When loops lose score and ``repair`` is set, the shifts are refined (and kept only if
+    the total achieved score improves).
     """
     iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
     shifts: dict[str, float] = {}
@@ -133,11 +147,24 @@ def time_shifts(
                             np.mod(sol.time_shifts_s[k] + delta, iteration_times_s[k])
                         )
                         queue.append(k_node)
-    conflicts, realised = check_consistency(graph, link_solutions, shifts, profiles)
     loops = (
         graph.number_of_edges() - graph.number_of_nodes() + nx.number_connected_components(graph)
     )
-    return ShiftAssignment(shifts, tuple(conflicts), loops, realised)
+    check = dict(score_tolerance=loop_tolerance)
+    conflicts, realised = check_consistency(graph, link_solutions, shifts, profiles, **check)
+    repaired = False
+    if loops and repair and _loss(realised, link_solutions) > 1e-9:
+        better = refine_shifts(graph, link_solutions, profiles, shifts)
+        c2, r2 = check_consistency(graph, link_solutions, better, profiles, **check)
+        if sum(r2.values()) > sum(realised.values()) + 1e-12:
+            shifts, conflicts, realised, repaired = better, c2, r2, True
+    return ShiftAssignment(
+        shifts, tuple(conflicts), loops, realised, _loss(realised, link_solutions), repaired
+    )
+
+
+def _loss(realised: Mapping[str, float], link_solutions: Mapping[str, LinkSolution]) -> float:
+    return max((link_solutions[k].score - v for k, v in realised.items()), default=0.0)
 
 
 def check_consistency(

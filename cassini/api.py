@@ -89,11 +89,16 @@ def read_advise_request(obj: Any) -> tuple[list[Link], list, list[Candidate]]:
 
 
 def advise_request(
-    obj: Any, *, precision_deg: float = 5.0, aggregate: str = "mean", workers: int | None = None
+    obj: Any,
+    *,
+    precision_deg: float = 5.0,
+    aggregate: str = "mean",
+    loops: str = "reject",
+    workers: int | None = None,
 ) -> Advice:
     """Answer an advise request (see the module docstring for the schema)."""
     links, jobs, candidates = read_advise_request(obj)
-    return advise(links, jobs, candidates, precision_deg, aggregate, workers=workers)
+    return advise(links, jobs, candidates, precision_deg, aggregate, loops=loops, workers=workers)
 
 
 def example(name: str) -> Any:

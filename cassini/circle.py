@@ -14,7 +14,6 @@ Angles never leave this module: callers see seconds.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -125,7 +124,8 @@ class LinkSolution:
 
     ``time_shifts_s[job]`` is in [0, T_job) (paper Eq. 5), the first job in id order at 0;
     ``demand_bps`` is the summed demand on each of the ``|A|`` angles at those shifts,
-    angle ``a`` covering [a, a+1) * period_s / |A| seconds.
+    angle ``a`` covering [a, a+1) * period_s / |A| seconds; ``vectors`` holds each job's
+    own demand per angle at shift 0 (rows in ``job_ids`` order).
     """
 
     score: float
@@ -135,6 +135,17 @@ class LinkSolution:
     demand_bps: np.ndarray
     method: str  # "exact" or "heuristic"
     job_ids: tuple[str, ...] = field(default=())
+    vectors: np.ndarray | None = None
+
+    def rotations_of(
+        self, job_id: str, shifts_s: np.ndarray, iteration_time_s: float
+    ) -> np.ndarray:
+        """The angles (rounded) at which time-shifts in real seconds put a job."""
+        i = self.job_ids.index(job_id)
+        t_eff = self.unified.period_s / self.unified.repeats[i]
+        step = self.unified.period_s / self.n_angles
+        angles = np.rint(np.asarray(shifts_s) * (t_eff / iteration_time_s / step))
+        return angles.astype(np.int64) % self.n_angles
 
     @property
     def unified_period_s(self) -> float:
@@ -247,9 +258,10 @@ def compatibility_score(
         )
     demand = rotated_sum(vectors, rotations)
     step_s = unified.period_s / angles
+    # a rotation is a shift on the (possibly stretched) circle; map it back to real time
     shifts = {
-        j.job_id: float(np.mod(k * step_s, j.iteration_time_s))
-        for j, k in zip(jobs, rotations, strict=True)
+        j.job_id: float(np.mod(k * step_s, t_eff) / t_eff * j.iteration_time_s) % j.iteration_time_s
+        for j, k, t_eff in zip(jobs, rotations, unified.effective_iteration_times_s(), strict=True)
     }
     return LinkSolution(
         score=float(score_of_demand(demand, capacity_bps)),
@@ -259,6 +271,7 @@ def compatibility_score(
         demand_bps=demand,
         method=used,
         job_ids=ids,
+        vectors=vectors,
     )
 
 
@@ -266,9 +279,10 @@ def rotation_period(vector: np.ndarray) -> int:
     """Smallest ``s`` dividing ``len(vector)`` with ``roll(vector, s) == vector``: the number
     of distinct rotations of a job on the circle (|A| / repeats when that divides)."""
     n = vector.size
-    scale = max(1.0, float(np.abs(vector).max()))
-    for s in range(1, n + 1):
-        if n % s == 0 and np.allclose(np.roll(vector, s), vector, rtol=0, atol=1e-9 * scale):
+    atol = 1e-9 * max(1.0, float(np.abs(vector).max()))
+    for s in (d for d in range(1, n) if n % d == 0):
+        # roll(v, s) == v  <=>  v[i] == v[i + s] for every i (indices mod n)
+        if np.abs(vector[s:] - vector[:-s]).max() <= atol:
             return s
     return n
 
@@ -286,28 +300,69 @@ def _rotation_matrix(vector: np.ndarray, count: int) -> np.ndarray:
 
 
 def _exact(vectors: np.ndarray, periods: list[int], capacity: float) -> list[int]:
-    """Exhaustive search over the grid; job 0 stays at rotation 0.  The last two free
-    jobs are searched as one (s1, s2, |A|) array, the others in an outer loop."""
+    """Optimum over the grid by branch and bound; job 0 stays at rotation 0.
+
+    Adding a job never lowers the excess, so the excess of a partial assignment bounds
+    every completion from below: branches whose bound reaches the best complete value
+    (first from the greedy-plus-descent heuristic) are cut.  The last two free jobs are
+    evaluated together as one (s1, s2, |A|) array.
+    """
     n = len(vectors)
     if n == 1:
         return [0]
     mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
-    outer = range(1, max(1, n - 2))
-    inner = list(range(max(1, n - 2), n))
-    best_excess, best = math.inf, [0] * n
-    for combo in itertools.product(*(range(periods[i]) for i in outer)):
-        base = vectors[0] + sum((mats[i][k] for i, k in zip(outer, combo, strict=True)), 0.0)
+    free = sorted(range(1, n), key=lambda i: -float(vectors[i].sum()))  # big jobs bound best
+    outer, inner = free[:-2], free[-2:]
+    # an upper bound to prune with: greedy plus descent (pointless for a single free job)
+    start = _coordinate_descent(vectors, periods, capacity, 0, 0) if n > 2 else [0] * n
+    best = [
+        float(excess(rotated_sum(vectors, start), capacity).sum()) if n > 2 else math.inf,
+        start,
+    ]
+    tol = 1e-9 * capacity
+
+    def leaves(base: np.ndarray, chosen: dict[int, int]) -> None:
+        first = base[None, :] + mats[inner[0]]
+        bound = excess(first, capacity).sum(axis=-1)
+        rows = np.nonzero(bound < best[0] - tol)[0]
+        if rows.size == 0:
+            return
         if len(inner) == 1:
-            total = excess(base[None, :] + mats[inner[0]], capacity).sum(axis=-1)
-        else:
-            a, b = mats[inner[0]], mats[inner[1]]
-            total = excess(base + a[:, None, :] + b[None, :, :], capacity).sum(axis=-1)
-        flat = int(np.argmin(total))
-        value = float(total.flat[flat])
-        if value < best_excess - 1e-9 * capacity:
-            best_excess = value
-            best = [0, *combo, *np.unravel_index(flat, total.shape)]
-    return [int(k) for k in best]
+            k = int(rows[np.argmin(bound[rows])])
+            best[0], best[1] = float(bound[k]), _assign(n, chosen, {inner[0]: k})
+            return
+        grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
+        grid -= capacity
+        np.maximum(grid, 0.0, out=grid)
+        totals = grid.sum(axis=-1)
+        flat = int(np.argmin(totals))
+        r, k = np.unravel_index(flat, totals.shape)
+        if totals[r, k] < best[0] - tol:
+            best[0] = float(totals[r, k])
+            best[1] = _assign(n, chosen, {inner[0]: int(rows[r]), inner[1]: int(k)})
+
+    def branch(depth: int, base: np.ndarray, chosen: dict[int, int]) -> None:
+        if depth == len(outer):
+            leaves(base, chosen)
+            return
+        i = outer[depth]
+        partial = base[None, :] + mats[i]
+        bound = excess(partial, capacity).sum(axis=-1)
+        for k in np.argsort(bound, kind="stable"):
+            if bound[k] >= best[0] - tol:
+                break
+            branch(depth + 1, partial[k], {**chosen, i: int(k)})
+
+    branch(0, vectors[0].astype(float), {})
+    return [int(k) for k in best[1]]
+
+
+def _assign(n: int, *parts: dict[int, int]) -> list[int]:
+    rot = [0] * n
+    for part in parts:
+        for i, k in part.items():
+            rot[i] = k
+    return rot
 
 
 def _coordinate_descent(

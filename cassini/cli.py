@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -75,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
                 help="rank by the mean link score (paper) or the worst link",
             )
             p.add_argument(
+                "--loops",
+                choices=("reject", "score"),
+                default="reject",
+                help="a candidate whose affinity-graph loops still cost score after repair: "
+                "reject it (default, as the paper) or rank it by the score its shifts achieve",
+            )
+            p.add_argument(
                 "--workers",
                 type=int,
                 default=None,
@@ -98,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             request,
             precision_deg=args.precision_deg,
             aggregate=args.aggregate,
+            loops=args.loops,
             workers=args.workers,
         )
     except InputError as e:
@@ -160,5 +169,16 @@ def _advice_table(a: Advice) -> str:
     return "\n".join(lines)
 
 
+def entry() -> None:
+    """Console-script entry point: exit quietly when the reader of stdout goes away."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -99,7 +99,7 @@ def test_loop_keeping_every_optimal_score_is_accepted():
     assert result.link_scores["l2"] == pytest.approx(1.0)
 
 
-def test_inconsistent_loop_is_reported_with_the_loop():
+def test_inconsistent_loop_is_reported_and_repaired():
     # Hand-made per-link shifts that cannot hold together: on l1 j2 is 25 ms after j1,
     # on l2 it must be 50 ms after it, and only that placement scores 1 on l2.
     jobs = {
@@ -113,6 +113,12 @@ def test_inconsistent_loop_is_reported_with_the_loop():
 
     sols["l1"] = replace(sols["l1"], time_shifts_s={"j1": 0.0, "j2": 0.025})
     sols["l2"] = replace(sols["l2"], time_shifts_s={"j1": 0.0, "j2": 0.075, "j3": 0.025})
-    result = time_shifts(affinity_graph(paths, sols), sols, jobs)
-    assert not result.consistent
-    assert "loop" in result.conflicts[0] and "j1" in result.conflicts[0]
+    graph = affinity_graph(paths, sols)
+    plain = time_shifts(graph, sols, jobs, repair=False)
+    assert not plain.consistent and not plain.repaired
+    assert "loop" in plain.conflicts[0] and "j1" in plain.conflicts[0]
+    # l1 only needs j1 and j2 apart: the repair moves j2 to where l2 wants it
+    repaired = time_shifts(graph, sols, jobs)
+    assert repaired.repaired and repaired.consistent
+    assert repaired.time_shifts_s["j2"] == pytest.approx(0.075)
+    assert sum(repaired.link_scores.values()) > sum(plain.link_scores.values()) + 0.1

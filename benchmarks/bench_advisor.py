@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Benchmark: score 10 candidate placements of a synthetic 1,024-GPU two-tier cluster.
+
+Cluster: 16 racks x 8 servers x 8 GPUs; every server has one NIC (up and down link) to its
+ToR, every ToR an uplink and a downlink to the spine layer with 2:1 oversubscription.
+Jobs: drawn from the shipped profile library (cassini/data/profiles.json) with iteration
+times jittered by +-15 % (as measured ones are, so most unified periods are not exact
+LCMs) and GPU counts of 1-16.  A candidate places the jobs in a random order, each on the
+free GPUs of consecutive servers from a random start (schedulers pack jobs); a job spanning
+servers crosses their NICs and, across racks, the ToR links.
+
+Prints milliseconds per candidate and per shared link for the whole advisor (link scoring,
+affinity graph, loop repair, ranking), serial (one process) and with its automatic
+parallelism, against a baseline measured in the same run: scoring every shared link of
+every candidate on its own (no de-duplication, no time-shifts).
+
+    python benchmarks/bench_advisor.py [--jobs 220] [--candidates 10] [--precision-deg 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from importlib import resources
+
+import numpy as np
+
+from cassini.advisor import Candidate, Link, _shared_links, advise
+from cassini.circle import compatibility_score
+from cassini.profile import JobProfile, Phase
+
+RACKS, SERVERS_PER_RACK, GPUS_PER_SERVER = 16, 8, 8
+NIC_BPS = 100e9
+UPLINK_BPS = SERVERS_PER_RACK * NIC_BPS / 2  # 2:1 oversubscribed
+
+
+def links() -> list[Link]:
+    out = []
+    for r in range(RACKS):
+        out += [Link(f"tor{r}-up", UPLINK_BPS), Link(f"tor{r}-down", UPLINK_BPS)]
+        for s in range(SERVERS_PER_RACK):
+            out += [Link(f"srv{r}.{s}-up", NIC_BPS), Link(f"srv{r}.{s}-down", NIC_BPS)]
+    return out
+
+
+def jobs(n: int, rng: np.random.Generator) -> tuple[list[JobProfile], list[int]]:
+    library = json.loads(resources.files("cassini").joinpath("data/profiles.json").read_text())
+    profiles, gpus = [], []
+    for i in range(n):
+        base = JobProfile.from_dict(library[rng.integers(len(library))])
+        f = rng.uniform(0.85, 1.15)
+        phases = [Phase(p.start_s * f, p.duration_s * f, p.rate_bps * 2) for p in base.phases]
+        profiles.append(JobProfile(f"{base.job_id}-{i}", base.iteration_time_s * f, phases))
+        gpus.append(int(rng.choice([1, 2, 2, 4, 4, 4, 8, 8, 16])))
+    return profiles, gpus
+
+
+def candidate(cid: str, profiles, gpus, rng: np.random.Generator) -> Candidate:
+    servers = [(r, s) for r in range(RACKS) for s in range(SERVERS_PER_RACK)]
+    free = dict.fromkeys(servers, GPUS_PER_SERVER)
+    paths = {}
+    for i in rng.permutation(len(profiles)):
+        job, need = profiles[i], gpus[i]
+        start = int(rng.integers(len(servers)))
+        chosen = []
+        for k in range(len(servers)):
+            server = servers[(start + k) % len(servers)]
+            if need <= 0:
+                break
+            take = min(need, free[server])
+            if take:
+                free[server] -= take
+                need -= take
+                chosen.append(server)
+        if len(chosen) < 2:
+            continue  # single-server job: no network traffic
+        path = []
+        for r, s in chosen:
+            path += [f"srv{r}.{s}-up", f"srv{r}.{s}-down"]
+        racks = sorted({r for r, _ in chosen})
+        if len(racks) > 1:
+            for r in racks:
+                path += [f"tor{r}-up", f"tor{r}-down"]
+        paths[job.job_id] = tuple(path)
+    return Candidate(cid, paths)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--jobs", type=int, default=220)
+    ap.add_argument("--candidates", type=int, default=10)
+    ap.add_argument("--precision-deg", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    rng = np.random.default_rng(args.seed)
+    profiles, gpus = jobs(args.jobs, rng)
+    # keep the jobs that fit in 1,024 GPUs
+    total, keep = 0, []
+    for p, g in zip(profiles, gpus, strict=True):
+        if total + g <= RACKS * SERVERS_PER_RACK * GPUS_PER_SERVER:
+            keep.append((p, g))
+            total += g
+    profiles, gpus = [p for p, _ in keep], [g for _, g in keep]
+    cands = [candidate(f"c{i}", profiles, gpus, rng) for i in range(args.candidates)]
+    all_links = links()
+    shared = [_shared_links(c) for c in cands]
+    n_shared = sum(len(s) for s in shared)
+    sizes = Counter(len(js) for s in shared for js in s.values())
+
+    advise(all_links, profiles, cands[:1], args.precision_deg, workers=1)  # warm-up
+    results, accepted = {}, {}
+    for label, workers, loops in (
+        ("serial, reject", 1, "reject"),
+        ("serial, score", 1, "score"),
+        ("auto, score", None, "score"),
+    ):
+        start = time.perf_counter()
+        advice = advise(
+            all_links, profiles, cands, args.precision_deg, loops=loops, workers=workers
+        )
+        results[label] = time.perf_counter() - start
+        accepted[loops] = sum(c.status == "ok" for c in advice.candidates)
+    # baseline: every shared link of every candidate scored on its own (no de-duplication)
+    by_id = {p.job_id: p for p in profiles}
+    cap = {link.link_id: link.capacity_bps for link in all_links}
+    start = time.perf_counter()
+    for s in shared:
+        for link, js in s.items():
+            compatibility_score([by_id[j] for j in js], cap[link], precision_deg=args.precision_deg)
+    results["links only, no dedup"] = time.perf_counter() - start
+
+    ok = [c for c in advice.candidates if c.status == "ok"]
+    loops = [c.loops for c in advice.candidates]
+    figures = {
+        "gpus_used": total,
+        "jobs": len(profiles),
+        "candidates": len(cands),
+        "shared_links_per_candidate": n_shared / len(cands),
+        "jobs_per_shared_link": dict(sorted(sizes.items())),
+        "loops_per_candidate": sum(loops) / len(loops),
+        "accepted_candidates": accepted,
+        "best": advice.best,
+        "best_score": ok[0].score if ok else None,
+        "ms_per_candidate": {k: 1e3 * v / len(cands) for k, v in results.items()},
+        "ms_per_shared_link": {k: 1e3 * v / n_shared for k, v in results.items()},
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(
+        f"cluster: {RACKS * SERVERS_PER_RACK * GPUS_PER_SERVER} GPUs, {len(profiles)} jobs "
+        f"using {total} GPUs, {len(cands)} candidates, "
+        f"{figures['shared_links_per_candidate']:.0f} shared links per candidate"
+    )
+    print(f"jobs per shared link: {figures['jobs_per_shared_link']}")
+    print(
+        f"independent loops per candidate: {figures['loops_per_candidate']:.1f}; "
+        f"accepted: {accepted['reject']}/{len(cands)} with --loops reject, "
+        f"{accepted['score']}/{len(cands)} with --loops score"
+    )
+    print(f"best {advice.best} (mean achieved score {figures['best_score']:.3f})")
+    print(f"{'run':<20} {'ms/candidate':>13} {'ms/shared link':>15} {'speed vs baseline':>18}")
+    base = results["links only, no dedup"]
+    for k, v in results.items():
+        print(
+            f"{k:<20} {1e3 * v / len(cands):>13.1f} {1e3 * v / n_shared:>15.3f} {base / v:>11.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
