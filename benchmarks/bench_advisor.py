@@ -14,7 +14,7 @@ affinity graph, loop repair, ranking), serial (one process) and with its automat
 parallelism, against a baseline measured in the same run: scoring every shared link of
 every candidate on its own (no de-duplication, no time-shifts).
 
-    python benchmarks/bench_advisor.py [--jobs 220] [--candidates 10] [--precision-deg 5]
+    python benchmarks/bench_advisor.py [--jobs 240] [--candidates 10] [--precision-deg 5]
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--jobs", type=int, default=220)
+    ap.add_argument(
+        "--jobs", type=int, default=240, help="jobs drawn (those fitting in 1,024 GPUs are kept)"
+    )
     ap.add_argument("--candidates", type=int, default=10)
     ap.add_argument("--precision-deg", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=1)
