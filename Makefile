@@ -10,10 +10,10 @@ setup:
 	@bash scripts/setup.sh
 
 lint: setup
-	$(PY) -m ruff check cassini mltcp testbed tests benchmarks experiments
+	$(PY) -m ruff check .
 
 test: setup
-	$(PY) -m ruff check cassini mltcp testbed tests benchmarks experiments
+	$(PY) -m ruff check .
 	$(PY) -m pytest
 
 demo: setup
