@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mininet bridge-utils clang llvm libbpf-dev bpftool iperf3 iputils-ping tcpdump iproute2)
+APT_PACKAGES=(mininet bridge-utils clang llvm libbpf-dev bpftool iperf3 iputils-ping tcpdump iproute2 ethtool)
 PYTHON=${PYTHON:-python3}
 
 missing=()

@@ -1,0 +1,331 @@
+"""A running emulated cluster: Mininet hosts, Linux bridges, HTB-shaped access links and
+the fabric regime on shared links.  Everything it creates is torn down on exit, on
+exceptions and on signals; a crashed run's leftovers go with :func:`cleanup`.
+
+Switches (bridges) live in the init network namespace, so the fabric's qdiscs and the
+link byte counters (read with pyroute2) are on the switch ports; hosts are Mininet
+namespaces whose congestion control is set per host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testbed import fabric as fab
+from testbed.topo import Topology
+
+STATE_DIR = Path("/run/testbed")
+ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+class TestbedError(RuntimeError):
+    """A testbed prerequisite is missing or a setup step failed; the message says which."""
+
+
+def check_prerequisites() -> None:
+    """Raise TestbedError naming what is missing (root, Mininet, tc, bridges)."""
+    if os.geteuid() != 0:
+        raise TestbedError("the testbed needs root (network namespaces, tc, bridges)")
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        raise TestbedError(
+            "Mininet is not importable: run `make setup` (Debian's mininet)"
+        ) from None
+    for tool in ("tc", "ip", "mnexec", "ethtool"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            raise TestbedError(f"`{tool}` not found: run `make setup`")
+
+
+def allow_congestion_control(name: str) -> None:
+    """Let non-init namespaces select ``name`` (written from the init namespace)."""
+    available = AVAILABLE_CC.read_text().split()
+    if name not in available:
+        raise TestbedError(
+            f"congestion control {name!r} is not available (have: {' '.join(available)}); "
+            "for MLTCP variants run `mltcp load` first"
+        )
+    allowed = ALLOWED_CC.read_text().split()
+    if name not in allowed:
+        ALLOWED_CC.write_text(" ".join([*allowed, name]))
+
+
+def ensure_bpffs() -> None:
+    if not os.path.ismount("/sys/fs/bpf"):
+        subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=True)
+
+
+class Cluster:
+    """Context manager: ``with Cluster(topo, job_sources) as c: c.popen("h1", [...])``.
+
+    Parameters
+    ----------
+    topo : the topology and its fabric regime.
+    job_sources : for the ``fair`` fabric, each job's hosts (one HTB class per job).
+    cc : congestion control of every host (namespace sysctl).
+    rto_min_s : minimum TCP retransmission timeout on the hosts' routes (seconds).
+    build_dir : where the ECN marker is compiled.
+    """
+
+    def __init__(
+        self,
+        topo: Topology,
+        job_sources: Sequence[Sequence[str]] = (),
+        cc: str = "cubic",
+        build_dir: Path | str = "build",
+        rto_min_s: float = 0.01,
+    ) -> None:
+        self.topo = topo
+        self.job_sources = [list(h) for h in job_sources]
+        self.cc = cc
+        self.rto_min_s = rto_min_s
+        self.build_dir = Path(build_dir)
+        self.net: Any = None
+        self.marker: fab.EcnMarker | None = None
+        self.fabric_ports: dict[str, str] = {}  # direction id "a->b" -> egress interface
+        self.ports: dict[str, str] = {}  # direction id -> egress interface (all links)
+        self._state_file = STATE_DIR / f"run-{os.getpid()}.json"
+        self._old_handlers: dict[int, Any] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> Cluster:
+        self._install_signal_handlers()
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        check_prerequisites()
+        from mininet.link import Link, TCLink
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.nodelib import LinuxBridge
+
+        setLogLevel("critical")  # TCLink's HTB quantum warnings are not errors
+        allow_congestion_control(self.cc)
+        net = Mininet(switch=LinuxBridge, controller=None, autoSetMacs=True, build=False)
+        self.net = net
+        for h in self.topo.hosts:
+            net.addHost(h, ip=self.topo.ip(h) + "/8")
+        for s in self.topo.switches:
+            net.addSwitch(s, stp=False)
+        made = []
+        for link in self.topo.links:
+            cls = Link if link.fabric else TCLink
+            opts = {} if link.fabric else {"bw": link.capacity_bps / 1e6}
+            made.append((link, net.addLink(link.a, link.b, cls=cls, **opts)))
+        self._record_state()
+        net.build()
+        net.start()
+        for link, mlink in made:
+            self.ports[f"{link.a}->{link.b}"] = mlink.intf1.name
+            self.ports[f"{link.b}->{link.a}"] = mlink.intf2.name
+        self._setup_hosts()
+        self._setup_fabric()
+        self._record_state()
+
+    def stop(self) -> None:
+        try:
+            if self.net is not None:
+                self.net.stop()
+        finally:
+            self.net = None
+            if self.marker:
+                self.marker.unload()
+                self.marker = None
+            cleanup(quiet=True, only_pid=os.getpid())
+            self._restore_signal_handlers()
+
+    # -- setup --------------------------------------------------------------------------
+    def _setup_hosts(self) -> None:
+        ecn = "1" if self.topo.fabric.kind == "ecn" else "2"  # 2: accept ECN, do not ask
+        for h in self.topo.hosts:
+            node = self.net.get(h)
+            out = node.cmd(
+                f"sysctl -qw net.ipv4.tcp_congestion_control={self.cc} "
+                f"net.ipv4.tcp_ecn={ecn} net.ipv4.tcp_no_metrics_save=1 "
+                # keep the window across compute phases, as ML hosts are tuned to
+                f"net.ipv4.tcp_slow_start_after_idle=0 && echo ok"
+            )
+            if "ok" not in out:
+                raise TestbedError(f"{h}: cannot select congestion control {self.cc}: {out}")
+            for intf in node.intfList():
+                node.cmd(f"ethtool -K {intf.name} tso off gso off gro off 2>/dev/null")
+            # datacenter hosts run a small minimum RTO; Linux's 200 ms default turns every
+            # tail drop into a stall longer than an iteration
+            intf = node.defaultIntf()
+            node.cmd(
+                f"ip route replace 10.0.0.0/8 dev {intf.name} proto kernel scope link "
+                f"src {self.topo.ip(h)} rto_min {int(self.rto_min_s * 1000)}ms"
+            )
+        for s in self.topo.switches:
+            for intf in self.net.get(s).intfList():
+                if intf.name != "lo":
+                    subprocess.run(
+                        ["ethtool", "-K", intf.name, "tso", "off", "gso", "off", "gro", "off"],
+                        capture_output=True,
+                    )
+
+    def _setup_fabric(self) -> None:
+        spec = self.topo.fabric
+        pinned = None
+        if spec.kind == "ecn":
+            ensure_bpffs()
+            self.marker = fab.EcnMarker(self.build_dir)
+            self.marker.load()
+            pinned = self.marker.prog
+        sources = [[self.topo.ip(h) for h in hosts] for hosts in self.job_sources]
+        for link in self.topo.bottlenecks():
+            for direction in link.directions():
+                dev = self.ports[direction]
+                self.fabric_ports[direction] = dev
+                fab.run_commands(fab.commands(spec, dev, link.capacity_bps, sources, pinned))
+                if self.marker:
+                    self.marker.configure(
+                        _ifindex(dev), link.capacity_bps, spec.ecn_threshold_bytes
+                    )
+
+    # -- use ----------------------------------------------------------------------------
+    def host(self, name: str) -> Any:
+        return self.net.get(name)
+
+    def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
+        """Start a process inside ``host``'s namespace."""
+        return self.net.get(host).popen(args, **kwargs)
+
+    def tx_bytes(self, directions: Sequence[str] | None = None) -> dict[str, int]:
+        """Bytes sent so far on each link direction (egress counters, via pyroute2)."""
+        from pyroute2 import IPRoute
+
+        wanted = list(directions or self.ports)
+        out = {}
+        with IPRoute() as ipr:
+            for d in wanted:
+                dev = self.ports[d]
+                idx = ipr.link_lookup(ifname=dev)
+                if not idx:
+                    continue
+                msg = ipr.get_links(idx[0])[0]
+                stats = msg.get_attr("IFLA_STATS64")
+                out[d] = int(stats["tx_bytes"])
+        return out
+
+    def ecn_marks(self) -> dict[str, int]:
+        if not self.marker:
+            return {}
+        by_index = self.marker.marks()
+        return {d: by_index.get(_ifindex(dev), 0) for d, dev in self.fabric_ports.items()}
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def _record_state(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        pids = []
+        if self.net is not None:
+            pids = [n.pid for n in self.net.hosts if getattr(n, "pid", None)]
+        state = {"pid": os.getpid(), "switches": list(self.topo.switches), "host_pids": pids}
+        self._state_file.write_text(json.dumps(state))
+
+    def _install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._old_handlers[sig] = signal.signal(sig, handler)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        self._old_handlers.clear()
+
+
+def _ifindex(dev: str) -> int:
+    return int(Path(f"/sys/class/net/{dev}/ifindex").read_text())
+
+
+def cleanup(quiet: bool = False, only_pid: int | None = None) -> list[str]:
+    """Remove what testbed runs left behind: their host shells, our ``tb*`` bridges and
+    their interfaces, the ECN marker's pins.  Runs whose process is alive are left alone
+    (except ``only_pid``, the caller's own).  Returns what was removed."""
+    removed: list[str] = []
+    states = sorted(STATE_DIR.glob("run-*.json")) if STATE_DIR.exists() else []
+    for path in states:
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        owner = state.get("pid")
+        if only_pid is not None and owner != only_pid:
+            continue
+        if only_pid is None and owner != os.getpid() and _alive(owner):
+            continue
+        for pid in state.get("host_pids", []):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+                removed.append(f"host shell {pid}")
+        path.unlink(missing_ok=True)
+    for name in _links():
+        if name.startswith("tb"):
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+            removed.append(f"link {name}")
+    if only_pid is None:
+        subprocess.run(["rm", "-rf", str(fab.ECN_PIN_DIR)], check=False)
+    if not quiet:
+        for r in removed:
+            print(f"removed {r}", file=sys.stderr)
+    return removed
+
+
+def leftovers() -> list[str]:
+    """Our interfaces and bridges still present (empty after a clean teardown)."""
+    return [n for n in _links() if n.startswith("tb")]
+
+
+def _links() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = []
+    for line in out.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) > 1:
+            names.append(parts[1].strip().split("@")[0])
+    return names
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def wait_all(procs: Sequence[subprocess.Popen], timeout_s: float) -> list[int]:
+    """Wait for every process; kill the rest after ``timeout_s``.  Returns exit codes."""
+    deadline = time.time() + timeout_s
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(0.1, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait())
+    return codes

@@ -1,0 +1,183 @@
+"""Cluster topologies as plain descriptions: hosts, switches, links with capacities (bits/s)
+and a deterministic route between any two hosts, so the advisor and the testbed speak
+about the same links.
+
+Links are full duplex; each direction is its own advisor link, named ``a->b``.  Switch
+names start with ``tb`` so that ``testbed cleanup`` can tell our bridges and interfaces
+from anyone else's.
+
+- :func:`dumbbell` — ``pairs`` host pairs: ``h1..hn`` on switch ``tbs1``, ``hn+1..h2n`` on
+  ``tbs2``, one bottleneck ``tbs1 <-> tbs2``.
+- :func:`leaf_spine` — ``leaves`` leaf switches ``tbl1..``, ``spines`` spine switches
+  ``tbp1..``, ``hosts_per_leaf`` hosts on each leaf; uplink capacity set by the
+  oversubscription; traffic to host ``i`` on another leaf always crosses spine
+  ``tbp{i mod spines + 1}`` (no ECMP: every path is known).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A full-duplex link between nodes ``a`` and ``b`` at ``capacity_bps`` each way.
+    ``fabric`` links get the fabric's queueing discipline; the others are plain HTB."""
+
+    a: str
+    b: str
+    capacity_bps: float
+    fabric: bool = False
+
+    def directions(self) -> tuple[str, str]:
+        return (f"{self.a}->{self.b}", f"{self.b}->{self.a}")
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """Queueing at shared links: ``fifo`` (one queue of ``buffer_packets``), ``fair``
+    (an HTB class per job, equal guaranteed rate, link rate as ceiling) or ``ecn`` (a FIFO
+    whose egress marks CE when a virtual queue exceeds ``ecn_threshold_bytes``)."""
+
+    kind: str = "fifo"
+    buffer_packets: int = 100
+    ecn_threshold_bytes: int = 30_000
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fifo", "fair", "ecn"):
+            raise ValueError(f"fabric must be fifo, fair or ecn, got {self.kind!r}")
+        if self.buffer_packets < 1:
+            raise ValueError(f"buffer_packets must be >= 1, got {self.buffer_packets}")
+        if self.ecn_threshold_bytes < 1500:
+            raise ValueError(f"ecn_threshold_bytes must be >= 1500, got {self.ecn_threshold_bytes}")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Hosts, switches, links and routing of an emulated cluster."""
+
+    kind: str
+    hosts: tuple[str, ...]
+    switches: tuple[str, ...]
+    links: tuple[LinkSpec, ...]
+    attach: dict[str, str]  # host -> its switch
+    fabric: FabricSpec = field(default_factory=FabricSpec)
+    spines: tuple[str, ...] = ()
+
+    def host_index(self, host: str) -> int:
+        return self.hosts.index(host)
+
+    def ip(self, host: str) -> str:
+        """Mininet's default addressing: h<i> gets 10.0.0.<i>."""
+        return f"10.0.0.{self.host_index(host) + 1}"
+
+    def switch_path(self, src: str, dst: str) -> list[str]:
+        """Switches from ``src``'s switch to ``dst``'s switch (deterministic)."""
+        a, b = self.attach[src], self.attach[dst]
+        if a == b:
+            return [a]
+        if self.kind == "leaf_spine":
+            spine = self.spines[self.host_index(dst) % len(self.spines)]
+            return [a, spine, b]
+        return [a, b]
+
+    def path(self, src: str, dst: str) -> list[str]:
+        """Directed link ids from host ``src`` to host ``dst``."""
+        nodes = [src, *self.switch_path(src, dst), dst]
+        return [f"{u}->{v}" for u, v in zip(nodes, nodes[1:], strict=False)]
+
+    def ring_links(self, hosts: Sequence[str]) -> list[str]:
+        """Links crossed by a ring all-reduce over ``hosts`` (each sends to the next)."""
+        out: list[str] = []
+        for i, h in enumerate(hosts):
+            nxt = hosts[(i + 1) % len(hosts)]
+            if nxt != h:
+                out += [x for x in self.path(h, nxt) if x not in out]
+        return out
+
+    def link_capacity(self) -> dict[str, float]:
+        return {d: link.capacity_bps for link in self.links for d in link.directions()}
+
+    def advisor_links(self) -> list[dict[str, Any]]:
+        """Links in the ``cassini advise`` format."""
+        return [{"id": d, "capacity_bps": c} for d, c in self.link_capacity().items()]
+
+    def bottlenecks(self) -> list[LinkSpec]:
+        return [link for link in self.links if link.fabric]
+
+
+def dumbbell(
+    pairs: int,
+    bottleneck_bps: float,
+    access_bps: float = 1e9,
+    fabric: FabricSpec | None = None,
+) -> Topology:
+    """``pairs`` left hosts and ``pairs`` right hosts across one bottleneck."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    _positive(bottleneck_bps=bottleneck_bps, access_bps=access_bps)
+    hosts = tuple(f"h{i}" for i in range(1, 2 * pairs + 1))
+    attach = {h: ("tbs1" if i < pairs else "tbs2") for i, h in enumerate(hosts)}
+    links = [LinkSpec(h, attach[h], access_bps) for h in hosts]
+    links.append(LinkSpec("tbs1", "tbs2", bottleneck_bps, fabric=True))
+    return Topology(
+        "dumbbell", hosts, ("tbs1", "tbs2"), tuple(links), attach, fabric or FabricSpec()
+    )
+
+
+def leaf_spine(
+    leaves: int,
+    spines: int,
+    hosts_per_leaf: int,
+    host_bps: float = 1e9,
+    oversubscription: float = 2.0,
+    fabric: FabricSpec | None = None,
+) -> Topology:
+    """Two-tier leaf-spine: each leaf's uplinks carry ``hosts_per_leaf * host_bps /
+    oversubscription`` in all, split evenly over the spines."""
+    if leaves < 2 or spines < 1 or hosts_per_leaf < 1:
+        raise ValueError("need leaves >= 2, spines >= 1, hosts_per_leaf >= 1")
+    _positive(host_bps=host_bps, oversubscription=oversubscription)
+    hosts = tuple(f"h{i}" for i in range(1, leaves * hosts_per_leaf + 1))
+    leaf_names = tuple(f"tbl{i}" for i in range(1, leaves + 1))
+    spine_names = tuple(f"tbp{i}" for i in range(1, spines + 1))
+    attach = {h: leaf_names[i // hosts_per_leaf] for i, h in enumerate(hosts)}
+    uplink = hosts_per_leaf * host_bps / oversubscription / spines
+    links = [LinkSpec(h, attach[h], host_bps) for h in hosts]
+    links += [LinkSpec(lf, sp, uplink, fabric=True) for lf in leaf_names for sp in spine_names]
+    return Topology(
+        "leaf_spine",
+        hosts,
+        leaf_names + spine_names,
+        tuple(links),
+        attach,
+        fabric or FabricSpec(),
+        spine_names,
+    )
+
+
+def from_config(cfg: dict[str, Any]) -> Topology:
+    """Build from the runner's ``topology:`` mapping (see ``testbed run --help``)."""
+    cfg = dict(cfg)
+    kind = cfg.pop("kind", None)
+    fabric = FabricSpec(
+        kind=cfg.pop("fabric", "fifo"),
+        buffer_packets=int(cfg.pop("buffer_packets", 100)),
+        ecn_threshold_bytes=int(cfg.pop("ecn_threshold_bytes", 30_000)),
+    )
+    try:
+        if kind == "dumbbell":
+            return dumbbell(fabric=fabric, **cfg)
+        if kind == "leaf_spine":
+            return leaf_spine(fabric=fabric, **cfg)
+    except TypeError as e:
+        raise ValueError(f"topology: {e}") from None
+    raise ValueError(f"topology.kind must be dumbbell or leaf_spine, got {kind!r}")
+
+
+def _positive(**values: float) -> None:
+    for name, v in values.items():
+        if not v > 0:
+            raise ValueError(f"{name} must be > 0, got {v!r}")

@@ -1,0 +1,177 @@
+"""Synthetic training job worker: per iteration a compute phase (sleep, seconds) then a
+ring all-reduce of ``bytes`` bytes over TCP among the job's workers.
+
+Run inside a Mininet host: ``python -m testbed.worker SPEC.json``.  Each iteration is
+written as one JSON line to ``spec["out"]``: ``{"iter", "start", "comm_start", "end",
+"bytes_sent", "drift_s"}`` (wall-clock seconds; every namespace shares the clock).
+
+A ring all-reduce over ``n`` workers runs ``2 (n - 1)`` steps; in each step every worker
+sends ``bytes / n`` to the next worker and receives as much from the previous one, so each
+worker sends ``2 (n - 1) / n * bytes`` per iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import Any
+
+from testbed.agent import TimeShiftAgent
+
+CONNECT_TIMEOUT_S = 30.0
+
+
+def ring_sockets(
+    rank: int, addrs: list[str], port: int, cc: str | None
+) -> tuple[socket.socket, socket.socket]:
+    """Connect rank -> rank+1 and accept rank-1 -> rank; returns (to_next, from_prev)."""
+    n = len(addrs)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((addrs[rank], port))
+    listener.listen(1)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        conn, _ = listener.accept()
+        accepted.append(conn)
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    deadline = time.time() + CONNECT_TIMEOUT_S
+    while True:
+        out = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if cc:
+            out.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        out.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            out.connect((addrs[(rank + 1) % n], port))
+            break
+        except OSError:
+            out.close()
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+    acceptor.join(CONNECT_TIMEOUT_S)
+    listener.close()
+    if not accepted:
+        raise TimeoutError("previous rank never connected")
+    return out, accepted[0]
+
+
+def recv_exact(sock: socket.socket, buf: memoryview) -> None:
+    got = 0
+    while got < len(buf):
+        n = sock.recv_into(buf[got:])
+        if n == 0:
+            raise ConnectionError("peer closed the connection")
+        got += n
+
+
+def ring_allreduce(to_next: socket.socket, from_prev: socket.socket, n: int, nbytes: int) -> int:
+    """Move the bytes of a ring all-reduce (no arithmetic: the network is what we study).
+    Returns the bytes this worker sent."""
+    chunk = max(1, nbytes // n)
+    payload = bytes(chunk)
+    inbox = memoryview(bytearray(chunk))
+    sent = 0
+    for _ in range(2 * (n - 1)):
+        sender = threading.Thread(target=to_next.sendall, args=(payload,))
+        sender.start()
+        recv_exact(from_prev, inbox)
+        sender.join()
+        sent += chunk
+    return sent
+
+
+def barrier(to_next: socket.socket, from_prev: socket.socket, n: int) -> None:
+    """Pass a token twice around the ring: afterwards every worker is connected."""
+    one = memoryview(bytearray(1))
+    for _ in range(2):
+        for _ in range(n - 1):
+            to_next.sendall(b"b")
+            recv_exact(from_prev, one)
+
+
+def run(spec: dict[str, Any]) -> None:
+    rank, addrs = spec["rank"], spec["addrs"]
+    n = len(addrs)
+    to_next, from_prev = ring_sockets(rank, addrs, spec["port"], spec.get("cc"))
+    barrier(to_next, from_prev, n)
+    if spec.get("warmup", True) and n > 1:
+        ring_allreduce(to_next, from_prev, n, spec["bytes"])  # open the windows, untimed
+    rng = random.Random(spec.get("seed", 0) * 1000 + rank)
+    jitter = spec.get("jitter", 0.0)
+    agent = None
+    if spec.get("period_s"):
+        agent = TimeShiftAgent(spec["shift_s"], spec["period_s"], spec["epoch_s"])
+    else:
+        wait = spec["epoch_s"] + spec.get("shift_s", 0.0) - time.time()
+        if wait > 0:
+            time.sleep(wait)
+    marker = _iteration_marker(spec)
+    with open(spec["out"], "w", buffering=1) as out:
+        for k in range(spec["iterations"]):
+            drift = _agent_wait(agent, rank, n, to_next, from_prev) if agent else 0.0
+            start = time.time()
+            compute = spec["compute_s"] * (1 + rng.uniform(-jitter, jitter))
+            time.sleep(max(0.0, compute))
+            comm_start = time.time()
+            sent = ring_allreduce(to_next, from_prev, n, spec["bytes"]) if n > 1 else 0
+            end = time.time()
+            if marker:
+                marker()
+            record = {
+                "iter": k,
+                "start": start,
+                "comm_start": comm_start,
+                "end": end,
+                "bytes_sent": sent,
+                "drift_s": drift,
+            }
+            if agent:
+                record["realignments"] = agent.realignments if rank == 0 else None
+            out.write(json.dumps(record) + "\n")
+    to_next.close()
+    from_prev.close()
+
+
+def _agent_wait(
+    agent: TimeShiftAgent, rank: int, n: int, to_next: socket.socket, from_prev: socket.socket
+) -> float:
+    """Rank 0 plans the slot and passes its start time down the ring, so every worker of
+    the job re-aligns together."""
+    if rank == 0:
+        target = agent.plan()
+    else:
+        buf = memoryview(bytearray(8))
+        recv_exact(from_prev, buf)
+        (target,) = struct.unpack("!d", buf)
+    if rank < n - 1:
+        to_next.sendall(struct.pack("!d", target))
+    return agent.wait_until(target)
+
+
+def _iteration_marker(spec: dict[str, Any]):
+    """In MLTCP's exact mode, tell the kernel where each iteration ends."""
+    if not spec.get("mltcp_job"):
+        return None
+    import mltcp  # noqa: PLC0415 - only in MLTCP runs
+
+    job = spec["mltcp_job"]
+    return lambda: mltcp.mark_iteration(job)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as f:
+        run(json.load(f))
+
+
+if __name__ == "__main__":
+    main()
