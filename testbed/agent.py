@@ -2,9 +2,12 @@
 
 Iteration ``k`` of a job with shift ``t`` and period ``T`` should start at
 ``epoch + t + k * T`` (seconds, wall clock, shared by every namespace).  Before each
-iteration the agent sleeps until that slot.  A job running late by more than
-``drift_tolerance * T`` is re-aligned: it skips to the next slot it can still make, so its
-offset against the other jobs is restored; re-alignments are counted.  Works for any
+iteration the agent sleeps until that slot.  A job that drifts, i.e. stays late by more
+than ``drift_tolerance * T`` for ``patience`` iterations in a row, is re-aligned: it skips
+to the next slot it can still make, so its offset against the other jobs is restored;
+re-alignments are counted.  One late iteration (jitter) starts at once and is caught up
+by the period's slack, since a skip costs nearly a whole period; a job later than half a
+period skips at once (the next slot is nearer than catching up).  Works for any
 job that calls :meth:`TimeShiftAgent.before_iteration` at the top of its loop (the
 synthetic worker, and the PyTorch hook around the training step).
 
@@ -32,9 +35,11 @@ class TimeShiftAgent:
     period_s: float
     epoch_s: float
     drift_tolerance: float = 0.05
+    patience: int = 3
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     realignments: int = 0
+    late_streak: int = 0
     slot: int = 0
     drifts_s: list[float] = field(default_factory=list)
 
@@ -45,6 +50,8 @@ class TimeShiftAgent:
             raise ValueError(f"shift_s must be in [0, period_s), got {self.shift_s!r}")
         if not 0 < self.drift_tolerance < 1:
             raise ValueError(f"drift_tolerance must be in (0, 1), got {self.drift_tolerance!r}")
+        if self.patience < 1:
+            raise ValueError(f"patience must be >= 1, got {self.patience!r}")
 
     def slot_time(self, k: int) -> float:
         return self.epoch_s + self.shift_s + k * self.period_s
@@ -54,10 +61,15 @@ class TimeShiftAgent:
         job is later than the tolerance, the first slot still ahead (a re-alignment)."""
         now = self.clock()
         target = self.slot_time(self.slot)
-        if now - target > self.drift_tolerance * self.period_s:
+        late = now - target
+        self.late_streak = (
+            self.late_streak + 1 if late > self.drift_tolerance * self.period_s else 0
+        )
+        if self.late_streak >= self.patience or late > 0.5 * self.period_s:
             self.slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
             target = self.slot_time(self.slot)
             self.realignments += 1
+            self.late_streak = 0
         self.slot += 1
         return target
 

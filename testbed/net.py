@@ -83,7 +83,7 @@ class Cluster:
         job_sources: Sequence[Sequence[str]] = (),
         cc: str = "cubic",
         build_dir: Path | str = "build",
-        rto_min_s: float = 0.01,
+        rto_min_s: float = 0.002,
     ) -> None:
         self.topo = topo
         self.job_sources = [list(h) for h in job_sources]

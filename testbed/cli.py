@@ -1,0 +1,121 @@
+"""``testbed`` command line: run experiments on an emulated cluster, clean up after a
+crashed run, print (or run) the same jobs on real GPU nodes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXAMPLE = """\
+example config (YAML):
+  topology: {kind: dumbbell, pairs: 2, bottleneck_bps: 200000000,
+             access_bps: 1000000000, fabric: fair}
+  jobs:
+    - {id: a, kind: synthetic, hosts: [h1, h3], compute_s: 0.05, bytes: 1250000,
+       iterations: 40}
+    - {id: b, kind: synthetic, hosts: [h2, h4], compute_s: 0.05, bytes: 1250000,
+       iterations: 40}
+  schemes: [baseline, cassini, ideal]
+
+topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leaves,
+  spines, hosts_per_leaf, host_bps, oversubscription); fabric fifo | fair | ecn with
+  buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
+  h1..h2n, left h1..hn.
+jobs: id, kind (synthetic | ddp), hosts, iterations, compute_s, bytes (all-reduce size per
+  iteration), shift (seconds or auto), jitter (fraction of compute), width/layers/batch
+  (ddp).
+schemes: ideal | baseline | random | cassini | mltcp, or {scheme:, name:, cc:}.
+optional: cc (default cubic; dctcp_bpf on ecn), seed, agent: {slack, drift_tolerance},
+  profile_iterations.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="testbed",
+        description="Emulated GPU cluster (Mininet, Linux bridges, HTB-shaped links) running "
+        "real TCP training jobs; compares placement/transport schemes in one run.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment config",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("config", help="YAML (or JSON) experiment config")
+    run.add_argument("--out", default=None, help="output folder (default: a new temp dir)")
+    run.add_argument("--json", action="store_true", help="print results JSON on stdout")
+    sub.add_parser("cleanup", help="remove leftovers of crashed runs (only what we created)")
+    launch = sub.add_parser(
+        "launch",
+        help="print (or run over ssh) torchrun commands for real GPU nodes",
+        description="Same DDP job on real GPU nodes: NCCL over sockets, chosen congestion "
+        "control.  Dry run unless --run.",
+    )
+    launch.add_argument("--nodes", required=True, help="comma-separated hostnames, first is master")
+    launch.add_argument("--gpus-per-node", type=int, default=1)
+    launch.add_argument("--iterations", type=int, default=100)
+    launch.add_argument("--width", type=int, default=1024)
+    launch.add_argument("--layers", type=int, default=4)
+    launch.add_argument("--cc", default="cubic", help="congestion control on the nodes")
+    launch.add_argument("--iface", default=None, help="NCCL_SOCKET_IFNAME")
+    launch.add_argument("--port", type=int, default=29500)
+    launch.add_argument("--shift-s", type=float, default=0.0)
+    launch.add_argument("--period-s", type=float, default=0.0)
+    launch.add_argument("--out", default="ddp.jsonl", help="per-rank log path on the nodes")
+    launch.add_argument("--run", action="store_true", help="run over ssh instead of printing")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "cleanup":
+        from testbed.net import cleanup
+
+        removed = cleanup()
+        print(f"removed {len(removed)} leftover(s)")
+        return 0
+    if args.command == "launch":
+        from testbed.launch import launch_commands, run_commands
+
+        cmds = launch_commands(args)
+        if not args.run:
+            for host, cmd in cmds:
+                print(f"# {host}\n{cmd}")
+            return 0
+        return run_commands(cmds)
+    from testbed.net import TestbedError
+    from testbed.runner import (
+        ConfigError,
+        default_out_dir,
+        format_table,
+        load_config,
+        run_experiment,
+    )
+
+    try:
+        cfg = load_config(args.config)
+        out = Path(args.out) if args.out else default_out_dir()
+        results = run_experiment(cfg, out)
+    except ConfigError as e:
+        print(f"testbed: config error: {e}", file=sys.stderr)
+        return 2
+    except TestbedError as e:
+        print(f"testbed: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("testbed: interrupted; the cluster was torn down", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print(format_table(results))
+        print(f"results: {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
