@@ -95,3 +95,44 @@ def profile_from_pcap(
     """The job's profile as seen on the wire from one of its hosts."""
     series, _ = pcap_series(pcap, src_ip, dt_s)
     return JobProfile.from_samples(series, dt_s, job_id=job_id, **kwargs)
+
+
+class Capture:
+    """tcpdump on a host's interface while the block runs (headers only, written to
+    ``pcap``).  ``with Capture(cluster, "h1", path): ...``"""
+
+    def __init__(self, cluster: Any, host: str, pcap: Path | str, snaplen: int = 96) -> None:
+        self.cluster, self.host, self.pcap, self.snaplen = cluster, host, Path(pcap), snaplen
+        self.proc: Any = None
+
+    def __enter__(self) -> Capture:
+        import time
+
+        intf = f"{self.host}-eth0"
+        self.proc = self.cluster.popen(
+            self.host,
+            [
+                "tcpdump",
+                "-i",
+                intf,
+                "-w",
+                str(self.pcap),
+                "-s",
+                str(self.snaplen),
+                "-U",
+                "-n",
+                "ip",
+            ],
+        )
+        time.sleep(1.0)  # tcpdump needs a moment before it captures
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - never leave tcpdump behind
+                self.proc.kill()

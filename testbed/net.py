@@ -31,6 +31,8 @@ AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 class TestbedError(RuntimeError):
     """A testbed prerequisite is missing or a setup step failed; the message says which."""
 
+    __test__ = False  # not a pytest test class
+
 
 def check_prerequisites() -> None:
     """Raise TestbedError naming what is missing (root, Mininet, tc, bridges)."""

@@ -291,7 +291,9 @@ def _run_ideal(cfg: RunConfig, scheme: SchemeSpec, out: Path, say: Progress) -> 
     profiles = {}
     for job in cfg.jobs:
         one = RunConfig(**{**cfg.__dict__, "jobs": (job,)})
-        part = _run_together(one, scheme, out / f"ideal-{job.job_id}", say, {job.job_id: 0.0})
+        part = _run_together(
+            one, scheme, out / f"ideal-{job.job_id}", say, {job.job_id: 0.0}, keep_logs=True
+        )
         res["jobs"][job.job_id] = part["jobs"][job.job_id]
         res["summary"][job.job_id] = part["summary"][job.job_id]
         profiles[job.job_id] = part["_logs"][job.job_id]
@@ -359,11 +361,12 @@ def _run_together(
     say: Progress,
     offsets: dict[str, float],
     periods: dict[str, float] | None = None,
+    keep_logs: bool = False,
 ) -> dict[str, Any]:
     topo = cfg.topology
     cc = _cc(cfg, scheme)
     _ensure_cc(cc)
-    logs_dir = out / scheme.name if scheme.kind != "ideal" else out
+    logs_dir = out if keep_logs else out / scheme.name
     logs_dir.mkdir(parents=True, exist_ok=True)
     fabric_dirs = [d for link in topo.bottlenecks() for d in link.directions()]
     with Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc) as cluster:
@@ -422,7 +425,7 @@ def _run_together(
         res["jobs"][job.job_id] = entry
         res["summary"][job.job_id] = measure.summary(times)
         res["_logs"][job.job_id] = records
-    if scheme.kind != "ideal":
+    if not keep_logs:
         res.pop("_logs")
     return res
 
@@ -453,6 +456,8 @@ def _worker_spec(
         "width": job.width,
         "layers": job.layers,
         "batch": job.batch,
+        "world_size": len(job.hosts),
+        "iface": f"{job.hosts[rank]}-eth0",
     }
     if periods:
         spec["period_s"] = periods[job.job_id]

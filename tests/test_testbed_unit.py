@@ -1,0 +1,252 @@
+"""Testbed logic that needs no root: topologies, fabric commands, config, agent, launcher,
+measurement from logs and from a pcap written here."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+from testbed import fabric
+from testbed.agent import TimeShiftAgent
+from testbed.launch import launch_commands
+from testbed.measure import pcap_series, profile_from_log, summary
+from testbed.runner import ConfigError, format_table, load_config
+from testbed.topo import FabricSpec, dumbbell, from_config, leaf_spine
+
+
+def test_dumbbell_names_paths_and_advisor_links():
+    t = dumbbell(2, 200e6, 1e9)
+    assert t.hosts == ("h1", "h2", "h3", "h4")
+    assert t.attach["h1"] == "tbs1" and t.attach["h3"] == "tbs2"
+    assert t.path("h1", "h3") == ["h1->tbs1", "tbs1->tbs2", "tbs2->h3"]
+    assert t.ring_links(["h1", "h3"]) == [
+        "h1->tbs1",
+        "tbs1->tbs2",
+        "tbs2->h3",
+        "h3->tbs2",
+        "tbs2->tbs1",
+        "tbs1->h1",
+    ]
+    caps = {link["id"]: link["capacity_bps"] for link in t.advisor_links()}
+    assert caps["tbs1->tbs2"] == 200e6 and caps["h1->tbs1"] == 1e9
+    assert t.ip("h3") == "10.0.0.3"
+
+
+def test_leaf_spine_routes_deterministically_and_oversubscribes():
+    t = leaf_spine(leaves=2, spines=2, hosts_per_leaf=2, host_bps=1e9, oversubscription=2)
+    caps = t.link_capacity()
+    assert caps["tbl1->tbp1"] == pytest.approx(2 * 1e9 / 2 / 2)
+    # traffic to host i on another leaf crosses spine i mod 2
+    assert t.path("h1", "h3") == ["h1->tbl1", "tbl1->tbp1", "tbp1->tbl2", "tbl2->h3"]
+    assert t.path("h1", "h4") == ["h1->tbl1", "tbl1->tbp2", "tbp2->tbl2", "tbl2->h4"]
+    assert t.path("h1", "h2") == ["h1->tbl1", "tbl1->h2"]
+
+
+def test_fabric_specs_and_commands():
+    with pytest.raises(ValueError, match="fabric"):
+        FabricSpec("red")
+    fifo = fabric.commands(FabricSpec("fifo", buffer_packets=20), "tbs1-eth3", 200e6)
+    assert any("pfifo" in c and "20" in c for c in fifo)
+    fair = fabric.commands(
+        FabricSpec("fair"), "tbs1-eth3", 200e6, [["10.0.0.1", "10.0.0.3"], ["10.0.0.2"]]
+    )
+    classes = [c for c in fair if c[:2] == ["tc", "class"] and "1:1" in c[c.index("parent") + 1]]
+    # one class per job plus the default class, each allowed the full link rate
+    assert len(classes) == 3
+    assert all(c[c.index("ceil") + 1] == "200000000bit" for c in classes)
+    filters = [c for c in fair if c[:2] == ["tc", "filter"]]
+    assert len(filters) == 3 and any("10.0.0.3/32" in c for c in filters)
+    with pytest.raises(ValueError, match="marker"):
+        fabric.commands(FabricSpec("ecn"), "x", 1e8)
+
+
+EXAMPLE = {
+    "topology": {
+        "kind": "dumbbell",
+        "pairs": 2,
+        "bottleneck_bps": 200000000,
+        "access_bps": 1000000000,
+        "fabric": "fair",
+    },
+    "jobs": [
+        {
+            "id": "a",
+            "kind": "synthetic",
+            "hosts": ["h1", "h3"],
+            "compute_s": 0.05,
+            "bytes": 1250000,
+            "iterations": 40,
+        },
+        {
+            "id": "b",
+            "kind": "synthetic",
+            "hosts": ["h2", "h4"],
+            "compute_s": 0.05,
+            "bytes": 1250000,
+            "iterations": 40,
+        },
+    ],
+    "schemes": ["baseline", "cassini", "ideal"],
+}
+
+
+def test_issue_example_config_parses():
+    cfg = load_config(EXAMPLE)
+    assert cfg.topology.fabric.kind == "fair"
+    assert [s.kind for s in cfg.schemes] == ["baseline", "cassini", "ideal"]
+    assert cfg.jobs[1].hosts == ("h2", "h4") and cfg.cc == "cubic"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"color": 1}, "color: unknown field"),
+        ({"jobs": []}, "jobs: must be a non-empty list"),
+        ({"schemes": ["fastest"]}, "unknown scheme"),
+        ({"topology": {"kind": "ring"}}, "topology.kind"),
+        ({"topology": {**EXAMPLE["topology"], "fabric": "red"}}, "fabric"),
+    ],
+)
+def test_bad_configs(change, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config({**EXAMPLE, **change})
+
+
+def test_bad_jobs():
+    bad_host = {**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "hosts": ["h1", "h9"]}]}
+    with pytest.raises(ConfigError, match="unknown host 'h9'"):
+        load_config(bad_host)
+    shared = {
+        **EXAMPLE,
+        "jobs": [EXAMPLE["jobs"][0], {**EXAMPLE["jobs"][1], "hosts": ["h1", "h4"]}],
+    }
+    with pytest.raises(ConfigError, match="already runs job a"):
+        load_config(shared)
+    with pytest.raises(ConfigError, match="shift"):
+        load_config({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "shift": -1}]})
+
+
+def test_ecn_fabric_defaults_to_dctcp():
+    cfg = load_config({**EXAMPLE, "topology": {**EXAMPLE["topology"], "fabric": "ecn"}})
+    assert cfg.cc == "dctcp_bpf"
+
+
+class FakeClock:
+    def __init__(self, t=100.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, dt):
+        self.t += dt
+
+
+def test_agent_holds_slots_and_realigns_on_drift():
+    clock = FakeClock()
+    agent = TimeShiftAgent(0.03, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep)
+    starts = []
+    for _ in range(5):
+        agent.before_iteration()
+        starts.append(clock.t)
+        clock.t += 0.08  # the iteration takes less than the period
+    assert np.allclose(np.diff(starts), 0.1) and starts[0] == pytest.approx(100.03)
+    # jitter: one late iteration is caught up without a skip
+    clock.t += 0.03
+    agent.before_iteration()
+    assert agent.realignments == 0
+    clock.t = agent.slot_time(agent.slot) - 0.01  # back on time: the streak resets
+    agent.before_iteration()
+    # persistent drift: late by > 5 % three times in a row -> skip to the next slot
+    for expected in (0, 0, 1):
+        clock.t = agent.slot_time(agent.slot) + 0.02
+        agent.before_iteration()
+        assert agent.realignments == expected
+    assert (clock.t - 100.03) / 0.1 == pytest.approx(round((clock.t - 100.03) / 0.1), abs=1e-9)
+
+
+def test_agent_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="shift_s"):
+        TimeShiftAgent(0.2, 0.1, 0.0)
+    with pytest.raises(ValueError, match="period_s"):
+        TimeShiftAgent(0.0, 0.0, 0.0)
+
+
+def test_launch_dry_run_commands():
+    args = argparse.Namespace(
+        nodes="gpu1,gpu2",
+        gpus_per_node=4,
+        iterations=50,
+        width=512,
+        layers=2,
+        cc="reno",
+        iface="eth1",
+        port=29500,
+        shift_s=0.0,
+        period_s=0.0,
+        out="log.jsonl",
+    )
+    cmds = launch_commands(args)
+    assert [n for n, _ in cmds] == ["gpu1", "gpu2"]
+    node, cmd = cmds[1]
+    assert "net.ipv4.tcp_congestion_control=reno" in cmd
+    assert "NCCL_IB_DISABLE=1" in cmd and "NCCL_SOCKET_IFNAME=eth1" in cmd
+    assert "--node_rank=1" in cmd and "--master_addr=gpu1" in cmd and "--nproc_per_node=4" in cmd
+
+
+def test_profile_from_log_and_table():
+    recs = [
+        {
+            "iter": k,
+            "start": k * 0.1,
+            "comm_start": k * 0.1 + 0.06,
+            "end": k * 0.1 + 0.1,
+            "bytes_sent": 500_000,
+        }
+        for k in range(10)
+    ]
+    p = profile_from_log("a", recs)
+    assert p.iteration_time_s == pytest.approx(0.1)
+    assert p.phases[0].start_s == pytest.approx(0.06)
+    assert p.phases[0].rate_bps == pytest.approx(500_000 * 8 / 0.04)
+    assert summary([0.1, 0.2])["mean_s"] == pytest.approx(0.15)
+    results = {
+        "schemes": {
+            "ideal": {"summary": {"a": summary([0.1])}},
+            "baseline": {"summary": {"a": summary([0.15])}},
+        }
+    }
+    assert "1.50x" in format_table(results)
+
+
+def test_pcap_series_from_a_written_capture(tmp_path):
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import PcapWriter
+
+    path = tmp_path / "x.pcap"
+    w = PcapWriter(str(path))
+    # 0.137 s iterations: 20 ms bursts of 1500-byte packets every 0.1 ms, 10 iterations
+    for k in range(10):
+        for i in range(200):
+            pkt = Ether() / IP(src="10.0.0.1", dst="10.0.0.3") / TCP() / (b"x" * 1446)
+            pkt.time = 1000.0 + k * 0.137 + i * 1e-4
+            w.write(pkt)
+    other = Ether() / IP(src="10.0.0.9", dst="10.0.0.3") / TCP()
+    other.time = 1000.05
+    w.write(other)
+    w.close()
+    series, start = pcap_series(path, "10.0.0.1", dt_s=0.001)
+    assert start == pytest.approx(1000.0)
+    assert series.sum() * 0.001 == pytest.approx(10 * 200 * (20 + 20 + 1446) * 8)  # IP length
+    from cassini.profile import JobProfile
+
+    profile = JobProfile.from_samples(series, 0.001)
+    assert profile.iteration_time_s == pytest.approx(0.137, rel=0.02)
+    with pytest.raises(ValueError, match="no IPv4 packets"):
+        pcap_series(path, "10.0.0.7")
+
+
+def test_from_config_errors():
+    with pytest.raises(ValueError, match="topology"):
+        from_config({"kind": "dumbbell", "pairs": 2, "bottleneck_bps": 1e8, "colour": 1})
