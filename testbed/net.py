@@ -138,6 +138,8 @@ class Cluster:
         for link, mlink in made:
             self.ports[f"{link.a}->{link.b}"] = mlink.intf1.name
             self.ports[f"{link.b}->{link.a}"] = mlink.intf2.name
+        if self.topo.kind == "leaf_spine":
+            self._static_forwarding()
         self._setup_hosts()
         self._setup_fabric()
         self._record_state()
@@ -183,6 +185,29 @@ class Cluster:
                         ["ethtool", "-K", intf.name, "tso", "off", "gso", "off", "gro", "off"],
                         capture_output=True,
                     )
+
+    def _static_forwarding(self) -> None:
+        """Deterministic routing on Linux bridges: with several spines the bridges form L2
+        loops, so inter-switch ports neither flood nor learn, hosts get static ARP, and
+        every switch on a path gets a static FDB entry for the destination's MAC."""
+        switches = set(self.topo.switches)
+        for link in self.topo.links:
+            if link.a in switches and link.b in switches:
+                for direction in link.directions():
+                    _bridge(["link", "set", "dev", self.ports[direction], "learning", "off",
+                             "flood", "off", "mcast_flood", "off", "bcast_flood", "off"])
+        self.net.staticArp()
+        macs = {h: self.net.get(h).MAC() for h in self.topo.hosts}
+        entries: dict[tuple[str, str], str] = {}
+        for src in self.topo.hosts:
+            for dst in self.topo.hosts:
+                if src == dst:
+                    continue
+                hops = [*self.topo.switch_path(src, dst), dst]
+                for here, nxt in zip(hops, hops[1:], strict=False):
+                    entries[(here, dst)] = self.ports[f"{here}->{nxt}"]
+        for (_, dst), port in sorted(entries.items()):
+            _bridge(["fdb", "replace", macs[dst], "dev", port, "master", "static"])
 
     def _setup_fabric(self) -> None:
         spec = self.topo.fabric
@@ -255,6 +280,12 @@ class Cluster:
         for sig, old in self._old_handlers.items():
             signal.signal(sig, old)
         self._old_handlers.clear()
+
+
+def _bridge(args: list[str]) -> None:
+    r = subprocess.run(["bridge", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TestbedError(f"bridge {' '.join(args)}: {r.stderr.strip()}")
 
 
 def _ifindex(dev: str) -> int:

@@ -154,3 +154,34 @@ def test_cleanup_command_runs():
         [sys.executable, "-m", "testbed.cli", "cleanup"], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0 and "removed" in r.stdout
+
+
+def test_leaf_spine_traffic_takes_the_described_spine(tmp_path):
+    cfg = {
+        "topology": {
+            "kind": "leaf_spine",
+            "leaves": 2,
+            "spines": 2,
+            "hosts_per_leaf": 2,
+            "host_bps": 500_000_000,
+            "oversubscription": 2,
+            "fabric": "fifo",
+        },
+        "jobs": [
+            {"id": "a", "hosts": ["h1", "h4"], "compute_s": 0.02, "bytes": 300_000, "iterations": 5}
+        ],
+        "schemes": ["baseline"],
+    }
+    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    moved = res["schemes"]["baseline"]["link_bytes"]
+    # h4 is host index 3: reached through spine 3 mod 2 = tbp2; h1 (index 0) through tbp1
+    assert moved["tbl1->tbp2"] > 6 * 300_000 and moved["tbp1->tbl1"] > 6 * 300_000
+    assert moved["tbl1->tbp1"] < 100_000 and moved["tbp2->tbl1"] < 100_000
+
+
+def test_ecn_fabric_marks_ect_packets(tmp_path):
+    cfg = {**config(fabric="ecn", iterations=8), "cc": "cubic"}
+    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    base = res["schemes"]["baseline"]
+    assert base["fabric"] == "ecn"
+    assert sum(base["ecn_marks"].values()) > 0
