@@ -136,3 +136,23 @@ class Capture:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001 - never leave tcpdump behind
                 self.proc.kill()
+
+
+def comm_overlap(records: dict[str, Sequence[dict[str, Any]]]) -> list[float]:
+    """Per iteration of the first job: the fraction of its communication phase during
+    which another job was communicating too (0 = perfectly interleaved, 1 = fully
+    overlapped)."""
+    jobs = list(records)
+    first, others = records[jobs[0]], [records[j] for j in jobs[1:]]
+    out = []
+    for r in first:
+        a0, a1 = r["comm_start"], r["end"]
+        if a1 <= a0:
+            out.append(0.0)
+            continue
+        covered = 0.0
+        for other in others:
+            for q in other:
+                covered += max(0.0, min(a1, q["end"]) - max(a0, q["comm_start"]))
+        out.append(min(1.0, covered / (a1 - a0)))
+    return out
