@@ -194,8 +194,22 @@ class Cluster:
         for link in self.topo.links:
             if link.a in switches and link.b in switches:
                 for direction in link.directions():
-                    _bridge(["link", "set", "dev", self.ports[direction], "learning", "off",
-                             "flood", "off", "mcast_flood", "off", "bcast_flood", "off"])
+                    _bridge(
+                        [
+                            "link",
+                            "set",
+                            "dev",
+                            self.ports[direction],
+                            "learning",
+                            "off",
+                            "flood",
+                            "off",
+                            "mcast_flood",
+                            "off",
+                            "bcast_flood",
+                            "off",
+                        ]
+                    )
         self.net.staticArp()
         macs = {h: self.net.get(h).MAC() for h in self.topo.hosts}
         entries: dict[tuple[str, str], str] = {}
