@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import networkx as nx
 import numpy as np
 
-from cassini.circle import LinkSolution, excess
+from cassini.circle import LinkSolution, excess, roll
 from cassini.profile import JobProfile
 
 
@@ -31,7 +31,7 @@ class _LinkState:
         self.sol = sol
         self.vector = {j: sol.vectors[i] for i, j in enumerate(sol.job_ids)}
         self.rot = dict(rotations)
-        self.total = sum(np.roll(self.vector[j], self.rot[j]) for j in sol.job_ids)
+        self.total = sum(roll(self.vector[j], self.rot[j]) for j in sol.job_ids)
         self.norm = sol.n_angles * sol.capacity_bps
 
     def _rolled(self, job: str, rotations: np.ndarray) -> np.ndarray:
@@ -40,13 +40,13 @@ class _LinkState:
 
     def scores_with(self, job: str, rotations: np.ndarray) -> np.ndarray:
         """Link score with ``job`` at each of ``rotations`` (the others where they are)."""
-        rest = self.total - np.roll(self.vector[job], self.rot[job])
+        rest = self.total - roll(self.vector[job], self.rot[job])
         demand = rest[None, :] + self._rolled(job, rotations)
         return 1.0 - excess(demand, self.sol.capacity_bps).sum(axis=-1) / self.norm
 
     def move(self, job: str, rotation: int) -> None:
         v = self.vector[job]
-        self.total = self.total - np.roll(v, self.rot[job]) + np.roll(v, rotation)
+        self.total = self.total - roll(v, self.rot[job]) + roll(v, rotation)
         self.rot[job] = rotation
 
 

@@ -43,6 +43,7 @@ def write_json(path: Path, data: Any) -> None:
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
     """Rows as a fixed-width table; columns are (key, header, format)."""
+
     def cell(v: Any, fmt: str) -> str:
         return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
 

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Experiment 1 — link interleaving (CASSINI §2.2, Table 2).
+
+Jobs share one dumbbell bottleneck.  Two job sets:
+  pair  — two jobs at ~40 % communication share: fully compatible (score 1);
+  trio  — three jobs at ~50 % share: partially compatible (score ~0.6).
+Schemes, in the same run: same start (baseline), random start offsets, CASSINI shifts
+(held by the agent), MLTCP (reno and, on ecn, dctcp variants; skipped with the reason when
+the kernel programs cannot be loaded) and each job alone (ideal).
+
+    sudo python experiments/link_interleaving.py                  # fair fabric, small
+    sudo python experiments/link_interleaving.py --full           # fair, ecn and fifo
+    sudo python experiments/link_interleaving.py --sets pair --fabrics fair --iterations 10
+
+Writes results/link_interleaving/results.json, cdf_<set>_<fabric>.png and
+timeline_<set>_<fabric>.png; prints scheme x (mean, p99, ratio to ideal) per job set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from experiments.common import out_dir, progress, require_root, run_config, table, write_json  # noqa: E402
+from testbed.measure import read_log  # noqa: E402
+
+BOTTLENECK = 200_000_000
+JOB_SETS = {
+    # compute seconds, all-reduce bytes, number of jobs
+    "pair": (0.06, 1_000_000, 2),
+    "trio": (0.05, 1_250_000, 3),
+}
+
+
+def mltcp_available() -> tuple[bool, str]:
+    """Whether the MLTCP congestion controls can be used here, and why not."""
+    try:
+        from mltcp import loader
+    except ImportError as e:
+        return False, f"mltcp package not importable ({e})"
+    check = getattr(loader, "check_prerequisites", None)
+    if check is None:
+        return True, ""
+    try:
+        check()
+    except Exception as e:  # noqa: BLE001 - report any reason
+        return False, str(e)
+    return True, ""
+
+
+def experiment_config(job_set: str, fabric: str, iterations: int, schemes: list) -> dict:
+    compute, nbytes, n = JOB_SETS[job_set]
+    return {
+        "topology": {
+            "kind": "dumbbell",
+            "pairs": n,
+            "bottleneck_bps": BOTTLENECK,
+            "access_bps": 1_000_000_000,
+            "fabric": fabric,
+            "buffer_packets": 100,
+            "ecn_threshold_bytes": 30_000,
+        },
+        "jobs": [
+            {
+                "id": f"j{i + 1}",
+                "hosts": [f"h{i + 1}", f"h{i + 1 + n}"],
+                "compute_s": compute,
+                "bytes": nbytes,
+                "iterations": iterations,
+            }
+            for i in range(n)
+        ],
+        "schemes": schemes,
+        "cc": "dctcp_bpf" if fabric == "ecn" and mltcp_available()[0] else "cubic",
+        "seed": 1,
+    }
+
+
+def schemes_for(fabric: str, with_mltcp: bool) -> list:
+    out: list[Any] = ["ideal", "baseline", "random", "cassini"]
+    if with_mltcp:
+        out.append({"scheme": "mltcp", "name": "mltcp-reno", "cc": "mltcp_reno"})
+        out.append({"scheme": "mltcp", "name": "mltcp-cubic", "cc": "mltcp_cubic"})
+        if fabric == "ecn":
+            out.append({"scheme": "mltcp", "name": "mltcp-dctcp", "cc": "mltcp_dctcp"})
+    return out
+
+
+def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
+    ideal = res["schemes"]["ideal"]["summary"]
+    rows = []
+    for name, scheme in res["schemes"].items():
+        times = [t for j in scheme["jobs"].values() for t in j["iteration_times_s"]]
+        ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
+        mean = statistics.mean(times)
+        p99 = sorted(times)[max(0, int(round(0.99 * len(times))) - 1)]
+        ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
+        rows.append(
+            {
+                "scheme": name,
+                "mean_ms": mean * 1e3,
+                "p99_ms": p99 * 1e3,
+                "mean_vs_ideal": mean / ideal_mean,
+                "p99_vs_ideal": p99 / ideal_p99,
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--full", action="store_true", help="fair, ecn and fifo fabrics")
+    ap.add_argument("--sets", default="pair,trio", help="job sets: pair, trio")
+    ap.add_argument("--fabrics", default=None, help="comma-separated fabrics (default fair)")
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--no-mltcp", action="store_true", help="leave the MLTCP schemes out")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    for s in sets:
+        if s not in JOB_SETS:
+            ap.error(f"unknown job set {s!r} (pair, trio)")
+    fabrics = (args.fabrics or ("fair,ecn,fifo" if args.full else "fair")).split(",")
+    require_root()
+    with_mltcp, why = (False, "--no-mltcp") if args.no_mltcp else mltcp_available()
+    if not with_mltcp:
+        progress(f"MLTCP schemes skipped: {why}")
+    out = out_dir("link_interleaving", args.out)
+    report: dict[str, Any] = {"runs": {}, "mltcp": with_mltcp, "mltcp_skipped_because": why}
+    for job_set in sets:
+        for fabric in fabrics:
+            key = f"{job_set}-{fabric}"
+            cfg = experiment_config(
+                job_set, fabric, args.iterations, schemes_for(fabric, with_mltcp)
+            )
+            res = run_config(cfg, out / key, f"{key}: {len(cfg['schemes'])} schemes")
+            rows = summarise(res)
+            advice = res["schemes"]["cassini"]["advice"]["candidates"][0]
+            report["runs"][key] = {
+                "rows": rows,
+                "score": advice["score"],
+                "shifts_s": res["schemes"]["cassini"]["advice"]["time_shifts_s"],
+            }
+            write_json(out / "results.json", report)
+            print(f"\n{key}  (fabric {fabric}, CASSINI score {advice['score']:.2f})")
+            print(
+                table(
+                    rows,
+                    [
+                        ("scheme", "scheme", "s"),
+                        ("mean_ms", "mean ms", ".1f"),
+                        ("p99_ms", "p99 ms", ".1f"),
+                        ("mean_vs_ideal", "mean/ideal", ".2f"),
+                        ("p99_vs_ideal", "p99/ideal", ".2f"),
+                    ],
+                )
+            )
+            plot_cdf(res, out / f"cdf_{key}.png", key)
+            plot_timeline(out / key, res, out / f"timeline_{key}.png", key)
+    print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")
+    return 0
+
+
+def plot_cdf(res: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, scheme in res["schemes"].items():
+        times = sorted(t * 1e3 for j in scheme["jobs"].values() for t in j["iteration_times_s"])
+        ax.plot(times, [(i + 1) / len(times) for i in range(len(times))], label=name)
+    ax.set_xlabel("iteration time (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"{title}: iteration times")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_timeline(
+    run_dir: Path, res: dict[str, Any], path: Path, title: str, window_s: float = 1.0
+) -> None:
+    """Each job's sending rate over a window of the run, per scheme (from the workers'
+    logs: bytes of each communication phase spread over its duration)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    shown = [s for s in ("baseline", "cassini", "mltcp-reno", "mltcp-dctcp") if s in res["schemes"]]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.2 * len(shown)), sharex=True)
+    axes = np.atleast_1d(axes)
+    for ax, name in zip(axes, shown, strict=True):
+        logs = {
+            j: read_log(run_dir / name / f"{j}-rank0.jsonl") for j in res["schemes"][name]["jobs"]
+        }
+        t0 = min(r["start"] for recs in logs.values() for r in recs[len(recs) // 2 :])
+        grid = np.arange(0, window_s, 0.001)
+        stack = []
+        for recs in logs.values():
+            rate = np.zeros_like(grid)
+            for r in recs:
+                a, b = r["comm_start"] - t0, r["end"] - t0
+                if b > 0 and a < window_s and b > a:
+                    rate[(grid >= a) & (grid < b)] = r["bytes_sent"] * 8 / (b - a) / 1e6
+            stack.append(rate)
+        ax.stackplot(grid, stack, labels=list(logs), alpha=0.8)
+        ax.axhline(BOTTLENECK / 1e6, color="k", lw=0.8, ls="--")
+        ax.set_ylabel(f"{name}\nMbit/s")
+    axes[0].legend(fontsize=7, loc="upper right")
+    axes[0].set_title(f"{title}: per-job sending rate, bottleneck {BOTTLENECK / 1e6:.0f} Mbit/s")
+    axes[-1].set_xlabel("seconds (a window in the middle of the run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
