@@ -80,6 +80,7 @@ class RunConfig:
     agent_slack: float = 0.03
     drift_tolerance: float = 0.05
     profile_iterations: int = 12
+    profiles: dict[str, Any] = field(default_factory=dict)  # job id -> JobProfile (measured)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -96,7 +97,16 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
             raise ConfigError(f"{source}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError("config must be a mapping with topology, jobs and schemes")
-    allowed = {"topology", "jobs", "schemes", "cc", "seed", "agent", "profile_iterations"}
+    allowed = {
+        "topology",
+        "jobs",
+        "schemes",
+        "cc",
+        "seed",
+        "agent",
+        "profile_iterations",
+        "profiles",
+    }
     for key in raw:
         if key not in allowed:
             raise ConfigError(f"{key}: unknown field (allowed: {', '.join(sorted(allowed))})")
@@ -133,8 +143,29 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         agent_slack=float(agent.get("slack", 0.03)),
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
         profile_iterations=int(raw.get("profile_iterations", 12)),
+        profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
         raw=raw,
     )
+
+
+def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
+    """Measured profiles given in the config (``profiles: {job: JOB}``), for cassini."""
+    if raw is None:
+        return {}
+    from cassini.errors import InputError
+    from cassini.profile import JobProfile
+
+    if not isinstance(raw, dict):
+        raise ConfigError("profiles: a mapping of job id to profile")
+    out = {}
+    for job, obj in raw.items():
+        if job not in job_ids:
+            raise ConfigError(f"profiles.{job}: no such job")
+        try:
+            out[job] = JobProfile.from_dict(obj, f"profiles.{job}")
+        except InputError as e:
+            raise ConfigError(str(e)) from None
+    return out
 
 
 def _list(value: Any, name: str) -> list[Any]:
@@ -218,14 +249,15 @@ def run_experiment(
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     results: dict[str, Any] = {"schemes": {}, "config": cfg.raw}
-    profiles: dict[str, Any] | None = None
+    profiles: dict[str, Any] | None = dict(cfg.profiles) or None
     order = sorted(cfg.schemes, key=lambda s: 0 if s.kind == "ideal" else 1)
     for n, scheme in enumerate(order, 1):
         say(f"[{n}/{len(order)}] {scheme.name}: {scheme.kind} scheme")
         t0 = time.time()
         if scheme.kind == "ideal":
             res = _run_ideal(cfg, scheme, out, say)
-            profiles = {j: p for j, p in res.pop("_profiles").items()}
+            measured = res.pop("_profiles")
+            profiles = {**measured, **cfg.profiles}
         elif scheme.kind == "cassini":
             if profiles is None:
                 say(
@@ -316,8 +348,9 @@ def _run_cassini(
     periods = agent_periods(profiles, advice, cfg.agent_slack)
     for job in cfg.jobs:
         # the agent runs the job on a stretched clock: stretch its shift the same way
-        t = profiles[job.job_id].iteration_time_s
-        shifts[job.job_id] = shifts.get(job.job_id, 0.0) * periods[job.job_id] / t
+        if job.job_id in periods:
+            t = profiles[job.job_id].iteration_time_s
+            shifts[job.job_id] = shifts.get(job.job_id, 0.0) * periods[job.job_id] / t
     say("  cassini shifts: " + ", ".join(f"{j} {s * 1e3:.1f} ms" for j, s in shifts.items()))
     res = _run_together(cfg, scheme, out, say, shifts, periods)
     res["advice"] = advice.to_dict()
@@ -344,6 +377,8 @@ def agent_periods(profiles: dict[str, Any], advice: Any, slack: float) -> dict[s
             busy[j] = max(busy.get(j, 1.0), load)
     periods = {}
     for job_id, profile in profiles.items():
+        if job_id not in busy:
+            continue  # shares no link: nothing to interleave with, no agent
         effective = [
             sol.unified.period_s / sol.unified.repeats[sol.job_ids.index(job_id)]
             for sol in advice.link_solutions.values()
@@ -420,7 +455,7 @@ def _run_together(
             "start_offset_s": offsets.get(job.job_id, 0.0),
             "comm_times_s": [r["end"] - r["comm_start"] for r in records],
         }
-        if periods:
+        if periods and job.job_id in periods:
             entry["realignments"] = records[-1].get("realignments", 0)
         res["jobs"][job.job_id] = entry
         res["summary"][job.job_id] = measure.summary(times)
@@ -459,7 +494,7 @@ def _worker_spec(
         "world_size": len(job.hosts),
         "iface": f"{job.hosts[rank]}-eth0",
     }
-    if periods:
+    if periods and job.job_id in periods:
         spec["period_s"] = periods[job.job_id]
         spec["shift_s"] = offsets.get(job.job_id, 0.0) % periods[job.job_id]
     return spec
