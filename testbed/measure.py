@@ -90,11 +90,28 @@ def pcap_series(pcap: Path | str, src_ip: str, dt_s: float = 0.001) -> tuple[np.
 
 
 def profile_from_pcap(
-    job_id: str, pcap: Path | str, src_ip: str, dt_s: float = 0.001, **kwargs: Any
+    job_id: str,
+    pcap: Path | str,
+    src_ip: str,
+    dt_s: float = 0.001,
+    origin_s: float | None = None,
+    **kwargs: Any,
 ) -> JobProfile:
-    """The job's profile as seen on the wire from one of its hosts."""
-    series, _ = pcap_series(pcap, src_ip, dt_s)
-    return JobProfile.from_samples(series, dt_s, job_id=job_id, **kwargs)
+    """The job's profile as seen on the wire from one of its hosts.
+
+    ``origin_s`` (wall clock, seconds) is an iteration start, e.g. from the worker log:
+    the profile is rotated so that its time 0 is an iteration start, as the time-shift
+    agent counts; otherwise time 0 is wherever the capture began."""
+    series, start = pcap_series(pcap, src_ip, dt_s)
+    profile = JobProfile.from_samples(series, dt_s, job_id=job_id, **kwargs)
+    if origin_s is None:
+        return profile
+    period = profile.iteration_time_s
+    offset = (origin_s - start) % period
+    phases = [
+        Phase((p.start_s - offset) % period, p.duration_s, p.rate_bps) for p in profile.phases
+    ]
+    return JobProfile(job_id, period, phases)
 
 
 class Capture:

@@ -18,6 +18,7 @@ Output: ``DIR/results.json`` = ``{"schemes": {name: {"jobs": {job: {"iteration_t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -81,6 +82,7 @@ class RunConfig:
     drift_tolerance: float = 0.05
     profile_iterations: int = 12
     profiles: dict[str, Any] = field(default_factory=dict)  # job id -> JobProfile (measured)
+    profile_source: str = "log"  # "log" (worker timing) or "pcap" (capture on rank 0's host)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -106,6 +108,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         "agent",
         "profile_iterations",
         "profiles",
+        "profile_source",
     }
     for key in raw:
         if key not in allowed:
@@ -144,6 +147,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
         profile_iterations=int(raw.get("profile_iterations", 12)),
         profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
+        profile_source=_choice(raw.get("profile_source", "log"), "profile_source", ("log", "pcap")),
         raw=raw,
     )
 
@@ -166,6 +170,12 @@ def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
         except InputError as e:
             raise ConfigError(str(e)) from None
     return out
+
+
+def _choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise ConfigError(f"{name}: one of {', '.join(options)}, got {value!r}")
+    return value
 
 
 def _list(value: Any, name: str) -> list[Any]:
@@ -397,6 +407,7 @@ def _run_together(
     offsets: dict[str, float],
     periods: dict[str, float] | None = None,
     keep_logs: bool = False,
+    capture: Path | None = None,
 ) -> dict[str, Any]:
     topo = cfg.topology
     cc = _cc(cfg, scheme)
@@ -404,7 +415,10 @@ def _run_together(
     logs_dir = out if keep_logs else out / scheme.name
     logs_dir.mkdir(parents=True, exist_ok=True)
     fabric_dirs = [d for link in topo.bottlenecks() for d in link.directions()]
-    with Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc) as cluster:
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
+        if capture is not None:
+            stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
         before = cluster.tx_bytes(fabric_dirs)
         epoch = time.time() + 2.0 + 2.0 * any(j.kind == "ddp" for j in cfg.jobs)
         procs, rank0 = [], {}
