@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* MLTCP state and iteration tracking shared by the congestion controls.
+ *
+ * Each flow keeps, in its congestion-control private area, the bytes acked when its
+ * current iteration began, the bytes of its last iteration (the estimate for this one), an
+ * iteration count and its current F.  An iteration ends
+ *   - idle mode:  when the flow transmits again (CA_EVENT_TX_START) after being idle longer
+ *                 than the configured threshold, or
+ *   - exact mode: when the training process has bumped its job's counter (mltcp_marks) since
+ *                 the flow last looked; flows find their job by port (mltcp_ports).
+ * Maps are pinned by name under /sys/fs/bpf, so every variant and user space share them.
+ */
+#ifndef MLTCP_COMMON_H
+#define MLTCP_COMMON_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "mltcp_rule.h"
+
+#define MLTCP_MODE_IDLE 0
+#define MLTCP_MODE_EXACT 1
+
+struct mltcp_config {
+	__u32 slope_q;
+	__u32 intercept_q;
+	__u32 idle_us;
+	__u32 mode;
+};
+
+struct mltcp_flow_key {
+	__u16 local_port;
+	__u16 remote_port;
+};
+
+struct mltcp_flow_stats {
+	__u64 iterations;
+	__u64 last_iter_bytes;
+	__u64 bytes_acked;
+	__u32 factor_q;		/* F at the end of the last iteration, Q10 */
+	__u32 job;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mltcp_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} mltcp_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u16);	/* port, host order */
+	__type(value, __u32);	/* job id */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} mltcp_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);	/* job id */
+	__type(value, __u64);	/* iterations marked by the training process */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} mltcp_marks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mltcp_flow_key);
+	__type(value, struct mltcp_flow_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} mltcp_flows SEC(".maps");
+
+/* per-flow state, placed after the base algorithm's state in icsk_ca_priv */
+struct mltcp_state {
+	__u64 iter_start;	/* bytes_acked when this iteration began */
+	__u64 per_iter;		/* bytes of the last iteration */
+	__u64 last_active_us;	/* tcp_mstamp of the last ACK or transmission */
+	__u64 mark_seen;	/* job counter at the last boundary (exact mode) */
+	__u32 iterations;
+	__u32 factor_q;
+};
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
+{
+	return (struct inet_connection_sock *)sk;
+}
+
+static __always_inline void *inet_csk_ca(const struct sock *sk)
+{
+	return (void *)inet_csk(sk)->icsk_ca_priv;
+}
+
+static __always_inline int tcp_in_slow_start(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd < tp->snd_ssthresh;
+}
+
+static __always_inline int tcp_is_cwnd_limited(const struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+
+	if (tcp_in_slow_start(tp))
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+static __always_inline struct mltcp_config *mltcp_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&mltcp_config, &zero);
+}
+
+static __always_inline struct mltcp_flow_key mltcp_key(const struct sock *sk)
+{
+	struct mltcp_flow_key key = {
+		.local_port = sk->__sk_common.skc_num,
+		.remote_port = bpf_ntohs(sk->__sk_common.skc_dport),
+	};
+	return key;
+}
+
+static __always_inline __u32 mltcp_job(const struct sock *sk)
+{
+	struct mltcp_flow_key key = mltcp_key(sk);
+	__u32 *job = bpf_map_lookup_elem(&mltcp_ports, &key.remote_port);
+
+	if (!job)
+		job = bpf_map_lookup_elem(&mltcp_ports, &key.local_port);
+	return job ? *job : 0;
+}
+
+static __always_inline void mltcp_init(struct sock *sk, struct mltcp_state *st)
+{
+	__u32 job = mltcp_job(sk);
+	__u64 *marks = job ? bpf_map_lookup_elem(&mltcp_marks, &job) : 0;
+
+	st->iter_start = tcp_sk(sk)->bytes_acked;
+	st->per_iter = 0;
+	st->last_active_us = tcp_sk(sk)->tcp_mstamp;
+	st->mark_seen = marks ? *marks : 0;
+	st->iterations = 0;
+	st->factor_q = MLTCP_ONE;
+}
+
+/* An iteration ended: what it moved becomes the estimate for the next one. */
+static __always_inline void mltcp_new_iteration(struct sock *sk, struct mltcp_state *st)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mltcp_flow_key key = mltcp_key(sk);
+	struct mltcp_flow_stats stats = {};
+	__u64 acked = tp->bytes_acked;
+
+	if (acked > st->iter_start) {
+		st->per_iter = acked - st->iter_start;
+		st->iterations++;
+	}
+	stats.iterations = st->iterations;
+	stats.last_iter_bytes = st->per_iter;
+	stats.bytes_acked = acked;
+	stats.factor_q = st->factor_q;	/* F reached at the end of the iteration */
+	st->iter_start = acked;
+	st->factor_q = MLTCP_ONE;
+	stats.job = mltcp_job(sk);
+	bpf_map_update_elem(&mltcp_flows, &key, &stats, BPF_ANY);
+}
+
+/* CA_EVENT_TX_START: the flow sends after having nothing in flight. */
+static __always_inline void mltcp_tx_start(struct sock *sk, struct mltcp_state *st)
+{
+	struct mltcp_config *cfg = mltcp_cfg();
+	__u64 now = tcp_sk(sk)->tcp_mstamp;
+	int boundary = 0;
+
+	if (!cfg)
+		return;
+	if (cfg->mode == MLTCP_MODE_EXACT) {
+		__u32 job = mltcp_job(sk);
+		__u64 *marks = job ? bpf_map_lookup_elem(&mltcp_marks, &job) : 0;
+
+		if (marks && *marks != st->mark_seen) {
+			st->mark_seen = *marks;
+			boundary = 1;
+		}
+	} else if (now - st->last_active_us >= cfg->idle_us) {
+		boundary = 1;
+	}
+	if (boundary)
+		mltcp_new_iteration(sk, st);
+	st->last_active_us = now;
+}
+
+/* On every ACK: note activity and recompute F from how far through the iteration we are. */
+static __always_inline __u32 mltcp_on_ack(struct sock *sk, struct mltcp_state *st)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct mltcp_config *cfg = mltcp_cfg();
+	__u32 ratio;
+
+	st->last_active_us = tp->tcp_mstamp;
+	if (!cfg || !st->per_iter) {
+		st->factor_q = MLTCP_ONE;	/* no estimate yet: behave like the base algorithm */
+		return st->factor_q;
+	}
+	ratio = mltcp_ratio_q(tp->bytes_acked - st->iter_start, st->per_iter);
+	st->factor_q = mltcp_factor_q(ratio, cfg->slope_q, cfg->intercept_q);
+	return st->factor_q;
+}
+
+#endif /* MLTCP_COMMON_H */

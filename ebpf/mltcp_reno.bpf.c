@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0
+/* mltcp_reno: Reno whose additive increase is scaled by MLTCP's F, about F segments per
+ * RTT (tcp_cong_avoid_ai with w = cwnd / F).  Slow start, the loss response (halve) and
+ * undo are Reno's, through the kernel's own functions.
+ */
+#include "mltcp_common.h"
+
+extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
+extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
+extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+char _license[] SEC("license") = "GPL";
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_reno_init, struct sock *sk)
+{
+	mltcp_init(sk, inet_csk_ca(sk));
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_reno_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 f = mltcp_on_ack(sk, inet_csk_ca(sk));
+
+	if (!tcp_is_cwnd_limited(sk))
+		return;
+	if (tcp_in_slow_start(tp)) {
+		acked = tcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, f), acked);
+}
+
+SEC("struct_ops")
+void BPF_PROG(mltcp_reno_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	if (ev == CA_EVENT_TX_START)
+		mltcp_tx_start(sk, inet_csk_ca(sk));
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mltcp_reno_ssthresh, struct sock *sk)
+{
+	return tcp_reno_ssthresh(sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(mltcp_reno_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops mltcp_reno = {
+	.init = (void *)mltcp_reno_init,
+	.cong_avoid = (void *)mltcp_reno_cong_avoid,
+	.cwnd_event = (void *)mltcp_reno_cwnd_event,
+	.ssthresh = (void *)mltcp_reno_ssthresh,
+	.undo_cwnd = (void *)mltcp_reno_undo_cwnd,
+	.name = "mltcp_reno",
+};

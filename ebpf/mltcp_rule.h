@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* MLTCP window-scaling rule in fixed point, one copy for every program: the BPF congestion
+ * controls include it, and a user-space test compiles it with gcc and holds it to
+ * mltcp/policy.py bit for bit.  Plain C: no BPF or kernel headers.
+ *
+ *   ratio = bytes acked this iteration / bytes of the last iteration, clamped to [0, 1]
+ *   F     = slope * ratio + intercept                      (intercept > 0)
+ *
+ * Q10 fixed point (1024 = 1.0).  Every division truncates toward zero.
+ */
+#ifndef MLTCP_RULE_H
+#define MLTCP_RULE_H
+
+#define MLTCP_SHIFT 10
+#define MLTCP_ONE (1U << MLTCP_SHIFT)
+#define MLTCP_U32_MAX 0xffffffffULL
+
+/* ratio in Q10: floor(sent * 1024 / per_iter), 0 with no estimate, 1024 once past it */
+static inline unsigned int mltcp_ratio_q(unsigned long long sent, unsigned long long per_iter)
+{
+	if (per_iter == 0)
+		return 0;
+	if (sent >= per_iter)
+		return MLTCP_ONE;
+	return (unsigned int)((sent << MLTCP_SHIFT) / per_iter);
+}
+
+/* F in Q10: intercept + floor(slope * ratio / 1024) */
+static inline unsigned int mltcp_factor_q(unsigned int ratio_q, unsigned int slope_q,
+					  unsigned int intercept_q)
+{
+	return intercept_q + (unsigned int)(((unsigned long long)slope_q * ratio_q) >> MLTCP_SHIFT);
+}
+
+/* Reno: additive increase of about F segments per RTT, i.e. tcp_cong_avoid_ai() with
+ * w = cwnd / F (at least 1). */
+static inline unsigned int mltcp_ai_window(unsigned int cwnd, unsigned int factor_q)
+{
+	unsigned long long w;
+
+	if (factor_q == 0)
+		return cwnd ? cwnd : 1;
+	w = ((unsigned long long)cwnd << MLTCP_SHIFT) / factor_q;
+	if (w > MLTCP_U32_MAX)
+		w = MLTCP_U32_MAX;
+	return w ? (unsigned int)w : 1;
+}
+
+/* CUBIC and DCTCP-style growth: the ACKs counted per one-segment increase, divided by F
+ * (at least 1), so growth runs F times as fast. */
+static inline unsigned int mltcp_scale_cnt(unsigned int cnt, unsigned int factor_q)
+{
+	return mltcp_ai_window(cnt, factor_q);
+}
+
+#endif /* MLTCP_RULE_H */

@@ -1,0 +1,140 @@
+"""``mltcp`` command line: load, parameterise, select, inspect and unload the MLTCP
+congestion controls.  Exit status 2 for bad parameters, 1 for any other problem, each with
+one line saying what to do."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mltcp.policy import MltcpParams
+
+DEFAULTS = MltcpParams()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mltcp",
+        description="ML-aware TCP congestion control loaded into the running kernel as eBPF. "
+        "A flow's window growth is scaled by F = slope * ratio + intercept, ratio being the "
+        "fraction of its iteration's bytes already acked, so competing training jobs drift "
+        "into an interleaved schedule.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def params(sp: argparse.ArgumentParser, defaults: bool) -> None:
+        d = DEFAULTS if defaults else None
+        sp.add_argument(
+            "--slope",
+            type=float,
+            default=d.slope if d else None,
+            help=f"F's slope, >= 0 (default {DEFAULTS.slope})",
+        )
+        sp.add_argument(
+            "--intercept",
+            type=float,
+            default=d.intercept if d else None,
+            help=f"F's intercept, > 0 (default {DEFAULTS.intercept})",
+        )
+        sp.add_argument(
+            "--idle-ms",
+            type=float,
+            default=d.idle_ms if d else None,
+            help=f"idle gap that ends an iteration, ms (default {DEFAULTS.idle_ms})",
+        )
+        sp.add_argument(
+            "--mode",
+            choices=("idle", "exact"),
+            default=d.mode if d else None,
+            help="iteration boundaries: idle gaps, or marks from the trainer",
+        )
+
+    load = sub.add_parser("load", help="build and register (idempotent); allow in namespaces")
+    load.add_argument(
+        "--variant", default="all", choices=("reno", "cubic", "dctcp", "dctcp_bpf", "all")
+    )
+    params(load, defaults=True)
+    setp = sub.add_parser("set", help="change parameters at run time (no reload)")
+    params(setp, defaults=False)
+    sel = sub.add_parser("select", help="use a variant in a netns or as the host default")
+    sel.add_argument("cc", nargs="?", default="mltcp_reno", help="congestion control name")
+    where = sel.add_mutually_exclusive_group(required=True)
+    where.add_argument("--netns", help="named network namespace (ip netns)")
+    where.add_argument("--default", action="store_true", help="the host's default")
+    st = sub.add_parser("status", help="what is loaded, parameters, per-flow statistics")
+    st.add_argument("--flows", action="store_true")
+    st.add_argument("--json", action="store_true")
+    un = sub.add_parser("unload", help="unregister and restore the kernel's settings")
+    un.add_argument("--force", action="store_true", help="even if sockets still use it")
+    mark = sub.add_parser("mark", help="mark an iteration end for a job (exact mode)")
+    mark.add_argument("job")
+    port = sub.add_parser("assign-port", help="flows to/from PORT belong to JOB (exact mode)")
+    port.add_argument("port", type=int)
+    port.add_argument("job")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from mltcp import loader
+
+    try:
+        if args.command in ("load", "set"):
+            try:
+                if args.command == "set":
+                    current = loader.get_params()
+                    params = MltcpParams(
+                        args.slope if args.slope is not None else current.slope,
+                        args.intercept if args.intercept is not None else current.intercept,
+                        args.idle_ms if args.idle_ms is not None else current.idle_ms,
+                        args.mode or current.mode,
+                    )
+                else:
+                    params = MltcpParams(args.slope, args.intercept, args.idle_ms, args.mode)
+            except ValueError as e:
+                print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
+                return 2
+            if args.command == "load":
+                names = loader.load(args.variant, params)
+                print(
+                    f"loaded {', '.join(names)} (slope {params.slope}, intercept "
+                    f"{params.intercept}, idle {params.idle_ms} ms, mode {params.mode})"
+                )
+            else:
+                loader.set_params(params)
+                print(
+                    f"set slope {params.slope}, intercept {params.intercept}, "
+                    f"idle {params.idle_ms} ms, mode {params.mode}"
+                )
+        elif args.command == "select":
+            loader.select(args.cc, netns=args.netns, default=args.default)
+            print(f"{args.cc} selected for {'netns ' + args.netns if args.netns else 'the host'}")
+        elif args.command == "status":
+            s = loader.status(flows=args.flows)
+            if args.json:
+                print(json.dumps(s, indent=1))
+            else:
+                print(f"loaded: {', '.join(s['loaded']) or 'nothing'}; default {s['default']}")
+                if "params" in s:
+                    print("params: " + ", ".join(f"{k} {v}" for k, v in s["params"].items()))
+                for f in s.get("flows", []):
+                    print(
+                        f"  {f['local_port']}->{f['remote_port']} job {f['job']} iterations "
+                        f"{f['iterations']} last {f['last_iteration_bytes']} B F {f['factor']:.3f}"
+                    )
+        elif args.command == "unload":
+            names = loader.unload(force=args.force)
+            print(f"unloaded {', '.join(names) or 'nothing'}")
+        elif args.command == "mark":
+            print(loader.mark_iteration(args.job))
+        elif args.command == "assign-port":
+            loader.assign_port(args.port, args.job)
+    except loader.MltcpError as e:
+        print(f"mltcp: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

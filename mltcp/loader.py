@@ -1,0 +1,333 @@
+"""Build, register, select, parameterise and unload the MLTCP congestion controls.
+
+The BPF programs (``ebpf/*.bpf.c``) are struct_ops ``tcp_congestion_ops`` registered with
+``bpftool struct_ops register`` (they stay registered until unregistered).  Their shared
+maps are pinned by name under ``/sys/fs/bpf`` (``mltcp_config``, ``mltcp_ports``,
+``mltcp_marks``, ``mltcp_flows``).  What ``load`` changes (the allowed list, the default
+congestion control) is recorded in ``/run/mltcp/state.json`` so ``unload`` puts it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+from typing import Any
+
+from mltcp.bpfmap import PinnedMap
+from mltcp.policy import MODES, ONE, MltcpParams
+
+EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
+PIN_DIR = Path("/sys/fs/bpf")
+STATE = Path("/run/mltcp/state.json")
+SYSCTL = Path("/proc/sys/net/ipv4")
+VARIANTS = {
+    "reno": "mltcp_reno",
+    "cubic": "mltcp_cubic",
+    "dctcp": "mltcp_dctcp",
+    "dctcp_bpf": "dctcp_bpf",
+}
+MAPS = {  # name: (key size, value size) in bytes
+    "mltcp_config": (4, 16),
+    "mltcp_ports": (2, 4),
+    "mltcp_marks": (4, 8),
+    "mltcp_flows": (4, 32),
+}
+
+
+class MltcpError(RuntimeError):
+    """A clear, one-line problem with what to do about it."""
+
+
+# -- prerequisites -------------------------------------------------------------------------
+
+
+def check_prerequisites() -> None:
+    if os.geteuid() != 0:
+        raise MltcpError("loading congestion controls needs root: run with sudo")
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        raise MltcpError("no kernel BTF (/sys/kernel/btf/vmlinux): need CONFIG_DEBUG_INFO_BTF=y")
+    for tool in ("clang", "bpftool"):
+        if shutil.which(tool) is None:
+            raise MltcpError(f"`{tool}` not found: run `make setup` (Debian: clang llvm bpftool)")
+    if not os.path.ismount(PIN_DIR):
+        subprocess.run(["mount", "-t", "bpf", "bpf", str(PIN_DIR)], check=True)
+
+
+def sources(variant: str) -> list[str]:
+    """Congestion-control names a ``--variant`` stands for."""
+    if variant == "all":
+        return [v for v in VARIANTS.values() if (EBPF_DIR / f"{v}.bpf.c").exists()]
+    if variant not in VARIANTS:
+        raise MltcpError(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, all")
+    return [VARIANTS[variant]]
+
+
+# -- build and register --------------------------------------------------------------------
+
+
+def build(name: str) -> Path:
+    """Compile ``ebpf/NAME.bpf.c`` (and vmlinux.h from this kernel's BTF) if needed."""
+    obj = EBPF_DIR / f"{name}.bpf.o"
+    r = subprocess.run(
+        ["make", "-s", "-C", str(EBPF_DIR), obj.name], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        raise MltcpError(f"building {name} failed:\n{_tail(r.stderr or r.stdout, 20)}")
+    return obj
+
+
+def available() -> list[str]:
+    return (SYSCTL / "tcp_available_congestion_control").read_text().split()
+
+
+def allowed() -> list[str]:
+    return (SYSCTL / "tcp_allowed_congestion_control").read_text().split()
+
+
+def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
+    """Register the variant(s) (idempotent), set parameters, allow them in namespaces.
+    Returns the congestion-control names now loaded."""
+    check_prerequisites()
+    state = _state()
+    state.setdefault("allowed_before", allowed())
+    state.setdefault("default_before", (SYSCTL / "tcp_congestion_control").read_text().strip())
+    names = sources(variant)
+    for name in names:
+        if name in available():
+            continue
+        obj = build(name)
+        r = subprocess.run(
+            ["bpftool", "struct_ops", "register", str(obj)], capture_output=True, text=True
+        )
+        if r.returncode != 0 or name not in available():
+            raise MltcpError(f"the kernel rejected {name}:\n{_verifier_lines(r.stderr + r.stdout)}")
+    if params is not None or _read_config() == (0, 0, 0, 0):
+        set_params(params or MltcpParams())
+    now = allowed()
+    missing = [n for n in names if n not in now]
+    if missing:
+        (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join(now + missing))
+    state["loaded"] = sorted(set(state.get("loaded", [])) | set(names))
+    _save_state(state)
+    return names
+
+
+def unload(force: bool = False) -> list[str]:
+    """Unregister every MLTCP variant and put the kernel back as ``load`` found it."""
+    check_prerequisites()
+    state = _state()
+    ours = [n for n in VARIANTS.values() if n in available()]
+    busy = {n: c for n in ours if (c := sockets_using(n))}
+    if busy and not force:
+        detail = ", ".join(f"{c} socket(s) on {n}" for n, c in busy.items())
+        raise MltcpError(f"still in use: {detail}; close them first or use --force")
+    default = (SYSCTL / "tcp_congestion_control").read_text().strip()
+    if default in ours:
+        (SYSCTL / "tcp_congestion_control").write_text(state.get("default_before", "cubic"))
+    before = state.get("allowed_before")
+    keep = [a for a in allowed() if a not in ours]
+    (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join(before or keep))
+    for name in ours:
+        r = subprocess.run(
+            ["bpftool", "struct_ops", "unregister", "name", name], capture_output=True, text=True
+        )
+        if r.returncode != 0:
+            raise MltcpError(f"unregistering {name} failed: {r.stderr.strip()}")
+    for m in MAPS:
+        (PIN_DIR / m).unlink(missing_ok=True)
+    STATE.unlink(missing_ok=True)
+    return ours
+
+
+def sockets_using(name: str) -> int:
+    """TCP sockets using congestion control ``name`` in the init namespace and in every
+    named namespace (``ip netns``)."""
+    count = _count_in(["ss", "-Htin"], name)
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for line in netns.splitlines():
+        ns = line.split()[0] if line.split() else ""
+        if ns:
+            count += _count_in(["ip", "netns", "exec", ns, "ss", "-Htin"], name)
+    return count
+
+
+def _count_in(cmd: list[str], name: str) -> int:
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    return len(re.findall(rf"\b{re.escape(name)}\b", out))
+
+
+# -- parameters ----------------------------------------------------------------------------
+
+
+def _map(name: str) -> PinnedMap:
+    path = PIN_DIR / name
+    if not path.exists():
+        raise MltcpError("MLTCP is not loaded: run `mltcp load` first")
+    return PinnedMap(str(path), *MAPS[name])
+
+
+def set_params(params: MltcpParams) -> None:
+    """Write the parameters to the pinned config map: flows use them from their next ACK."""
+    with _map("mltcp_config") as m:
+        m.update(struct.pack("<I", 0), struct.pack("<IIII", *params.fixed()))
+
+
+def _read_config() -> tuple[int, int, int, int]:
+    with _map("mltcp_config") as m:
+        raw = m.lookup(struct.pack("<I", 0))
+    return struct.unpack("<IIII", raw) if raw else (0, 0, 0, 0)
+
+
+def get_params() -> MltcpParams:
+    slope_q, intercept_q, idle_us, mode = _read_config()
+    return MltcpParams(
+        slope_q / ONE,
+        max(intercept_q, 1) / ONE,
+        max(idle_us, 1) / 1000,
+        MODES[mode] if mode < len(MODES) else "idle",
+    )
+
+
+# -- jobs: exact iteration boundaries ------------------------------------------------------
+
+
+def job_key(job_id: int | str) -> int:
+    """The 32-bit id the kernel uses for a job (strings hash with CRC-32; never 0)."""
+    if isinstance(job_id, int) and 0 < job_id < 2**32:
+        return job_id
+    return zlib.crc32(str(job_id).encode()) or 1
+
+
+def assign_port(port: int, job_id: int | str) -> None:
+    """Flows to or from ``port`` belong to ``job_id`` (exact mode)."""
+    if not 0 < port < 65536:
+        raise MltcpError(f"port must be in 1..65535, got {port}")
+    with _map("mltcp_ports") as m:
+        m.update(struct.pack("<H", port), struct.pack("<I", job_key(job_id)))
+
+
+_marks: PinnedMap | None = None
+
+
+def mark_iteration(job_id: int | str) -> int:
+    """Tell the kernel that ``job_id`` finished an iteration; returns its new count."""
+    global _marks
+    if _marks is None:
+        _marks = _map("mltcp_marks")
+    key = struct.pack("<I", job_key(job_id))
+    raw = _marks.lookup(key)
+    count = (struct.unpack("<Q", raw)[0] if raw else 0) + 1
+    _marks.update(key, struct.pack("<Q", count))
+    return count
+
+
+# -- selection and status ------------------------------------------------------------------
+
+
+def select(cc: str, netns: str | None = None, default: bool = False) -> None:
+    """Make ``cc`` the congestion control of a named network namespace or of the host."""
+    if cc not in available():
+        raise MltcpError(f"{cc} is not loaded: run `mltcp load` first")
+    if cc not in allowed():
+        (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
+    if netns:
+        r = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                netns,
+                "sysctl",
+                "-qw",
+                f"net.ipv4.tcp_congestion_control={cc}",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            raise MltcpError(f"cannot select {cc} in netns {netns}: {r.stderr.strip()}")
+    elif default:
+        (SYSCTL / "tcp_congestion_control").write_text(cc)
+    else:
+        raise MltcpError("say where: --netns NAME or --default")
+
+
+def status(flows: bool = False) -> dict[str, Any]:
+    loaded = [n for n in VARIANTS.values() if n in available()]
+    out: dict[str, Any] = {
+        "loaded": loaded,
+        "allowed": allowed(),
+        "default": (SYSCTL / "tcp_congestion_control").read_text().strip(),
+    }
+    if loaded and (PIN_DIR / "mltcp_config").exists():
+        p = get_params()
+        out["params"] = {
+            "slope": p.slope,
+            "intercept": p.intercept,
+            "idle_ms": p.idle_ms,
+            "mode": p.mode,
+        }
+    if flows and (PIN_DIR / "mltcp_flows").exists():
+        rows = []
+        with _map("mltcp_flows") as m:
+            for key in m.iter_keys():
+                raw = m.lookup(key)
+                if raw is None:
+                    continue
+                lport, rport = struct.unpack("<HH", key)
+                iters, last, acked, f_q, job = struct.unpack("<QQQII", raw)
+                rows.append(
+                    {
+                        "local_port": lport,
+                        "remote_port": rport,
+                        "iterations": iters,
+                        "last_iteration_bytes": last,
+                        "bytes_acked": acked,
+                        "factor": f_q / ONE,
+                        "job": job,
+                    }
+                )
+        out["flows"] = sorted(rows, key=lambda r: (r["local_port"], r["remote_port"]))
+    return out
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _state() -> dict[str, Any]:
+    try:
+        return json.loads(STATE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(state: dict[str, Any]) -> None:
+    STATE.parent.mkdir(parents=True, exist_ok=True)
+    STATE.write_text(json.dumps(state))
+
+
+def _tail(text: str, n: int) -> str:
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def _verifier_lines(log: str) -> str:
+    """The part of a libbpf/verifier log that says why (the last instructions and the
+    error), not the whole dump."""
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    keep = [
+        ln
+        for ln in lines
+        if re.search(
+            r"invalid|unknown|not allowed|error|R\d|denied|"
+            r"failed|-E[A-Z]+",
+            ln,
+            re.I,
+        )
+    ]
+    return "\n".join((keep or lines)[-15:])

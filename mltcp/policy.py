@@ -1,0 +1,119 @@
+"""The MLTCP window-scaling rule: one source of truth for the parameters and for the
+function the kernel programs compute (``ebpf/mltcp_rule.h``, held to this module bit for
+bit by a test).
+
+``ratio = bytes acked this iteration / bytes per iteration`` (clamped to [0, 1]) and
+``F = slope * ratio + intercept``.  A flow further through its iteration grows its window
+faster, so the job that got ahead finishes first and the jobs drift into an interleaved
+schedule.  Fixed point: Q10 (1024 = 1.0), every division truncating, as in the C header.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SHIFT = 10
+ONE = 1 << SHIFT
+U32_MAX = 0xFFFFFFFF
+MODES = ("idle", "exact")
+
+
+@dataclass(frozen=True)
+class MltcpParams:
+    """MLTCP parameters.
+
+    slope, intercept : F = slope * ratio + intercept (dimensionless; intercept > 0).
+    idle_ms : an idle gap longer than this (milliseconds) between a flow's ACKs and its
+        next transmission starts a new iteration (``idle`` mode).
+    mode : ``idle`` (gap detection) or ``exact`` (the training process marks iteration
+        ends with :func:`mltcp.mark_iteration`).
+    """
+
+    slope: float = 1.0
+    intercept: float = 0.5
+    idle_ms: float = 10.0
+    mode: str = "idle"
+
+    def __post_init__(self) -> None:
+        for name in ("slope", "intercept", "idle_ms"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if self.slope < 0:
+            raise ValueError(f"slope must be >= 0, got {self.slope}")
+        if self.intercept <= 0:
+            raise ValueError(f"intercept must be > 0, got {self.intercept}")
+        if self.slope + self.intercept > 64:
+            raise ValueError(f"slope + intercept must be <= 64, got {self.slope + self.intercept}")
+        if self.idle_ms <= 0 or self.idle_ms > 60_000:
+            raise ValueError(f"idle_ms must be in (0, 60000], got {self.idle_ms}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+
+    @property
+    def k(self) -> float:
+        """slope / intercept: the strength of the convergence map."""
+        return self.slope / self.intercept
+
+    def fixed(self) -> tuple[int, int, int, int]:
+        """(slope_q, intercept_q, idle_us, mode) as the kernel stores them; slope and
+        intercept round to the nearest 1/1024 (intercept at least 1/1024)."""
+        return (
+            int(round(self.slope * ONE)),
+            max(1, int(round(self.intercept * ONE))),
+            int(round(self.idle_ms * 1000)),
+            MODES.index(self.mode),
+        )
+
+
+def factor(ratio: float, params: MltcpParams) -> float:
+    """F(ratio) in real numbers; ratio is clamped to [0, 1]."""
+    r = min(1.0, max(0.0, ratio))
+    return params.slope * r + params.intercept
+
+
+# -- the fixed-point rule, line for line as in ebpf/mltcp_rule.h -------------------------
+
+
+def ratio_q(sent: int, per_iter: int) -> int:
+    if per_iter == 0:
+        return 0
+    if sent >= per_iter:
+        return ONE
+    return (sent << SHIFT) // per_iter
+
+
+def factor_q(ratio: int, slope_q: int, intercept_q: int) -> int:
+    return (intercept_q + ((slope_q * ratio) >> SHIFT)) & U32_MAX
+
+
+def ai_window(cwnd: int, f_q: int) -> int:
+    if f_q == 0:
+        return cwnd if cwnd else 1
+    w = min((cwnd << SHIFT) // f_q, U32_MAX)
+    return w if w else 1
+
+
+def scale_cnt(cnt: int, f_q: int) -> int:
+    return ai_window(cnt, f_q)
+
+
+# -- convergence ---------------------------------------------------------------------------
+
+
+def convergence_map(x: float, k: float) -> float:
+    """MLTCP's map for two identical jobs: the offset ``x`` (fraction of a communication
+    phase, in [0, 1]) after one more iteration, ``x + k x (1 - x) / (1 + k x)``."""
+    return x + k * x * (1 - x) / (1 + k * x)
+
+
+def iterations_to_interleave(x0: float, k: float, tol: float = 0.05, limit: int = 10_000) -> int:
+    """Iterations until the offset is within ``tol`` of full interleaving (x = 1); the
+    ``limit`` when it never gets there (x0 = 0 or k = 0)."""
+    x = x0
+    for n in range(limit):
+        if x >= 1 - tol:
+            return n
+        x = convergence_map(x, k)
+    return limit
