@@ -1,0 +1,231 @@
+"""MLTCP in the running kernel: load/unload round trip, a namespace's flow really uses
+mltcp_reno, iterations counted exactly in both boundary modes, live parameter changes,
+clear errors.  Needs root, BTF, clang and bpftool; under CI=true missing ones fail."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import require
+
+from mltcp import loader
+from mltcp.policy import MltcpParams
+
+pytestmark = pytest.mark.root
+AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+A, B = "mltcp_t_a", "mltcp_t_b"
+PORT = 7411
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    require(os.geteuid() == 0, "root")
+    require(Path("/sys/kernel/btf/vmlinux").exists(), "kernel BTF")
+    for tool in ("clang", "bpftool", "nsenter", "ss"):
+        require(shutil.which(tool) is not None, f"{tool} (run make setup)")
+    before = AVAILABLE.read_text().split()
+    loader.unload(force=True)  # a clean start even after an aborted run
+    names = loader.load("reno", MltcpParams(slope=1.0, intercept=0.5, idle_ms=10))
+    yield names
+    loader.unload(force=True)
+    assert [c for c in AVAILABLE.read_text().split() if c in before] == [
+        c for c in before if not c.startswith("mltcp_")
+    ]
+
+
+@pytest.fixture
+def netns(kernel):
+    """Two namespaces joined by a veth pair: A 10.211.0.1, B 10.211.0.2."""
+
+    def sh(*cmd):
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    try:
+        sh("ip", "netns", "add", A)
+        sh("ip", "netns", "add", B)
+        sh("ip", "link", "add", "mlt_va", "netns", A, "type", "veth", "peer", "mlt_vb", "netns", B)
+        for ns, dev, ip in ((A, "mlt_va", "10.211.0.1/24"), (B, "mlt_vb", "10.211.0.2/24")):
+            sh("ip", "-n", ns, "addr", "add", ip, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        yield
+    finally:
+        subprocess.run(["ip", "netns", "del", A], capture_output=True)
+        subprocess.run(["ip", "netns", "del", B], capture_output=True)
+
+
+SERVER = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("10.211.0.2", int(sys.argv[1]))); s.listen(1); print("ready", flush=True)
+    c, _ = s.accept()
+    while True:
+        n = int.from_bytes(c.recv(4, socket.MSG_WAITALL), "big")
+        if n == 0: break
+        got = 0
+        while got < n:
+            got += len(c.recv(min(1 << 20, n - got)))
+        c.sendall(b"k")
+""")
+
+CLIENT = textwrap.dedent("""
+    import socket, sys, time
+    cc, port, bursts, size, gap, job = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \\
+        int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+    mark = None
+    if job != "-":
+        import mltcp; mark = lambda: mltcp.mark_iteration(job)
+    s = socket.socket()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    s.connect(("10.211.0.2", port))
+    print(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode(),
+          s.getsockname()[1], flush=True)
+    payload = bytes(size)
+    for i in range(bursts):
+        s.sendall(len(payload).to_bytes(4, "big") + payload)
+        s.recv(1)               # all bytes of this iteration acked by the application
+        if mark: mark()
+        time.sleep(gap)
+    s.sendall((0).to_bytes(4, "big"))   # one last send after the gap ends the last iteration
+    time.sleep(0.05)
+""")
+
+
+def run_pair(tmp_path, bursts, size, gap, job="-", cc="mltcp_reno"):
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    server = subprocess.Popen(
+        [
+            "nsenter",
+            f"--net=/run/netns/{B}",
+            sys.executable,
+            str(tmp_path / "server.py"),
+            str(PORT),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        out = subprocess.run(
+            [
+                "nsenter",
+                f"--net=/run/netns/{A}",
+                sys.executable,
+                str(tmp_path / "client.py"),
+                cc,
+                str(PORT),
+                str(bursts),
+                str(size),
+                str(gap),
+                job,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        used, local_port = out.stdout.split()
+        return used, int(local_port)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def flow(local_port):
+    rows = [f for f in loader.status(flows=True)["flows"] if f["local_port"] == local_port]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def test_load_is_idempotent_and_listed(kernel):
+    assert kernel == ["mltcp_reno"]
+    assert loader.load("reno") == ["mltcp_reno"]
+    assert "mltcp_reno" in AVAILABLE.read_text().split()
+    assert "mltcp_reno" in loader.allowed()
+
+
+def test_namespace_flow_uses_mltcp_and_idle_mode_counts_iterations(tmp_path, netns):
+    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    used, port = run_pair(tmp_path, bursts=6, size=200_000, gap=0.05)
+    assert used == "mltcp_reno"
+    f = flow(port)
+    assert f["iterations"] == 6
+    assert f["last_iteration_bytes"] == 200_004  # the 4-byte length prefix travels too
+
+
+def test_exact_mode_counts_marked_iterations_without_idle_gaps(tmp_path, netns):
+    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    loader.assign_port(PORT, "job-x")
+    # gaps of 2 ms are below the idle threshold: only the marks delimit iterations
+    used, port = run_pair(tmp_path, bursts=5, size=150_000, gap=0.002, job="job-x")
+    f = flow(port)
+    assert f["iterations"] == 5 and f["job"] == loader.job_key("job-x")
+    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    _, port = run_pair(tmp_path, bursts=5, size=150_000, gap=0.002)
+    # the idle detector sees no gap: no boundary, so no statistics were ever written
+    assert [f for f in loader.status(flows=True)["flows"] if f["local_port"] == port] == []
+
+
+def test_parameter_changes_take_effect_without_reload(tmp_path, netns):
+    # F at the end of an iteration is intercept + slope (the whole iteration acked)
+    loader.set_params(MltcpParams(2.0, 0.5, idle_ms=10))
+    _, port = run_pair(tmp_path, bursts=3, size=300_000, gap=0.05)
+    assert flow(port)["factor"] == pytest.approx(2.5, abs=0.01)
+    loader.set_params(MltcpParams(0.25, 0.75, idle_ms=10))
+    _, port = run_pair(tmp_path, bursts=3, size=300_000, gap=0.05)
+    assert flow(port)["factor"] == pytest.approx(1.0, abs=0.01)
+
+
+def cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "mltcp.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["set", "--slope", "-1"], "slope must be >= 0"),
+        (["set", "--intercept", "0"], "intercept must be > 0"),
+        (["set", "--slope", "nan"], "finite"),
+        (["load", "--idle-ms", "0"], "idle_ms"),
+    ],
+)
+def test_bad_parameters_exit_2_with_one_line(kernel, args, message):
+    r = cli(*args)
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_unload_refuses_while_a_socket_uses_it(kernel):
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    c = socket.socket()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"mltcp_reno")
+    t = threading.Thread(target=lambda: srv.accept())
+    t.start()
+    c.connect(srv.getsockname())
+    t.join()
+    try:
+        r = cli("unload")
+        assert r.returncode == 1 and "still in use" in r.stderr and "--force" in r.stderr
+        assert "mltcp_reno" in AVAILABLE.read_text()
+    finally:
+        c.close()
+        srv.close()
+
+
+def test_select_needs_a_target_and_a_loaded_cc(kernel):
+    r = cli("select", "mltcp_nope", "--default")
+    assert r.returncode == 1 and "not loaded" in r.stderr

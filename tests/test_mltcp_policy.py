@@ -1,0 +1,113 @@
+"""The fixed-point rule in ebpf/mltcp_rule.h (compiled here with gcc) and mltcp.policy
+agree bit for bit; parameters validate; the convergence map behaves."""
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mltcp import policy
+from mltcp.policy import MltcpParams
+
+HEADER = Path(__file__).resolve().parent.parent / "ebpf" / "mltcp_rule.h"
+
+
+@pytest.fixture(scope="module")
+def rule(tmp_path_factory):
+    if shutil.which("gcc") is None:
+        pytest.skip("SKIPPED: gcc not found")
+    d = tmp_path_factory.mktemp("rule")
+    src = d / "rule.c"
+    src.write_text(
+        f'#include "{HEADER}"\n'
+        "unsigned int ratio(unsigned long long s, unsigned long long p) "
+        "{ return mltcp_ratio_q(s, p); }\n"
+        "unsigned int factor(unsigned int r, unsigned int s, unsigned int i) "
+        "{ return mltcp_factor_q(r, s, i); }\n"
+        "unsigned int ai(unsigned int c, unsigned int f) { return mltcp_ai_window(c, f); }\n"
+        "unsigned int cnt(unsigned int c, unsigned int f) { return mltcp_scale_cnt(c, f); }\n"
+    )
+    lib = d / "librule.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    c = ctypes.CDLL(str(lib))
+    c.ratio.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
+    for fn in (c.ratio, c.factor, c.ai, c.cnt):
+        fn.restype = ctypes.c_uint
+    c.factor.argtypes = [ctypes.c_uint] * 3
+    c.ai.argtypes = c.cnt.argtypes = [ctypes.c_uint] * 2
+    return c
+
+
+u32 = st.integers(0, 2**32 - 1)
+bytes_ = st.integers(0, 2**50)
+
+
+@settings(max_examples=500)
+@given(
+    sent=bytes_,
+    per_iter=bytes_,
+    slope_q=st.integers(0, 64 * 1024),
+    intercept_q=st.integers(1, 64 * 1024),
+    cwnd=u32,
+)
+def test_c_header_and_python_agree_bit_for_bit(rule, sent, per_iter, slope_q, intercept_q, cwnd):
+    r = policy.ratio_q(sent, per_iter)
+    assert rule.ratio(sent, per_iter) == r
+    f = policy.factor_q(r, slope_q, intercept_q)
+    assert rule.factor(r, slope_q, intercept_q) == f
+    assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
+    assert rule.cnt(cwnd, f) == policy.scale_cnt(cwnd, f)
+
+
+def test_edge_vectors(rule):
+    for sent, per_iter in [(0, 0), (5, 0), (0, 10), (10, 10), (11, 10), (2**50, 2**50 + 1)]:
+        assert rule.ratio(sent, per_iter) == policy.ratio_q(sent, per_iter)
+    for cwnd, f in [(0, 0), (1, 0), (0, 1024), (10, 1), (2**32 - 1, 1), (10, 10**6)]:
+        assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
+
+
+@given(ratio=st.floats(-1, 2), slope=st.floats(0, 8), intercept=st.floats(0.01, 4))
+def test_fixed_point_tracks_real_factor(ratio, slope, intercept):
+    p = MltcpParams(slope, intercept)
+    slope_q, intercept_q, _, _ = p.fixed()
+    r = min(1.0, max(0.0, ratio))
+    r_q = policy.ratio_q(int(r * 10**9), 10**9)
+    f_q = policy.factor_q(r_q, slope_q, intercept_q)
+    assert f_q / policy.ONE == pytest.approx(
+        policy.factor(ratio, p), abs=3 / policy.ONE + slope / 1024
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"slope": -1}, "slope must be >= 0"),
+        ({"intercept": 0}, "intercept must be > 0"),
+        ({"intercept": -0.5}, "intercept must be > 0"),
+        ({"slope": float("nan")}, "slope must be a finite number"),
+        ({"idle_ms": 0}, "idle_ms"),
+        ({"mode": "psychic"}, "mode"),
+    ],
+)
+def test_bad_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MltcpParams(**kwargs)
+
+
+@given(x=st.floats(0.001, 0.999), k=st.floats(0.01, 20))
+def test_convergence_map_moves_towards_interleaving(x, k):
+    nxt = policy.convergence_map(x, k)
+    assert x < nxt <= 1.0
+    assert policy.convergence_map(0.0, k) == 0.0  # same start stays put without noise
+    assert policy.convergence_map(1.0, k) == 1.0
+
+
+def test_iterations_to_interleave_fall_with_k():
+    slow = policy.iterations_to_interleave(0.05, 0.5)
+    fast = policy.iterations_to_interleave(0.05, 4.0)
+    assert fast < slow
+    assert policy.iterations_to_interleave(0.0, 4.0) == 10_000
