@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* DCTCP written from the published algorithm (Alizadeh et al., SIGCOMM 2010), for kernels
+ * without the dctcp module.  Sender: once per window of data, alpha <- (1 - g) alpha + g F,
+ * F the fraction of delivered packets whose ACK echoed CE (g = 1/16, alpha in 1/1024); on
+ * congestion the window becomes cwnd * (1 - alpha / 2) (ssthresh, entered through CWR or
+ * recovery); a timeout halves it as Reno does.  Receiver: ECE echoes the CE state of the
+ * data (set on CE, cleared on the next non-CE packet) rather than the classic sticky ECE.
+ * Unlike the kernel module it cannot force an immediate ACK when the CE state changes.
+ */
+#ifndef DCTCP_CORE_H
+#define DCTCP_CORE_H
+
+#include "mltcp_common.h"
+
+#define DCTCP_SHIFT_G 4
+#define DCTCP_MAX_ALPHA 1024U
+#define TCP_ECN_DEMAND_CWR 4
+#define TCP_CONG_NEEDS_ECN 0x2
+
+extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
+extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
+
+struct dctcp_state {
+	__u32 old_delivered;
+	__u32 old_delivered_ce;
+	__u32 next_seq;
+	__u32 alpha;
+	__u32 loss_cwnd;
+	__u32 ce_state;
+	struct mltcp_state mltcp;
+};
+
+static __always_inline struct dctcp_state *dctcp_ca(const struct sock *sk)
+{
+	return inet_csk_ca(sk);
+}
+
+static __always_inline void dctcp_reset(const struct tcp_sock *tp, struct dctcp_state *ca)
+{
+	ca->next_seq = tp->snd_nxt;
+	ca->old_delivered = tp->delivered;
+	ca->old_delivered_ce = tp->delivered_ce;
+}
+
+static __always_inline void dctcp_init_state(struct sock *sk)
+{
+	struct dctcp_state *ca = dctcp_ca(sk);
+
+	ca->alpha = DCTCP_MAX_ALPHA;	/* start cautious, as the kernel's default */
+	ca->loss_cwnd = 0;
+	ca->ce_state = 0;
+	dctcp_reset(tcp_sk(sk), ca);
+	mltcp_init(sk, &ca->mltcp);
+}
+
+/* once per window: alpha <- alpha - alpha/16 + (CE fraction)/16 */
+static __always_inline void dctcp_update_alpha(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct dctcp_state *ca = dctcp_ca(sk);
+	__u32 delivered, delivered_ce, alpha, decay;
+
+	if ((__s32)(tp->snd_una - ca->next_seq) < 0)
+		return;
+	delivered = tp->delivered - ca->old_delivered;
+	delivered_ce = tp->delivered_ce - ca->old_delivered_ce;
+	alpha = ca->alpha;
+	decay = alpha >> DCTCP_SHIFT_G;
+	alpha -= decay ? decay : alpha;	/* let a tiny alpha reach 0 */
+	if (delivered_ce) {
+		delivered_ce = (delivered_ce << (10 - DCTCP_SHIFT_G)) / (delivered ? delivered : 1);
+		alpha += delivered_ce;
+		if (alpha > DCTCP_MAX_ALPHA)
+			alpha = DCTCP_MAX_ALPHA;
+	}
+	ca->alpha = alpha;
+	dctcp_reset(tp, ca);
+}
+
+static __always_inline __u32 dctcp_ssthresh(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct dctcp_state *ca = dctcp_ca(sk);
+	__u32 cwnd = tp->snd_cwnd, cut = (cwnd * ca->alpha) >> 11;
+
+	ca->loss_cwnd = cwnd;
+	return cwnd - cut > 2 ? cwnd - cut : 2;
+}
+
+static __always_inline void dctcp_state_change(struct sock *sk, __u8 new_state)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct dctcp_state *ca = dctcp_ca(sk);
+
+	if (new_state == TCP_CA_Loss) {	/* timeout: react as Reno */
+		ca->loss_cwnd = tp->snd_cwnd;
+		tp->snd_ssthresh = tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+	}
+}
+
+static __always_inline void dctcp_event(struct sock *sk, enum tcp_ca_event ev)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct dctcp_state *ca = dctcp_ca(sk);
+
+	if (ev == CA_EVENT_ECN_IS_CE && !ca->ce_state) {
+		ca->ce_state = 1;
+		tp->ecn_flags |= TCP_ECN_DEMAND_CWR;
+	} else if (ev == CA_EVENT_ECN_NO_CE && ca->ce_state) {
+		ca->ce_state = 0;
+		tp->ecn_flags &= ~TCP_ECN_DEMAND_CWR;
+	} else if (ev == CA_EVENT_TX_START) {
+		mltcp_tx_start(sk, &ca->mltcp);
+	}
+}
+
+static __always_inline __u32 dctcp_undo(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 loss = dctcp_ca(sk)->loss_cwnd;
+
+	return tp->snd_cwnd > loss ? tp->snd_cwnd : loss;
+}
+
+/* Reno-style growth, one segment per w acked segments (w = cwnd: plain; cwnd/F: MLTCP) */
+static __always_inline void dctcp_grow(struct sock *sk, __u32 acked, __u32 factor_q)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (!tcp_is_cwnd_limited(sk))
+		return;
+	if (tcp_in_slow_start(tp)) {
+		acked = tcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, factor_q), acked);
+}
+
+#endif /* DCTCP_CORE_H */
