@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""`make demo`: compact experiments 1 and 2 (a few minutes) and one table.
+
+1. CASSINI: two compatible jobs on a `fair` bottleneck — same start vs CASSINI's shifts.
+2. MLTCP: two jobs starting together on an `ecn` bottleneck — dctcp_bpf vs mltcp_dctcp.
+Each against the jobs alone (ideal), measured in the same run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from experiments import link_interleaving, mltcp_convergence  # noqa: E402
+from experiments.common import out_dir, run_config, table, write_json  # noqa: E402
+
+
+def rows_of(res: dict, experiment: str, skip_first: int = 0) -> list[dict]:
+    ideal = res["schemes"]["ideal"]["summary"]
+    ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
+    ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
+    out = []
+    for name, scheme in res["schemes"].items():
+        times = sorted(
+            t for j in scheme["jobs"].values() for t in j["iteration_times_s"][skip_first:]
+        )
+        p99 = times[max(0, int(round(0.99 * len(times))) - 1)]
+        mean = statistics.mean(times)
+        out.append(
+            {
+                "experiment": experiment,
+                "scheme": name,
+                "cc": scheme.get("cc", ""),
+                "mean_ms": mean * 1e3,
+                "p99_ms": p99 * 1e3,
+                "mean_vs_ideal": mean / ideal_mean,
+                "p99_vs_ideal": p99 / ideal_p99,
+            }
+        )
+    return out
+
+
+def main() -> int:
+    out = out_dir("demo")
+    cfg1 = link_interleaving.experiment_config("pair", "fair", 25, ["ideal", "baseline", "cassini"])
+    res1 = run_config(cfg1, out / "cassini", "1/2 CASSINI: two jobs, fair fabric")
+    link_interleaving.plot_timeline(
+        out / "cassini", res1, out / "cassini_timeline.png", "CASSINI, fair fabric"
+    )
+    link_interleaving.plot_cdf(res1, out / "cassini_cdf.png", "CASSINI, fair fabric")
+    cfg2 = mltcp_convergence.config("ecn", "dctcp_bpf", "mltcp_dctcp", 30)
+    res2 = run_config(cfg2, out / "ecn", "2/2 MLTCP: two jobs starting together, ecn fabric")
+    link_interleaving.plot_timeline(
+        out / "ecn",
+        res2,
+        out / "mltcp_timeline.png",
+        "MLTCP, ecn fabric",
+        schemes=["dctcp_bpf", "mltcp_dctcp"],
+    )
+    rows = rows_of(res1, "1 cassini (fair)") + rows_of(res2, "2 mltcp (ecn), last 10", 19)
+    write_json(out / "results.json", {"rows": rows})
+    print()
+    print(
+        table(
+            rows,
+            [
+                ("experiment", "experiment", "s"),
+                ("scheme", "scheme", "s"),
+                ("cc", "cc", "s"),
+                ("mean_ms", "mean ms", ".1f"),
+                ("p99_ms", "p99 ms", ".1f"),
+                ("mean_vs_ideal", "mean/ideal", ".2f"),
+                ("p99_vs_ideal", "p99/ideal", ".2f"),
+            ],
+        )
+    )
+    print(
+        f"\nplots: {out / 'cassini_timeline.png'}  {out / 'cassini_cdf.png'}  "
+        f"{out / 'mltcp_timeline.png'}"
+    )
+    print(f"results: {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
