@@ -32,9 +32,12 @@ def kernel():
     names = loader.load("reno", MltcpParams(slope=1.0, intercept=0.5, idle_ms=10))
     yield names
     loader.unload(force=True)
+    ours = set(loader.VARIANTS.values())
+    # every congestion control that was not ours is still there; none of ours is
     assert [c for c in AVAILABLE.read_text().split() if c in before] == [
-        c for c in before if not c.startswith("mltcp_")
+        c for c in before if c not in ours
     ]
+    assert not ours & set(AVAILABLE.read_text().split())
 
 
 @pytest.fixture
