@@ -182,7 +182,8 @@ class JobProfile:
         iteration_time_s : the iteration time if known; otherwise estimated from the
             autocorrelation of the series (see :func:`estimate_period`).
         threshold_bps : a folded sample above it belongs to a communication phase; default
-            half the folded peak.
+            :func:`phase_threshold` of the folded series (robust to a few bins that
+            capture timestamps crowd into a spike, unlike a fraction of the peak).
         min_iterations : the series must span at least this many iterations.
 
         Returns
@@ -210,7 +211,7 @@ class JobProfile:
             )
         folded = fold(x, dt_s, period)
         if threshold_bps is None:
-            threshold_bps = 0.5 * float(folded.max())
+            threshold_bps = phase_threshold(folded)
         phases = _phases_above(folded, period, threshold_bps)
         return cls(job_id, period, phases)
 
@@ -251,6 +252,18 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     denom = a - 2 * b + c
     offset = 0.5 * (a - c) / denom if denom < 0 else 0.0
     return float((k + offset) * dt_s / multiple)
+
+
+def phase_threshold(samples: np.ndarray) -> float:
+    """Default rate (bits/s) above which a folded sample belongs to a communication phase:
+    half the median of the samples above the mean, i.e. half the typical rate while
+    communicating.  Unlike a fraction of the peak, a few bins into which capture timestamps
+    crowd a burst do not raise it.  A constant series gives its value."""
+    x = np.asarray(samples, float).ravel()
+    if x.size == 0:
+        return 0.0
+    high = x[x > x.mean()]
+    return float(x.max()) if high.size == 0 else 0.5 * float(np.median(high))
 
 
 def fold(samples: np.ndarray, dt_s: float, period_s: float) -> np.ndarray:

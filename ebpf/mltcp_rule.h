@@ -46,11 +46,18 @@ static inline unsigned int mltcp_ai_window(unsigned int cwnd, unsigned int facto
 	return w ? (unsigned int)w : 1;
 }
 
-/* CUBIC and DCTCP-style growth: the ACKs counted per one-segment increase, divided by F
- * (at least 1), so growth runs F times as fast. */
-static inline unsigned int mltcp_scale_cnt(unsigned int cnt, unsigned int factor_q)
+/* CUBIC: the kernel's CUBIC grows cwnd by one segment per `cnt` ACKed segments; MLTCP
+ * divides that counter by F.  We reach the same growth by feeding CUBIC F times the
+ * ACKed segments: `acked * F` in Q10, the fraction below one segment carried in *rem_q
+ * to the next ACK so that nothing is lost to rounding. */
+static inline unsigned int mltcp_scale_acked(unsigned int acked, unsigned int factor_q,
+					     unsigned int *rem_q)
 {
-	return mltcp_ai_window(cnt, factor_q);
+	unsigned long long total = (unsigned long long)acked * factor_q + (*rem_q & (MLTCP_ONE - 1));
+	unsigned long long whole = total >> MLTCP_SHIFT;
+
+	*rem_q = (unsigned int)(total & (MLTCP_ONE - 1));
+	return whole > MLTCP_U32_MAX ? (unsigned int)MLTCP_U32_MAX : (unsigned int)whole;
 }
 
 #endif /* MLTCP_RULE_H */

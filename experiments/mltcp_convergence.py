@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
 """Experiment 2 — MLTCP convergence (MLTCP, HotNets 2024: the offset map).
 
-Two synthetic jobs (50 % communication share) start together on one bottleneck.  Per
-iteration it records the offset between their communication phases (x, as a fraction of
-a phase) and their iteration times, for the base congestion control and for MLTCP, and
-draws the reference model's predicted offsets (x' = x + k x (1-x)/(1+kx), from the
-fluid model with the measured phase lengths) on the same axes.  A model sweep over slope,
-intercept and start offsets maps the iterations needed to interleave.
+Identical synthetic jobs start together (the worst case) on one bottleneck: two jobs with
+a 50 % communication share, or three with 33 %.  Per iteration it records the offset
+between the jobs' communication phases (x, as a fraction of a phase; two jobs) or the
+overlap of job a's phase with the others (three jobs), and the iteration times, for the
+base congestion control and for MLTCP, and draws the reference model's prediction
+(x' = x + k x (1-x)/(1+kx), from the fluid model started at the measured first offsets)
+on the same axes.  A model sweep over slope, intercept and start offsets maps the
+iterations needed to interleave.
 
-    sudo python experiments/mltcp_convergence.py              # ecn fabric: dctcp vs mltcp_dctcp
-    sudo python experiments/mltcp_convergence.py --full       # + fifo: reno vs mltcp_reno, slopes
+Cases: ecn (dctcp_bpf vs mltcp_dctcp, 2 jobs), ecn-trio (same, 3 jobs), fifo-reno (reno
+vs mltcp_reno), fifo-cubic (cubic vs mltcp_cubic).  On `fifo` the baselines interleave
+by themselves (first-mover advantage of a one-packet BDP; see experiments/regimes.py).
+
+    sudo python experiments/mltcp_convergence.py              # ecn, 30 iterations
+    sudo python experiments/mltcp_convergence.py --full       # every case, 60 iterations
+    sudo python experiments/mltcp_convergence.py --cases ecn-trio fifo-cubic
     python experiments/mltcp_convergence.py --model-only      # the sweep alone, no root
 
 Writes results/mltcp_convergence/results.json, convergence.png and sweep.png.
@@ -33,14 +40,27 @@ from mltcp.policy import MltcpParams  # noqa: E402
 from testbed.measure import comm_overlap, read_log  # noqa: E402
 
 BOTTLENECK = 200_000_000
+JOBS = "abcdef"
+# (name, fabric, base congestion control, MLTCP variant, jobs)
+CASES = {
+    "ecn": ("ecn", "dctcp_bpf", "mltcp_dctcp", 2),
+    "ecn-trio": ("ecn", "dctcp_bpf", "mltcp_dctcp", 3),
+    "fifo-reno": ("fifo", "reno", "mltcp_reno", 2),
+    "fifo-cubic": ("fifo", "cubic", "mltcp_cubic", 2),
+}
 
 
-def config(fabric: str, base_cc: str, mltcp_cc: str, iterations: int) -> dict[str, Any]:
-    job = {"compute_s": 0.05, "bytes": 1_250_000, "iterations": iterations}
+def config(
+    fabric: str, base_cc: str, mltcp_cc: str, iterations: int, jobs: int = 2
+) -> dict[str, Any]:
+    """``jobs`` identical synthetic jobs starting together, each communicating 1/jobs of
+    its iteration (50 % for two, 33 % for three): together they fill the bottleneck."""
+    comm_s = 1_250_000 * 8 / BOTTLENECK  # one ring all-reduce between two hosts, seconds
+    job = {"compute_s": round((jobs - 1) * comm_s, 6), "bytes": 1_250_000}
     return {
         "topology": {
             "kind": "dumbbell",
-            "pairs": 2,
+            "pairs": jobs,
             "bottleneck_bps": BOTTLENECK,
             "access_bps": 1_000_000_000,
             "fabric": fabric,
@@ -48,8 +68,13 @@ def config(fabric: str, base_cc: str, mltcp_cc: str, iterations: int) -> dict[st
             "ecn_threshold_bytes": 30_000,
         },
         "jobs": [
-            {"id": "a", "hosts": ["h1", "h3"], **job},
-            {"id": "b", "hosts": ["h2", "h4"], **job},
+            {
+                "id": JOBS[i],
+                "hosts": [f"h{i + 1}", f"h{i + 1 + jobs}"],
+                "iterations": iterations,
+                **job,
+            }
+            for i in range(jobs)
         ],
         "schemes": [
             "ideal",
@@ -68,6 +93,7 @@ def interleaved_at(overlap: list[float], threshold: float = 0.2, hold: int = 3) 
 
 
 def measured_offsets(logs: dict[str, list[dict]], comm_s: float) -> list[float]:
+    """Two jobs: per iteration, |difference of communication starts| / phase length."""
     a, b = logs["a"], logs["b"]
     return [
         min(1.0, abs(y["comm_start"] - x["comm_start"]) / comm_s)
@@ -75,20 +101,44 @@ def measured_offsets(logs: dict[str, list[dict]], comm_s: float) -> list[float]:
     ]
 
 
-def model_curve(
-    x0: float, compute_s: float, comm_s: float, iterations: int, params: MltcpParams
-) -> list[float]:
-    start = np.array([[0.0, x0 * comm_s]])
+def model_run(
+    first_comm_starts: list[float],
+    compute_s: float,
+    comm_s: float,
+    iterations: int,
+    params: MltcpParams,
+    policy: str,
+) -> dict[str, Any]:
+    """The fluid model from the measured first communication starts: predicted offsets
+    (two jobs), overlap of job a's phase with the others, iterations to interleave."""
+    n = len(first_comm_starts)
+    t0 = min(first_comm_starts)
     r = simulate(
-        np.full((1, 2), compute_s),
-        np.full((1, 2), comm_s),
-        start,
+        np.full((1, n), compute_s),
+        np.full((1, n), comm_s),
+        np.array([[t - t0 for t in first_comm_starts]]),
         iterations,
-        "mltcp",
+        policy,
         params.slope,
         params.intercept,
     )
-    return two_job_offsets(r, comm_s / (compute_s + comm_s), compute_s + comm_s)[0].tolist()
+    starts = r.comm_starts_s[0]  # jobs x iterations
+    ends = np.concatenate([starts[:, 1:] - compute_s, np.full((n, 1), np.nan)], axis=1)
+    ends[:, -1] = starts[:, -1] + r.iteration_times_s[0, :, -1] - compute_s
+    overlap = []
+    for k in range(iterations):
+        a0, a1 = starts[0, k], ends[0, k]
+        covered = sum(
+            max(0.0, min(a1, ends[j, q]) - max(a0, starts[j, q]))
+            for j in range(1, n)
+            for q in range(iterations)
+        )
+        overlap.append(min(1.0, covered / (a1 - a0)) if a1 > a0 else 0.0)
+    out: dict[str, Any] = {"overlap": overlap, "interleaved_at": interleaved_at(overlap)}
+    if n == 2:
+        period = compute_s + comm_s
+        out["offsets"] = two_job_offsets(r, comm_s / period, period)[0].tolist()
+    return out
 
 
 def sweep(iterations: int = 30) -> dict[str, Any]:
@@ -121,11 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--full", action="store_true")
-    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument(
+        "--full", action="store_true", help="every case, 60 iterations (default: ecn, 30)"
+    )
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), help="run these cases")
+    ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--model-only", action="store_true", help="only the model sweep")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.iterations is None:
+        args.iterations = 60 if args.full else 30
+    if args.iterations < 6:
+        ap.error("--iterations must be at least 6")
     out = out_dir("mltcp_convergence", args.out)
     progress("model sweep (slope x intercept x start offset)")
     report: dict[str, Any] = {"sweep": sweep(), "runs": {}}
@@ -136,13 +193,15 @@ def main(argv: list[str] | None = None) -> int:
 
         loader.load("all")
         params = loader.get_params()
-        cases = [("ecn", "dctcp_bpf", "mltcp_dctcp")]
-        if args.full:
-            cases.append(("fifo", "reno", "mltcp_reno"))
+        names = args.cases or (list(CASES) if args.full else ["ecn"])
         rows = []
-        for fabric, base, ml in cases:
+        for case in names:
+            fabric, base, ml, n = CASES[case]
+            jobs = JOBS[:n]
             res = run_config(
-                config(fabric, base, ml, args.iterations), out / fabric, f"{fabric}: {base} vs {ml}"
+                config(fabric, base, ml, args.iterations, n),
+                out / case,
+                f"{case}: {n} jobs, {base} vs {ml}",
             )
             profile = res["schemes"]["ideal"]["profiles"]["a"]
             comm_s = profile["phases"][0]["duration_s"]
@@ -150,51 +209,63 @@ def main(argv: list[str] | None = None) -> int:
             ideal = statistics.mean(
                 s["mean_s"] for s in res["schemes"]["ideal"]["summary"].values()
             )
-            run: dict[str, Any] = {"comm_s": comm_s, "compute_s": compute_s, "schemes": {}}
+            last_n = max(5, args.iterations // 3)
+            run: dict[str, Any] = {
+                "fabric": fabric,
+                "jobs": n,
+                "comm_s": comm_s,
+                "compute_s": compute_s,
+                "last_n": last_n,
+                "schemes": {},
+            }
             for name in (base, ml):
-                logs = {j: read_log(out / fabric / name / f"{j}-rank0.jsonl") for j in ("a", "b")}
+                logs = {j: read_log(out / case / name / f"{j}-rank0.jsonl") for j in jobs}
                 overlap = comm_overlap(logs)
-                offsets = measured_offsets(logs, comm_s)
-                times = [
-                    t
-                    for j in ("a", "b")
-                    for t in res["schemes"][name]["jobs"][j]["iteration_times_s"]
-                ]
-                last = [
-                    t
-                    for j in ("a", "b")
-                    for t in res["schemes"][name]["jobs"][j]["iteration_times_s"][-10:]
-                ]
+                per_job = {j: res["schemes"][name]["jobs"][j]["iteration_times_s"] for j in jobs}
+                times = [t for j in jobs for t in per_job[j]]
+                last = [t for j in jobs for t in per_job[j][-last_n:]]
                 at = interleaved_at(overlap)
                 run["schemes"][name] = {
-                    "offsets": offsets,
                     "overlap": overlap,
                     "interleaved_at": at,
-                    "iteration_times_s": {
-                        j: res["schemes"][name]["jobs"][j]["iteration_times_s"] for j in ("a", "b")
-                    },
+                    "iteration_times_s": per_job,
                 }
+                if n == 2:
+                    run["schemes"][name]["offsets"] = measured_offsets(logs, comm_s)
                 rows.append(
                     {
-                        "fabric": fabric,
+                        "case": case,
                         "scheme": name,
                         "mean_vs_ideal": statistics.mean(times) / ideal,
-                        "last10_vs_ideal": statistics.mean(last) / ideal,
+                        "last_vs_ideal": statistics.mean(last) / ideal,
+                        "last_n": last_n,
                         "interleaved_at": "never" if at is None else at,
                     }
                 )
-            first = next((x for x in run["schemes"][ml]["offsets"] if x > 0.005), 0.01)
-            run["model_offsets"] = model_curve(first, compute_s, comm_s, args.iterations, params)
-            report["runs"][fabric] = run
+                if name == ml:
+                    first = [logs[j][0]["comm_start"] for j in jobs]
+                    policy = "mltcp-cubic" if "cubic" in ml else "mltcp"
+                    run["model"] = model_run(
+                        first, compute_s, comm_s, args.iterations, params, policy
+                    )
+                    at_m = run["model"]["interleaved_at"]
+                    rows.append(
+                        {
+                            "case": case,
+                            "scheme": f"model ({policy})",
+                            "interleaved_at": "never" if at_m is None else at_m,
+                        }
+                    )
+            report["runs"][case] = run
             write_json(out / "results.json", report)
         print(
             table(
                 rows,
                 [
-                    ("fabric", "fabric", "s"),
+                    ("case", "case", "s"),
                     ("scheme", "scheme", "s"),
                     ("mean_vs_ideal", "mean/ideal", ".2f"),
-                    ("last10_vs_ideal", "last 10/ideal", ".2f"),
+                    ("last_vs_ideal", "last third/ideal", ".2f"),
                     ("interleaved_at", "interleaved at iteration", ""),
                 ],
             )
@@ -219,20 +290,26 @@ def plot_runs(runs: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(runs), 2, figsize=(11, 3.6 * len(runs)), squeeze=False)
-    for row, (fabric, run) in enumerate(runs.items()):
+    fig, axes = plt.subplots(len(runs), 2, figsize=(11, 3.4 * len(runs)), squeeze=False)
+    for row, (case, run) in enumerate(runs.items()):
         ax_x, ax_t = axes[row]
+        key = "offsets" if run["jobs"] == 2 else "overlap"
         for name, s in run["schemes"].items():
-            ax_x.plot(s["offsets"], marker="o", ms=3, label=f"{name} (measured)")
+            ax_x.plot(s[key], marker="o", ms=3, label=f"{name} (measured)")
             ax_t.plot([t * 1e3 for t in s["iteration_times_s"]["a"]], label=name)
-        ax_x.plot(run["model_offsets"], "k--", label="model (MLTCP)")
-        ax_x.set_ylabel("offset x (fraction of a comm phase)")
+        if "model" in run:
+            ax_x.plot(run["model"][key], "k--", label="model (MLTCP)")
+        ax_x.set_ylabel(
+            "offset x (fraction of a comm phase)" if key == "offsets" else "overlap of job a"
+        )
         ax_x.set_xlabel("iteration")
-        ax_x.set_title(f"{fabric}: offset between the jobs")
+        ax_x.set_title(
+            f"{case} ({run['jobs']} jobs): {'offset' if key == 'offsets' else 'overlap'}"
+        )
         ax_x.legend(fontsize=7)
         ax_t.set_ylabel("iteration time, job a (ms)")
         ax_t.set_xlabel("iteration")
-        ax_t.set_title(f"{fabric}: iteration time")
+        ax_t.set_title(f"{case}: iteration time")
         ax_t.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -95,8 +95,11 @@ def ai_window(cwnd: int, f_q: int) -> int:
     return w if w else 1
 
 
-def scale_cnt(cnt: int, f_q: int) -> int:
-    return ai_window(cnt, f_q)
+def scale_acked(acked: int, f_q: int, rem_q: int) -> tuple[int, int]:
+    """CUBIC variant: ACKed segments times F (Q10) with the sub-segment remainder carried.
+    Returns (segments to feed CUBIC, new remainder in Q10)."""
+    total = acked * f_q + (rem_q & (ONE - 1))
+    return min(total >> SHIFT, U32_MAX), total & (ONE - 1)
 
 
 # -- convergence ---------------------------------------------------------------------------

@@ -187,6 +187,20 @@ def test_parameter_changes_take_effect_without_reload(tmp_path, netns):
     assert flow(port)["factor"] == pytest.approx(1.0, abs=0.01)
 
 
+@pytest.mark.parametrize("variant", ["cubic", "dctcp"])
+def test_other_variants_track_iterations_in_the_kernel(tmp_path, netns, variant):
+    """mltcp_cubic (the kernel's CUBIC through kfuncs, our state after its own) and
+    mltcp_dctcp share the iteration tracking: counts, bytes and F are the same."""
+    name = loader.load(variant)[0]
+    loader.set_params(MltcpParams(2.0, 0.5, idle_ms=10, mode="idle"))
+    used, port = run_pair(tmp_path, bursts=4, size=250_000, gap=0.05, cc=name)
+    assert used == name
+    f = flow(port)
+    assert f["iterations"] == 4
+    assert f["last_iteration_bytes"] == 250_004
+    assert f["factor"] == pytest.approx(2.5, abs=0.01)
+
+
 def cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "mltcp.cli", *args], capture_output=True, text=True, timeout=120

@@ -29,16 +29,18 @@ def rule(tmp_path_factory):
         "unsigned int factor(unsigned int r, unsigned int s, unsigned int i) "
         "{ return mltcp_factor_q(r, s, i); }\n"
         "unsigned int ai(unsigned int c, unsigned int f) { return mltcp_ai_window(c, f); }\n"
-        "unsigned int cnt(unsigned int c, unsigned int f) { return mltcp_scale_cnt(c, f); }\n"
+        "unsigned int acked(unsigned int a, unsigned int f, unsigned int *r) "
+        "{ return mltcp_scale_acked(a, f, r); }\n"
     )
     lib = d / "librule.so"
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
     c = ctypes.CDLL(str(lib))
     c.ratio.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
-    for fn in (c.ratio, c.factor, c.ai, c.cnt):
+    for fn in (c.ratio, c.factor, c.ai, c.acked):
         fn.restype = ctypes.c_uint
     c.factor.argtypes = [ctypes.c_uint] * 3
-    c.ai.argtypes = c.cnt.argtypes = [ctypes.c_uint] * 2
+    c.ai.argtypes = [ctypes.c_uint] * 2
+    c.acked.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint)]
     return c
 
 
@@ -53,14 +55,28 @@ bytes_ = st.integers(0, 2**50)
     slope_q=st.integers(0, 64 * 1024),
     intercept_q=st.integers(1, 64 * 1024),
     cwnd=u32,
+    rem=st.integers(0, 2**32 - 1),
 )
-def test_c_header_and_python_agree_bit_for_bit(rule, sent, per_iter, slope_q, intercept_q, cwnd):
+def test_c_header_and_python_agree_bit_for_bit(
+    rule, sent, per_iter, slope_q, intercept_q, cwnd, rem
+):
     r = policy.ratio_q(sent, per_iter)
     assert rule.ratio(sent, per_iter) == r
     f = policy.factor_q(r, slope_q, intercept_q)
     assert rule.factor(r, slope_q, intercept_q) == f
     assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
-    assert rule.cnt(cwnd, f) == policy.scale_cnt(cwnd, f)
+    r_c = ctypes.c_uint(rem)
+    assert (rule.acked(cwnd, f, ctypes.byref(r_c)), r_c.value) == policy.scale_acked(cwnd, f, rem)
+
+
+@given(f_q=st.integers(1, 4 * 1024), acks=st.lists(st.integers(0, 64), max_size=200))
+def test_cubic_scaling_loses_nothing_to_rounding(f_q, acks):
+    """Over any run of ACKs, the segments fed to CUBIC are floor(F * total) exactly."""
+    fed, rem = 0, 0
+    for a in acks:
+        n, rem = policy.scale_acked(a, f_q, rem)
+        fed += n
+    assert fed == (sum(acks) * f_q) >> policy.SHIFT
 
 
 def test_edge_vectors(rule):

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cassini.errors import InputError
-from cassini.profile import JobProfile, Phase, estimate_period
+from cassini.profile import JobProfile, Phase, estimate_period, phase_threshold
 
 
 def test_wrapping_phase_is_split_and_integrates():
@@ -112,3 +112,18 @@ def test_from_samples_with_given_period_and_errors():
         estimate_period(np.ones(1000), 0.001)
     with pytest.raises(InputError):
         JobProfile.from_samples([], 0.001)
+
+
+def test_phases_survive_timestamp_spikes():
+    """Capture timestamps can crowd a burst of packets into one bin: a few spike bins must
+    not raise the threshold above the phase's real rate (half the peak would)."""
+    dt, period, rate = 0.001, 0.08, 200e6
+    one = np.zeros(80)
+    one[10:26] = rate  # 16 ms of communication, 20 % share
+    x = np.tile(one, 10)
+    x[10::80] = 5 * rate  # the first bin of every phase is a spike
+    profile = JobProfile.from_samples(x, dt)
+    assert profile.iteration_time_s == pytest.approx(period, rel=0.02)
+    assert profile.communication_share == pytest.approx(0.2, abs=0.03)
+    assert phase_threshold(np.array([0.0] * 10 + [4.0] * 8 + [40.0])) == pytest.approx(2.0)
+    assert phase_threshold(np.full(5, 3.0)) == 3.0
