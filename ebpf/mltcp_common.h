@@ -130,13 +130,15 @@ static __always_inline struct mltcp_flow_key mltcp_key(const struct sock *sk)
 	return key;
 }
 
+/* The flow's job: its own port first (what mltcp_select writes), then its peer's (what
+ * `mltcp assign-port` usually names: a server's well-known port). */
 static __always_inline __u32 mltcp_job(const struct sock *sk)
 {
 	struct mltcp_flow_key key = mltcp_key(sk);
-	__u32 *job = bpf_map_lookup_elem(&mltcp_ports, &key.remote_port);
+	__u32 *job = bpf_map_lookup_elem(&mltcp_ports, &key.local_port);
 
 	if (!job)
-		job = bpf_map_lookup_elem(&mltcp_ports, &key.local_port);
+		job = bpf_map_lookup_elem(&mltcp_ports, &key.remote_port);
 	return job ? *job : 0;
 }
 

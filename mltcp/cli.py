@@ -57,11 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     params(load, defaults=True)
     setp = sub.add_parser("set", help="change parameters at run time (no reload)")
     params(setp, defaults=False)
-    sel = sub.add_parser("select", help="use a variant in a netns or as the host default")
+    sel = sub.add_parser(
+        "select", help="use a variant in a netns, for one cgroup's sockets, or host-wide"
+    )
     sel.add_argument("cc", nargs="?", default="mltcp_reno", help="congestion control name")
     where = sel.add_mutually_exclusive_group(required=True)
     where.add_argument("--netns", help="named network namespace (ip netns)")
+    where.add_argument(
+        "--cgroup",
+        metavar="PATH",
+        help="a cgroup v2 directory: only its processes' TCP sockets (a sock_ops program)",
+    )
     where.add_argument("--default", action="store_true", help="the host's default")
+    sel.add_argument("--job", help="with --cgroup: tie those sockets to JOB (exact mode)")
     st = sub.add_parser("status", help="what is loaded, parameters, per-flow statistics")
     st.add_argument("--flows", action="store_true")
     st.add_argument("--json", action="store_true")
@@ -108,8 +116,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"idle {params.idle_ms} ms, mode {params.mode}"
                 )
         elif args.command == "select":
-            loader.select(args.cc, netns=args.netns, default=args.default)
-            print(f"{args.cc} selected for {'netns ' + args.netns if args.netns else 'the host'}")
+            loader.select(
+                args.cc, netns=args.netns, default=args.default, cgroup=args.cgroup, job=args.job
+            )
+            where = (
+                f"netns {args.netns}"
+                if args.netns
+                else f"cgroup {args.cgroup}" + (f" (job {args.job})" if args.job else "")
+                if args.cgroup
+                else "the host"
+            )
+            print(f"{args.cc} selected for {where}")
         elif args.command == "status":
             s = loader.status(flows=args.flows)
             if args.json:

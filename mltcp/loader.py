@@ -4,7 +4,9 @@ The BPF programs (``ebpf/*.bpf.c``) are struct_ops ``tcp_congestion_ops`` regist
 ``bpftool struct_ops register`` (they stay registered until unregistered).  Their shared
 maps are pinned by name under ``/sys/fs/bpf`` (``mltcp_config``, ``mltcp_ports``,
 ``mltcp_marks``, ``mltcp_flows``).  What ``load`` changes (the allowed list, the default
-congestion control) is recorded in ``/run/mltcp/state.json`` so ``unload`` puts it back.
+congestion control, the cgroups given to ``select``) is recorded in
+``/run/mltcp/state.json`` so ``unload`` puts it back.  ``select --cgroup`` attaches the
+sock_ops program ``ebpf/mltcp_select.bpf.c`` (pinned as ``/sys/fs/bpf/mltcp_select``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mltcp.policy import MODES, ONE, MltcpParams
 EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
 PIN_DIR = Path("/sys/fs/bpf")
 STATE = Path("/run/mltcp/state.json")
+SELECT_PROG = Path("/sys/fs/bpf/mltcp_select")  # the pinned cgroup sock_ops program
 SYSCTL = Path("/proc/sys/net/ipv4")
 VARIANTS = {
     "reno": "mltcp_reno",
@@ -133,6 +136,7 @@ def unload(force: bool = False) -> list[str]:
     before = state.get("allowed_before")
     keep = [a for a in allowed() if a not in ours]
     (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join(before or keep))
+    _unselect_cgroups(state)  # no cgroup may keep asking for a CC that is going away
     for name in ours:
         r = subprocess.run(
             ["bpftool", "struct_ops", "unregister", "name", name], capture_output=True, text=True
@@ -230,13 +234,25 @@ def mark_iteration(job_id: int | str) -> int:
 # -- selection and status ------------------------------------------------------------------
 
 
-def select(cc: str, netns: str | None = None, default: bool = False) -> None:
-    """Make ``cc`` the congestion control of a named network namespace or of the host."""
+def select(
+    cc: str,
+    netns: str | None = None,
+    default: bool = False,
+    cgroup: str | os.PathLike[str] | None = None,
+    job: int | str | None = None,
+) -> None:
+    """Make ``cc`` the congestion control of a named network namespace, of the host, or of
+    the TCP sockets of one cgroup v2 (a sock_ops program; with ``job``, those sockets are
+    also tied to the job for exact mode)."""
     if cc not in available():
         raise MltcpError(f"{cc} is not loaded: run `mltcp load` first")
+    if job is not None and cgroup is None:
+        raise MltcpError("--job goes with --cgroup (or use `mltcp assign-port`)")
     if cc not in allowed():
         (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
-    if netns:
+    if cgroup is not None:
+        _select_cgroup(cc, Path(cgroup), job)
+    elif netns:
         r = subprocess.run(
             [
                 "ip",
@@ -255,7 +271,88 @@ def select(cc: str, netns: str | None = None, default: bool = False) -> None:
     elif default:
         (SYSCTL / "tcp_congestion_control").write_text(cc)
     else:
-        raise MltcpError("say where: --netns NAME or --default")
+        raise MltcpError("say where: --netns NAME, --cgroup PATH or --default")
+
+
+def _select_cgroup(cc: str, path: Path, job: int | str | None) -> None:
+    if not path.is_dir() or not (path / "cgroup.procs").exists():
+        raise MltcpError(f"{path} is not a cgroup directory")
+    if _fs_type(path) != "cgroup2":
+        raise MltcpError(
+            f"{path} is not on a cgroup v2 hierarchy (sock_ops programs attach to cgroup v2; "
+            "mount one with `mount -t cgroup2 none DIR`)"
+        )
+    if not SELECT_PROG.exists():
+        obj = build("mltcp_select")
+        r = subprocess.run(
+            ["bpftool", "prog", "load", str(obj), str(SELECT_PROG), "type", "sockops"],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            raise MltcpError(f"the kernel rejected mltcp_select:\n{_verifier_lines(r.stderr)}")
+    if not _attached(path):
+        r = subprocess.run(
+            [
+                "bpftool",
+                "cgroup",
+                "attach",
+                str(path),
+                "sock_ops",
+                "pinned",
+                str(SELECT_PROG),
+                "multi",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            raise MltcpError(f"attaching to {path} failed: {r.stderr.strip()}")
+    state = _state()
+    state["cgroups"] = sorted(set(state.get("cgroups", [])) | {str(path)})
+    _save_state(state)
+    value = cc.encode().ljust(16, b"\0") + struct.pack("<II", job_key(job) if job else 0, 0)
+    with PinnedMap(str(PIN_DIR / "mltcp_cgroup_cfg"), 8, 24) as m:
+        m.update(struct.pack("<Q", path.stat().st_ino), value)
+
+
+def _attached(path: Path) -> bool:
+    """Is the pinned mltcp_select program attached to the cgroup ``path``?"""
+    prog = subprocess.run(
+        ["bpftool", "-j", "prog", "show", "pinned", str(SELECT_PROG)],
+        capture_output=True,
+        text=True,
+    )
+    show = subprocess.run(
+        ["bpftool", "-j", "cgroup", "show", str(path)], capture_output=True, text=True
+    )
+    try:
+        pid = json.loads(prog.stdout)["id"]
+        return any(a.get("id") == pid for a in json.loads(show.stdout or "[]"))
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _fs_type(path: Path) -> str:
+    """The file-system type of the mount holding ``path`` (longest matching mount point)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, mnt, fstype, *_ = line.split()
+        if (str(path) + "/").startswith(mnt.rstrip("/") + "/") and len(mnt) >= len(best):
+            best, kind = mnt, fstype
+    return kind
+
+
+def _unselect_cgroups(state: dict[str, Any]) -> None:
+    for cg in state.get("cgroups", []):
+        if Path(cg).exists():
+            subprocess.run(
+                ["bpftool", "cgroup", "detach", cg, "sock_ops", "pinned", str(SELECT_PROG)],
+                capture_output=True,
+            )
+    state["cgroups"] = []
+    SELECT_PROG.unlink(missing_ok=True)
+    (PIN_DIR / "mltcp_cgroup_cfg").unlink(missing_ok=True)
 
 
 def status(flows: bool = False) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -83,7 +84,8 @@ CLIENT = textwrap.dedent("""
     if job != "-":
         import mltcp; mark = lambda: mltcp.mark_iteration(job)
     s = socket.socket()
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    if cc != "-":   # "-": keep what the host, namespace or cgroup gives
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     s.connect(("10.211.0.2", port))
     print(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode(),
           s.getsockname()[1], flush=True)
@@ -98,7 +100,7 @@ CLIENT = textwrap.dedent("""
 """)
 
 
-def run_pair(tmp_path, bursts, size, gap, job="-", cc="mltcp_reno"):
+def run_pair(tmp_path, bursts, size, gap, job="-", cc="mltcp_reno", cgroup=None):
     (tmp_path / "server.py").write_text(SERVER)
     (tmp_path / "client.py").write_text(CLIENT)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
@@ -116,8 +118,13 @@ def run_pair(tmp_path, bursts, size, gap, job="-", cc="mltcp_reno"):
     )
     try:
         assert server.stdout.readline().strip() == "ready"
+        # in a cgroup: the shell moves itself there, then becomes the client
+        into = (
+            ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup)] if cgroup else []
+        )
         out = subprocess.run(
             [
+                *into,
                 "nsenter",
                 f"--net=/run/netns/{A}",
                 sys.executable,
@@ -201,6 +208,49 @@ def test_other_variants_track_iterations_in_the_kernel(tmp_path, netns, variant)
     assert f["factor"] == pytest.approx(2.5, abs=0.01)
 
 
+@pytest.fixture
+def cgroup(kernel):
+    """A fresh cgroup v2 directory (mounting a cgroup2 hierarchy if the host has none)."""
+    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
+    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    mounted = None
+    if root is None:
+        mounted = tempfile.mkdtemp(prefix="mltcp-cg2-")
+        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
+        root = mounted
+    path = Path(root) / "mltcp_test"
+    path.mkdir(exist_ok=True)
+    try:
+        yield path
+    finally:
+        for pid in (path / "cgroup.procs").read_text().split():
+            subprocess.run(["kill", "-9", pid], capture_output=True)
+        path.rmdir()
+        if mounted:
+            subprocess.run(["umount", mounted], check=False)
+            os.rmdir(mounted)
+
+
+def test_cgroup_selection_sets_only_that_cgroups_sockets_and_ties_them_to_a_job(
+    tmp_path, netns, cgroup
+):
+    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    loader.select("mltcp_reno", cgroup=cgroup, job="job-cg")
+    loader.select("mltcp_reno", cgroup=cgroup, job="job-cg")  # idempotent
+    try:
+        # no setsockopt in the client: the sock_ops program chose the congestion control,
+        # and tied the socket to the job, so the trainer's marks delimit its iterations
+        used, port = run_pair(tmp_path, 4, 150_000, 0.002, job="job-cg", cc="-", cgroup=cgroup)
+        assert used == "mltcp_reno"
+        f = flow(port)
+        assert f["iterations"] == 4 and f["job"] == loader.job_key("job-cg")
+        # the same client outside the cgroup keeps the namespace's default
+        used, _ = run_pair(tmp_path, 1, 10_000, 0.0, cc="-")
+        assert used != "mltcp_reno"
+    finally:
+        loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+
+
 def cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "mltcp.cli", *args], capture_output=True, text=True, timeout=120
@@ -246,3 +296,7 @@ def test_unload_refuses_while_a_socket_uses_it(kernel):
 def test_select_needs_a_target_and_a_loaded_cc(kernel):
     r = cli("select", "mltcp_nope", "--default")
     assert r.returncode == 1 and "not loaded" in r.stderr
+    r = cli("select", "mltcp_reno", "--cgroup", "/tmp")
+    assert r.returncode == 1 and "not a cgroup directory" in r.stderr
+    r = cli("select", "mltcp_reno", "--netns", "x", "--job", "j")
+    assert r.returncode == 1 and "--job goes with --cgroup" in r.stderr
