@@ -10,6 +10,7 @@ import pytest
 from conftest import require
 
 from experiments import link_interleaving, mltcp_convergence, placement, regimes
+from mltcp.policy import MltcpParams
 from testbed.runner import load_config
 from testbed.topo import from_config
 
@@ -50,6 +51,16 @@ def test_placement_candidates_and_configs():
 def test_mltcp_convergence_config_and_model_sweep():
     cfg = load_config(mltcp_convergence.config("ecn", "dctcp_bpf", "mltcp_dctcp", 10))
     assert [s.cc for s in cfg.schemes] == [None, "dctcp_bpf", "mltcp_dctcp"]
+    for fabric, base, ml, n in mltcp_convergence.CASES.values():
+        cfg = load_config(mltcp_convergence.config(fabric, base, ml, 10, n, comm_s=0.06))
+        assert len(cfg.jobs) == n and cfg.topology.fabric.kind == fabric
+        # each job communicates 1/n of its iteration: together they fill the link
+        assert all(j.compute_s == pytest.approx((n - 1) * 0.06) for j in cfg.jobs)
+    pair = mltcp_convergence.model_run([0.0, 0.0005], 0.05, 0.05, 20, MltcpParams(), "mltcp")
+    assert pair["offsets"][0] == pytest.approx(0.01, abs=1e-3)
+    assert pair["interleaved_at"] is not None and pair["offsets"][-1] > 0.95
+    trio = mltcp_convergence.model_run([0.0, 0.001, 0.002], 0.1, 0.05, 20, MltcpParams(), "fair")
+    assert "offsets" not in trio and trio["overlap"][0] > 0.9  # fair sharing stays overlapped
     sweep = mltcp_convergence.sweep(iterations=20)
     k = np.array(sweep["iterations_to_interleave"])
     assert k.shape == (6, 3, 3)
