@@ -4,8 +4,10 @@
  * F the fraction of delivered packets whose ACK echoed CE (g = 1/16, alpha in 1/1024); on
  * congestion the window becomes cwnd * (1 - alpha / 2) (ssthresh, entered through CWR or
  * recovery); a timeout halves it as Reno does.  Receiver: ECE echoes the CE state of the
- * data (set on CE, cleared on the next non-CE packet) rather than the classic sticky ECE.
- * Unlike the kernel module it cannot force an immediate ACK when the CE state changes.
+ * data (set on CE, cleared on the next non-CE packet) rather than the classic sticky ECE,
+ * and a change of CE state is ACKed at once: a delayed ACK still owed for the data before
+ * the change goes out first with the old state, so the sender counts marked bytes exactly
+ * and never waits out the delayed-ACK timer (40 ms here) for the news.
  */
 #ifndef DCTCP_CORE_H
 #define DCTCP_CORE_H
@@ -27,6 +29,7 @@ struct dctcp_state {
 	__u32 alpha;
 	__u32 loss_cwnd;
 	__u32 ce_state;
+	__u32 prior_rcv_nxt;	/* rcv_nxt when the CE state last changed or was seen */
 	struct mltcp_state mltcp;
 };
 
@@ -49,6 +52,7 @@ static __always_inline void dctcp_init_state(struct sock *sk)
 	ca->alpha = DCTCP_MAX_ALPHA;	/* start cautious, as the kernel's default */
 	ca->loss_cwnd = 0;
 	ca->ce_state = 0;
+	ca->prior_rcv_nxt = tcp_sk(sk)->rcv_nxt;
 	dctcp_reset(tcp_sk(sk), ca);
 	mltcp_init(sk, &ca->mltcp);
 }
@@ -98,20 +102,40 @@ static __always_inline void dctcp_state_change(struct sock *sk, __u8 new_state)
 	}
 }
 
-static __always_inline void dctcp_event(struct sock *sk, enum tcp_ca_event ev)
+static __always_inline void dctcp_echo(struct tcp_sock *tp, __u32 ce)
+{
+	if (ce)
+		tp->ecn_flags |= TCP_ECN_DEMAND_CWR;
+	else
+		tp->ecn_flags &= ~TCP_ECN_DEMAND_CWR;
+}
+
+/* Receiver: a data packet arrived with (CE) or without (NO_CE) a congestion mark. */
+static __always_inline void dctcp_ce_seen(struct sock *sk, __u32 ce)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct dctcp_state *ca = dctcp_ca(sk);
 
-	if (ev == CA_EVENT_ECN_IS_CE && !ca->ce_state) {
-		ca->ce_state = 1;
-		tp->ecn_flags |= TCP_ECN_DEMAND_CWR;
-	} else if (ev == CA_EVENT_ECN_NO_CE && ca->ce_state) {
-		ca->ce_state = 0;
-		tp->ecn_flags &= ~TCP_ECN_DEMAND_CWR;
-	} else if (ev == CA_EVENT_TX_START) {
-		mltcp_tx_start(sk, &ca->mltcp);
+	if (ce != ca->ce_state) {
+		if (inet_csk(sk)->icsk_ack.pending & ICSK_ACK_TIMER) {
+			dctcp_echo(tp, ca->ce_state);	/* the owed ACK, with the old state */
+			bpf_tcp_send_ack(tp, ca->prior_rcv_nxt);
+		}
+		inet_csk(sk)->icsk_ack.pending |= ICSK_ACK_NOW;
 	}
+	ca->prior_rcv_nxt = tp->rcv_nxt;
+	ca->ce_state = ce;
+	dctcp_echo(tp, ce);
+}
+
+static __always_inline void dctcp_event(struct sock *sk, enum tcp_ca_event ev)
+{
+	if (ev == CA_EVENT_ECN_IS_CE)
+		dctcp_ce_seen(sk, 1);
+	else if (ev == CA_EVENT_ECN_NO_CE)
+		dctcp_ce_seen(sk, 0);
+	else if (ev == CA_EVENT_TX_START)
+		mltcp_tx_start(sk, &dctcp_ca(sk)->mltcp);
 }
 
 static __always_inline __u32 dctcp_undo(struct sock *sk)

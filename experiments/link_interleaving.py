@@ -96,6 +96,12 @@ def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for name, scheme in res["schemes"].items():
         times = [t for j in scheme["jobs"].values() for t in j["iteration_times_s"]]
+        # steady state: the second half of every job's run (start-up transients excluded)
+        steady = [
+            t
+            for j in scheme["jobs"].values()
+            for t in j["iteration_times_s"][len(j["iteration_times_s"]) // 2 :]
+        ]
         ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
         mean = statistics.mean(times)
         p99 = sorted(times)[max(0, int(round(0.99 * len(times))) - 1)]
@@ -107,6 +113,7 @@ def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
                 "p99_ms": p99 * 1e3,
                 "mean_vs_ideal": mean / ideal_mean,
                 "p99_vs_ideal": p99 / ideal_p99,
+                "steady_vs_ideal": statistics.mean(steady) / ideal_mean,
             }
         )
     return rows
@@ -159,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                         ("p99_ms", "p99 ms", ".1f"),
                         ("mean_vs_ideal", "mean/ideal", ".2f"),
                         ("p99_vs_ideal", "p99/ideal", ".2f"),
+                        ("steady_vs_ideal", "2nd half/ideal", ".2f"),
                     ],
                 )
             )

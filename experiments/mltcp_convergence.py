@@ -223,9 +223,11 @@ def main(argv: list[str] | None = None) -> int:
                 out / case,
                 f"{case}: {n} jobs, {base} vs {ml}",
             )
-            profile = res["schemes"]["ideal"]["profiles"]["a"]
-            comm_s = profile["phases"][0]["duration_s"]
-            compute_s = profile["phases"][0]["start_s"]
+            # phase lengths of job a alone: medians, so a few slow iterations do not skew
+            # the model (dctcp_bpf alone sometimes slows down late in a run)
+            alone = read_log(out / case / "ideal-a" / "a-rank0.jsonl")
+            comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
+            compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
             ideal = statistics.mean(
                 s["mean_s"] for s in res["schemes"]["ideal"]["summary"].values()
             )
