@@ -196,17 +196,26 @@ def plot_cdf(res: dict[str, Any], path: Path, title: str) -> None:
 
 
 def plot_timeline(
-    run_dir: Path, res: dict[str, Any], path: Path, title: str, window_s: float = 1.0
+    run_dir: Path,
+    res: dict[str, Any],
+    path: Path,
+    title: str,
+    window_s: float = 1.0,
+    schemes: list[str] | None = None,
 ) -> None:
-    """Each job's sending rate over a window of the run, per scheme (from the workers'
-    logs: bytes of each communication phase spread over its duration)."""
+    """Each job's sending rate over a window in the middle of the run, one panel per
+    scheme (``schemes``, default the same-start baseline, CASSINI and MLTCP ones), from
+    the workers' logs: bytes of each communication phase spread over its duration."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    shown = [s for s in ("baseline", "cassini", "mltcp-reno", "mltcp-dctcp") if s in res["schemes"]]
+    wanted = schemes or ["baseline", "cassini", "mltcp-reno", "mltcp-dctcp"]
+    shown = [s for s in wanted if s in res["schemes"]]
+    if not shown:
+        raise ValueError(f"none of {wanted} in this run (have {sorted(res['schemes'])})")
     fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.2 * len(shown)), sharex=True)
     axes = np.atleast_1d(axes)
     for ax, name in zip(axes, shown, strict=True):

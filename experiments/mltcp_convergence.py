@@ -228,11 +228,18 @@ def main(argv: list[str] | None = None) -> int:
             alone = read_log(out / case / "ideal-a" / "a-rank0.jsonl")
             comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
             compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
-            ideal = statistics.mean(
-                s["mean_s"] for s in res["schemes"]["ideal"]["summary"].values()
-            )
+            # the jobs are identical, so one ideal serves all: the fastest job's median
+            # alone (a job that ran slower alone hit a fault of its own, e.g. the
+            # dctcp_bpf state loss described in the README; it is reported, not hidden)
+            alone_medians = {
+                j: statistics.median(v["iteration_times_s"])
+                for j, v in res["schemes"]["ideal"]["jobs"].items()
+            }
+            ideal = min(alone_medians.values())
             last_n = max(5, args.iterations // 3)
             run: dict[str, Any] = {
+                "ideal_s": ideal,
+                "ideal_medians_s": alone_medians,
                 "fabric": fabric,
                 "jobs": n,
                 "comm_s": comm_s,
@@ -260,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                         "scheme": name,
                         "mean_vs_ideal": statistics.mean(times) / ideal,
                         "last_vs_ideal": statistics.mean(last) / ideal,
+                        "last_ms": statistics.mean(last) * 1e3,
+                        "ideal_ms": ideal * 1e3,
                         "last_n": last_n,
                         "interleaved_at": "never" if at is None else at,
                     }
@@ -290,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("case", "case", "s"),
                     ("scheme", "scheme", "s"),
                     ("mean_vs_ideal", "mean/ideal", ".2f"),
+                    ("ideal_ms", "ideal ms", ".1f"),
+                    ("last_ms", "last third ms", ".1f"),
                     ("last_vs_ideal", "last third/ideal", ".2f"),
                     ("interleaved_at", "interleaved at iteration", ""),
                 ],

@@ -136,9 +136,28 @@ def run(spec: dict[str, Any]) -> None:
             }
             if agent:
                 record["realignments"] = agent.realignments if rank == 0 else None
+            if n > 1:
+                record["tcp"] = tcp_state(to_next)
             out.write(json.dumps(record) + "\n")
     to_next.close()
     from_prev.close()
+
+
+def tcp_state(sock: socket.socket) -> dict[str, int]:
+    """The sending socket's congestion state after an iteration (struct tcp_info):
+    ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss), cwnd and ssthresh in
+    segments, smoothed RTT in microseconds, retransmitted segments in total."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    ca_state = raw[1]
+    rtt_us, _, ssthresh, cwnd = struct.unpack_from("<4I", raw, 68)
+    (total_retrans,) = struct.unpack_from("<I", raw, 100)
+    return {
+        "ca_state": ca_state,
+        "cwnd": cwnd,
+        "ssthresh": ssthresh,
+        "rtt_us": rtt_us,
+        "total_retrans": total_retrans,
+    }
 
 
 def _agent_wait(

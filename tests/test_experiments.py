@@ -95,3 +95,50 @@ def test_experiment_1_tiny_run(tmp_path):
     assert rows["ideal"]["mean_vs_ideal"] == pytest.approx(1.0)
     assert (tmp_path / "cdf_pair-fair.png").exists()
     assert (tmp_path / "timeline_pair-fair.png").exists()
+
+
+def _fake_run(tmp_path, schemes, jobs=("a", "b"), period=0.1, n=20):
+    """Worker logs and a results dict shaped like the runner's, for plotting tests."""
+    res = {"schemes": {}}
+    for k, name in enumerate(schemes):
+        (tmp_path / name).mkdir()
+        res["schemes"][name] = {"jobs": {}}
+        for i, j in enumerate(jobs):
+            slow = 1.0 + 0.1 * k + 0.05 * i
+            recs = [
+                {
+                    "iter": t,
+                    "start": t * period * slow,
+                    "comm_start": (t + 0.5) * period * slow,
+                    "end": (t + 1) * period * slow,
+                    "bytes_sent": 1_000_000,
+                }
+                for t in range(n)
+            ]
+            (tmp_path / name / f"{j}-rank0.jsonl").write_text(
+                "\n".join(json.dumps(r) for r in recs) + "\n"
+            )
+            res["schemes"][name]["jobs"][j] = {"iteration_times_s": [period * slow] * n}
+    return res
+
+
+def test_timeline_plot_takes_the_schemes_to_show(tmp_path):
+    res = _fake_run(tmp_path, ["ideal", "dctcp_bpf", "mltcp_dctcp"])
+    out = tmp_path / "t.png"
+    link_interleaving.plot_timeline(tmp_path, res, out, "t", schemes=["dctcp_bpf", "mltcp_dctcp"])
+    assert out.stat().st_size > 0
+    with pytest.raises(ValueError, match="none of"):
+        link_interleaving.plot_timeline(tmp_path, res, out, "t", schemes=["nope"])
+
+
+def test_demo_rows_use_the_fastest_identical_job_as_ideal(tmp_path):
+    from experiments import demo
+
+    res = _fake_run(tmp_path, ["ideal", "base"])
+    res["schemes"]["ideal"]["summary"] = {
+        j: {"mean_s": v["iteration_times_s"][0], "p99_s": v["iteration_times_s"][0]}
+        for j, v in res["schemes"]["ideal"]["jobs"].items()
+    }
+    rows = {r["scheme"]: r for r in demo.rows_of(res, "x", identical=True)}
+    assert rows["ideal"]["mean_vs_ideal"] == pytest.approx(1.025)  # job b alone is 5 % slower
+    assert rows["base"]["mean_vs_ideal"] == pytest.approx(1.125)

@@ -250,3 +250,26 @@ def test_pcap_series_from_a_written_capture(tmp_path):
 def test_from_config_errors():
     with pytest.raises(ValueError, match="topology"):
         from_config({"kind": "dumbbell", "pairs": 2, "bottleneck_bps": 1e8, "colour": 1})
+
+
+def test_worker_reads_the_sending_sockets_congestion_state():
+    import socket
+
+    from testbed.worker import tcp_state
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    c = socket.create_connection(srv.getsockname())
+    peer, _ = srv.accept()
+    try:
+        c.sendall(bytes(200_000))
+        got = 0
+        while got < 200_000:
+            got += len(peer.recv(65536))
+        st = tcp_state(c)
+        assert set(st) == {"ca_state", "cwnd", "ssthresh", "rtt_us", "total_retrans"}
+        assert st["cwnd"] >= 1 and 0 <= st["ca_state"] <= 4 and st["ssthresh"] >= 2
+    finally:
+        for s in (c, peer, srv):
+            s.close()
