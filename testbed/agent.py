@@ -3,11 +3,13 @@
 Iteration ``k`` of a job with shift ``t`` and period ``T`` should start at
 ``epoch + t + k * T`` (seconds, wall clock, shared by every namespace).  Before each
 iteration the agent sleeps until that slot.  A job that drifts, i.e. stays late by more
-than ``drift_tolerance * T`` for ``patience`` iterations in a row, is re-aligned: it skips
-to the next slot it can still make, so its offset against the other jobs is restored;
-re-alignments are counted.  One late iteration (jitter) starts at once and is caught up
-by the period's slack, since a skip costs nearly a whole period; a job later than half a
-period skips at once (the next slot is nearer than catching up).  Works for any
+than ``drift_tolerance * T`` without catching up for ``patience`` iterations, is
+re-aligned: it skips to the next slot it can still make, so its offset against the other
+jobs is restored; re-alignments are counted.  A job that is late but catching up (its
+lateness shrinking, as the period's slack allows after a few slow start-up iterations)
+is left alone, and so is one late iteration (jitter): a skip costs nearly a whole
+period, catching up a few ms.  A job later than half a period skips at once (the next
+slot is nearer than catching up).  Works for any
 job that calls :meth:`TimeShiftAgent.before_iteration` at the top of its loop (the
 synthetic worker, and the PyTorch hook around the training step).
 
@@ -40,6 +42,7 @@ class TimeShiftAgent:
     sleep: Callable[[float], None] = time.sleep
     realignments: int = 0
     late_streak: int = 0
+    last_late_s: float = 0.0
     slot: int = 0
     drifts_s: list[float] = field(default_factory=list)
 
@@ -62,9 +65,12 @@ class TimeShiftAgent:
         now = self.clock()
         target = self.slot_time(self.slot)
         late = now - target
-        self.late_streak = (
-            self.late_streak + 1 if late > self.drift_tolerance * self.period_s else 0
-        )
+        if late <= self.drift_tolerance * self.period_s:
+            self.late_streak = 0
+        elif late >= self.last_late_s - 1e-6 * self.period_s:
+            self.late_streak += 1  # late and not catching up
+        # late but catching up (the period's slack is working): no count, no skip
+        self.last_late_s = late
         if self.late_streak >= self.patience or late > 0.5 * self.period_s:
             self.slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
             target = self.slot_time(self.slot)

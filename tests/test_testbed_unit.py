@@ -163,6 +163,11 @@ def test_agent_holds_slots_and_realigns_on_drift():
         agent.before_iteration()
         assert agent.realignments == expected
     assert (clock.t - 100.03) / 0.1 == pytest.approx(round((clock.t - 100.03) / 0.1), abs=1e-9)
+    # late beyond the tolerance but catching up (lateness shrinking): never skips
+    for late in (0.009, 0.012, 0.010, 0.008, 0.0065, 0.004):
+        clock.t = agent.slot_time(agent.slot) + late
+        agent.before_iteration()
+    assert agent.realignments == 1
 
 
 def test_agent_rejects_bad_parameters():
