@@ -64,6 +64,7 @@ static __always_inline void dctcp_update_alpha(struct sock *sk)
 	struct dctcp_state *ca = dctcp_ca(sk);
 	__u32 delivered, delivered_ce, alpha, decay;
 
+	mltcp_guard(sk);
 	if ((__s32)(tp->snd_una - ca->next_seq) < 0)
 		return;
 	delivered = tp->delivered - ca->old_delivered;

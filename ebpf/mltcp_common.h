@@ -75,6 +75,14 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } mltcp_flows SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);	/* windows repaired by mltcp_guard */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} mltcp_repairs SEC(".maps");
+
 /* per-flow state, placed after the base algorithm's state in icsk_ca_priv */
 struct mltcp_state {
 	__u64 iter_start;	/* bytes_acked when this iteration began */
@@ -217,6 +225,37 @@ static __always_inline __u32 mltcp_on_ack(struct sock *sk, struct mltcp_state *s
 	ratio = mltcp_ratio_q(tp->bytes_acked - st->iter_start, st->per_iter);
 	st->factor_q = mltcp_factor_q(ratio, cfg->slope_q, cfg->intercept_q);
 	return st->factor_q;
+}
+
+/* Kernel 6.18 with a BPF congestion control on an ECN path sometimes leaves snd_cwnd,
+ * snd_ssthresh and prior_cwnd holding values around 10^9 (they look like sequence
+ * numbers) outside any of our callbacks; a 20-line BPF Reno that only calls the kernel's
+ * Reno functions shows it too, the built-in Reno does not.  A flow in that state stalls
+ * in CWR or floods the queue for the rest of its life.  No real window here comes near
+ * 2^20 segments, so on every ACK we put such values back to sane ones and count it
+ * (mltcp_repairs, shown by `mltcp status`). */
+#define MLTCP_SANE_WINDOW (1U << 20)
+#define MLTCP_INFINITE_SSTHRESH 0x7fffffffU
+
+static __always_inline void mltcp_guard(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 zero = 0, fixed = 0;
+	__u64 *count;
+
+	if (tp->snd_cwnd > MLTCP_SANE_WINDOW) {
+		tp->snd_cwnd = tp->packets_out > 2 ? tp->packets_out : 2;
+		fixed = 1;
+	}
+	if (tp->snd_ssthresh > MLTCP_SANE_WINDOW && tp->snd_ssthresh != MLTCP_INFINITE_SSTHRESH) {
+		tp->snd_ssthresh = tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+		fixed = 1;
+	}
+	if (fixed) {
+		count = bpf_map_lookup_elem(&mltcp_repairs, &zero);
+		if (count)
+			__sync_fetch_and_add(count, 1);
+	}
 }
 
 #endif /* MLTCP_COMMON_H */

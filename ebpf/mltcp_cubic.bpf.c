@@ -63,6 +63,12 @@ void BPF_PROG(mltcp_cubic_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 }
 
 SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_in_ack_event, struct sock *sk, __u32 flags)
+{
+	mltcp_guard(sk);
+}
+
+SEC("struct_ops")
 __u32 BPF_PROG(mltcp_cubic_ssthresh, struct sock *sk)
 {
 	return cubictcp_recalc_ssthresh(sk);
@@ -91,6 +97,7 @@ struct tcp_congestion_ops mltcp_cubic = {
 	.init = (void *)mltcp_cubic_init,
 	.cong_avoid = (void *)mltcp_cubic_cong_avoid,
 	.cwnd_event = (void *)mltcp_cubic_cwnd_event,
+	.in_ack_event = (void *)mltcp_cubic_in_ack_event,
 	.ssthresh = (void *)mltcp_cubic_ssthresh,
 	.set_state = (void *)mltcp_cubic_set_state,
 	.pkts_acked = (void *)mltcp_cubic_pkts_acked,

@@ -42,6 +42,12 @@ void BPF_PROG(mltcp_reno_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 }
 
 SEC("struct_ops")
+void BPF_PROG(mltcp_reno_in_ack_event, struct sock *sk, __u32 flags)
+{
+	mltcp_guard(sk);
+}
+
+SEC("struct_ops")
 __u32 BPF_PROG(mltcp_reno_ssthresh, struct sock *sk)
 {
 	return tcp_reno_ssthresh(sk);
@@ -58,6 +64,7 @@ struct tcp_congestion_ops mltcp_reno = {
 	.init = (void *)mltcp_reno_init,
 	.cong_avoid = (void *)mltcp_reno_cong_avoid,
 	.cwnd_event = (void *)mltcp_reno_cwnd_event,
+	.in_ack_event = (void *)mltcp_reno_in_ack_event,
 	.ssthresh = (void *)mltcp_reno_ssthresh,
 	.undo_cwnd = (void *)mltcp_reno_undo_cwnd,
 	.name = "mltcp_reno",

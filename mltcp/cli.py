@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"loaded: {', '.join(s['loaded']) or 'nothing'}; default {s['default']}")
                 if "params" in s:
                     print("params: " + ", ".join(f"{k} {v}" for k, v in s["params"].items()))
+                if s.get("window_repairs"):
+                    print(f"windows repaired (impossible kernel values): {s['window_repairs']}")
                 for f in s.get("flows", []):
                     print(
                         f"  {f['local_port']}->{f['remote_port']} job {f['job']} iterations "

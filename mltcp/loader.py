@@ -3,8 +3,8 @@
 The BPF programs (``ebpf/*.bpf.c``) are struct_ops ``tcp_congestion_ops`` registered with
 ``bpftool struct_ops register`` (they stay registered until unregistered).  Their shared
 maps are pinned by name under ``/sys/fs/bpf`` (``mltcp_config``, ``mltcp_ports``,
-``mltcp_marks``, ``mltcp_flows``).  What ``load`` changes (the allowed list, the default
-congestion control, the cgroups given to ``select``) is recorded in
+``mltcp_marks``, ``mltcp_flows``, ``mltcp_repairs``).  What ``load`` changes (the allowed
+list, the default congestion control, the cgroups given to ``select``) is recorded in
 ``/run/mltcp/state.json`` so ``unload`` puts it back.  ``select --cgroup`` attaches the
 sock_ops program ``ebpf/mltcp_select.bpf.c`` (pinned as ``/sys/fs/bpf/mltcp_select``).
 """
@@ -40,6 +40,7 @@ MAPS = {  # name: (key size, value size) in bytes
     "mltcp_ports": (2, 4),
     "mltcp_marks": (4, 8),
     "mltcp_flows": (4, 32),
+    "mltcp_repairs": (4, 8),
 }
 
 
@@ -370,6 +371,11 @@ def status(flows: bool = False) -> dict[str, Any]:
             "idle_ms": p.idle_ms,
             "mode": p.mode,
         }
+    if loaded and (PIN_DIR / "mltcp_repairs").exists():
+        with _map("mltcp_repairs") as m:
+            raw = m.lookup(struct.pack("<I", 0))
+        # windows put back from impossible values the kernel left (see ebpf/mltcp_common.h)
+        out["window_repairs"] = struct.unpack("<Q", raw)[0] if raw else 0
     if flows and (PIN_DIR / "mltcp_flows").exists():
         rows = []
         with _map("mltcp_flows") as m:
