@@ -19,8 +19,6 @@
 #define TCP_ECN_DEMAND_CWR 4
 #define TCP_CONG_NEEDS_ECN 0x2
 
-extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
-extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
 
 struct dctcp_state {
 	__u32 old_delivered;
@@ -150,16 +148,7 @@ static __always_inline __u32 dctcp_undo(struct sock *sk)
 /* Reno-style growth, one segment per w acked segments (w = cwnd: plain; cwnd/F: MLTCP) */
 static __always_inline void dctcp_grow(struct sock *sk, __u32 acked, __u32 factor_q)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-
-	if (!tcp_is_cwnd_limited(sk))
-		return;
-	if (tcp_in_slow_start(tp)) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
-	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, factor_q), acked);
+	mltcp_reno_grow(sk, acked, factor_q);
 }
 
 #endif /* DCTCP_CORE_H */

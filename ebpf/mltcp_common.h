@@ -20,6 +20,9 @@
 #include <bpf/bpf_endian.h>
 #include "mltcp_rule.h"
 
+extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
+extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
+
 #define MLTCP_MODE_IDLE 0
 #define MLTCP_MODE_EXACT 1
 
@@ -225,6 +228,22 @@ static __always_inline __u32 mltcp_on_ack(struct sock *sk, struct mltcp_state *s
 	ratio = mltcp_ratio_q(tp->bytes_acked - st->iter_start, st->per_iter);
 	st->factor_q = mltcp_factor_q(ratio, cfg->slope_q, cfg->intercept_q);
 	return st->factor_q;
+}
+
+/* Reno growth with MLTCP's F: slow start as Reno, then about F segments per RTT
+ * (tcp_cong_avoid_ai with w = cwnd / F; F = 1.0 is plain Reno). */
+static __always_inline void mltcp_reno_grow(struct sock *sk, __u32 acked, __u32 factor_q)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (!tcp_is_cwnd_limited(sk))
+		return;
+	if (tcp_in_slow_start(tp)) {
+		acked = tcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, factor_q), acked);
 }
 
 /* Kernel 6.18 with a BPF congestion control on an ECN path sometimes leaves snd_cwnd,

@@ -5,8 +5,6 @@
  */
 #include "mltcp_common.h"
 
-extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
-extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 
@@ -21,17 +19,7 @@ void BPF_PROG(mltcp_reno_init, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(mltcp_reno_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	__u32 f = mltcp_on_ack(sk, inet_csk_ca(sk));
-
-	if (!tcp_is_cwnd_limited(sk))
-		return;
-	if (tcp_in_slow_start(tp)) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
-	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, f), acked);
+	mltcp_reno_grow(sk, acked, mltcp_on_ack(sk, inet_csk_ca(sk)));
 }
 
 SEC("struct_ops")

@@ -93,6 +93,28 @@ def config(
     }
 
 
+def summarise_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per case and scheme over repeated runs: median and range of the last third's ratio
+    to ideal, how many runs interleaved and the median iteration at which they did."""
+    out = []
+    keys = list(dict.fromkeys((r["case"], r["scheme"]) for r in rows))
+    for case, scheme in keys:
+        mine = [r for r in rows if r["case"] == case and r["scheme"] == scheme]
+        ats = [r["interleaved_at"] for r in mine if r["interleaved_at"] != "never"]
+        lasts = [r["last_vs_ideal"] for r in mine if "last_vs_ideal" in r]
+        row: dict[str, Any] = {
+            "case": case,
+            "scheme": scheme,
+            "interleaved": f"{len(ats)} of {len(mine)}",
+            "at_median": statistics.median(ats) if ats else "never",
+        }
+        if lasts:
+            row["last_median"] = statistics.median(lasts)
+            row["last_range"] = f"{min(lasts):.2f}-{max(lasts):.2f}"
+        out.append(row)
+    return out
+
+
 def calibrate(fabric: str, cc: str, where: Path) -> float:
     """Measure one job's communication phase alone on the link (median, seconds).  Headers
     and the window's ramp make it 5-30 % longer than the payload at line rate, and a share
@@ -194,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         "--full", action="store_true", help="every case, 60 iterations (default: ecn, 30)"
     )
     ap.add_argument("--cases", nargs="+", choices=list(CASES), help="run these cases")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="run every case N times and summarise (default 1)"
+    )
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--model-only", action="store_true", help="only the model sweep")
     ap.add_argument("--out", default=None)
@@ -202,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         args.iterations = 60 if args.full else 30
     if args.iterations < 6:
         ap.error("--iterations must be at least 6")
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     out = out_dir("mltcp_convergence", args.out)
     progress("model sweep (slope x intercept x start offset)")
     report: dict[str, Any] = {"sweep": sweep(), "runs": {}}
@@ -214,84 +241,90 @@ def main(argv: list[str] | None = None) -> int:
         params = loader.get_params()
         names = args.cases or (list(CASES) if args.full else ["ecn"])
         rows = []
-        for case in names:
-            fabric, base, ml, n = CASES[case]
-            jobs = JOBS[:n]
-            measured_comm = calibrate(fabric, base, out / case / "calibration")
-            res = run_config(
-                config(fabric, base, ml, args.iterations, n, measured_comm),
-                out / case,
-                f"{case}: {n} jobs, {base} vs {ml}",
-            )
-            # phase lengths of job a alone: medians, so a few slow iterations do not skew
-            # the model (dctcp_bpf alone sometimes slows down late in a run)
-            alone = read_log(out / case / "ideal-a" / "a-rank0.jsonl")
-            comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
-            compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
-            # the jobs are identical, so one ideal serves all: the fastest job's median
-            # alone (a job that ran slower alone hit a fault of its own, e.g. the
-            # dctcp_bpf state loss described in the README; it is reported, not hidden)
-            alone_medians = {
-                j: statistics.median(v["iteration_times_s"])
-                for j, v in res["schemes"]["ideal"]["jobs"].items()
-            }
-            ideal = min(alone_medians.values())
-            last_n = max(5, args.iterations // 3)
-            run: dict[str, Any] = {
-                "ideal_s": ideal,
-                "ideal_medians_s": alone_medians,
-                "fabric": fabric,
-                "jobs": n,
-                "comm_s": comm_s,
-                "compute_s": compute_s,
-                "last_n": last_n,
-                "schemes": {},
-            }
-            for name in (base, ml):
-                logs = {j: read_log(out / case / name / f"{j}-rank0.jsonl") for j in jobs}
-                overlap = comm_overlap(logs)
-                per_job = {j: res["schemes"][name]["jobs"][j]["iteration_times_s"] for j in jobs}
-                times = [t for j in jobs for t in per_job[j]]
-                last = [t for j in jobs for t in per_job[j][-last_n:]]
-                at = interleaved_at(overlap)
-                run["schemes"][name] = {
-                    "overlap": overlap,
-                    "interleaved_at": at,
-                    "iteration_times_s": per_job,
-                }
-                if n == 2:
-                    run["schemes"][name]["offsets"] = measured_offsets(logs, comm_s)
-                rows.append(
-                    {
-                        "case": case,
-                        "scheme": name,
-                        "mean_vs_ideal": statistics.mean(times) / ideal,
-                        "last_vs_ideal": statistics.mean(last) / ideal,
-                        "last_ms": statistics.mean(last) * 1e3,
-                        "ideal_ms": ideal * 1e3,
-                        "last_n": last_n,
-                        "interleaved_at": "never" if at is None else at,
-                    }
+        for rep in range(args.repeat):
+            for case in names:
+                key = case if args.repeat == 1 else f"{case}-{rep + 1}"
+                where = out / key
+                fabric, base, ml, n = CASES[case]
+                jobs = JOBS[:n]
+                measured_comm = calibrate(fabric, base, where / "calibration")
+                res = run_config(
+                    config(fabric, base, ml, args.iterations, n, measured_comm),
+                    where,
+                    f"{case}: {n} jobs, {base} vs {ml}",
                 )
-                if name == ml:
-                    first = [logs[j][0]["comm_start"] for j in jobs]
-                    if max(first) - min(first) < 0.005 * comm_s:
-                        # x = 0 is the model's fixed point: start it 1 % of a phase apart
-                        first = [first[0] + 0.01 * comm_s * i for i in range(n)]
-                    policy = "mltcp-cubic" if "cubic" in ml else "mltcp"
-                    run["model"] = model_run(
-                        first, compute_s, comm_s, args.iterations, params, policy
-                    )
-                    at_m = run["model"]["interleaved_at"]
+                # phase lengths of job a alone: medians, so a few slow iterations do not skew
+                # the model (dctcp_bpf alone sometimes slows down late in a run)
+                alone = read_log(where / "ideal-a" / "a-rank0.jsonl")
+                comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
+                compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
+                # the jobs are identical, so one ideal serves all: the fastest job's median
+                # alone (a job that ran slower alone hit a fault of its own, e.g. the
+                # window fault described in the README; it is reported, not hidden)
+                alone_medians = {
+                    j: statistics.median(v["iteration_times_s"])
+                    for j, v in res["schemes"]["ideal"]["jobs"].items()
+                }
+                ideal = min(alone_medians.values())
+                last_n = max(5, args.iterations // 3)
+                run: dict[str, Any] = {
+                    "ideal_s": ideal,
+                    "ideal_medians_s": alone_medians,
+                    "fabric": fabric,
+                    "jobs": n,
+                    "comm_s": comm_s,
+                    "compute_s": compute_s,
+                    "last_n": last_n,
+                    "schemes": {},
+                }
+                for name in (base, ml):
+                    logs = {j: read_log(where / name / f"{j}-rank0.jsonl") for j in jobs}
+                    overlap = comm_overlap(logs)
+                    per_job = {
+                        j: res["schemes"][name]["jobs"][j]["iteration_times_s"] for j in jobs
+                    }
+                    times = [t for j in jobs for t in per_job[j]]
+                    last = [t for j in jobs for t in per_job[j][-last_n:]]
+                    at = interleaved_at(overlap)
+                    run["schemes"][name] = {
+                        "overlap": overlap,
+                        "interleaved_at": at,
+                        "iteration_times_s": per_job,
+                    }
+                    if n == 2:
+                        run["schemes"][name]["offsets"] = measured_offsets(logs, comm_s)
                     rows.append(
                         {
                             "case": case,
-                            "scheme": f"model ({policy})",
-                            "interleaved_at": "never" if at_m is None else at_m,
+                            "scheme": name,
+                            "mean_vs_ideal": statistics.mean(times) / ideal,
+                            "last_vs_ideal": statistics.mean(last) / ideal,
+                            "last_ms": statistics.mean(last) * 1e3,
+                            "ideal_ms": ideal * 1e3,
+                            "last_n": last_n,
+                            "interleaved_at": "never" if at is None else at,
                         }
                     )
-            report["runs"][case] = run
-            write_json(out / "results.json", report)
+                    if name == ml:
+                        first = [logs[j][0]["comm_start"] for j in jobs]
+                        if max(first) - min(first) < 0.005 * comm_s:
+                            # x = 0 is the model's fixed point: start it 1 % of a phase apart
+                            first = [first[0] + 0.01 * comm_s * i for i in range(n)]
+                        policy = "mltcp-cubic" if "cubic" in ml else "mltcp"
+                        run["model"] = model_run(
+                            first, compute_s, comm_s, args.iterations, params, policy
+                        )
+                        at_m = run["model"]["interleaved_at"]
+                        rows.append(
+                            {
+                                "case": case,
+                                "run": rep + 1,
+                                "scheme": f"model ({policy})",
+                                "interleaved_at": "never" if at_m is None else at_m,
+                            }
+                        )
+                report["runs"][key] = run
+                write_json(out / "results.json", report)
         print(
             table(
                 rows,
@@ -307,7 +340,24 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         report["rows"] = rows
-        plot_runs(report["runs"], out / "convergence.png")
+        if args.repeat > 1:
+            report["summary"] = summarise_repeats(rows)
+            print(f"\nover {args.repeat} runs:")
+            print(
+                table(
+                    report["summary"],
+                    [
+                        ("case", "case", "s"),
+                        ("scheme", "scheme", "s"),
+                        ("last_median", "last third/ideal, median", ".2f"),
+                        ("last_range", "range", "s"),
+                        ("interleaved", "interleaved (runs)", "s"),
+                        ("at_median", "at iteration, median", ""),
+                    ],
+                )
+            )
+        first = [c if args.repeat == 1 else f"{c}-1" for c in names]
+        plot_runs({k: report["runs"][k] for k in first}, out / "convergence.png")
     write_json(out / "results.json", report)
     s = report["sweep"]
     k = np.array(s["iterations_to_interleave"])

@@ -142,3 +142,15 @@ def test_demo_rows_use_the_fastest_identical_job_as_ideal(tmp_path):
     rows = {r["scheme"]: r for r in demo.rows_of(res, "x", identical=True)}
     assert rows["ideal"]["mean_vs_ideal"] == pytest.approx(1.025)  # job b alone is 5 % slower
     assert rows["base"]["mean_vs_ideal"] == pytest.approx(1.125)
+
+
+def test_repeated_runs_are_summarised_by_median_range_and_count():
+    rows = [
+        {"case": "ecn", "scheme": "m", "last_vs_ideal": v, "interleaved_at": at}
+        for v, at in ((1.02, 11), (1.30, "never"), (1.05, 37))
+    ] + [{"case": "ecn", "scheme": "model", "interleaved_at": 6}]
+    s = {r["scheme"]: r for r in mltcp_convergence.summarise_repeats(rows)}
+    assert s["m"]["last_median"] == pytest.approx(1.05)
+    assert s["m"]["last_range"] == "1.02-1.30"
+    assert s["m"]["interleaved"] == "2 of 3" and s["m"]["at_median"] == 24
+    assert s["model"]["at_median"] == 6 and "last_median" not in s["model"]
