@@ -13,7 +13,7 @@ void BPF_PROG(dctcp_bpf_init, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(dctcp_bpf_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
-	dctcp_grow(sk, acked, MLTCP_ONE);
+	mltcp_reno_grow(sk, acked, MLTCP_ONE);	/* F = 1: plain Reno growth */
 }
 
 SEC("struct_ops")

@@ -19,7 +19,6 @@
 #define TCP_ECN_DEMAND_CWR 4
 #define TCP_CONG_NEEDS_ECN 0x2
 
-
 struct dctcp_state {
 	__u32 old_delivered;
 	__u32 old_delivered_ce;
@@ -143,12 +142,6 @@ static __always_inline __u32 dctcp_undo(struct sock *sk)
 	__u32 loss = dctcp_ca(sk)->loss_cwnd;
 
 	return tp->snd_cwnd > loss ? tp->snd_cwnd : loss;
-}
-
-/* Reno-style growth, one segment per w acked segments (w = cwnd: plain; cwnd/F: MLTCP) */
-static __always_inline void dctcp_grow(struct sock *sk, __u32 acked, __u32 factor_q)
-{
-	mltcp_reno_grow(sk, acked, factor_q);
 }
 
 #endif /* DCTCP_CORE_H */

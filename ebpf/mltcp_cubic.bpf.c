@@ -47,11 +47,10 @@ void BPF_PROG(mltcp_cubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	struct mltcp_cubic_ca *ca = cubic_ca(sk);
 	__u32 f = mltcp_on_ack(sk, &ca->mltcp);
 
-	if (tcp_in_slow_start(tcp_sk(sk))) {
-		cubictcp_cong_avoid(sk, ack, acked);	/* slow start is not scaled */
-		return;
-	}
-	cubictcp_cong_avoid(sk, ack, mltcp_scale_acked(acked, f, &ca->acked_rem_q));
+	/* slow start is not scaled */
+	if (!tcp_in_slow_start(tcp_sk(sk)))
+		acked = mltcp_scale_acked(acked, f, &ca->acked_rem_q);
+	cubictcp_cong_avoid(sk, ack, acked);
 }
 
 SEC("struct_ops")

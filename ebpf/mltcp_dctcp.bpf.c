@@ -13,7 +13,7 @@ void BPF_PROG(mltcp_dctcp_init, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(mltcp_dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
-	dctcp_grow(sk, acked, mltcp_on_ack(sk, &dctcp_ca(sk)->mltcp));
+	mltcp_reno_grow(sk, acked, mltcp_on_ack(sk, &dctcp_ca(sk)->mltcp));
 }
 
 SEC("struct_ops")
