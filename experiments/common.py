@@ -19,6 +19,12 @@ def out_dir(name: str, override: str | None = None) -> Path:
     return path
 
 
+def p99(times: list[float]) -> float:
+    """99th percentile by nearest rank (a measured iteration time, not an interpolation)."""
+    ordered = sorted(times)
+    return ordered[max(0, int(round(0.99 * len(ordered))) - 1)]
+
+
 def progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

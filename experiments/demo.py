@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments import link_interleaving, mltcp_convergence  # noqa: E402
-from experiments.common import out_dir, run_config, table, write_json  # noqa: E402
+from experiments.common import out_dir, p99, run_config, table, write_json  # noqa: E402
 
 ITERATIONS_2 = 45  # MLTCP needs a few to a few tens of iterations to interleave
 LAST_2 = 15  # the steady state it reaches, as a ratio to ideal
@@ -34,15 +34,13 @@ def rows_of(res: dict, experiment: str, skip_first: int = 0, identical: bool = F
             key=lambda j: statistics.median(j["iteration_times_s"]),
         )
         ideal_mean = statistics.median(fastest["iteration_times_s"])
-        ideal_p99 = sorted(fastest["iteration_times_s"])[
-            max(0, int(round(0.99 * len(fastest["iteration_times_s"]))) - 1)
-        ]
+        ideal_p99 = p99(fastest["iteration_times_s"])
     out = []
     for name, scheme in res["schemes"].items():
         times = sorted(
             t for j in scheme["jobs"].values() for t in j["iteration_times_s"][skip_first:]
         )
-        p99 = times[max(0, int(round(0.99 * len(times))) - 1)]
+        tail = p99(times)
         mean = statistics.mean(times)
         out.append(
             {
@@ -50,9 +48,9 @@ def rows_of(res: dict, experiment: str, skip_first: int = 0, identical: bool = F
                 "scheme": name,
                 "cc": scheme.get("cc", ""),
                 "mean_ms": mean * 1e3,
-                "p99_ms": p99 * 1e3,
+                "p99_ms": tail * 1e3,
                 "mean_vs_ideal": mean / ideal_mean,
-                "p99_vs_ideal": p99 / ideal_p99,
+                "p99_vs_ideal": tail / ideal_p99,
             }
         )
     return out

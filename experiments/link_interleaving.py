@@ -26,7 +26,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.common import out_dir, progress, require_root, run_config, table, write_json  # noqa: E402
+from experiments.common import (  # noqa: E402
+    out_dir,
+    p99,
+    progress,
+    require_root,
+    run_config,
+    table,
+    write_json,
+)
 from testbed.measure import read_log  # noqa: E402
 
 BOTTLENECK = 200_000_000
@@ -104,15 +112,15 @@ def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
         ]
         ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
         mean = statistics.mean(times)
-        p99 = sorted(times)[max(0, int(round(0.99 * len(times))) - 1)]
+        tail = p99(times)
         ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
         rows.append(
             {
                 "scheme": name,
                 "mean_ms": mean * 1e3,
-                "p99_ms": p99 * 1e3,
+                "p99_ms": tail * 1e3,
                 "mean_vs_ideal": mean / ideal_mean,
-                "p99_vs_ideal": p99 / ideal_p99,
+                "p99_vs_ideal": tail / ideal_p99,
                 "steady_vs_ideal": statistics.mean(steady) / ideal_mean,
             }
         )

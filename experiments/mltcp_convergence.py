@@ -166,15 +166,13 @@ def model_run(
     starts = r.comm_starts_s[0]  # jobs x iterations
     ends = np.concatenate([starts[:, 1:] - compute_s, np.full((n, 1), np.nan)], axis=1)
     ends[:, -1] = starts[:, -1] + r.iteration_times_s[0, :, -1] - compute_s
-    overlap = []
-    for k in range(iterations):
-        a0, a1 = starts[0, k], ends[0, k]
-        covered = sum(
-            max(0.0, min(a1, ends[j, q]) - max(a0, starts[j, q]))
-            for j in range(1, n)
-            for q in range(iterations)
-        )
-        overlap.append(min(1.0, covered / (a1 - a0)) if a1 > a0 else 0.0)
+    # the same overlap measure as for the testbed's logs
+    overlap = comm_overlap(
+        {
+            j: [{"comm_start": a, "end": b} for a, b in zip(starts[j], ends[j], strict=True)]
+            for j in range(n)
+        }
+    )
     out: dict[str, Any] = {"overlap": overlap, "interleaved_at": interleaved_at(overlap)}
     if n == 2:
         period = compute_s + comm_s
@@ -254,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{case}: {n} jobs, {base} vs {ml}",
                 )
                 # phase lengths of job a alone: medians, so a few slow iterations do not skew
-                # the model (dctcp_bpf alone sometimes slows down late in a run)
+                # the model (see the README's known problems)
                 alone = read_log(where / "ideal-a" / "a-rank0.jsonl")
                 comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
                 compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
