@@ -222,6 +222,10 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     Takes the shortest lag whose autocorrelation is at least 80 % of the strongest peak
     (so a multiple of the period is not chosen), then refines it with the peak near the
     largest multiple of that lag inside the series (error shrinks with the multiple).
+    Only peaks after the autocorrelation first turns negative count: a mean-free periodic
+    series sums to zero over a period, so it decorrelates before its period, while a peak
+    before that is structure inside a phase (e.g. a shaper releasing packets every timer
+    tick), not the iteration.
     """
     x = np.asarray(samples, float) - float(np.mean(samples))
     n = x.size
@@ -238,6 +242,8 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     window = ac[lo:hi]
     interior = (window[1:-1] >= window[:-2]) & (window[1:-1] >= window[2:])
     peaks = np.nonzero(interior)[0] + 1 + lo
+    negative = np.nonzero(ac[1:hi] <= 0)[0]
+    peaks = peaks[peaks > negative[0] + 1] if negative.size else peaks[:0]
     if peaks.size == 0 or ac[peaks].max() <= 0.2:
         raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
     best = ac[peaks].max()

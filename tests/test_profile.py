@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +128,14 @@ def test_phases_survive_timestamp_spikes():
     assert profile.communication_share == pytest.approx(0.2, abs=0.03)
     assert phase_threshold(np.array([0.0] * 10 + [4.0] * 8 + [40.0])) == pytest.approx(2.0)
     assert phase_threshold(np.full(5, 3.0)) == 3.0
+
+
+def test_period_of_a_real_capture_that_once_gave_4_ms():
+    """A series captured on the testbed (handshake, warm-up, idle, then 30 iterations of
+    bursty phases; the worker log measured 79.0 ms): peaks before the autocorrelation
+    first turns negative are structure inside a phase, not the iteration."""
+    data = json.loads((Path(__file__).parent / "data" / "pcap_series_79ms.json").read_text())
+    x = np.zeros(data["length"])
+    for i, v in data["nonzero"].items():
+        x[int(i)] = v
+    assert estimate_period(x, data["dt_s"]) == pytest.approx(0.079, rel=0.02)
