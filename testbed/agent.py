@@ -5,11 +5,11 @@ Iteration ``k`` of a job with shift ``t`` and period ``T`` should start at
 iteration the agent sleeps until that slot.  A job that drifts, i.e. stays late by more
 than ``drift_tolerance * T`` without catching up for ``patience`` iterations, is
 re-aligned: it skips to the next slot it can still make, so its offset against the other
-jobs is restored; re-alignments are counted.  A job that is late but catching up (its
-lateness shrinking, as the period's slack allows after a few slow start-up iterations)
-is left alone, and so is one late iteration (jitter): a skip costs nearly a whole
-period, catching up a few ms.  A job later than half a period skips at once (the next
-slot is nearer than catching up).  Works for any
+jobs is restored; re-alignments are counted.  A job that is late but catching up fast
+enough to be back within the tolerance in ``patience`` iterations (as the period's slack
+allows after a few slow start-up iterations) is left alone, and so is one late iteration
+(jitter): a skip costs nearly a whole period, catching up a few ms.  A job later than
+half a period skips at once (the next slot is nearer than catching up).  Works for any
 job that calls :meth:`TimeShiftAgent.before_iteration` at the top of its loop (the
 synthetic worker, and the PyTorch hook around the training step).
 
@@ -65,11 +65,14 @@ class TimeShiftAgent:
         now = self.clock()
         target = self.slot_time(self.slot)
         late = now - target
-        if late <= self.drift_tolerance * self.period_s:
+        tolerance = self.drift_tolerance * self.period_s
+        gain = self.last_late_s - late  # seconds caught up since the last iteration
+        if late <= tolerance:
             self.late_streak = 0
-        elif late >= self.last_late_s - 1e-6 * self.period_s:
-            self.late_streak += 1  # late and not catching up
-        # late but catching up (the period's slack is working): no count, no skip
+        elif gain <= 1e-6 * self.period_s or late - tolerance > self.patience * gain:
+            # late, and at this pace not back within tolerance in `patience` iterations
+            self.late_streak += 1
+        # otherwise catching up fast enough (the period's slack is working): no count
         self.last_late_s = late
         if self.late_streak >= self.patience or late > 0.5 * self.period_s:
             self.slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
