@@ -1,7 +1,8 @@
 """``cassini`` command line: score jobs on one link, or rank candidate placements.
 
 Exit status: 0 on success, 2 on bad input (one line on stderr naming the field), 1 when
-every candidate was rejected.
+every candidate was rejected.  ``cassini serve`` runs the same as an HTTP service
+(:mod:`cassini.server`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from cassini import api
+from cassini import api, server
 from cassini.advisor import Advice
 from cassini.errors import InputError
 
@@ -88,11 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
                 default=None,
                 help="processes for scoring links (default: automatic)",
             )
+    serve = sub.add_parser(
+        "serve",
+        help=server.DESCRIPTION,
+        description=server.DESCRIPTION,
+        epilog=server.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    server.add_arguments(serve)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return server.serve_command(args)
     try:
         request = _read_request(args)
         if args.command == "score":

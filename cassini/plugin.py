@@ -1,0 +1,233 @@
+"""Plug-in API for cluster schedulers: CASSINI as the placement stage.
+
+Research schedulers (Themis, Pollux, Gandiva, ...) decide *which* job gets GPUs and *how
+many* in an allocation stage, then pick *where* in a placement stage, often among several
+equally good server sets.  :func:`choose_placement` is that last step: hand it the
+candidate placements, in the scheduler's order of preference, and it returns the one
+whose jobs' communication phases interleave best on the links they share, with one
+time-shift per job.  It never blocks a scheduler: when CASSINI rejects every candidate
+the scheduler's first candidate comes back with zero shifts.
+
+Pure: no I/O, no processes, no global state; everything it needs comes in as arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cassini.advisor import Candidate, CandidateResult, Link, advise
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+
+__all__ = ["PlacementChoice", "choose_placement"]
+
+
+@dataclass(frozen=True)
+class PlacementChoice:
+    """The placement stage's answer.
+
+    Attributes
+    ----------
+    index : int or None
+        Position of the chosen candidate in the scheduler's ``candidates`` sequence.
+        Always an int for a valid call (there is at least one candidate and the fallback
+        picks one); typed ``int | None`` so that callers handle "no placement" explicitly.
+    candidate_id : str or None
+        Id of the chosen candidate: ``candidate_ids[index]``, or ``str(index)``.
+    time_shifts_s : dict
+        Job id -> seconds to delay that job's iterations, in ``[0, iteration_time_s)``,
+        for every job in ``jobs`` (0.0 for a job sharing no link).  All zeros in the
+        fallback.
+    score : float or None
+        The chosen candidate's aggregate compatibility score in [0, 1] (1.0 when it shares
+        no link); None in the fallback, when CASSINI accepted no candidate.
+    ranked : tuple of :class:`cassini.advisor.CandidateResult`
+        Every candidate as the advisor scored it, best first; rejected ones last with
+        their ``reason``.  Their ``candidate_id`` is the id described above.
+    """
+
+    index: int | None
+    candidate_id: str | None
+    time_shifts_s: dict[str, float]
+    score: float | None
+    ranked: tuple[CandidateResult, ...]
+
+    @property
+    def accepted(self) -> bool:
+        """True when CASSINI accepted the chosen candidate; False for the fallback."""
+        return self.score is not None
+
+
+def choose_placement(
+    jobs: Mapping[str, JobProfile],
+    links: Mapping[str, float],
+    candidates: Sequence[Mapping[str, Sequence[str]]],
+    *,
+    precision_deg: float = 5.0,
+    aggregate: str = "mean",
+    loops: str = "score",
+    candidate_ids: Sequence[str] | None = None,
+) -> PlacementChoice:
+    """Choose among a scheduler's candidate placements the one whose jobs interleave best.
+
+    Parameters
+    ----------
+    jobs : mapping
+        Job id -> :class:`cassini.profile.JobProfile` (iteration time and communication
+        phases), for every job a candidate may place: the running jobs as well as the
+        ones being placed.  Each key must equal its profile's ``job_id``.
+    links : mapping
+        Link id -> capacity in bits per second, for every link a path may name.
+    candidates : sequence of mappings
+        The placements to compare, in the scheduler's order of preference (ties keep that
+        order).  Each maps a job id to the ids of the links its traffic crosses; a job
+        left out crosses no link (e.g. all its workers are on one server).
+    precision_deg : float, optional (default 5.0)
+        Angle step of CASSINI's unified circle in degrees (5 = 72 angles); smaller is
+        more precise and slower.
+    aggregate : {"mean", "min"}, optional (default "mean")
+        Rank candidates by the mean of their link scores (the paper) or by the worst link.
+    loops : {"score", "reject"}, optional (default "score")
+        A candidate whose affinity graph has a loop that still costs score after repair
+        is ranked by the scores its shifts achieve ("score", better for busy clusters
+        where most candidates have loops) or rejected ("reject", as the paper).
+    candidate_ids : sequence of str, optional
+        Names for the candidates, one each, unique; by default candidate ``i`` is
+        ``str(i)``.
+
+    Returns
+    -------
+    choice : PlacementChoice
+        ``index`` and ``candidate_id`` of the best candidate, its per-job
+        ``time_shifts_s`` and its ``score``, and all candidates ``ranked`` best first.
+
+        Fallback: when every candidate is rejected (only possible with
+        ``loops="reject"``), ``index`` is 0 (the scheduler's first candidate),
+        ``time_shifts_s`` is 0.0 for every job and ``score`` is None, so the scheduler can
+        always proceed; ``choice.accepted`` tells the two cases apart.
+
+    Raises
+    ------
+    InputError
+        (a ``ValueError`` naming the offending ``field``) for a job that is not a
+        ``JobProfile`` or whose key differs from its id, a non-positive or non-finite
+        capacity, no candidates, a path that is not a sequence of link ids, a job or link
+        a path names but ``jobs`` or ``links`` lacks, ``candidate_ids`` of the wrong
+        length or with duplicates, or bad ``precision_deg``, ``aggregate`` or ``loops``.
+
+    Notes
+    -----
+    Runs in the calling process (the advisor's process pool is not used) and solves each
+    distinct (link capacity, set of jobs) problem once per call.  Time-shift convention:
+    a job shifted by ``t`` sends at time ``x`` what it sent at ``x - t`` unshifted.
+
+    Example
+    -------
+    Two jobs that each send half of every 100 ms iteration at the full 1 Gbps of a link
+    interleave perfectly when they share it; a third identical job cannot fit beside
+    them, so the candidate that keeps it apart wins:
+
+    >>> from cassini.plugin import choose_placement
+    >>> from cassini.profile import JobProfile, Phase
+    >>> half = [Phase(start_s=0.0, duration_s=0.05, rate_bps=1e9)]
+    >>> jobs = {j: JobProfile(j, 0.1, half) for j in ("a", "b", "c")}
+    >>> links = {"l1": 1e9, "l2": 1e9}
+    >>> together = {"a": ["l1"], "b": ["l1"], "c": ["l1"]}
+    >>> apart = {"a": ["l1"], "b": ["l1"], "c": ["l2"]}
+    >>> choice = choose_placement(jobs, links, [together, apart])
+    >>> choice.index, choice.candidate_id, round(choice.score, 3)
+    (1, '1', 1.0)
+    >>> {j: round(t, 3) for j, t in choice.time_shifts_s.items()}
+    {'a': 0.0, 'b': 0.05, 'c': 0.0}
+    """
+    job_map = _read_jobs(jobs)
+    link_list = _read_links(links)
+    cands = _read_candidates(candidates, candidate_ids)
+    advice = advise(
+        link_list,
+        job_map,
+        cands,
+        precision_deg,
+        aggregate,
+        loops=loops,
+        workers=1,
+    )
+    index_of = {c.candidate_id: i for i, c in enumerate(cands)}
+    if advice.best is None:
+        return PlacementChoice(
+            index=0,
+            candidate_id=cands[0].candidate_id,
+            time_shifts_s={j: 0.0 for j in job_map},
+            score=None,
+            ranked=advice.candidates,
+        )
+    best = advice.candidates[0]
+    return PlacementChoice(
+        index=index_of[best.candidate_id],
+        candidate_id=best.candidate_id,
+        time_shifts_s=dict(advice.time_shifts_s),
+        score=best.score,
+        ranked=advice.candidates,
+    )
+
+
+def _read_jobs(jobs: Mapping[str, JobProfile]) -> dict[str, JobProfile]:
+    if not isinstance(jobs, Mapping):
+        raise InputError("jobs", f"must be a mapping job id -> JobProfile, got {_kind(jobs)}")
+    out: dict[str, JobProfile] = {}
+    for key, profile in jobs.items():
+        field = f"jobs[{key!r}]"
+        if not isinstance(profile, JobProfile):
+            raise InputError(field, f"must be a JobProfile, got {_kind(profile)}")
+        if str(key) != profile.job_id:
+            raise InputError(field, f"key differs from the profile's job_id {profile.job_id!r}")
+        out[profile.job_id] = profile
+    return out
+
+
+def _read_links(links: Mapping[str, float]) -> list[Link]:
+    if not isinstance(links, Mapping):
+        raise InputError("links", f"must be a mapping link id -> capacity_bps, got {_kind(links)}")
+    out = []
+    for key, capacity in links.items():
+        try:
+            out.append(Link(str(key), capacity))
+        except InputError as e:
+            raise InputError(f"links[{key!r}]", e.problem) from None
+    return out
+
+
+def _read_candidates(
+    candidates: Sequence[Mapping[str, Sequence[str]]], ids: Sequence[str] | None
+) -> list[Candidate]:
+    if isinstance(candidates, str | bytes | Mapping) or not isinstance(candidates, Sequence):
+        raise InputError(
+            "candidates", f"must be a sequence of mappings job id -> links, got {_kind(candidates)}"
+        )
+    if ids is None:
+        ids = [str(i) for i in range(len(candidates))]
+    elif isinstance(ids, str | bytes) or len(ids) != len(candidates):
+        raise InputError(
+            "candidate_ids", f"must give one id per candidate ({len(candidates)}), got {ids!r}"
+        )
+    out = []
+    for i, (cid, paths) in enumerate(zip(ids, candidates, strict=True)):
+        field = f"candidates[{i}]"
+        if not isinstance(paths, Mapping):
+            raise InputError(field, f"must be a mapping job id -> links, got {_kind(paths)}")
+        read: dict[str, tuple[str, ...]] = {}
+        for job, path in paths.items():
+            if isinstance(path, str | bytes) or not isinstance(path, Sequence):
+                raise InputError(
+                    f"{field}.paths.{job}", f"must be a sequence of link ids, got {_kind(path)}"
+                )
+            read[str(job)] = tuple(str(link) for link in path)
+        out.append(Candidate(str(cid), read))
+    return out
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, str | int | float):
+        return f"{type(value).__name__} {value!r}"
+    return type(value).__name__
