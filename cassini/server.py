@@ -140,13 +140,15 @@ class Metrics:
         )
         self.latency = Histogram(
             "cassini_http_request_duration_seconds",
-            "Seconds from reading a request's first line to sending its answer, by endpoint.",
+            "Seconds from reading a request's first line until its answer is ready, by endpoint.",
             ["endpoint"],
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
         self.in_flight = Gauge(
-            "cassini_http_requests_in_flight", "Requests being handled now.", registry=r
+            "cassini_http_requests_in_flight",
+            "Requests read and not yet answered.",
+            registry=r,
         )
         self.rejected = Counter(
             "cassini_http_requests_rejected",
@@ -442,6 +444,7 @@ class CassiniHandler(BaseHTTPRequestHandler):
         self.server_version = f"cassini/{self.server.version}"
         self._started = time.monotonic()
         self._answered = False
+        self._in_flight = False
 
     def parse_request(self) -> bool:
         self._started = time.monotonic()
@@ -457,6 +460,10 @@ class CassiniHandler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Errors the base class detects itself (bad request line, unsupported method,
         header too long, ...), answered in JSON like every other error."""
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            # the request line did not parse: answer with a status line and headers
+            # anyway (an HTTP/0.9 answer would be the bare body)
+            self.request_version = "HTTP/1.0"
         self._answer_error(HTTPError(code, message or HTTPStatus(code).phrase))
 
     def handle_expect_100(self) -> bool:
@@ -503,26 +510,28 @@ class CassiniHandler(BaseHTTPRequestHandler):
         if self._answered:
             return
         self._answered = True
-        try:
+        # accounted before sending: a client that has its answer finds it in /metrics
+        self._record(code, len(body), rejected)
+        with contextlib.suppress(OSError):  # the client went away
             self._send(code, body, content_type, headers or {})
-        except OSError:
-            pass  # the client went away
-        finally:
-            self._record(code, len(body), rejected)
 
     def _answer_error(self, e: HTTPError) -> None:
         self._answer(e.code, e.body(), headers=e.headers, rejected=e.rejected)
 
     def _record(self, code: int, size: int, rejected: str | None) -> None:
         seconds = time.monotonic() - self._started
-        self.server.metrics.observe(self._endpoint(), code, seconds, rejected)
+        metrics = self.server.metrics
+        metrics.observe(self._endpoint(), code, seconds, rejected)
+        if self._in_flight:
+            self._in_flight = False
+            metrics.in_flight.dec()
         if not self.server.quiet:
             line = getattr(self, "requestline", "") or "-"
             self.log_message('"%s" %d %d %.1fms', line, code, size, seconds * 1e3)
 
     def _dispatch(self) -> None:
-        metrics = self.server.metrics
-        metrics.in_flight.inc()
+        self._in_flight = True
+        self.server.metrics.in_flight.inc()
         try:
             code, body, content_type = self._route()
             self._answer(code, body, content_type)
@@ -533,7 +542,9 @@ class CassiniHandler(BaseHTTPRequestHandler):
             self.server.log(traceback.format_exc().rstrip())
             self._answer_error(HTTPError(500, f"internal error: {type(e).__name__}"))
         finally:
-            metrics.in_flight.dec()
+            if self._in_flight:  # not answered (cannot happen unless answering failed)
+                self._in_flight = False
+                self.server.metrics.in_flight.dec()
 
     # -- routing ------------------------------------------------------------------------
     def _precheck(self) -> tuple[str, int]:

@@ -1,0 +1,411 @@
+"""``cassini serve``: a real server on 127.0.0.1 (free port) in a thread, real HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cassini import api, server
+
+MAX_BODY = 100_000
+
+
+def start(**kwargs):
+    srv = server.make_server("127.0.0.1", 0, **kwargs)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    return srv, thread
+
+
+def stop(srv, thread):
+    srv.shutdown()
+    srv.server_close()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def served():
+    lines: list[str] = []
+    srv, thread = start(max_body_bytes=MAX_BODY, timeout_s=60, workers=2, log=lines.append)
+    srv.log_lines = lines
+    try:
+        yield srv
+    finally:
+        stop(srv, thread)
+
+
+def call(srv, method, path, body=None, headers=None, content_type="application/json"):
+    """(status, headers, body bytes) of one request."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        hdrs = dict(headers or {})
+        if body is not None:
+            if not isinstance(body, bytes):
+                body = json.dumps(body).encode()
+            if content_type:
+                hdrs.setdefault("Content-Type", content_type)
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, resp.headers, resp.read()
+    finally:
+        conn.close()
+
+
+def error_of(status_body):
+    status, headers, body = status_body
+    assert headers["Content-Type"] == "application/json"
+    err = json.loads(body)["error"]
+    assert err["code"] == status and err["message"]
+    return err
+
+
+def normalised(obj):
+    return json.loads(json.dumps(obj))
+
+
+def metric(srv, name, **labels):
+    """Value of one sample in the server's /metrics (0.0 if absent)."""
+    status, headers, body = call(srv, "GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+def triangle_request():
+    """Three jobs pairwise on three links: a loop no shifts can satisfy."""
+    job = {
+        "iteration_time_s": 0.1,
+        "phases": [{"start_s": 0.0, "duration_s": 0.05, "rate_bps": 1e9}],
+    }
+    return {
+        "links": [{"id": f"l{i}", "capacity_bps": 1e9} for i in (1, 2, 3)],
+        "jobs": [{"id": j, **job} for j in ("a", "b", "c")],
+        "candidates": [
+            {"id": "tri", "paths": {"a": ["l1", "l3"], "b": ["l1", "l2"], "c": ["l2", "l3"]}}
+        ],
+    }
+
+
+def slow_score_request():
+    """Eight jobs with different iteration times at 0.1 degrees: seconds of work."""
+    jobs = [
+        {
+            "id": f"j{i}",
+            "iteration_time_s": 0.1 + 0.013 * i,
+            "phases": [{"start_s": 0.0, "duration_s": 0.03 + 0.001 * i, "rate_bps": 1e9}],
+        }
+        for i in range(8)
+    ]
+    return {"capacity_bps": 1e9, "jobs": jobs}
+
+
+# -- the endpoints ------------------------------------------------------------------------
+
+
+def test_healthz(served):
+    status, headers, body = call(served, "GET", "/healthz")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    out = json.loads(body)
+    assert out["status"] == "ok" and out["version"] == server.version()
+    status, _, body = call(served, "HEAD", "/healthz")
+    assert status == 200 and body == b""
+
+
+def test_advise_round_trip_equals_api(served):
+    request = api.example("advise")
+    status, _, body = call(served, "POST", "/v1/advise", request)
+    assert status == 200
+    assert json.loads(body) == normalised(api.advise_request(request).to_dict())
+
+
+def test_advise_options_from_query(served):
+    request = api.example("advise")
+    path = "/v1/advise?aggregate=min&precision_deg=2&loops=score"
+    status, _, body = call(served, "POST", path, request)
+    assert status == 200
+    expected = api.advise_request(request, aggregate="min", precision_deg=2, loops="score")
+    out = json.loads(body)
+    assert out == normalised(expected.to_dict())
+    assert (out["aggregate"], out["precision_deg"], out["loops"]) == ("min", 2.0, "score")
+
+
+def test_score_round_trip_equals_api(served):
+    request = api.example("score")
+    status, _, body = call(served, "POST", "/v1/score?precision_deg=2", request)
+    assert status == 200
+    assert json.loads(body) == normalised(api.score_request(request, precision_deg=2))
+
+
+def test_all_candidates_rejected_is_200_with_best_null(served):
+    status, _, body = call(served, "POST", "/v1/advise", triangle_request())
+    assert status == 200
+    out = json.loads(body)
+    assert out["best"] is None and out["time_shifts_s"] == {}
+    assert [c["status"] for c in out["candidates"]] == ["rejected"]
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def test_malformed_json_is_400(served):
+    err = error_of(call(served, "POST", "/v1/advise", b'{"links": [', None))
+    assert err["field"] == "body" and "malformed JSON" in err["message"]
+    err = error_of(call(served, "POST", "/v1/score", b"\xff\xfe", None))
+    assert err["field"] == "body" and "UTF-8" in err["message"]
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda r: r.update(colour="blue"), "colour"),
+        (lambda r: r["jobs"][0].update(colour="blue"), "jobs[0].colour"),
+        (lambda r: r["links"][0].update(capacity_bps=-1), "links[0].capacity_bps"),
+        (lambda r: r["candidates"][0]["paths"].update(ghost=["tor1-up"]), "candidates[0].paths"),
+    ],
+)
+def test_schema_errors_are_400_naming_the_field(served, mutate, field):
+    request = api.example("advise")
+    mutate(request)
+    status, headers, body = call(served, "POST", "/v1/advise", request)
+    assert status == 400
+    err = error_of((status, headers, body))
+    assert err["field"].startswith(field)
+
+
+def test_top_level_not_an_object_is_400(served):
+    err = error_of(call(served, "POST", "/v1/score", [1, 2]))
+    assert err["field"] == "body"
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("precision_deg=abc", "query.precision_deg"),
+        ("precision_deg=0", "query.precision_deg"),
+        ("precision_deg=nan", "query.precision_deg"),
+        ("aggregate=max", "query.aggregate"),
+        ("loops=maybe", "query.loops"),
+        ("aggregate=min&aggregate=mean", "query.aggregate"),
+        ("workers=8", "query.workers"),
+    ],
+)
+def test_bad_query_options_are_400(served, query, field):
+    err = error_of(call(served, "POST", f"/v1/advise?{query}", api.example("advise")))
+    assert err["field"] == field
+
+
+def test_score_takes_only_precision(served):
+    err = error_of(call(served, "POST", "/v1/score?aggregate=min", api.example("score")))
+    assert err["field"] == "query.aggregate"
+
+
+def test_body_over_limit_is_413(served):
+    before = metric(served, "cassini_http_requests_rejected_total", reason="body_too_large")
+    body = b" " * (MAX_BODY + 1)
+    status, headers, raw = call(served, "POST", "/v1/advise", body)
+    assert status == 413
+    err = error_of((status, headers, raw))
+    assert str(MAX_BODY) in err["message"]
+    after = metric(served, "cassini_http_requests_rejected_total", reason="body_too_large")
+    assert after == before + 1
+
+
+def test_unknown_path_is_404(served):
+    err = error_of(call(served, "GET", "/v2/advise"))
+    assert err["code"] == 404 and "/v1/advise" in err["message"]
+
+
+@pytest.mark.parametrize(
+    "method, path, allow",
+    [
+        ("GET", "/v1/advise", "POST"),
+        ("PUT", "/v1/score", "POST"),
+        ("POST", "/healthz", "GET, HEAD"),
+        ("DELETE", "/metrics", "GET, HEAD"),
+        ("BREW", "/healthz", "GET, HEAD"),
+    ],
+)
+def test_wrong_method_is_405_with_allow(served, method, path, allow):
+    status, headers, body = call(served, method, path, b"{}" if method == "POST" else None)
+    assert status == 405 and headers["Allow"] == allow
+    assert error_of((status, headers, body))["field"] == "method"
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/json; charset=latin-1"])
+def test_wrong_content_type_is_415(served, content_type):
+    status, headers, body = call(
+        served, "POST", "/v1/score", api.example("score"), content_type=content_type
+    )
+    assert status == 415
+    assert error_of((status, headers, body))["field"] == "Content-Type"
+
+
+def test_json_with_charset_is_accepted(served):
+    ct = "application/json; charset=utf-8"
+    status, _, _ = call(served, "POST", "/v1/score", api.example("score"), content_type=ct)
+    assert status == 200
+
+
+def test_missing_content_length_is_411(served):
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/v1/score")
+        conn.putheader("Content-Type", "application/json")
+        conn.endheaders()
+        resp = conn.getresponse()
+        status, headers, body = resp.status, resp.headers, resp.read()
+    finally:
+        conn.close()
+    assert status == 411
+    error_of((status, headers, body))
+
+
+def test_malformed_request_line_gets_json_error(served):
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as s:
+        s.sendall(b"GARBAGE\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") or head.startswith(b"HTTP/1.0 400")
+    assert json.loads(body)["error"]["code"] == 400
+
+
+# -- metrics and logs ---------------------------------------------------------------------
+
+
+def test_metrics_count_requests_by_endpoint_and_code(served):
+    ok = ("cassini_http_requests_total", {"endpoint": "/healthz", "code": "200"})
+    bad = ("cassini_http_requests_total", {"endpoint": "/v1/score", "code": "400"})
+    hist = ("cassini_http_request_duration_seconds_count", {"endpoint": "/healthz"})
+    before = [metric(served, name, **labels) for name, labels in (ok, bad, hist)]
+    for _ in range(3):
+        assert call(served, "GET", "/healthz")[0] == 200
+    assert call(served, "POST", "/v1/score", b"nope")[0] == 400
+    after = [metric(served, name, **labels) for name, labels in (ok, bad, hist)]
+    assert after == [before[0] + 3, before[1] + 1, before[2] + 3]
+    # the request reading /metrics is itself in flight
+    assert metric(served, "cassini_http_requests_in_flight") == 1.0
+    status, _, body = call(served, "GET", "/metrics")
+    text = body.decode()
+    for name in (
+        "cassini_http_requests_total",
+        "cassini_http_request_duration_seconds",
+        "cassini_http_requests_in_flight",
+        "cassini_http_requests_rejected_total",
+    ):
+        assert f"# HELP {name.removesuffix('_total')}" in text
+        assert f"# TYPE {name.removesuffix('_total')}" in text
+
+
+def test_one_log_line_per_request(served):
+    call(served, "GET", "/healthz?probe=1")
+    mine = [line for line in served.log_lines if "/healthz?probe=1" in line]
+    assert len(mine) == 1 and '"GET /healthz?probe=1 HTTP/1.1" 400' in mine[0]
+    assert mine[0].startswith("127.0.0.1 - [") and mine[0].endswith("ms")
+
+
+# -- time limit ---------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def one_worker():
+    srv, thread = start(timeout_s=0.5, workers=1, quiet=True)
+    try:
+        yield srv
+    finally:
+        stop(srv, thread)
+
+
+def test_timeout_is_504_and_the_worker_is_replaced(one_worker):
+    srv = one_worker
+    t0 = time.monotonic()
+    status, headers, body = call(srv, "POST", "/v1/score?precision_deg=0.1", slow_score_request())
+    elapsed = time.monotonic() - t0
+    assert status == 504 and 0.4 < elapsed < 5
+    assert "0.5 s" in error_of((status, headers, body))["message"]
+    assert metric(srv, "cassini_http_requests_rejected_total", reason="timeout") == 1
+    assert metric(srv, "cassini_worker_restarts_total") == 1
+    # the killed worker was replaced: the only worker answers the next request
+    request = api.example("score")
+    status, _, body = call(srv, "POST", "/v1/score", request)
+    assert status == 200 and json.loads(body) == normalised(api.score_request(request))
+
+
+def test_no_free_worker_within_the_limit_is_503(one_worker):
+    srv = one_worker
+    held = srv.pool._idle.get()  # occupy the only worker
+    try:
+        status, headers, body = call(srv, "POST", "/v1/score", api.example("score"))
+    finally:
+        srv.pool._idle.put(held)
+    assert status == 503 and headers["Retry-After"] == "1"
+    error_of((status, headers, body))
+    assert metric(srv, "cassini_http_requests_rejected_total", reason="overloaded") == 1
+    assert call(srv, "POST", "/v1/score", api.example("score"))[0] == 200
+
+
+# -- command line -------------------------------------------------------------------------
+
+
+def test_serve_help_explains_endpoints():
+    r = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0
+    for text in ("/v1/advise", "/v1/score", "/healthz", "/metrics", "curl", "--max-body-bytes"):
+        assert text in r.stdout
+
+
+def test_serve_rejects_bad_flags():
+    r = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "serve", "--timeout-s", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "--timeout-s" in r.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_serves_and_stops_gracefully_on_signal(sig):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", "--workers", "1"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        line = proc.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line
+        port = int(line.split("127.0.0.1:")[1].split()[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        conn.close()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 0
+        rest = proc.stderr.read()
+        assert '"GET /healthz HTTP/1.1" 200' in rest and "stopped" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
