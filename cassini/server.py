@@ -34,6 +34,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -342,6 +343,7 @@ class CassiniServer(ThreadingHTTPServer):
 
     daemon_threads = False  # server_close() joins the request threads: graceful shutdown
     block_on_close = True
+    request_queue_size = 128  # listen backlog
 
     def __init__(
         self,
@@ -365,6 +367,8 @@ class CassiniServer(ThreadingHTTPServer):
         self.version = version()
         self.metrics = Metrics()
         self._log = log or _stderr
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, CassiniHandler)  # binds and listens
         try:
             self.pool = WorkerPool(
@@ -389,7 +393,9 @@ class CassiniServer(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self.pool.close()
+        pool = getattr(self, "pool", None)  # None when binding failed
+        if pool is not None:
+            pool.close()
 
 
 def make_server(
@@ -445,6 +451,7 @@ class CassiniHandler(BaseHTTPRequestHandler):
         self._started = time.monotonic()
         self._answered = False
         self._in_flight = False
+        self._body_consumed = False
 
     def parse_request(self) -> bool:
         self._started = time.monotonic()
@@ -536,10 +543,12 @@ class CassiniHandler(BaseHTTPRequestHandler):
             code, body, content_type = self._route()
             self._answer(code, body, content_type)
         except HTTPError as e:
+            self._drain()
             self._answer_error(e)
         except Exception as e:
             self.server.log(f"cassini serve: internal error on {self.requestline!r}:")
             self.server.log(traceback.format_exc().rstrip())
+            self._drain()
             self._answer_error(HTTPError(500, f"internal error: {type(e).__name__}"))
         finally:
             if self._in_flight:  # not answered (cannot happen unless answering failed)
@@ -598,12 +607,7 @@ class CassiniHandler(BaseHTTPRequestHandler):
         return path, length
 
     def _route(self) -> tuple[int, bytes, str]:
-        try:
-            path, length = self._precheck()
-        except HTTPError as e:
-            if e.code in (413, 415) and self.command == "POST":
-                self._drain()
-            raise
+        path, length = self._precheck()
         if path == "/healthz":
             self._no_query(path)
             return (
@@ -663,6 +667,7 @@ class CassiniHandler(BaseHTTPRequestHandler):
         return options
 
     def _read_body(self, length: int) -> str:
+        self._body_consumed = True
         try:
             data = self.rfile.read(length)
         except TimeoutError:
@@ -677,13 +682,16 @@ class CassiniHandler(BaseHTTPRequestHandler):
             raise HTTPError(400, f"not UTF-8 at byte {e.start}", "body") from None
 
     def _drain(self) -> None:
-        """Read and discard a refused body (when not too large) so the client can read
-        the answer instead of having its upload reset."""
+        """Read and discard the body of a refused request (when not too large) so that
+        the client reads the answer instead of having its upload reset."""
+        if self._body_consumed:
+            return
+        self._body_consumed = True
         try:
             left = int(self.headers.get("Content-Length", "0"))
         except ValueError:
             return
-        if left > DRAIN_LIMIT_BYTES:
+        if left > DRAIN_LIMIT_BYTES or self.headers.get("Transfer-Encoding") is not None:
             return
         try:
             while left > 0:

@@ -384,6 +384,22 @@ def test_serve_rejects_bad_flags():
     assert r.returncode == 2 and "--timeout-s" in r.stderr
 
 
+def test_serve_on_a_busy_port_exits_1():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(OSError):
+            server.make_server("127.0.0.1", port, workers=1)
+        r = subprocess.run(
+            [sys.executable, "-m", "cassini.cli", "serve", "--port", str(port), "--workers", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 1 and "cannot listen" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_serves_and_stops_gracefully_on_signal(sig):
     proc = subprocess.Popen(
