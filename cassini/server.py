@@ -46,7 +46,7 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from cassini import api
@@ -76,6 +76,9 @@ QUERY_OPTIONS: dict[str, tuple[str, ...]] = {
     "/v1/advise": ("precision_deg", "aggregate", "loops"),
     "/v1/score": ("precision_deg",),
 }
+#: The classic Prometheus text format, which every Prometheus reads (the metric names
+#: here are plain ASCII, so prometheus_client's output is valid in it).
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -617,7 +620,7 @@ class CassiniHandler(BaseHTTPRequestHandler):
             )
         if path == "/metrics":
             self._no_query(path)
-            return 200, self.server.metrics.exposition(), CONTENT_TYPE_LATEST
+            return 200, self.server.metrics.exposition(), METRICS_CONTENT_TYPE
         options = self._options(path)
         text = self._read_body(length)
         try:

@@ -77,7 +77,7 @@ def normalised(obj):
 def metric(srv, name, **labels):
     """Value of one sample in the server's /metrics (0.0 if absent)."""
     status, headers, body = call(srv, "GET", "/metrics")
-    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
