@@ -197,8 +197,10 @@ def compute(kind: str, text: str, options: dict[str, Any]) -> bytes:
 
 
 def _worker_main(conn: Any) -> None:
-    # Ctrl-C in a terminal reaches the whole process group; the parent decides what to do
+    # Ctrl-C in a terminal (or a service manager's SIGTERM) reaches the whole process
+    # group; the parent lets requests in flight finish, then stops its workers itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
         try:
             task = conn.recv()
