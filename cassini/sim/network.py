@@ -1,0 +1,319 @@
+"""Flow-level network model: each job's iteration time when jobs share links.
+
+A job cycles through compute gaps and communication phases (its :class:`JobProfile`).
+While in a phase it is one fluid flow across every link of its path that wants the
+phase's ``rate_bps`` (its rate on a dedicated network); concurrent flows get max-min
+fair rates, each capped at its demand.  A phase ends when its bits are sent, so sharing
+stretches phases and, with them, iterations.  Compute gaps never stretch.
+
+Two ways a job paces its iterations:
+
+* **free-running** (the baseline): the next iteration starts as soon as the previous
+  one ends; the first starts at the job's ``anchor_s``;
+* **on a slot grid** (CASSINI's agent): iteration ``k`` may not start before
+  ``anchor_s + k * grid_period_s``; a job more than ``tolerance`` of a period late
+  re-aligns to the next slot, as the time-shift agent does.
+
+:func:`simulate` runs the fluid model event by event over a window and reports each
+job's iteration times, the time each link's demand exceeded its capacity (what an ECN
+switch would mark) and the bits each link carried.  Pure logic: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+
+_EPS = 1e-12
+_WAIT, _GAP, _SEND = 0, 1, 2  # what a job is doing
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """A profile unrolled as one cycle that starts right after its last phase:
+    ``gaps_s[i]`` seconds of compute, then ``bits[i]`` bits sent at up to
+    ``rates_bps[i]`` bits/s, for each phase ``i``.  ``offset_s`` is where the cycle
+    starts within the profile's iteration (seconds)."""
+
+    gaps_s: tuple[float, ...]
+    bits: tuple[float, ...]
+    rates_bps: tuple[float, ...]
+    offset_s: float
+    iteration_time_s: float
+
+
+def cycle_of(profile: JobProfile) -> Cycle:
+    """Unroll ``profile`` into a :class:`Cycle`.  Touching or overlapping phases merge
+    into one that sends their bits at its average rate; a profile without phases gives
+    a cycle of pure compute."""
+    period = profile.iteration_time_s
+    starts, ends, _ = profile.intervals()
+    if len(starts) == 0:
+        return Cycle((period,), (), (), 0.0, period)
+    edges = np.unique(np.concatenate([[0.0, period], starts, ends]))
+    level = profile.rate_at((edges[:-1] + edges[1:]) / 2)
+    segs: list[list[float]] = []  # [start s, end s, bits]
+    for a, b, r in zip(edges[:-1], edges[1:], level, strict=True):
+        if r <= 0:
+            continue
+        if segs and abs(segs[-1][1] - a) < _EPS:
+            segs[-1][1:] = [b, segs[-1][2] + r * (b - a)]
+        else:
+            segs.append([a, b, r * (b - a)])
+    if len(segs) > 1 and segs[0][0] < _EPS and abs(segs[-1][1] - period) < _EPS:
+        first = segs.pop(0)  # a phase through the end of the iteration goes on at 0
+        segs[-1] = [segs[-1][0], first[1] + period, segs[-1][2] + first[2]]
+    offset = segs[-1][1] % period
+    gaps, bits, rates = [], [], []
+    cursor = offset
+    for a, b, n_bits in segs:
+        gaps.append(float((a - cursor) % period))
+        bits.append(float(n_bits))
+        rates.append(float(n_bits / (b - a)))
+        cursor = b % period
+    return Cycle(tuple(gaps), tuple(bits), tuple(rates), float(offset), float(period))
+
+
+@dataclass(frozen=True)
+class FlowJob:
+    """One job in the network model.
+
+    ``path`` names the links its traffic crosses; ``anchor_s`` is when its first
+    iteration (cycle) starts, seconds from the start of the window; ``grid_period_s``
+    None means free-running, otherwise the slot grid's period in seconds."""
+
+    job_id: str
+    profile: JobProfile
+    path: tuple[str, ...]
+    anchor_s: float = 0.0
+    grid_period_s: float | None = None
+
+
+@dataclass(frozen=True)
+class NetworkResult:
+    """What :func:`simulate` measured in ``[warmup_s, horizon_s)``.
+
+    ``iteration_times_s``: per job, the time between consecutive iteration starts (s).
+    ``busy_s``: per job, the time from each iteration's start to its last bit (s), which
+    leaves out waiting for a slot.
+    ``excess_s``: per link, seconds during which the summed demand of the flows on it
+    exceeded its capacity.  ``carried_bits``: per link, bits carried in the window.
+    """
+
+    iteration_times_s: dict[str, tuple[float, ...]]
+    busy_s: dict[str, tuple[float, ...]]
+    excess_s: dict[str, float]
+    carried_bits: dict[str, float]
+    window_s: float
+    events: int
+
+    def mean_iteration_time_s(self, job_id: str) -> float:
+        times = self.iteration_times_s[job_id]
+        return float(np.mean(times)) if times else math.nan
+
+
+def max_min_rates(
+    demand_bps: Sequence[float],
+    paths: Sequence[Sequence[int]],
+    capacity_bps: Sequence[float],
+) -> list[float]:
+    """Max-min fair rates (bits/s) of flows capped at their demand (progressive filling).
+
+    Parameters
+    ----------
+    demand_bps : each flow's cap in bits per second.
+    paths : for each flow, the indices of the links it crosses.
+    capacity_bps : each link's capacity in bits per second.
+
+    Returns
+    -------
+    One rate per flow; on every link the rates sum to at most its capacity, and every
+    flow is either at its demand or crosses a saturated link where no flow gets more.
+
+    Example
+    -------
+    >>> max_min_rates([10, 10, 2], [[0], [0], [0]], [12])
+    [5.0, 5.0, 2.0]
+    """
+    demand = np.asarray(demand_bps, float)
+    crosses = np.zeros((len(demand), len(capacity_bps)), bool)
+    for f, p in enumerate(paths):
+        crosses[f, list(p)] = True
+    return [float(r) for r in _max_min(demand, crosses, np.asarray(capacity_bps, float))]
+
+
+def _max_min(demand: np.ndarray, crosses: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Progressive filling: ``crosses[f, l]`` says flow f crosses link l."""
+    rate = np.zeros(len(demand))
+    remaining = capacity.astype(float).copy()
+    open_ = np.ones(len(demand), bool)
+    while open_.any():
+        users = crosses[open_].sum(axis=0)
+        share = np.where(users > 0, remaining / np.maximum(users, 1), np.inf)
+        bound = np.minimum(demand[open_], np.where(crosses[open_], share, np.inf).min(axis=1))
+        low = bound.min()
+        fixed = np.flatnonzero(open_)[bound <= low * (1 + 1e-9) + _EPS]
+        rate[fixed] = low
+        open_[fixed] = False
+        remaining = np.maximum(0.0, remaining - low * crosses[fixed].sum(axis=0))
+    return rate
+
+
+def simulate(
+    jobs: Sequence[FlowJob],
+    capacity_bps: Mapping[str, float],
+    *,
+    horizon_s: float,
+    warmup_s: float = 0.0,
+    tolerance: float = 0.05,
+    max_events: int = 2_000_000,
+) -> NetworkResult:
+    """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
+
+    Parameters
+    ----------
+    jobs : the jobs, each with its path and pacing (see :class:`FlowJob`).
+    capacity_bps : capacity of every link a path names, bits per second.
+    horizon_s : length of the simulated window, seconds.
+    warmup_s : iterations starting before this are not reported, nor is excess demand
+        or carried traffic before it.
+    tolerance : a job on a slot grid that is later than ``tolerance`` of its grid period
+        waits for its next slot (the agent's re-alignment); within it, it starts late.
+    max_events : guard against runaway simulations.
+
+    Returns
+    -------
+    NetworkResult
+
+    Raises
+    ------
+    InputError for a path naming an unknown link, a duplicate job id, or a bad window.
+    """
+    if not (horizon_s > 0 and 0 <= warmup_s < horizon_s):
+        raise InputError(
+            "horizon_s", f"need 0 <= warmup_s < horizon_s, got {warmup_s}, {horizon_s}"
+        )
+    link_ids = sorted({link for j in jobs for link in j.path})
+    index = {link: i for i, link in enumerate(link_ids)}
+    for link in link_ids:
+        if link not in capacity_bps:
+            raise InputError("path", f"unknown link {link!r}")
+    caps = [float(capacity_bps[link]) for link in link_ids]
+    if len({j.job_id for j in jobs}) != len(jobs):
+        raise InputError("jobs", "duplicate job id")
+
+    cycles = [cycle_of(j.profile) for j in jobs]
+    n, n_links = len(jobs), len(caps)
+    width = max(1, max((len(c.bits) for c in cycles), default=1))
+    gaps = np.zeros((n, width))
+    bits = np.ones((n, width))
+    peak = np.zeros((n, width))
+    n_phases = np.array([len(c.bits) for c in cycles], int)
+    for i, c in enumerate(cycles):
+        gaps[i, : len(c.gaps_s)] = c.gaps_s
+        bits[i, : len(c.bits)] = c.bits
+        peak[i, : len(c.bits)] = c.rates_bps
+    crosses = np.zeros((n, n_links), bool)
+    for i, j in enumerate(jobs):
+        crosses[i, [index[link] for link in j.path]] = True
+    capacity = np.array(caps)
+    rows = np.arange(n)
+
+    mode = np.full(n, _WAIT)  # what each job is doing
+    until = np.array([max(0.0, j.anchor_s) for j in jobs])  # end of a wait, seconds
+    remaining = np.zeros(n)  # seconds of compute (gap) or bits to send
+    phase = np.zeros(n, int)  # index of the current phase in the cycle
+    slot = [0] * n  # index of the current slot on the grid
+    start_of = [math.nan] * n  # start of the current iteration, seconds
+    times: list[list[float]] = [[] for _ in range(n)]
+    busy: list[list[float]] = [[] for _ in range(n)]
+    excess = np.zeros(n_links)
+    carried = np.zeros(n_links)
+
+    def begin_iteration(i: int, now: float) -> None:
+        if start_of[i] >= warmup_s:
+            times[i].append(now - start_of[i])
+        start_of[i] = now
+        mode[i], phase[i], remaining[i] = _GAP, 0, gaps[i, 0]
+
+    def end_iteration(i: int, now: float) -> None:
+        if start_of[i] >= warmup_s:
+            busy[i].append(now - start_of[i])
+        grid = jobs[i].grid_period_s
+        if grid is None:
+            begin_iteration(i, now)
+            return
+        slot[i] += 1
+        due = jobs[i].anchor_s + slot[i] * grid
+        if now > due + tolerance * grid:  # too late: re-align to the next slot
+            slot[i] = math.ceil((now - jobs[i].anchor_s) / grid - 1e-9)
+            due = jobs[i].anchor_s + slot[i] * grid
+        if due > now + _EPS:
+            mode[i], until[i] = _WAIT, due
+        else:
+            begin_iteration(i, now)
+
+    # the same set of flows recurs every period: solve each set once
+    seen: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    rate = np.zeros(n)
+    t, events = 0.0, 0
+    while t < horizon_s:
+        events += 1
+        if events > max_events:
+            raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
+        sending = mode == _SEND
+        active = np.flatnonzero(sending)
+        key = active.tobytes() + phase[active].tobytes()
+        known = seen.get(key)
+        if known is None:
+            demand = peak[active, phase[active]]
+            load = demand @ crosses[active]
+            over = load > capacity * (1 + 1e-9)
+            got = _max_min(demand, crosses[active], capacity) if over.any() else demand
+            known = seen[key] = (got, over, got @ crosses[active])
+        rate[:] = 0.0
+        rate[active] = known[0]
+        gap = mode == _GAP
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left = np.where(mode == _WAIT, until - t, np.where(gap, remaining, remaining / rate))
+        dt = max(0.0, min(horizon_s - t, float(left.min()) if n else math.inf))
+        lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
+        if hi > lo and len(active):
+            excess += known[1] * (hi - lo)
+            carried += known[2] * (hi - lo)
+        t += dt
+        if t >= horizon_s:
+            break
+        remaining -= np.where(gap, dt, rate * dt)
+        due = np.flatnonzero(
+            ((mode == _WAIT) & (until <= t + _EPS))
+            | (gap & (remaining <= _EPS))
+            | (sending & (remaining <= 1e-9 * bits[rows, phase]))
+        )
+        for i in due:
+            if mode[i] == _WAIT:
+                begin_iteration(i, t)
+            elif mode[i] == _GAP:
+                if n_phases[i]:
+                    mode[i], remaining[i] = _SEND, bits[i, phase[i]]
+                else:
+                    end_iteration(i, t)
+            elif phase[i] + 1 < n_phases[i]:
+                phase[i] += 1
+                mode[i], remaining[i] = _GAP, gaps[i, phase[i]]
+            else:
+                end_iteration(i, t)
+    return NetworkResult(
+        iteration_times_s={j.job_id: tuple(map(float, times[i])) for i, j in enumerate(jobs)},
+        busy_s={j.job_id: tuple(map(float, busy[i])) for i, j in enumerate(jobs)},
+        excess_s={link: float(excess[index[link]]) for link in link_ids},
+        carried_bits={link: float(carried[index[link]]) for link in link_ids},
+        window_s=horizon_s - warmup_s,
+        events=events,
+    )

@@ -1,0 +1,149 @@
+"""Cluster topology: servers with GPUs under top-of-rack switches, two or three tiers.
+
+Two-tier: every server has one link to its rack's ToR switch (``server_link_bps``) and
+every ToR one uplink to the spine, ``oversubscription`` times thinner than the sum of
+its servers' links.  Three-tier (``racks_per_pod`` set): racks are grouped into pods,
+and each pod has one uplink to the core, ``pod_oversubscription`` times thinner than the
+sum of its ToR uplinks.
+
+A data-parallel job's ring crosses the link of every server it uses (when it uses more
+than one), the uplink of every rack it uses (when it spans racks) and the uplink of
+every pod it uses (when it spans pods), each at the job's rate.  Link ids:
+``srv<i>`` (server i), ``tor<r>`` (rack r), ``pod<p>`` (pod p).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from cassini import schema
+from cassini.errors import InputError
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A two- or three-tier GPU cluster; capacities in bits per second."""
+
+    racks: int
+    servers_per_rack: int
+    gpus_per_server: int
+    server_link_bps: float = 50e9
+    oversubscription: float = 2.0
+    racks_per_pod: int | None = None
+    pod_oversubscription: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("racks", "servers_per_rack", "gpus_per_server"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(name, f"must be an integer >= 1, got {value!r}")
+        for name in ("server_link_bps", "oversubscription", "pod_oversubscription"):
+            schema.number(getattr(self, name), name, positive=True)
+        if self.racks_per_pod is not None and (
+            not isinstance(self.racks_per_pod, int)
+            or self.racks_per_pod < 1
+            or self.racks % self.racks_per_pod
+        ):
+            raise InputError(
+                "racks_per_pod",
+                f"must be an integer >= 1 dividing racks, got {self.racks_per_pod!r}",
+            )
+
+    # -- sizes ----------------------------------------------------------------------------
+    @property
+    def servers(self) -> int:
+        return self.racks * self.servers_per_rack
+
+    @property
+    def gpus(self) -> int:
+        return self.servers * self.gpus_per_server
+
+    @property
+    def tiers(self) -> int:
+        return 2 if self.racks_per_pod is None else 3
+
+    def rack_of(self, server: int) -> int:
+        return server // self.servers_per_rack
+
+    def pod_of(self, server: int) -> int:
+        return 0 if self.racks_per_pod is None else self.rack_of(server) // self.racks_per_pod
+
+    # -- links ----------------------------------------------------------------------------
+    @property
+    def tor_uplink_bps(self) -> float:
+        return self.servers_per_rack * self.server_link_bps / self.oversubscription
+
+    @property
+    def pod_uplink_bps(self) -> float:
+        assert self.racks_per_pod is not None
+        return self.racks_per_pod * self.tor_uplink_bps / self.pod_oversubscription
+
+    @cached_property
+    def links(self) -> dict[str, float]:
+        """Every link id with its capacity in bits per second."""
+        out = {f"srv{i}": float(self.server_link_bps) for i in range(self.servers)}
+        out |= {f"tor{r}": float(self.tor_uplink_bps) for r in range(self.racks)}
+        if self.racks_per_pod is not None:
+            pods = self.racks // self.racks_per_pod
+            out |= {f"pod{p}": float(self.pod_uplink_bps) for p in range(pods)}
+        return out
+
+    def path(self, servers: Iterable[int]) -> tuple[str, ...]:
+        """Links a job's ring crosses when it runs on ``servers`` (server indices)."""
+        used = sorted(set(servers))
+        for s in used:
+            if not 0 <= s < self.servers:
+                raise InputError("servers", f"no server {s} (cluster has {self.servers})")
+        if len(used) < 2:
+            return ()
+        path = [f"srv{s}" for s in used]
+        racks = sorted({self.rack_of(s) for s in used})
+        if len(racks) > 1:
+            path += [f"tor{r}" for r in racks]
+            pods = sorted({self.pod_of(s) for s in used})
+            if len(pods) > 1:
+                path += [f"pod{p}" for p in pods]
+        return tuple(path)
+
+    # -- JSON -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "racks": self.racks,
+            "servers_per_rack": self.servers_per_rack,
+            "gpus_per_server": self.gpus_per_server,
+            "server_link_bps": self.server_link_bps,
+            "oversubscription": self.oversubscription,
+        }
+        if self.racks_per_pod is not None:
+            out |= {
+                "racks_per_pod": self.racks_per_pod,
+                "pod_oversubscription": self.pod_oversubscription,
+            }
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: Any, field: str = "cluster") -> Cluster:
+        obj = schema.require_object(obj, field)
+        required = ("racks", "servers_per_rack", "gpus_per_server")
+        optional = ("server_link_bps", "oversubscription", "racks_per_pod", "pod_oversubscription")
+        schema.check_fields(obj, field, required, optional)
+        kwargs: dict[str, Any] = {}
+        for name in required + ("racks_per_pod",):
+            if name in obj:
+                kwargs[name] = _integer(obj[name], schema.join(field, name))
+        for name in ("server_link_bps", "oversubscription", "pod_oversubscription"):
+            if name in obj:
+                kwargs[name] = schema.number(obj[name], schema.join(field, name), positive=True)
+        try:
+            return cls(**kwargs)
+        except InputError as e:
+            raise InputError(schema.join(field, e.field), e.problem) from None
+
+
+def _integer(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(field, f"must be an integer >= 1, got {value!r}")
+    return value
