@@ -149,20 +149,34 @@ def max_min_rates(
 
 
 def _max_min(demand: np.ndarray, crosses: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Progressive filling: ``crosses[f, l]`` says flow f crosses link l."""
-    rate = np.zeros(len(demand))
-    remaining = capacity.astype(float).copy()
-    open_ = np.ones(len(demand), bool)
-    while open_.any():
-        users = crosses[open_].sum(axis=0)
-        share = np.where(users > 0, remaining / np.maximum(users, 1), np.inf)
-        bound = np.minimum(demand[open_], np.where(crosses[open_], share, np.inf).min(axis=1))
-        low = bound.min()
-        fixed = np.flatnonzero(open_)[bound <= low * (1 + 1e-9) + _EPS]
-        rate[fixed] = low
-        open_[fixed] = False
-        remaining = np.maximum(0.0, remaining - low * crosses[fixed].sum(axis=0))
-    return rate
+    """Progressive filling: ``crosses[f, l]`` says flow f crosses link l.  Plain Python:
+    the problems the simulator hands it are a few flows on a few links."""
+    dem = demand.tolist()
+    links_of: list[list[int]] = [[] for _ in dem]
+    for f, link in zip(*(x.tolist() for x in np.nonzero(crosses)), strict=True):
+        links_of[f].append(link)
+    remaining = capacity.tolist()
+    users = crosses.sum(axis=0).tolist()
+    rate = [0.0] * len(dem)
+    open_ = set(range(len(dem)))
+    while open_:
+        bound = {}
+        for f in open_:
+            b = dem[f]
+            for link in links_of[f]:
+                share = remaining[link] / users[link]
+                if share < b:
+                    b = share
+            bound[f] = b
+        low = min(bound.values())
+        for f, b in bound.items():
+            if b <= low * (1 + 1e-9) + _EPS:
+                rate[f] = low
+                open_.discard(f)
+                for link in links_of[f]:
+                    remaining[link] = max(0.0, remaining[link] - low)
+                    users[link] -= 1
+    return np.array(rate)
 
 
 def simulate(
@@ -259,8 +273,9 @@ def simulate(
         else:
             begin_iteration(i, now)
 
-    # the same set of flows recurs every period: solve each set once
-    seen: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    # only links whose demand exceeds capacity can hold a flow below its demand, and the
+    # same flows meet on them every period: solve each such meeting once
+    seen: dict[bytes, np.ndarray] = {}
     rate = np.zeros(n)
     t, events = 0.0, 0
     while t < horizon_s:
@@ -269,30 +284,38 @@ def simulate(
             raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
         sending = mode == _SEND
         active = np.flatnonzero(sending)
-        key = active.tobytes() + phase[active].tobytes()
-        known = seen.get(key)
-        if known is None:
-            demand = peak[active, phase[active]]
-            load = demand @ crosses[active]
-            over = load > capacity * (1 + 1e-9)
-            got = _max_min(demand, crosses[active], capacity) if over.any() else demand
-            known = seen[key] = (got, over, got @ crosses[active])
+        demand = peak[active, phase[active]]
+        on = crosses[active]
+        over = demand @ on > capacity * (1 + 1e-9)
+        got = demand
+        if over.any():
+            meets = on[:, over]
+            held = meets.any(axis=1)
+            key = active[held].tobytes() + phase[active[held]].tobytes()
+            fair = seen.get(key)
+            if fair is None:
+                fair = seen[key] = _max_min(demand[held], meets[held], capacity[over])
+            got = demand.copy()
+            got[held] = fair
         rate[:] = 0.0
-        rate[active] = known[0]
-        gap = mode == _GAP
-        with np.errstate(divide="ignore", invalid="ignore"):
-            left = np.where(mode == _WAIT, until - t, np.where(gap, remaining, remaining / rate))
+        rate[active] = got
+        waiting = mode == _WAIT
+        left = remaining.copy()
+        left[active] /= got
+        left[waiting] = until[waiting] - t
         dt = max(0.0, min(horizon_s - t, float(left.min()) if n else math.inf))
         lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
         if hi > lo and len(active):
-            excess += known[1] * (hi - lo)
-            carried += known[2] * (hi - lo)
+            excess += over * (hi - lo)
+            carried += (got @ on) * (hi - lo)
         t += dt
         if t >= horizon_s:
             break
-        remaining -= np.where(gap, dt, rate * dt)
+        gap = mode == _GAP
+        remaining[gap] -= dt
+        remaining[active] -= got * dt
         due = np.flatnonzero(
-            ((mode == _WAIT) & (until <= t + _EPS))
+            (waiting & (until <= t + _EPS))
             | (gap & (remaining <= _EPS))
             | (sending & (remaining <= 1e-9 * bits[rows, phase]))
         )
