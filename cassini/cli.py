@@ -16,6 +16,7 @@ from typing import Any
 from cassini import api, server
 from cassini.advisor import Advice
 from cassini.errors import InputError
+from cassini.sim import cli as sim_cli
 
 EPILOG = """\
 input formats (JSON; '-' reads standard input):
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     server.add_arguments(serve)
+    sim_cli.add_parser(sub)
     return parser
 
 
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return server.serve_command(args)
+    if args.command == "sim":
+        return sim_cli.main(args)
     try:
         request = _read_request(args)
         if args.command == "score":

@@ -42,8 +42,8 @@ class NetworkWindow:
     """How long the network model looks at a group of jobs: ``warmup_periods`` then
     ``measure_periods`` of the group's longest iteration time."""
 
-    warmup_periods: float = 3.0
-    measure_periods: float = 5.0
+    warmup_periods: float = 2.0
+    measure_periods: float = 4.0
 
 
 @dataclass
@@ -80,6 +80,7 @@ class JobRecord:
     mean_iteration_s: float
     slowdown: float
     shift_s: float
+    placement: tuple[tuple[int, int], ...]  # (server, GPUs) pairs
 
     @property
     def jct_s(self) -> float:
@@ -218,7 +219,7 @@ class Simulation:
             self._advance(t)
             changed: set[str] = set()
             if t_finish <= t:
-                changed |= self._finish(finishing)
+                changed |= self._finish(finishing) | set(finishing)
             while arrivals and arrivals[-1].arrival_s <= t:
                 self.queue.append(arrivals.pop())
             changed |= self._schedule()
@@ -293,6 +294,7 @@ class Simulation:
                     mean_iteration_s=mean_it,
                     slowdown=mean_it / r.profile.iteration_time_s,
                     shift_s=r.shift_s,
+                    placement=tuple(sorted(r.placement.items())),
                 )
             )
             self._history[job_id] = (r.history, r.profile.iteration_time_s)

@@ -1,0 +1,193 @@
+"""Simulation configuration files (YAML or JSON), read strictly.
+
+.. code-block:: yaml
+
+    name: poisson-90                 # optional label
+    cluster: {racks: 16, servers_per_rack: 8, gpus_per_server: 8,
+              server_link_bps: 5.0e+10, oversubscription: 2}     # + racks_per_pod
+    workload:
+      poisson: {jobs: 1000, load: 0.9, gpus: {8: 1, 16: 1, 32: 1},
+                iterations: [200, 1000], models: [vgg16, bert]}  # models optional
+      # or: trace: jobs.csv          (relative to the config file)
+    profiles: [measured.json]        # optional extra profiles
+    schedulers: [themis, themis+cassini]
+    candidates: 10                   # placements per job (paper: up to 10)
+    seed: 0
+    precision_deg: 5
+    sweep:                           # only for `cassini sim sweep`
+      load: [0.8, 0.9, 1.0]
+      seed: [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cassini import schema
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+from cassini.sim.schedulers import Scheduler
+from cassini.sim.topology import Cluster
+from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
+
+SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """A parsed configuration; ``poisson`` or ``trace`` says where jobs come from."""
+
+    cluster: Cluster
+    schedulers: tuple[str, ...]
+    poisson: Mapping[str, Any] | None = None
+    trace: Path | None = None
+    profiles: tuple[Path, ...] = ()
+    candidates: int = 10
+    seed: int = 0
+    precision_deg: float = 5.0
+    name: str = "sim"
+    sweep: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def library(self) -> dict[str, JobProfile]:
+        return load_library(self.profiles)
+
+    def jobs(self, library: Mapping[str, JobProfile]) -> list[JobSpec]:
+        if self.trace is not None:
+            return read_trace(self.trace, library)
+        p = dict(self.poisson or {})
+        return poisson_jobs(
+            p["jobs"],
+            p["load"],
+            self.cluster.gpus,
+            library,
+            gpus=p["gpus"],
+            iterations=tuple(p.get("iterations", (200, 1000))),
+            models=p.get("models"),
+            seed=self.seed,
+        )
+
+    def variant(self, **axes: Any) -> SimConfig:
+        """This configuration with sweep axes (load, seed, scheduler, oversubscription)
+        set to the given values."""
+        out = self
+        if "load" in axes:
+            if out.poisson is None:
+                raise InputError("sweep.load", "needs a poisson workload")
+            out = replace(out, poisson={**out.poisson, "load": axes["load"]})
+        if "seed" in axes:
+            out = replace(out, seed=int(axes["seed"]))
+        if "scheduler" in axes:
+            out = replace(out, schedulers=(axes["scheduler"],))
+        if "oversubscription" in axes:
+            c = replace(out.cluster, oversubscription=float(axes["oversubscription"]))
+            out = replace(out, cluster=c)
+        return out
+
+
+def read_config(path: Path | str) -> SimConfig:
+    """Read a YAML/JSON configuration; InputError names the first bad field."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InputError("config", f"cannot read {path}: {e.strerror}") from None
+    try:
+        obj = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise InputError("config", f"{path}: malformed: {e}") from None
+    return config_from_dict(obj, base=path.parent)
+
+
+def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
+    obj = schema.require_object(obj, "config")
+    schema.check_fields(
+        obj,
+        "",
+        ("cluster", "workload", "schedulers"),
+        ("name", "profiles", "candidates", "seed", "precision_deg", "sweep"),
+    )
+    cluster = Cluster.from_dict(obj["cluster"], "cluster")
+    schedulers = tuple(
+        schema.identifier(s, f"schedulers[{i}]")
+        for i, s in enumerate(schema.array(obj["schedulers"], "schedulers", non_empty=True))
+    )
+    for s in schedulers:
+        Scheduler.parse(s)
+    workload = schema.require_object(obj["workload"], "workload")
+    schema.check_fields(workload, "workload", (), ("poisson", "trace"))
+    if len(workload) != 1:
+        raise InputError("workload", "give exactly one of poisson and trace")
+    poisson, trace = None, None
+    if "trace" in workload:
+        trace = base / schema.identifier(workload["trace"], "workload.trace")
+    else:
+        poisson = _poisson(workload["poisson"], cluster)
+    profiles = tuple(
+        base / schema.identifier(p, f"profiles[{i}]")
+        for i, p in enumerate(schema.array(obj.get("profiles", []), "profiles"))
+    )
+    sweep = {}
+    for axis, values in schema.require_object(obj.get("sweep", {}), "sweep").items():
+        if axis not in SWEEP_AXES:
+            raise InputError(f"sweep.{axis}", f"unknown axis (allowed: {', '.join(SWEEP_AXES)})")
+        sweep[axis] = tuple(schema.array(values, f"sweep.{axis}", non_empty=True))
+        for k, v in enumerate(sweep[axis]):
+            f = f"sweep.{axis}[{k}]"
+            if axis == "scheduler":
+                Scheduler.parse(schema.identifier(v, f))
+            else:
+                schema.number(v, f, positive=axis != "seed", non_negative=True)
+    return SimConfig(
+        cluster=cluster,
+        schedulers=schedulers,
+        poisson=poisson,
+        trace=trace,
+        profiles=profiles,
+        candidates=_count(obj.get("candidates", 10), "candidates"),
+        seed=int(schema.number(obj.get("seed", 0), "seed", non_negative=True)),
+        precision_deg=schema.number(obj.get("precision_deg", 5.0), "precision_deg", positive=True),
+        name=str(obj.get("name", "sim")),
+        sweep=sweep,
+    )
+
+
+def _poisson(obj: Any, cluster: Cluster) -> dict[str, Any]:
+    f = "workload.poisson"
+    obj = schema.require_object(obj, f)
+    schema.check_fields(obj, f, ("jobs", "load", "gpus"), ("iterations", "models"))
+    gpus_raw = schema.require_object(obj["gpus"], f"{f}.gpus")
+    gpus = {}
+    for k, w in gpus_raw.items():
+        try:
+            g = int(k)
+        except ValueError:
+            raise InputError(f"{f}.gpus.{k}", "keys must be GPU counts") from None
+        if g < 1 or g > cluster.gpus:
+            raise InputError(f"{f}.gpus.{k}", f"must be 1..{cluster.gpus} GPUs")
+        gpus[g] = schema.number(w, f"{f}.gpus.{k}", non_negative=True)
+    out: dict[str, Any] = {
+        "jobs": _count(obj["jobs"], f"{f}.jobs"),
+        "load": schema.number(obj["load"], f"{f}.load", positive=True),
+        "gpus": gpus,
+    }
+    if "iterations" in obj:
+        lo_hi = schema.array(obj["iterations"], f"{f}.iterations")
+        if len(lo_hi) != 2:
+            raise InputError(f"{f}.iterations", "must be [low, high]")
+        out["iterations"] = tuple(_count(x, f"{f}.iterations") for x in lo_hi)
+    if "models" in obj:
+        models = schema.array(obj["models"], f"{f}.models", non_empty=True)
+        out["models"] = [schema.identifier(m, f"{f}.models[{i}]") for i, m in enumerate(models)]
+    return out
+
+
+def _count(value: Any, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(field_name, f"must be an integer >= 1, got {value!r}")
+    return value
