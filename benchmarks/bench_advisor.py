@@ -27,7 +27,7 @@ from importlib import resources
 
 import numpy as np
 
-from cassini.advisor import Candidate, Link, _shared_links, advise
+from cassini.advisor import Candidate, Link, _shared_links, advise, clear_link_cache
 from cassini.circle import compatibility_score
 from cassini.profile import JobProfile, Phase
 
@@ -121,6 +121,7 @@ def main() -> None:
         ("serial, score", 1, "score"),
         ("auto, score", None, "score"),
     ):
+        clear_link_cache()  # time cold calls: no link solved by an earlier run
         start = time.perf_counter()
         advice = advise(
             all_links, profiles, cands, args.precision_deg, loops=loops, workers=workers

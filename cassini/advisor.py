@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cassini.affinity import affinity_graph, time_shifts
@@ -26,6 +27,9 @@ from cassini.profile import JobProfile, profile_map
 
 #: Distinct link problems above which ``workers=None`` scores them in a process pool.
 PARALLEL_THRESHOLD = 256
+#: Link solutions kept for reuse across calls (schedulers ask about the same job mixes).
+LINK_CACHE_SIZE = 4096
+_LINK_CACHE: OrderedDict[tuple, LinkSolution] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -247,9 +251,23 @@ def _solve_all(
     resolution_s: float,
     workers: int | None,
 ) -> dict[tuple[float, tuple[str, ...]], LinkSolution]:
+    """Solve each distinct link problem, reusing solutions of earlier calls: a problem
+    is the link capacity and the jobs' profiles in id order, whatever the ids."""
+    solved: dict[tuple[float, tuple[str, ...]], LinkSolution] = {}
+    todo: list[tuple[tuple[float, tuple[str, ...]], tuple]] = []
+    for cap, job_ids in keys:
+        shape = (cap, precision_deg, resolution_s) + tuple(
+            (job_map[j].iteration_time_s, job_map[j].phases) for j in job_ids
+        )
+        known = _LINK_CACHE.get(shape)
+        if known is not None:
+            _LINK_CACHE.move_to_end(shape)
+            solved[(cap, job_ids)] = _renamed(known, job_ids)
+        else:
+            todo.append(((cap, job_ids), shape))
     tasks = [
         (cap, tuple(job_map[j] for j in job_ids), precision_deg, resolution_s)
-        for cap, job_ids in keys
+        for (cap, job_ids), _ in todo
     ]
     if workers is None:
         workers = min(8, os.cpu_count() or 1) if len(tasks) >= PARALLEL_THRESHOLD else 1
@@ -259,7 +277,27 @@ def _solve_all(
             solutions = list(pool.map(_solve_one, tasks, chunksize=chunk))
     else:
         solutions = [_solve_one(t) for t in tasks]
-    return dict(zip(keys, solutions, strict=True))
+    for (key, shape), sol in zip(todo, solutions, strict=True):
+        solved[key] = sol
+        _LINK_CACHE[shape] = sol
+        if len(_LINK_CACHE) > LINK_CACHE_SIZE:
+            _LINK_CACHE.popitem(last=False)
+    return solved
+
+
+def clear_link_cache() -> None:
+    """Forget the link solutions kept from earlier calls (benchmarks time cold calls)."""
+    _LINK_CACHE.clear()
+
+
+def _renamed(sol: LinkSolution, job_ids: tuple[str, ...]) -> LinkSolution:
+    """The same solution for other jobs with the same profiles (matched by position)."""
+    if sol.job_ids == job_ids:
+        return sol
+    names = dict(zip(sol.job_ids, job_ids, strict=True))
+    return replace(
+        sol, time_shifts_s={names[j]: t for j, t in sol.time_shifts_s.items()}, job_ids=job_ids
+    )
 
 
 def _evaluate(

@@ -380,3 +380,13 @@ def test_summary_handles_weighted_quantiles() -> None:
     assert weighted_quantile(v, w, 0.99) == 2.0
     assert weighted_quantile(v, w, 1.0) == 10.0
     assert math.isnan(weighted_quantile(np.array([]), np.array([]), 0.5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.1, 50), min_size=1, max_size=8), st.floats(1, 100))
+def test_one_link_water_filling_matches_progressive_filling(demand, capacity) -> None:
+    from cassini.sim.network import _water_fill
+
+    fast = _water_fill(np.array(demand), capacity)
+    slow = max_min_rates(demand, [[0]] * len(demand), [capacity])
+    assert np.allclose(fast, slow, rtol=1e-9, atol=1e-9)

@@ -148,6 +148,19 @@ def max_min_rates(
     return [float(r) for r in _max_min(demand, crosses, np.asarray(capacity_bps, float))]
 
 
+def _water_fill(demand: np.ndarray, capacity: float) -> np.ndarray:
+    """Max-min fair rates of flows sharing one link: everyone gets min(demand, level),
+    the level filling the link exactly (closed form after a sort)."""
+    d = np.sort(demand)
+    k = len(d)
+    before = np.concatenate([[0.0], np.cumsum(d)[:-1]])
+    fits = before + d * (k - np.arange(k)) <= capacity
+    if fits.all():
+        return demand.astype(float)
+    i = int(np.argmin(fits))
+    return np.minimum(demand, (capacity - before[i]) / (k - i))
+
+
 def _max_min(demand: np.ndarray, crosses: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Progressive filling: ``crosses[f, l]`` says flow f crosses link l.  Plain Python:
     the problems the simulator hands it are a few flows on a few links."""
@@ -289,14 +302,25 @@ def simulate(
         over = demand @ on > capacity * (1 + 1e-9)
         got = demand
         if over.any():
-            meets = on[:, over]
-            held = meets.any(axis=1)
-            key = active[held].tobytes() + phase[active[held]].tobytes()
-            fair = seen.get(key)
-            if fair is None:
-                fair = seen[key] = _max_min(demand[held], meets[held], capacity[over])
+            full = np.flatnonzero(over)
+            meets = on[:, full]
+            held = np.flatnonzero(meets.any(axis=1))
             got = demand.copy()
-            got[held] = fair
+            if (meets[held].sum(axis=1) == 1).all():  # independent links: fill each
+                column = meets[held].argmax(axis=1)
+                for c, link in enumerate(full):
+                    fs = held[column == c]
+                    key = link.tobytes() + active[fs].tobytes() + phase[active[fs]].tobytes()
+                    fair = seen.get(key)
+                    if fair is None:
+                        fair = seen[key] = _water_fill(demand[fs], capacity[link])
+                    got[fs] = fair
+            else:
+                key = active[held].tobytes() + phase[active[held]].tobytes()
+                fair = seen.get(key)
+                if fair is None:
+                    fair = seen[key] = _max_min(demand[held], meets[held], capacity[full])
+                got[held] = fair
         rate[:] = 0.0
         rate[active] = got
         waiting = mode == _WAIT
