@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Validate the flow-level network model (cassini.sim.network) against the testbed.
+
+Runs experiment 1's compatible pair (or, with --set trio, its partially compatible trio)
+on the ``fair`` fabric (one HTB class per job: max-min fair sharing, what the model
+assumes) with three schemes: each job alone (dedicated), same start (free-running
+baseline) and CASSINI's time-shifts held by the agent.  Then it gives the model the
+same jobs: the profiles the testbed measured in the dedicated run (the ones CASSINI's
+advice used), the same paths and link capacities, the same start offsets, the agent's
+periods and drift tolerance, and the same number of iterations.  It compares, per job
+and scheme, the mean iteration time and the slowdown (scheme / dedicated), measured vs
+modelled.
+
+    sudo .venv/bin/python experiments/sim_validation.py             # pair, 30 iterations
+    sudo .venv/bin/python experiments/sim_validation.py --quick     # pair, 12 iterations
+    .venv/bin/python experiments/sim_validation.py --results PATH   # re-model a run, no root
+        (PATH: a finished run's results.json, e.g. results/sim_validation/pair-fair/)
+
+Two model variants, neither fitted to the shared runs:
+  model          the links' nominal capacities (bits/s on the wire, as the testbed's
+                 HTB shapes them);
+  model_goodput  every capacity scaled by the best rate a job reached alone over its
+                 bottleneck (the profiles' rates are payload bits/s measured end to end:
+                 headers, ACKs and each phase's start-up are in them), so capacities
+                 and rates share a unit.
+
+Writes results/sim_validation/validation.json and validation.png, and the testbed's own
+results under results/sim_validation/<set>-fair/; prints the table: mean iteration
+times over the whole run and over its second half (start-up transients left out, as
+experiment 1's "2nd half" column), and slowdowns.  Errors are (model - measured) /
+measured.  Every network namespace the run creates is removed on exit, on errors and on
+SIGTERM/SIGHUP (testbed.net.Cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cassini.profile import JobProfile, Phase  # noqa: E402
+from cassini.sim.network import FlowJob, cycle_of, simulate  # noqa: E402
+from experiments.common import (  # noqa: E402
+    out_dir,
+    progress,
+    require_root,
+    run_config,
+    table,
+    write_json,
+)
+from experiments.link_interleaving import JOB_SETS, experiment_config  # noqa: E402
+from testbed.runner import RunConfig, load_config  # noqa: E402
+
+SCHEMES = ("ideal", "baseline", "cassini")
+VARIANTS = ("model", "model_goodput")
+DEFAULT_ITERATIONS = 30
+QUICK_ITERATIONS = 12
+
+
+def scenario(job_set: str, iterations: int) -> dict[str, Any]:
+    """Experiment 1's job set on the ``fair`` fabric: dedicated, same start, CASSINI."""
+    return experiment_config(job_set, "fair", iterations, list(SCHEMES))
+
+
+def nominal_profiles(cfg: RunConfig) -> dict[str, JobProfile]:
+    """What each job's definition implies on a dedicated network: ``compute_s`` seconds of
+    compute, then the bytes the worker's ring all-reduce sends (``2 (n - 1)`` chunks of
+    ``bytes // n``) at the slowest link of its ring.  The testbed measures the real
+    profiles in its dedicated run; these are for checks without one."""
+    topo = cfg.topology
+    capacity = topo.link_capacity()
+    out = {}
+    for job in cfg.jobs:
+        n = len(job.hosts)
+        bits = 2 * (n - 1) * max(1, job.bytes // n) * 8.0
+        rate = min(capacity[link] for link in topo.ring_links(job.hosts))
+        comm = bits / rate
+        out[job.job_id] = JobProfile(
+            job.job_id, job.compute_s + comm, [Phase(job.compute_s, comm, rate)]
+        )
+    return out
+
+
+def anchors(
+    profiles: dict[str, JobProfile],
+    starts_s: dict[str, float],
+    periods_s: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """The model's ``anchor_s`` of each job whose first iteration (profile time 0) starts
+    ``starts_s[job]`` seconds after the common epoch.
+
+    The model's cycle starts where the profile's last phase ends
+    (``cycle_of(p).offset_s``) and opens with ``gaps_s[0]`` seconds of compute before the
+    phase that starts ``a0`` seconds into the profile; that phase starts ``start + a0``
+    on the testbed, so the cycle starts at ``start + a0 - gaps_s[0]`` (``start + offset
+    - T`` for one phase that ends before the iteration does).  A held job
+    (``periods_s[job]``, the agent's period) starts at ``shift mod period`` as the worker
+    does, and its anchor is reduced modulo the period (the grid repeats).  When a
+    free-running job's anchor would be negative, every anchor is delayed by the same
+    amount (a common delay changes nothing)."""
+    periods_s = periods_s or {}
+    raw = {}
+    for job, profile in profiles.items():
+        start = starts_s.get(job, 0.0)
+        period = periods_s.get(job)
+        if period:
+            start %= period
+        cycle = cycle_of(profile)
+        first_phase = (cycle.offset_s + cycle.gaps_s[0]) % cycle.iteration_time_s  # a0
+        raw[job] = start + first_phase - cycle.gaps_s[0]
+    lead = max(0.0, -min((x for j, x in raw.items() if not periods_s.get(j)), default=0.0))
+    return {
+        job: (x + lead) % periods_s[job] if periods_s.get(job) else x + lead
+        for job, x in raw.items()
+    }
+
+
+def flow_jobs(
+    cfg: RunConfig,
+    profiles: dict[str, JobProfile],
+    starts_s: dict[str, float],
+    periods_s: dict[str, float] | None = None,
+) -> list[FlowJob]:
+    """The model's jobs for the testbed's ``cfg``: each job's profile along the links of
+    its ring all-reduce, free-running unless ``periods_s`` holds it to the agent's grid."""
+    periods_s = periods_s or {}
+    at = anchors({j.job_id: profiles[j.job_id] for j in cfg.jobs}, starts_s, periods_s)
+    return [
+        FlowJob(
+            job.job_id,
+            profiles[job.job_id],
+            tuple(cfg.topology.ring_links(job.hosts)),
+            at[job.job_id],
+            periods_s.get(job.job_id),
+        )
+        for job in cfg.jobs
+    ]
+
+
+def model_iteration_times(
+    jobs: list[FlowJob], capacity_bps: dict[str, float], iterations: int, tolerance: float
+) -> dict[str, list[float]]:
+    """Each job's first ``iterations`` iterations in the model, as the testbed counts
+    them: ``iterations - 1`` intervals between iteration ends, the first iteration
+    (start-up, initial shift) left out."""
+    longest = max(j.grid_period_s or j.profile.iteration_time_s for j in jobs)
+    horizon = max(j.anchor_s for j in jobs) + (iterations + 2) * longest * max(2, len(jobs))
+    res = simulate(jobs, capacity_bps, horizon_s=horizon, tolerance=tolerance)
+    out = {}
+    for job in jobs:
+        # interval k is between cycle starts k and k+1; cycle k+1 starts when
+        # iteration k's last bit is sent (or at its slot): drop the one from the anchor
+        times = list(res.iteration_times_s[job.job_id])[1:iterations]
+        if len(times) < iterations - 1:
+            raise RuntimeError(f"{job.job_id}: model ran {len(times)} iterations in {horizon} s")
+        out[job.job_id] = times
+    return out
+
+
+def goodput_factor(cfg: RunConfig, profiles: dict[str, JobProfile]) -> float:
+    """Best payload rate a job reached alone over the slowest link of its ring, as a
+    fraction of that link's capacity (at most 1)."""
+    capacity = cfg.topology.link_capacity()
+    best = 0.0
+    for job in cfg.jobs:
+        slowest = min(capacity[link] for link in cfg.topology.ring_links(job.hosts))
+        best = max(best, profiles[job.job_id].peak_rate_bps / slowest)
+    return min(1.0, best) if best > 0 else 1.0
+
+
+def validate(results: dict[str, Any]) -> dict[str, Any]:
+    """Model a finished testbed run (the runner's ``results.json``) and compare."""
+    cfg = load_config(results["config"])
+    schemes = results["schemes"]
+    if "ideal" not in schemes:
+        raise ValueError("the run needs the ideal scheme (it measures the profiles)")
+    profiles = {
+        j: JobProfile.from_dict(p, f"profiles.{j}") for j, p in schemes["ideal"]["profiles"].items()
+    }
+    capacity = cfg.topology.link_capacity()
+    factor = goodput_factor(cfg, profiles)
+    caps = {
+        "model": capacity,
+        "model_goodput": {link: c * factor for link, c in capacity.items()},
+    }
+    modelled: dict[str, dict[str, dict[str, list[float]]]] = {v: {} for v in VARIANTS}
+    inputs: dict[str, list[dict[str, Any]]] = {}
+    for name in SCHEMES:
+        if name not in schemes:
+            continue
+        scheme = schemes[name]
+        iterations = 1 + min(len(j["iteration_times_s"]) for j in scheme["jobs"].values())
+        periods = dict(scheme.get("agent_periods_s") or {})
+        starts = {j: float(v.get("start_offset_s", 0.0)) for j, v in scheme["jobs"].items()}
+        if name == "ideal":  # each job alone
+            groups = [flow_jobs(_only(cfg, j.job_id), profiles, {j.job_id: 0.0}) for j in cfg.jobs]
+        else:
+            groups = [flow_jobs(cfg, profiles, starts, periods)]
+        inputs[name] = [_job_dict(fj) for group in groups for fj in group]
+        for variant in VARIANTS:
+            times: dict[str, list[float]] = {}
+            for group in groups:
+                times.update(
+                    model_iteration_times(group, caps[variant], iterations, cfg.drift_tolerance)
+                )
+            modelled[variant][name] = times
+    rows = []
+    ideal_measured = {j: _mean(v["iteration_times_s"]) for j, v in schemes["ideal"]["jobs"].items()}
+    for name in SCHEMES:
+        if name not in schemes:
+            continue
+        for job, entry in schemes[name]["jobs"].items():
+            measured = _mean(entry["iteration_times_s"])
+            steady = _mean(_second_half(entry["iteration_times_s"]))
+            row: dict[str, Any] = {
+                "scheme": name,
+                "job": job,
+                "measured_ms": measured * 1e3,
+                "measured_steady_ms": steady * 1e3,
+                "measured_slowdown": measured / ideal_measured[job],
+            }
+            for variant in VARIANTS:
+                model = _mean(modelled[variant][name][job])
+                model_steady = _mean(_second_half(modelled[variant][name][job]))
+                row[f"{variant}_steady_ms"] = model_steady * 1e3
+                row[f"{variant}_steady_error"] = (model_steady - steady) / steady
+                slowdown = model / _mean(modelled[variant]["ideal"][job])
+                row[f"{variant}_ms"] = model * 1e3
+                row[f"{variant}_error"] = (model - measured) / measured
+                row[f"{variant}_slowdown"] = slowdown
+                row[f"{variant}_slowdown_error"] = (slowdown - row["measured_slowdown"]) / row[
+                    "measured_slowdown"
+                ]
+            rows.append(row)
+    shared = [r for r in rows if r["scheme"] != "ideal"]
+    summary = {
+        variant: {
+            "mean_abs_error": statistics.mean(abs(r[f"{variant}_error"]) for r in shared),
+            "max_abs_error": max(abs(r[f"{variant}_error"]) for r in shared),
+            "mean_abs_slowdown_error": statistics.mean(
+                abs(r[f"{variant}_slowdown_error"]) for r in shared
+            ),
+            "mean_abs_steady_error": statistics.mean(
+                abs(r[f"{variant}_steady_error"]) for r in shared
+            ),
+        }
+        for variant in VARIANTS
+        if shared
+    }
+    return {
+        "scenario": results["config"],
+        "profiles": {j: p.to_dict() for j, p in profiles.items()},
+        "capacity_bps": capacity,
+        "goodput_factor": factor,
+        "drift_tolerance": cfg.drift_tolerance,
+        "model_inputs": inputs,
+        "measured_iteration_times_s": {
+            name: {j: v["iteration_times_s"] for j, v in schemes[name]["jobs"].items()}
+            for name in SCHEMES
+            if name in schemes
+        },
+        "modelled_iteration_times_s": modelled,
+        "realignments": {
+            j: v.get("realignments") for j, v in schemes.get("cassini", {}).get("jobs", {}).items()
+        },
+        "rows": rows,
+        "summary": summary,
+    }
+
+
+def _only(cfg: RunConfig, job_id: str) -> RunConfig:
+    return RunConfig(**{**cfg.__dict__, "jobs": tuple(j for j in cfg.jobs if j.job_id == job_id)})
+
+
+def _second_half(times: list[float]) -> list[float]:
+    """The second half of a run's iteration times (start-up transients left out), as
+    experiment 1's "2nd half" column counts."""
+    return list(times)[len(times) // 2 :]
+
+
+def _mean(times: list[float]) -> float:
+    return float(statistics.mean(times)) if times else math.nan
+
+
+def _job_dict(job: FlowJob) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "path": list(job.path),
+        "anchor_s": job.anchor_s,
+        "grid_period_s": job.grid_period_s,
+        "iteration_time_s": job.profile.iteration_time_s,
+    }
+
+
+COLUMNS = [
+    ("scheme", "scheme", "s"),
+    ("job", "job", "s"),
+    ("measured_ms", "measured ms", ".1f"),
+    ("model_ms", "model ms", ".1f"),
+    ("model_error_pct", "err %", "+.1f"),
+    ("model_goodput_ms", "goodput-model ms", ".1f"),
+    ("model_goodput_error_pct", "err %", "+.1f"),
+    ("measured_steady_ms", "2nd half: measured", ".1f"),
+    ("model_steady_ms", "model", ".1f"),
+    ("model_steady_error_pct", "err %", "+.1f"),
+    ("measured_slowdown", "measured x", ".3f"),
+    ("model_slowdown", "model x", ".3f"),
+    ("model_goodput_slowdown", "goodput-model x", ".3f"),
+]
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    shown = [
+        {
+            **r,
+            "model_error_pct": 100 * r["model_error"],
+            "model_goodput_error_pct": 100 * r["model_goodput_error"],
+            "model_steady_error_pct": 100 * r["model_steady_error"],
+        }
+        for r in rows
+    ]
+    return table(shown, COLUMNS)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = report["rows"]
+    labels = [f"{r['scheme']}\n{r['job']}" for r in rows]
+    x = np.arange(len(rows))
+    width = 0.27
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    series = [("measured", "testbed"), ("model", "model"), ("model_goodput", "goodput model")]
+    for k, (key, label) in enumerate(series):
+        axes[0].bar(x + (k - 1) * width, [r[f"{key}_ms"] for r in rows], width, label=label)
+        axes[1].bar(x + (k - 1) * width, [r[f"{key}_slowdown"] for r in rows], width, label=label)
+    axes[0].set_ylabel("mean iteration time (ms)")
+    axes[1].set_ylabel("slowdown (scheme / dedicated)")
+    axes[1].axhline(1.0, color="k", lw=0.8, ls="--")
+    for ax in axes:
+        ax.set_xticks(x, labels, fontsize=8)
+    axes[0].legend(fontsize=8)
+    fabric = report["scenario"]["topology"]["fabric"]
+    fig.suptitle(f"flow-level model vs testbed ({len(report['profiles'])} jobs, {fabric} fabric)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--set", default="pair", choices=sorted(JOB_SETS), help="job set (pair)")
+    ap.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help=f"iterations per job and scheme (default {DEFAULT_ITERATIONS})",
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations (a shorter run)"
+    )
+    ap.add_argument(
+        "--results",
+        default=None,
+        metavar="PATH",
+        help="model this finished testbed run (its results.json) instead of running one; "
+        "needs no root",
+    )
+    ap.add_argument("--out", default=None, help="output folder (results/sim_validation)")
+    args = ap.parse_args(argv)
+    iterations = args.iterations or (QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS)
+    if iterations < 5:
+        ap.error("--iterations: at least 5 (the dedicated run profiles all but the first)")
+    out = out_dir("sim_validation", args.out)
+    t0 = time.time()
+    if args.results:
+        results = json.loads(Path(args.results).read_text())
+        source = str(args.results)
+    else:
+        require_root()
+        where = out / f"{args.set}-fair"
+        results = run_config(
+            scenario(args.set, iterations),
+            where,
+            f"{args.set} on fair: {', '.join(SCHEMES)}, {iterations} iterations",
+        )
+        source = str(where / "results.json")
+    testbed_s = time.time() - t0
+    t1 = time.time()
+    report = validate(results)
+    report["model_s"] = time.time() - t1
+    report["testbed_s"] = testbed_s if not args.results else None
+    report["testbed_results"] = source
+    write_json(out / "validation.json", report)
+    plot(report, out / "validation.png")
+    print(f"\n{args.set if not args.results else source}: measured vs modelled (fair fabric)")
+    print(format_rows(report["rows"]))
+    for variant, s in report["summary"].items():
+        print(
+            f"{variant}: shared schemes |error| mean {100 * s['mean_abs_error']:.1f} %, "
+            f"max {100 * s['max_abs_error']:.1f} %; slowdown |error| mean "
+            f"{100 * s['mean_abs_slowdown_error']:.1f} %; second half |error| mean "
+            f"{100 * s['mean_abs_steady_error']:.1f} %"
+        )
+    print(
+        f"goodput factor {report['goodput_factor']:.3f}; CASSINI re-alignments "
+        f"{report['realignments']}"
+    )
+    progress(f"testbed {testbed_s:.0f} s, model {report['model_s']:.2f} s")
+    print(f"results: {out / 'validation.json'}  plot: {out / 'validation.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

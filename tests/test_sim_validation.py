@@ -1,0 +1,204 @@
+"""experiments/sim_validation.py: the testbed scenario's jobs become the right model
+FlowJobs (profiles, paths, anchors, grids), and a finished run is compared end to end."""
+
+import json
+import os
+import shutil
+
+import pytest
+from conftest import require
+
+from cassini.profile import JobProfile, Phase
+from cassini.sim.network import cycle_of, simulate
+from experiments import sim_validation as sv
+from testbed.runner import load_config
+
+BOTTLENECK = "tbs1->tbs2"
+
+
+@pytest.fixture
+def pair():
+    return load_config(sv.scenario("pair", 10))
+
+
+def test_scenario_is_experiment_1_on_the_fair_fabric(pair):
+    assert pair.topology.fabric.kind == "fair"
+    assert [s.name for s in pair.schemes] == ["ideal", "baseline", "cassini"]
+    assert len(pair.jobs) == 2
+
+
+def test_nominal_profile_follows_the_job_definition(pair):
+    # 60 ms compute, then 2 x 500 kB from each worker at the 200 Mbit/s bottleneck
+    for job in pair.jobs:
+        p = sv.nominal_profiles(pair)[job.job_id]
+        assert p.iteration_time_s == pytest.approx(0.1)
+        (phase,) = p.phases
+        assert phase.start_s == pytest.approx(0.06)
+        assert phase.duration_s == pytest.approx(0.04)
+        assert phase.rate_bps == pytest.approx(200e6)
+
+
+def test_flow_jobs_cross_the_ring_links(pair):
+    jobs = sv.flow_jobs(pair, sv.nominal_profiles(pair), {})
+    for fj in jobs:
+        assert BOTTLENECK in fj.path and "tbs2->tbs1" in fj.path  # both ring directions
+        assert fj.grid_period_s is None
+    assert {fj.path[0] for fj in jobs} == {"h1->tbs1", "h2->tbs1"}
+
+
+# a measured-looking profile: 1.2 ms of per-iteration overhead after the phase
+MEASURED = JobProfile("j1", 0.1032, [Phase(0.0605, 0.0415, 1.93e8)])
+
+
+@pytest.mark.parametrize("profile", ["nominal", "measured"])
+@pytest.mark.parametrize("held", [False, True])
+def test_a_job_alone_runs_at_its_profile_or_agent_period(pair, profile, held):
+    only = sv._only(pair, "j1")
+    profiles = sv.nominal_profiles(pair) if profile == "nominal" else {"j1": MEASURED}
+    t = profiles["j1"].iteration_time_s
+    periods = {"j1": 1.03 * t} if held else None
+    jobs = sv.flow_jobs(only, profiles, {"j1": 0.037}, periods)
+    times = sv.model_iteration_times(jobs, pair.topology.link_capacity(), 10, 0.05)["j1"]
+    assert len(times) == 9  # as the testbed counts: intervals between ends, first left out
+    assert times == pytest.approx([1.03 * t if held else t] * 9, rel=1e-9)
+
+
+@pytest.mark.parametrize("profile", [MEASURED, JobProfile("j1", 0.1, [Phase(0.06, 0.04, 2e8)])])
+@pytest.mark.parametrize("start", [0.0, 0.02, 0.09, 0.25])
+def test_anchor_puts_the_phase_where_the_testbed_starts_it(profile, start):
+    # the testbed starts iteration 0 (profile time 0) at `start` (a held worker at start mod
+    # period); the model's first phase must begin start + phase.start_s later
+    cycle = cycle_of(profile)
+    phase = profile.phases[0].start_s
+    free = sv.anchors({"j1": profile}, {"j1": start})["j1"]
+    lead = max(0.0, cycle.gaps_s[0] - phase - start)  # the delay that keeps the anchor >= 0
+    assert free >= 0
+    assert free + cycle.gaps_s[0] == pytest.approx(start + phase + lead)
+    period = 1.05 * profile.iteration_time_s
+    held = sv.anchors({"j1": profile}, {"j1": start}, {"j1": period})["j1"]
+    assert 0 <= held < period
+    off = (held + cycle.gaps_s[0] - (start % period + phase)) % period
+    assert min(off, period - off) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_free_running_anchors_keep_the_offsets_between_jobs():
+    a = JobProfile("a", 0.1032, [Phase(0.0605, 0.0415, 1.93e8)])
+    b = JobProfile("b", 0.1040, [Phase(0.0600, 0.0420, 1.90e8)])
+    at = sv.anchors({"a": a, "b": b}, {"a": 0.0, "b": 0.013})
+    assert min(at.values()) >= 0
+    # phase starts (anchor + first gap) differ as the testbed's do: 13 ms + 0.5 ms - 0 ms
+    start_a = at["a"] + cycle_of(a).gaps_s[0]
+    start_b = at["b"] + cycle_of(b).gaps_s[0]
+    assert start_b - start_a == pytest.approx(0.013 + 0.0600 - 0.0605)
+
+
+def test_cassini_shifts_interleave_the_pair_and_same_start_does_not(pair):
+    profiles = sv.nominal_profiles(pair)
+    capacity = pair.topology.link_capacity()
+    period = 0.1 * 1.03
+    held = sv.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.05}, {"j1": period, "j2": period})
+    res = simulate(held, capacity, horizon_s=3.0, warmup_s=0.5)
+    assert res.excess_s[BOTTLENECK] == pytest.approx(0.0, abs=1e-9)
+    times = sv.model_iteration_times(held, capacity, 10, 0.05)
+    assert all(t == pytest.approx([period] * 9) for t in times.values())
+    # same start, free-running: fully overlapped, each phase at half the link
+    free = sv.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.0})
+    times = sv.model_iteration_times(free, capacity, 10, 0.05)
+    assert all(t == pytest.approx([0.06 + 0.08] * 9) for t in times.values())
+    # a shift of less than the communication time overlaps on the grid too
+    close = sv.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.01}, {"j1": period, "j2": period})
+    assert simulate(close, capacity, horizon_s=1.0).excess_s[BOTTLENECK] > 0
+
+
+def _fake_results(cfg_raw):
+    """A runner results dict whose measurements are exactly what the model predicts for
+    the nominal profiles."""
+    cfg = load_config(cfg_raw)
+    profiles = sv.nominal_profiles(cfg)
+    n = 9
+    period = 0.103
+    return {
+        "config": cfg_raw,
+        "schemes": {
+            "ideal": {
+                "jobs": {
+                    j: {"iteration_times_s": [0.1] * n, "start_offset_s": 0.0} for j in profiles
+                },
+                "profiles": {j: p.to_dict() for j, p in profiles.items()},
+            },
+            "baseline": {
+                "jobs": {
+                    j: {"iteration_times_s": [0.14] * n, "start_offset_s": 0.0} for j in profiles
+                }
+            },
+            "cassini": {
+                "jobs": {
+                    "j1": {
+                        "iteration_times_s": [period] * n,
+                        "start_offset_s": 0.0,
+                        "realignments": 0,
+                    },
+                    "j2": {
+                        "iteration_times_s": [period] * n,
+                        "start_offset_s": 0.0515,
+                        "realignments": 0,
+                    },
+                },
+                "agent_periods_s": {"j1": period, "j2": period},
+            },
+        },
+    }
+
+
+def test_validate_compares_every_scheme_and_job():
+    report = sv.validate(_fake_results(sv.scenario("pair", 10)))
+    rows = {(r["scheme"], r["job"]): r for r in report["rows"]}
+    assert set(rows) == {(s, j) for s in ("ideal", "baseline", "cassini") for j in ("j1", "j2")}
+    for r in rows.values():
+        assert r["model_error"] == pytest.approx(0.0, abs=1e-9)
+        assert r["model_slowdown"] == pytest.approx(r["measured_slowdown"])
+    assert rows[("baseline", "j1")]["measured_slowdown"] == pytest.approx(1.4)
+    assert report["goodput_factor"] == pytest.approx(1.0)
+    assert report["summary"]["model"]["max_abs_error"] == pytest.approx(0.0, abs=1e-9)
+    held = {d["job_id"]: d for d in report["model_inputs"]["cassini"]}
+    assert held["j1"]["grid_period_s"] == pytest.approx(0.103)
+    json.dumps(report)  # written as JSON as it is
+
+
+def test_goodput_variant_scales_capacity_by_the_best_rate_alone():
+    raw = sv.scenario("pair", 10)
+    res = _fake_results(raw)
+    for p in res["schemes"]["ideal"]["profiles"].values():
+        p["phases"][0]["rate_bps"] *= 0.9  # 180 Mbit/s payload: 8 Mbit take 44.4 ms
+        p["phases"][0]["duration_s"] /= 0.9
+        p["iteration_time_s"] = 0.06 + 0.04 / 0.9
+    report = sv.validate(res)
+    assert report["goodput_factor"] == pytest.approx(0.9)
+    rows = {(r["scheme"], r["job"]): r for r in report["rows"]}
+    base = rows[("baseline", "j1")]
+    # nominal capacity: 100 Mbit/s each -> 80 ms; goodput capacity: 90 each -> 88.9 ms
+    assert base["model_ms"] == pytest.approx(140.0)
+    assert base["model_goodput_ms"] == pytest.approx(60 + 80 / 0.9)
+
+
+def test_main_models_a_finished_run_without_root(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_fake_results(sv.scenario("pair", 10))))
+    assert sv.main(["--results", str(path), "--out", str(tmp_path / "out")]) == 0
+    report = json.loads((tmp_path / "out" / "validation.json").read_text())
+    assert len(report["rows"]) == 6
+    assert (tmp_path / "out" / "validation.png").stat().st_size > 0
+    assert "measured ms" in capsys.readouterr().out
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_tiny_testbed_run_is_modelled(tmp_path):
+    require(os.geteuid() == 0, "root")
+    require(shutil.which("mnexec") is not None, "mnexec (run make setup)")
+    assert sv.main(["--iterations", "6", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "validation.json").read_text())
+    rows = {(r["scheme"], r["job"]): r for r in report["rows"]}
+    assert len(rows) == 6
+    # alone, the model runs at the measured profile: the same iteration time to a few %
+    assert abs(rows[("ideal", "j1")]["model_error"]) < 0.05
