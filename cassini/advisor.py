@@ -122,6 +122,7 @@ def advise(
     loops: str = "reject",
     workers: int | None = None,
     resolution_s: float = 1e-3,
+    repair: bool = True,
 ) -> Advice:
     """Score and rank candidate placements; return the best with its time-shifts.
 
@@ -140,6 +141,8 @@ def advise(
     workers : processes for scoring distinct link problems; None = automatic (a pool only
         above :data:`PARALLEL_THRESHOLD` problems), 1 = in this process.
     resolution_s : iteration times are quantised to this before taking LCMs.
+    repair : refine the shifts of loopy affinity graphs (beyond the paper; costs time
+        on large candidates).
 
     Returns
     -------
@@ -185,7 +188,7 @@ def advise(
             link: solved[(link_map[link].capacity_bps, job_ids)] for link, job_ids in shared.items()
         }
         solutions_of[cand.candidate_id] = sols
-        results.append(_evaluate(cand, sols, job_map, loops))
+        results.append(_evaluate(cand, sols, job_map, loops, repair))
 
     def rank_key(item: tuple[int, CandidateResult]) -> tuple:
         i, r = item
@@ -305,9 +308,10 @@ def _evaluate(
     sols: Mapping[str, LinkSolution],
     job_map: Mapping[str, JobProfile],
     loops: str,
+    repair: bool = True,
 ) -> CandidateResult:
     graph = affinity_graph(cand.paths, sols)
-    assignment = time_shifts(graph, sols, job_map)
+    assignment = time_shifts(graph, sols, job_map, repair=repair)
     link_scores = assignment.link_scores
     shifts = {j: assignment.time_shifts_s.get(j, 0.0) for j in job_map}
     reason = "; ".join(assignment.conflicts) or None

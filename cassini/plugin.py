@@ -68,6 +68,7 @@ def choose_placement(
     aggregate: str = "mean",
     loops: str = "score",
     candidate_ids: Sequence[str] | None = None,
+    repair: bool = True,
 ) -> PlacementChoice:
     """Choose among a scheduler's candidate placements the one whose jobs interleave best.
 
@@ -95,6 +96,9 @@ def choose_placement(
     candidate_ids : sequence of str, optional
         Names for the candidates, one each, unique; by default candidate ``i`` is
         ``str(i)``.
+    repair : bool, optional (default True)
+        Refine the shifts of loopy affinity graphs (beyond the paper, which drops loops);
+        off is faster on large candidates.
 
     Returns
     -------
@@ -152,6 +156,7 @@ def choose_placement(
         aggregate,
         loops=loops,
         workers=1,
+        repair=repair,
     )
     index_of = {c.candidate_id: i for i, c in enumerate(cands)}
     if advice.best is None:

@@ -38,8 +38,8 @@ fi
 
 stamp=.venv/.installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing the project (editable) with dev extras"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
+  echo "setup: installing the project (editable) with dev and ray extras"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,ray]' 2>&1 \
     | grep -v "is neither a file nor a directory" || true
   .venv/bin/python -c 'import cassini, numpy, networkx, torch' 
   touch "$stamp"

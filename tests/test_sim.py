@@ -390,3 +390,27 @@ def test_one_link_water_filling_matches_progressive_filling(demand, capacity) ->
     fast = _water_fill(np.array(demand), capacity)
     slow = max_min_rates(demand, [[0]] * len(demand), [capacity])
     assert np.allclose(fast, slow, rtol=1e-9, atol=1e-9)
+
+
+def test_sweep_on_ray_matches_the_process_pool() -> None:
+    import os
+
+    from cassini.sim.sweep import ray_available
+
+    if not ray_available():
+        message = "Ray not installed (make setup installs the [ray] extra)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    cfg = config_from_dict(CONFIG)
+    on_ray, backend = run_sweep(cfg, backend="ray")
+    in_pool, _ = run_sweep(cfg, backend="pool", workers=1)
+    assert backend == "ray"
+
+    def key(rows):
+        return sorted(
+            (r["load"], r["scheduler"], r["mean_slowdown"], r["p99_slowdown"], r["mean_jct_s"])
+            for r in rows
+        )
+
+    assert key(on_ray) == key(in_pool)  # same jobs, same seeds: the same answers

@@ -363,7 +363,9 @@ class Simulation:
         if not links:
             return options[0], {}
         self.advised += 1
-        choice = choose_placement(jobs, links, candidates, precision_deg=self.precision_deg)
+        choice = choose_placement(
+            jobs, links, candidates, precision_deg=self.precision_deg, repair=False
+        )
         index = choice.index if choice.index is not None else 0
         shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
         return options[index], shifts
