@@ -148,34 +148,6 @@ def max_min_rates(
     return [float(r) for r in _max_min(demand, crosses, np.asarray(capacity_bps, float))]
 
 
-def _independent(meets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Split a flows-by-full-links incidence matrix into independent sub-problems:
-    (link columns, flow rows) of each set of links joined by flows crossing several."""
-    n_links = meets.shape[1]
-    several = meets.sum(axis=1) > 1
-    if not several.any():  # every flow meets one full link: each link on its own
-        column = meets.argmax(axis=1)
-        return [(np.array([c]), np.flatnonzero(column == c)) for c in range(n_links)]
-    root = list(range(n_links))
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
-    for row in meets[several]:
-        first, *rest = np.flatnonzero(row).tolist()
-        for other in rest:
-            root[find(other)] = find(first)
-    labels = np.array([find(x) for x in range(n_links)])
-    flow_label = labels[meets.argmax(axis=1)]
-    return [
-        (np.flatnonzero(labels == lab), np.flatnonzero(flow_label == lab))
-        for lab in np.unique(labels)
-    ]
-
-
 def _water_fill(demand: np.ndarray, capacity: float) -> np.ndarray:
     """Max-min fair rates of flows sharing one link: everyone gets min(demand, level),
     the level filling the link exactly (closed form after a sort)."""
@@ -317,7 +289,6 @@ def simulate(
     # only links whose demand exceeds capacity can hold a flow below its demand, and the
     # same flows meet on them every period: solve each such meeting once
     seen: dict[bytes, np.ndarray] = {}
-    splits: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
     rate = np.zeros(n)
     t, events = 0.0, 0
     while t < horizon_s:
@@ -335,25 +306,21 @@ def simulate(
             meets = on[:, full]
             held = np.flatnonzero(meets.any(axis=1))
             got = demand.copy()
-            where = full.tobytes() + active[held].tobytes()
-            parts = splits.get(where)
-            if parts is None:
-                parts = splits[where] = _independent(meets[held])
-            for links, fs in parts:
-                flows = held[fs]
-                key = (
-                    full[links].tobytes() + active[flows].tobytes() + phase[active[flows]].tobytes()
-                )
+            if (meets[held].sum(axis=1) == 1).all():  # independent links: fill each
+                column = meets[held].argmax(axis=1)
+                for c, link in enumerate(full):
+                    fs = held[column == c]
+                    key = link.tobytes() + active[fs].tobytes() + phase[active[fs]].tobytes()
+                    fair = seen.get(key)
+                    if fair is None:
+                        fair = seen[key] = _water_fill(demand[fs], capacity[link])
+                    got[fs] = fair
+            else:
+                key = active[held].tobytes() + phase[active[held]].tobytes()
                 fair = seen.get(key)
                 if fair is None:
-                    fair = seen[key] = (
-                        _water_fill(demand[flows], capacity[full[links[0]]])
-                        if len(links) == 1
-                        else _max_min(
-                            demand[flows], meets[np.ix_(flows, links)], capacity[full[links]]
-                        )
-                    )
-                got[flows] = fair
+                    fair = seen[key] = _max_min(demand[held], meets[held], capacity[full])
+                got[held] = fair
         rate[:] = 0.0
         rate[active] = got
         waiting = mode == _WAIT
