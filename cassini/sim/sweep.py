@@ -22,6 +22,16 @@ from cassini.sim.config import SimConfig
 from cassini.sim.report import ratios, run_config
 
 BACKENDS = ("auto", "ray", "pool")
+#: Summary fields aggregated over seeds.
+METRICS = (
+    "mean_slowdown",
+    "p99_slowdown",
+    "mean_iteration_s",
+    "p99_iteration_s",
+    "mean_jct_s",
+    "excess_demand_s_total",
+    "wall_s",
+)
 
 
 def grid(cfg: SimConfig) -> list[dict[str, Any]]:
@@ -123,15 +133,7 @@ def aggregate(rows: Sequence[Mapping[str, Any]], by: Sequence[str]) -> list[dict
     out = []
     for key, members in groups.items():
         row: dict[str, Any] = dict(zip(by, key, strict=True)) | {"runs": len(members)}
-        for m in (
-            "mean_slowdown",
-            "p99_slowdown",
-            "mean_iteration_s",
-            "p99_iteration_s",
-            "mean_jct_s",
-            "excess_demand_s_total",
-            "wall_s",
-        ):
+        for m in METRICS:
             values = [float(x[m]) for x in members if not math.isnan(float(x[m]))]
             row[m] = float(np.mean(values)) if values else math.nan
             row[f"{m}_range"] = [min(values), max(values)] if values else None
@@ -175,7 +177,7 @@ def write_sweep(
 
 def sweep_table(data: Mapping[str, Any]) -> str:
     agg = data["aggregate"]
-    by = [k for k in agg[0] if k not in _METRICS and k != "runs" and not k.endswith("_range")]
+    by = [k for k in agg[0] if k not in METRICS and k != "runs" and not k.endswith("_range")]
     lines = [
         " ".join(f"{k:>16}" for k in by) + f" {'runs':>4} {'mean x':>7} {'p99 x':>7} "
         f"{'mean JCT s':>10}"
@@ -193,17 +195,6 @@ def sweep_table(data: Mapping[str, Any]) -> str:
             f"p99 {r['p99_iteration_s']:.3f}x"
         )
     return "\n".join(lines)
-
-
-_METRICS = {
-    "mean_slowdown",
-    "p99_slowdown",
-    "mean_iteration_s",
-    "p99_iteration_s",
-    "mean_jct_s",
-    "excess_demand_s_total",
-    "wall_s",
-}
 
 
 def _plot(data: Mapping[str, Any], by: Sequence[str], path: Path) -> None:
