@@ -353,6 +353,12 @@ def test_cli_run_writes_json_and_plot(tmp_path) -> None:
     assert "themis/themis+cassini" in summary["ratios"]
     data = json.loads((out / "results.json").read_text())
     assert len(data["jobs"]["themis"]) == 12
+    for record in data["jobs"]["themis"]:  # iteration time over the job's life
+        times = [t for t, _ in record["timeline"]]
+        assert times and times == sorted(times) and times[0] >= record["start_s"]
+        assert all(
+            it >= record["dedicated_iteration_s"] * (1 - 1e-9) for _, it in record["timeline"]
+        )
     assert (out / "cdf.png").stat().st_size > 1000
     bad = subprocess.run(
         [

@@ -60,6 +60,8 @@ class _Running:
     samples: tuple[float, ...] = ()
     #: iterations run at each distinct sample set, for the iteration-time distribution
     history: list[tuple[tuple[float, ...], float]] = field(default_factory=list)
+    #: (time s, mean iteration time s) from each change of the job's network state on
+    timeline: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class JobRecord:
     slowdown: float
     shift_s: float
     placement: tuple[tuple[int, int], ...]  # (server, GPUs) pairs
+    timeline: tuple[tuple[float, float], ...] = ()  # (time s, mean iteration time s)
 
     @property
     def jct_s(self) -> float:
@@ -262,6 +265,7 @@ class Simulation:
                     r.history[-1] = (r.samples, r.history[-1][1] + n)
                 else:
                     r.history.append((r.samples, n))
+                    r.timeline.append((self.now, r.iteration_time_s))
             for rates in self.excess_rate.values():
                 for link, fraction in rates.items():
                     self.excess[link] = self.excess.get(link, 0.0) + fraction * dt
@@ -295,6 +299,7 @@ class Simulation:
                     slowdown=mean_it / r.profile.iteration_time_s,
                     shift_s=r.shift_s,
                     placement=tuple(sorted(r.placement.items())),
+                    timeline=tuple(r.timeline),
                 )
             )
             self._history[job_id] = (r.history, r.profile.iteration_time_s)

@@ -73,6 +73,10 @@ def results_json(cfg: SimConfig, results: Mapping[str, SimResult]) -> dict[str, 
         "candidates": cfg.candidates,
         "summaries": summaries,
         "ratios": ratios(summaries),
+        "excess_demand_s_per_link": {
+            name: {link: s for link, s in sorted(r.excess_s.items()) if s > 0}
+            for name, r in results.items()
+        },
         "jobs": {
             name: [
                 {k: getattr(j, k) for k in j.__dataclass_fields__} | {"jct_s": j.jct_s}
