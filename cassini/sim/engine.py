@@ -336,9 +336,13 @@ class Simulation:
             for link in path:
                 self.on_link.setdefault(link, set()).add(d.job.job_id)
                 self.peak_on_link[link] = self.peak_on_link.get(link, 0.0) + profile.peak_rate_bps
+            # shifts matter only to the jobs now coupled with the new one; the others
+            # (on links of candidates not taken) keep theirs
+            group = self._component({d.job.job_id})
             for job_id, s in shifts.items():
-                self.running[job_id].shift_s = s
-            changed |= {d.job.job_id} | set(shifts)
+                if job_id in group:
+                    self.running[job_id].shift_s = s
+            changed |= {d.job.job_id} | (set(shifts) & group)
             self.queue.remove(d.job)
         return changed
 
