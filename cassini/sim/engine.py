@@ -358,12 +358,7 @@ class Simulation:
         # only links that could congest with the new job on them matter
         peak = profile.peak_rate_bps
         paths = [
-            [
-                link
-                for link in self.cluster.path(p)
-                if self.peak_on_link.get(link, 0.0) + peak > self.cluster.links[link] * (1 + 1e-9)
-            ]
-            for p in options
+            [link for link in self.cluster.path(p) if self._coupling(link, peak)] for p in options
         ]
         seeds = {j for path in paths for link in path for j in self.on_link.get(link, ())}
         group = self._component(seeds)
@@ -399,10 +394,12 @@ class Simulation:
         shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
         return options[index], shifts
 
-    def _coupling(self, link: str) -> bool:
-        """Whether the jobs on ``link`` can ever want more than its capacity; a link that
-        cannot never slows a flow, so it couples nobody."""
-        return self.peak_on_link.get(link, 0.0) > self.cluster.links[link] * (1 + 1e-9)
+    def _coupling(self, link: str, extra_bps: float = 0.0) -> bool:
+        """Whether the jobs on ``link`` (plus one more peaking at ``extra_bps``) can ever
+        want more than its capacity; a link that cannot never slows a flow, so it couples
+        nobody."""
+        peak = self.peak_on_link.get(link, 0.0) + extra_bps
+        return peak > self.cluster.links[link] * (1 + 1e-9)
 
     def _component(self, seeds: set[str]) -> set[str]:
         """Running jobs connected to ``seeds`` through links that can congest."""
@@ -511,15 +508,6 @@ class Simulation:
                 norm.extend(s / dedicated for s in samples)
                 weights.extend([w] * len(samples))
         return np.array(values), np.array(norm), np.array(weights)
-
-
-def _cost(result: NetworkResult, runs: list[_Running]) -> float:
-    """Summed slowdown of a group's jobs in a network result."""
-    return sum(
-        float(np.mean(result.iteration_times_s[r.spec.job_id] or (math.inf,)))
-        / r.profile.iteration_time_s
-        for r in runs
-    )
 
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:

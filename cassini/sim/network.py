@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -48,6 +49,7 @@ class Cycle:
     iteration_time_s: float
 
 
+@lru_cache(maxsize=4096)
 def cycle_of(profile: JobProfile) -> Cycle:
     """Unroll ``profile`` into a :class:`Cycle`.  Touching or overlapping phases merge
     into one that sends their bits at its average rate; a profile without phases gives
@@ -289,7 +291,6 @@ def simulate(
     # only links whose demand exceeds capacity can hold a flow below its demand, and the
     # same flows meet on them every period: solve each such meeting once
     seen: dict[bytes, np.ndarray] = {}
-    rate = np.zeros(n)
     t, events = 0.0, 0
     while t < horizon_s:
         events += 1
@@ -321,8 +322,6 @@ def simulate(
                 if fair is None:
                     fair = seen[key] = _max_min(demand[held], meets[held], capacity[full])
                 got[held] = fair
-        rate[:] = 0.0
-        rate[active] = got
         waiting = mode == _WAIT
         left = remaining.copy()
         left[active] /= got

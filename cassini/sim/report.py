@@ -68,7 +68,7 @@ def results_json(cfg: SimConfig, results: Mapping[str, SimResult]) -> dict[str, 
     return {
         "name": cfg.name,
         "cluster": cfg.cluster.to_dict() | {"gpus": cfg.cluster.gpus},
-        "workload": {"trace": str(cfg.trace)} if cfg.trace else {"poisson": _plain(cfg.poisson)},
+        "workload": {"trace": str(cfg.trace)} if cfg.trace else {"poisson": cfg.poisson},
         "seed": cfg.seed,
         "candidates": cfg.candidates,
         "summaries": summaries,
@@ -153,11 +153,3 @@ def stderr_progress(name: str, done: int, total: int) -> None:
     step = max(1, total // 10)
     if done % step == 0 or done == total:
         print(f"  {name}: {done}/{total} jobs finished", file=sys.stderr, flush=True)
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return obj
