@@ -37,11 +37,11 @@ if [ -d /usr/lib/python3/dist-packages/mininet ] && [ ! -e "$site/mininet" ]; th
 fi
 
 stamp=.venv/.installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   echo "setup: installing the project (editable) with dev and ray extras"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,ray]' 2>&1 \
     | grep -v "is neither a file nor a directory" || true
-  .venv/bin/python -c 'import cassini, numpy, networkx, torch' 
+  .venv/bin/python -c 'import cassini, numpy, networkx, torch, prometheus_client, ray'
   touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/cassini, .venv/bin/mltcp, .venv/bin/testbed)"
