@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from testbed.agent import TimeShiftAgent
+from cassini.agent import TimeShiftAgent
 
 
 def gradient_bytes(width: int, layers: int) -> int:

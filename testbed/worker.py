@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from testbed.agent import TimeShiftAgent
+from cassini.agent import TimeShiftAgent
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -135,7 +135,8 @@ def run(spec: dict[str, Any]) -> None:
                 "drift_s": drift,
             }
             if agent:
-                record["realignments"] = agent.realignments if rank == 0 else None
+                record["realignments"] = agent.realignments
+                record["released"] = agent.released
             if n > 1:
                 record["tcp"] = tcp_state(to_next)
             out.write(json.dumps(record) + "\n")
@@ -163,17 +164,20 @@ def tcp_state(sock: socket.socket) -> dict[str, int]:
 def _agent_wait(
     agent: TimeShiftAgent, rank: int, n: int, to_next: socket.socket, from_prev: socket.socket
 ) -> float:
-    """Rank 0 plans the slot and passes its start time down the ring, so every worker of
-    the job re-aligns together."""
-    if rank == 0:
-        target = agent.plan()
-    else:
-        buf = memoryview(bytearray(8))
-        recv_exact(from_prev, buf)
-        (target,) = struct.unpack("!d", buf)
-    if rank < n - 1:
-        to_next.sendall(struct.pack("!d", target))
-    return agent.wait_until(target)
+    """Rank 0 plans the slot and its decision travels down the ring, so every worker of the
+    job takes the same one (re-alignments and release included)."""
+
+    def ring_broadcast(values: tuple[float, ...] | None) -> tuple[float, ...]:
+        size = struct.calcsize("!4d")
+        if rank > 0:
+            buf = memoryview(bytearray(size))
+            recv_exact(from_prev, buf)
+            values = struct.unpack("!4d", buf)
+        if rank < n - 1:
+            to_next.sendall(struct.pack("!4d", *values))
+        return values
+
+    return agent.step(rank == 0, ring_broadcast if n > 1 else None)
 
 
 def _iteration_marker(spec: dict[str, Any]):

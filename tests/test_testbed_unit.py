@@ -3,11 +3,9 @@ measurement from logs and from a pcap written here."""
 
 import argparse
 
-import numpy as np
 import pytest
 
 from testbed import fabric
-from testbed.agent import TimeShiftAgent
 from testbed.launch import launch_commands
 from testbed.measure import pcap_series, profile_from_log, summary
 from testbed.runner import ConfigError, format_table, load_config
@@ -129,52 +127,6 @@ def test_bad_jobs():
 def test_ecn_fabric_defaults_to_dctcp():
     cfg = load_config({**EXAMPLE, "topology": {**EXAMPLE["topology"], "fabric": "ecn"}})
     assert cfg.cc == "dctcp_bpf"
-
-
-class FakeClock:
-    def __init__(self, t=100.0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, dt):
-        self.t += dt
-
-
-def test_agent_holds_slots_and_realigns_on_drift():
-    clock = FakeClock()
-    agent = TimeShiftAgent(0.03, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep)
-    starts = []
-    for _ in range(5):
-        agent.before_iteration()
-        starts.append(clock.t)
-        clock.t += 0.08  # the iteration takes less than the period
-    assert np.allclose(np.diff(starts), 0.1) and starts[0] == pytest.approx(100.03)
-    # jitter: one late iteration is caught up without a skip
-    clock.t += 0.03
-    agent.before_iteration()
-    assert agent.realignments == 0
-    clock.t = agent.slot_time(agent.slot) - 0.01  # back on time: the streak resets
-    agent.before_iteration()
-    # persistent drift: late by > 5 % three times in a row -> skip to the next slot
-    for expected in (0, 0, 1):
-        clock.t = agent.slot_time(agent.slot) + 0.02
-        agent.before_iteration()
-        assert agent.realignments == expected
-    assert (clock.t - 100.03) / 0.1 == pytest.approx(round((clock.t - 100.03) / 0.1), abs=1e-9)
-    # late beyond the tolerance but catching up (lateness shrinking): never skips
-    for late in (0.009, 0.012, 0.010, 0.008, 0.0065, 0.004):
-        clock.t = agent.slot_time(agent.slot) + late
-        agent.before_iteration()
-    assert agent.realignments == 1
-
-
-def test_agent_rejects_bad_parameters():
-    with pytest.raises(ValueError, match="shift_s"):
-        TimeShiftAgent(0.2, 0.1, 0.0)
-    with pytest.raises(ValueError, match="period_s"):
-        TimeShiftAgent(0.0, 0.0, 0.0)
 
 
 def test_launch_dry_run_commands():

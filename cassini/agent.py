@@ -1,0 +1,193 @@
+"""Time-shift agent (CASSINI §4.2): holds a job's iterations on a shared clock.
+
+Iteration ``k`` of a job with shift ``t`` and period ``T`` starts at
+``epoch + t + k * T`` (seconds, wall clock, which every host of the cluster must agree on
+to well within the drift tolerance, see ``docs/agent.md``).  Before each iteration the
+agent sleeps until that slot.
+
+Decisions are taken once per job: one rank (the *planner*) calls :meth:`TimeShiftAgent.plan`
+and hands the :class:`SlotDecision` to every other rank, which call
+:meth:`TimeShiftAgent.follow`; then every rank sleeps until the same start time.  A rank
+that decided on its own could skip a slot the others do not skip and leave them waiting a
+whole period inside the collective.  :meth:`TimeShiftAgent.step` does both halves given a
+``broadcast`` function (``cassini.torch`` passes ``torch.distributed.broadcast``; the
+testbed's synthetic worker passes its ring).
+
+Drift.  A job that stays late by more than ``drift_tolerance * T`` without catching up
+for ``patience`` iterations is *re-aligned*: it skips to the next slot it can still make,
+which restores its offset against the other jobs.  A job that is late but catching up fast
+enough to be back within the tolerance in ``patience`` iterations is left alone, and so is
+one late iteration (jitter); a job later than half a period skips at once.
+
+Graceful degradation.  A job that cannot hold its period keeps missing slots, and each
+skip costs nearly a whole period.  After ``max_realignments`` re-alignments within
+``window`` iterations the agent *releases* the job: from then on it runs free (no
+waiting, no skips), as if it had no time-shift, and says why (``release_reason``).
+Releasing costs at most what the shift was meant to save; holding a job that cannot keep
+pace costs a skipped period every few iterations.
+
+Pure: the clock and sleep are injectable; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SlotDecision:
+    """The planner's decision for one iteration: start at ``target_s`` (wall clock,
+    seconds), which is slot ``slot``; ``realigned`` when that skipped slots; ``released``
+    when the job runs free from now on (then ``target_s`` is the planner's now)."""
+
+    target_s: float
+    slot: int
+    realigned: bool = False
+    released: bool = False
+
+    def to_floats(self) -> tuple[float, float, float, float]:
+        """Four floats, for a collective that moves one float64 tensor."""
+        return (self.target_s, float(self.slot), float(self.realigned), float(self.released))
+
+    @classmethod
+    def from_floats(cls, values: Sequence[float]) -> SlotDecision:
+        target, slot, realigned, released = (float(v) for v in values)
+        return cls(target, int(round(slot)), realigned > 0.5, released > 0.5)
+
+
+Broadcast = Callable[[tuple[float, ...] | None], Sequence[float]]
+"""Sends the planner's floats to every rank of the job; each rank gets them back (the
+planner passes its floats, the others pass None)."""
+
+
+@dataclass
+class TimeShiftAgent:
+    """Aligns iteration starts to ``epoch_s + shift_s + k * period_s`` (seconds).
+
+    ``clock`` and ``sleep`` are injectable for tests.
+    """
+
+    shift_s: float
+    period_s: float
+    epoch_s: float
+    drift_tolerance: float = 0.05
+    patience: int = 3
+    max_realignments: int = 3
+    window: int = 20
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    realignments: int = 0
+    released: bool = False
+    release_reason: str | None = None
+    slot: int = 0
+    iteration: int = 0
+    late_streak: int = 0
+    last_late_s: float = 0.0
+    realigned_at: list[int] = field(default_factory=list)
+    drifts_s: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.period_s) and self.period_s > 0):
+            raise ValueError(f"period_s must be > 0, got {self.period_s!r}")
+        if not 0 <= self.shift_s < self.period_s + 1e-12:
+            raise ValueError(f"shift_s must be in [0, period_s), got {self.shift_s!r}")
+        if not math.isfinite(self.epoch_s):
+            raise ValueError(f"epoch_s must be a finite wall-clock time, got {self.epoch_s!r}")
+        if not 0 < self.drift_tolerance < 1:
+            raise ValueError(f"drift_tolerance must be in (0, 1), got {self.drift_tolerance!r}")
+        if self.patience < 1:
+            raise ValueError(f"patience must be >= 1, got {self.patience!r}")
+        if self.max_realignments < 1 or self.window < 1:
+            raise ValueError("max_realignments and window must be >= 1")
+
+    def slot_time(self, k: int) -> float:
+        """Wall-clock start (seconds) of slot ``k``."""
+        return self.epoch_s + self.shift_s + k * self.period_s
+
+    # -- the planner -------------------------------------------------------------------
+    def plan(self) -> SlotDecision:
+        """Decide the next iteration's start (planner rank only), and apply it."""
+        now = self.clock()
+        if self.released:
+            decision = SlotDecision(now, self.slot, released=True)
+        else:
+            decision = self._decide(now)
+        self._apply(decision)
+        return decision
+
+    def _decide(self, now: float) -> SlotDecision:
+        """The slot for an iteration ready at ``now``; updates the planner's lateness."""
+        target = self.slot_time(self.slot)
+        late = now - target
+        tolerance = self.drift_tolerance * self.period_s
+        gain = self.last_late_s - late  # seconds caught up since the last iteration
+        if late <= tolerance:
+            self.late_streak = 0
+        elif gain <= 1e-6 * self.period_s or late - tolerance > self.patience * gain:
+            self.late_streak += 1  # late, and at this pace not back within tolerance in time
+        # otherwise catching up fast enough (the period's slack is working): no count
+        self.last_late_s = late
+        if self.late_streak < self.patience and late <= 0.5 * self.period_s:
+            return SlotDecision(target, self.slot)
+        self.late_streak = 0
+        recent = [i for i in self.realigned_at if i > self.iteration - self.window]
+        if len(recent) + 1 >= self.max_realignments:
+            return SlotDecision(now, self.slot, realigned=True, released=True)
+        slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
+        return SlotDecision(self.slot_time(slot), slot, realigned=True)
+
+    # -- every rank --------------------------------------------------------------------
+    def follow(self, decision: SlotDecision) -> None:
+        """Adopt the planner's decision (every rank but the planner)."""
+        self._apply(decision)
+
+    def _apply(self, decision: SlotDecision) -> None:
+        if decision.released and not self.released:
+            self.released = True
+            self.release_reason = (
+                f"missed its slot {len(self.realigned_at) + 1} times within "
+                f"{self.window} iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
+            )
+        if decision.realigned:
+            self.realignments += 1
+            self.realigned_at.append(self.iteration)
+        self.slot = decision.slot + 1
+        self.iteration += 1
+
+    def wait_until(self, target_s: float) -> float:
+        """Sleep until ``target_s``; returns the drift (seconds late, >= 0)."""
+        wait = target_s - self.clock()
+        if wait > 0:
+            self.sleep(wait)
+        drift = max(0.0, self.clock() - target_s)
+        self.drifts_s.append(drift)
+        return drift
+
+    def step(self, is_planner: bool = True, broadcast: Broadcast | None = None) -> float:
+        """One iteration's job-wide decision and wait; returns the drift (seconds).
+
+        Without ``broadcast`` the caller is the job's only rank.
+        """
+        if broadcast is None:
+            return self.wait_until(self.plan().target_s)
+        if is_planner:
+            decision = self.plan()
+            broadcast(decision.to_floats())
+        else:
+            decision = SlotDecision.from_floats(broadcast(None))
+            self.follow(decision)
+        return 0.0 if decision.released else self.wait_until(decision.target_s)
+
+    def status(self) -> dict[str, object]:
+        """What the agent did so far (JSON-ready)."""
+        return {
+            "period_s": self.period_s,
+            "shift_s": self.shift_s,
+            "iterations": self.iteration,
+            "realignments": self.realignments,
+            "released": self.released,
+            "release_reason": self.release_reason,
+        }

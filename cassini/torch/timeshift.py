@@ -1,0 +1,267 @@
+"""The time-shift agent inside a PyTorch job: every rank of the job waits for the same slot.
+
+What the scheduler hands the job (documented in ``docs/agent.md``):
+
+``CASSINI_SHIFT_S``   the job's time-shift, seconds in [0, period)
+``CASSINI_PERIOD_S``  the period its iterations are held to, seconds
+``CASSINI_EPOCH_S``   the wall-clock time (UNIX seconds) slot 0 counts from, shared by jobs
+``CASSINI_SHIFT``     optional, ``0``/``false``: the advisor recommends no shift (run free)
+
+or, instead of the three numbers, ``CASSINI_URL`` (a ``cassini serve`` base URL) and
+``CASSINI_JOB_ID``: rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift``.  With none of
+these variables set the job runs free (``TimeShift.enabled`` is False).
+
+Rank 0 of the process group resolves the settings and plans every slot; the others
+receive both through ``torch.distributed.broadcast`` (four float64 per iteration), so the
+job takes each decision once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassini.agent import SlotDecision, TimeShiftAgent
+
+ENV_SHIFT_S = "CASSINI_SHIFT_S"
+ENV_PERIOD_S = "CASSINI_PERIOD_S"
+ENV_EPOCH_S = "CASSINI_EPOCH_S"
+ENV_SHIFT = "CASSINI_SHIFT"
+ENV_URL = "CASSINI_URL"
+ENV_JOB_ID = "CASSINI_JOB_ID"
+NUMBERS = (ENV_SHIFT_S, ENV_PERIOD_S, ENV_EPOCH_S)
+
+
+class TimeShiftError(ValueError):
+    """Bad or missing time-shift settings; the message names the variable or field."""
+
+
+@dataclass(frozen=True)
+class ShiftSettings:
+    """A job's slot grid: iteration k starts at ``epoch_s + shift_s + k * period_s``
+    (seconds); ``shift`` False means run free (``reason`` says why)."""
+
+    shift: bool
+    shift_s: float = 0.0
+    period_s: float = 0.0
+    epoch_s: float = 0.0
+    reason: str | None = None
+    source: str = "env"
+
+    def __post_init__(self) -> None:
+        if not self.shift:
+            return
+        for name, value in (("period_s", self.period_s), ("epoch_s", self.epoch_s)):
+            if not math.isfinite(value):
+                raise TimeShiftError(f"{name}: must be a finite number, got {value!r}")
+        if not self.period_s > 0:
+            raise TimeShiftError(f"period_s: must be > 0, got {self.period_s!r}")
+        if not 0 <= self.shift_s < self.period_s:
+            raise TimeShiftError(f"shift_s: must be in [0, period_s), got {self.shift_s!r}")
+
+    def to_floats(self) -> tuple[float, float, float, float]:
+        return (float(self.shift), self.shift_s, self.period_s, self.epoch_s)
+
+    @classmethod
+    def from_floats(cls, values: Sequence[float], source: str) -> ShiftSettings:
+        flag, shift_s, period_s, epoch_s = (float(v) for v in values)
+        if flag < 0.5:
+            return cls(False, reason="rank 0 runs this job free", source=source)
+        return cls(True, shift_s, period_s, epoch_s, source=source)
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings | None:
+    """The settings in ``environ`` (default ``os.environ``); None when no CASSINI_
+    variable is set.  Raises :class:`TimeShiftError` naming a missing or bad variable."""
+    env = os.environ if environ is None else environ
+    flag = env.get(ENV_SHIFT, "").strip().lower()
+    if flag in ("0", "false", "no", "off"):
+        return ShiftSettings(False, reason=f"{ENV_SHIFT}={env[ENV_SHIFT]}")
+    if env.get(ENV_URL):
+        if not env.get(ENV_JOB_ID):
+            raise TimeShiftError(f"{ENV_JOB_ID}: missing (needed with {ENV_URL})")
+        return settings_from_url(env[ENV_URL], env[ENV_JOB_ID])
+    present = [name for name in NUMBERS if env.get(name, "").strip()]
+    if not present:
+        return None
+    missing = [name for name in NUMBERS if name not in present]
+    if missing:
+        raise TimeShiftError(f"{missing[0]}: missing (set with {', '.join(present)})")
+    values = {}
+    for name in NUMBERS:
+        try:
+            values[name] = float(env[name])
+        except ValueError:
+            raise TimeShiftError(f"{name}: not a number: {env[name]!r}") from None
+    try:
+        return ShiftSettings(
+            True, values[ENV_SHIFT_S], values[ENV_PERIOD_S], values[ENV_EPOCH_S], source="env"
+        )
+    except TimeShiftError as e:  # name the variable, not the field
+        field, _, message = str(e).partition(": ")
+        raise TimeShiftError(f"CASSINI_{field.upper()}: {message}") from None
+
+
+def settings_from_url(
+    url: str,
+    job_id: str,
+    timeout_s: float = 5.0,
+    opener: Callable[..., Any] = urllib.request.urlopen,
+) -> ShiftSettings:
+    """Fetch ``GET {url}/v1/jobs/{job_id}/time_shift`` from ``cassini serve``."""
+    where = f"{url.rstrip('/')}/v1/jobs/{urllib.parse.quote(job_id, safe='')}/time_shift"
+    try:
+        with opener(where, timeout=timeout_s) as resp:
+            body = json.loads(resp.read().decode())
+    except urllib.error.HTTPError as e:
+        raise TimeShiftError(f"{ENV_URL}: {where} answered {e.code}: {_error_text(e)}") from None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise TimeShiftError(f"{ENV_URL}: cannot fetch {where}: {e}") from None
+    if not isinstance(body, dict) or "shift" not in body:
+        raise TimeShiftError(f"{ENV_URL}: {where}: answer has no 'shift' field")
+    if not body["shift"]:
+        return ShiftSettings(False, reason=str(body.get("reason") or "no shift"), source="url")
+    try:
+        return ShiftSettings(
+            True,
+            float(body["shift_s"]),
+            float(body["period_s"]),
+            float(body["epoch_s"]),
+            source="url",
+        )
+    except KeyError as e:
+        raise TimeShiftError(f"{ENV_URL}: {where}: answer has no {e.args[0]!r} field") from None
+    except (TypeError, ValueError) as e:
+        raise TimeShiftError(f"{ENV_URL}: {where}: {e}") from None
+
+
+def _error_text(e: urllib.error.HTTPError) -> str:
+    try:
+        return json.loads(e.read().decode()).get("error", "")
+    except (ValueError, AttributeError, OSError):
+        return e.reason
+
+
+class TimeShift:
+    """Holds a training job's iterations to its slot grid; a no-op when disabled.
+
+    ``process_group`` is the job's group (default: the whole world when
+    ``torch.distributed`` is initialised, else this process alone).  Extra keyword
+    arguments go to :class:`cassini.agent.TimeShiftAgent` (``drift_tolerance``,
+    ``patience``, ``max_realignments``, ``window``, ``clock``, ``sleep``).
+    """
+
+    def __init__(
+        self, settings: ShiftSettings | None, process_group: Any = None, **agent_options: Any
+    ) -> None:
+        self.settings = settings
+        self.group = process_group
+        self.agent: TimeShiftAgent | None = None
+        if settings is not None and settings.shift:
+            self.agent = TimeShiftAgent(
+                settings.shift_s, settings.period_s, settings.epoch_s, **agent_options
+            )
+        self._distributed = _world(process_group) > 1
+        self._rank = _rank(process_group)
+
+    @classmethod
+    def from_env(
+        cls,
+        process_group: Any = None,
+        environ: Mapping[str, str] | None = None,
+        **agent_options: Any,
+    ) -> TimeShift:
+        """Settings from the environment (see the module docstring), resolved on rank 0
+        and broadcast, so every rank runs the same grid."""
+        distributed = _world(process_group) > 1
+        if not distributed:
+            return cls(settings_from_env(environ), process_group, **agent_options)
+        error, settings = "", None
+        if _rank(process_group) == 0:
+            try:
+                settings = settings_from_env(environ)
+            except TimeShiftError as e:
+                error = str(e)
+            floats = (
+                (-1.0, 0.0, 0.0, 0.0)
+                if error
+                else (settings.to_floats() if settings else (-2.0, 0.0, 0.0, 0.0))
+            )
+            _broadcast(floats, process_group)
+        else:
+            floats = tuple(_broadcast(None, process_group))
+        if floats[0] == -1.0:
+            raise TimeShiftError(error or "rank 0 could not read its time-shift settings")
+        if floats[0] == -2.0:
+            return cls(None, process_group, **agent_options)
+        source = settings.source if settings else "rank 0"
+        return cls(ShiftSettings.from_floats(floats, source), process_group, **agent_options)
+
+    @property
+    def enabled(self) -> bool:
+        """True while the job is held to a grid (not disabled, not released)."""
+        return self.agent is not None and not self.agent.released
+
+    def wait(self) -> float:
+        """Call at the top of every training step: sleeps until this iteration's slot;
+        returns the drift (seconds late)."""
+        if self.agent is None:
+            return 0.0
+        if not self._distributed:
+            return self.agent.step()
+        return self.agent.step(
+            self._rank == 0, lambda values: _broadcast(values, self.group)
+        )
+
+    def attach(self, module: Any) -> Any:
+        """Wait before every forward pass of ``module`` (e.g. the DDP model); returns the
+        hook handle (``.remove()`` detaches)."""
+        return module.register_forward_pre_hook(lambda _module, _inputs: self.wait())
+
+    def status(self) -> dict[str, Any]:
+        """JSON-ready: enabled, source, and what the agent did."""
+        out: dict[str, Any] = {"enabled": self.enabled}
+        if self.settings is not None:
+            out["source"] = self.settings.source
+            if not self.settings.shift:
+                out["reason"] = self.settings.reason
+        if self.agent is not None:
+            out.update(self.agent.status())
+        return out
+
+
+def _world(group: Any) -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size(group) if dist.is_available() and dist.is_initialized() else 1
+
+
+def _rank(group: Any) -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank(group) if dist.is_available() and dist.is_initialized() else 0
+
+
+def _broadcast(values: Sequence[float] | None, group: Any) -> list[float]:
+    """Group rank 0's four floats to every rank of ``group``."""
+    import torch
+    import torch.distributed as dist
+
+    device = torch.device("cpu")
+    if dist.get_backend(group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    tensor = torch.zeros(4, dtype=torch.float64, device=device)
+    if values is not None:
+        tensor.copy_(torch.tensor(list(values), dtype=torch.float64))
+    dist.broadcast(tensor, group=group, group_src=0)
+    return tensor.cpu().tolist()
+
+
+__all__ = ["ShiftSettings", "SlotDecision", "TimeShift", "TimeShiftError", "settings_from_env"]

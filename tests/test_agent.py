@@ -1,0 +1,259 @@
+"""The time-shift agent (cassini.agent) and its PyTorch wrapper (cassini.torch): decisions
+taken once per job, identical on every rank, graceful release, settings from env/URL."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cassini.agent import SlotDecision, TimeShiftAgent
+from cassini.torch.timeshift import (
+    ENV_EPOCH_S,
+    ENV_PERIOD_S,
+    ENV_SHIFT_S,
+    ShiftSettings,
+    TimeShift,
+    TimeShiftError,
+    settings_from_env,
+    settings_from_url,
+)
+
+
+class FakeClock:
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, dt: float) -> None:
+        self.t += dt
+
+
+def _job(n_ranks: int, offsets: list[float], **kw):
+    """n ranks of one job, each with its own clock (offset seconds from rank 0's)."""
+    clocks = [FakeClock(100.0 + off) for off in offsets[:n_ranks]]
+    agents = [
+        TimeShiftAgent(0.03, 0.1, epoch_s=100.0, clock=c, sleep=c.sleep, **kw) for c in clocks
+    ]
+    return clocks, agents
+
+
+def _run_job(clocks, agents, durations):
+    """Every rank runs the same iterations; rank 0 plans, the others follow."""
+    decisions = []
+    for d in durations:
+        shared: list[SlotDecision] = []
+
+        def broadcast(values, _shared=shared):
+            if values is not None:
+                _shared.append(SlotDecision.from_floats(values))
+                return values
+            return _shared[0].to_floats()
+
+        for rank, agent in enumerate(agents):
+            agent.step(rank == 0, broadcast)
+        decisions.append(shared[0])
+        for c in clocks:
+            c.t += d
+    return decisions
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    durations=st.lists(st.floats(0.05, 0.25), min_size=5, max_size=40),
+    offsets=st.lists(st.floats(-0.004, 0.004), min_size=3, max_size=3),
+)
+def test_every_rank_takes_the_planners_decisions(durations, offsets):
+    clocks, agents = _job(3, [0.0, *offsets[1:]])
+    _run_job(clocks, agents, durations)
+    states = [(a.slot, a.realignments, a.released, a.iteration) for a in agents]
+    assert all(s == states[0] for s in states)
+
+
+def test_agent_holds_slots_and_realigns_on_drift():
+    clock = FakeClock()
+    agent = TimeShiftAgent(0.03, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep)
+    starts = []
+    for _ in range(5):
+        agent.step()
+        starts.append(clock.t)
+        clock.t += 0.08
+    assert np.allclose(np.diff(starts), 0.1) and starts[0] == pytest.approx(100.03)
+    clock.t += 0.03  # one late iteration (jitter): caught up without a skip
+    agent.step()
+    assert agent.realignments == 0
+    clock.t = agent.slot_time(agent.slot) - 0.01  # back on time: the streak resets
+    agent.step()
+    for expected in (0, 0, 1):  # late by > 5 % three times in a row: skip
+        clock.t = agent.slot_time(agent.slot) + 0.02
+        agent.step()
+        assert agent.realignments == expected
+    assert not agent.released
+
+
+def test_agent_releases_a_job_that_keeps_missing_its_slots():
+    """A job whose iterations take 1.3 periods would skip a slot every few iterations;
+    after max_realignments skips within the window it runs free instead."""
+    clock = FakeClock()
+    agent = TimeShiftAgent(0.0, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep)
+    starts = []
+    for _ in range(40):
+        agent.step()
+        starts.append(clock.t)
+        clock.t += 0.13
+    assert agent.released and agent.realignments == agent.max_realignments
+    assert "cannot hold" in agent.release_reason
+    gaps = np.diff(starts)
+    free = gaps[agent.realigned_at[-1] + 1 :]
+    assert np.allclose(free, 0.13)  # runs free: no waiting, no more skips
+
+
+def test_agent_keeps_a_job_that_realigns_rarely():
+    clock = FakeClock()
+    agent = TimeShiftAgent(0.0, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep)
+    for k in range(100):
+        agent.step()
+        clock.t += 0.3 if k % 30 == 0 else 0.08  # one long stall every 30 iterations
+    assert agent.realignments >= 3 and not agent.released
+
+
+def test_agent_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="shift_s"):
+        TimeShiftAgent(0.2, 0.1, 0.0)
+    with pytest.raises(ValueError, match="period_s"):
+        TimeShiftAgent(0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="epoch_s"):
+        TimeShiftAgent(0.0, 0.1, float("nan"))
+
+
+def test_settings_from_env_names_the_missing_variable():
+    assert settings_from_env({}) is None
+    with pytest.raises(TimeShiftError, match=ENV_EPOCH_S):
+        settings_from_env({ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.1"})
+    with pytest.raises(TimeShiftError, match=ENV_PERIOD_S):
+        settings_from_env({ENV_SHIFT_S: "0.01", ENV_EPOCH_S: "1e9"})
+    with pytest.raises(TimeShiftError, match=f"{ENV_PERIOD_S}: not a number"):
+        settings_from_env({ENV_SHIFT_S: "0", ENV_PERIOD_S: "x", ENV_EPOCH_S: "1"})
+    with pytest.raises(TimeShiftError, match=ENV_SHIFT_S):
+        settings_from_env({ENV_SHIFT_S: "0.2", ENV_PERIOD_S: "0.1", ENV_EPOCH_S: "1"})
+    with pytest.raises(TimeShiftError, match="CASSINI_JOB_ID"):
+        settings_from_env({"CASSINI_URL": "http://127.0.0.1:1"})
+    ok = settings_from_env({ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.1", ENV_EPOCH_S: "1e9"})
+    assert ok == ShiftSettings(True, 0.01, 0.1, 1e9, source="env")
+    off = settings_from_env({"CASSINI_SHIFT": "false", ENV_PERIOD_S: "0.1"})
+    assert off is not None and not off.shift
+
+
+def test_timeshift_without_distributed_holds_slots():
+    clock = FakeClock(100.0)
+    shift = TimeShift(
+        ShiftSettings(True, 0.02, 0.1, 100.0), clock=clock, sleep=clock.sleep
+    )
+    assert shift.enabled
+    for _ in range(3):
+        shift.wait()
+        clock.t += 0.05
+    assert clock.t == pytest.approx(100.02 + 0.2 + 0.05)
+    assert TimeShift(None).wait() == 0.0 and not TimeShift(None).enabled
+
+
+class _ShiftServer(BaseHTTPRequestHandler):
+    answers: dict = {}
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        body = self.answers.get(self.path)
+        code = 200 if body is not None else 404
+        data = json.dumps(body if body is not None else {"error": "no such job"}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def shift_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ShiftServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _ShiftServer.answers
+    server.shutdown()
+    server.server_close()
+
+
+def test_settings_from_url(shift_server):
+    url, answers = shift_server
+    answers["/v1/jobs/a/time_shift"] = {
+        "job_id": "a", "shift": True, "shift_s": 0.01, "period_s": 0.1, "epoch_s": 5e8,
+        "reason": None,
+    }
+    answers["/v1/jobs/b/time_shift"] = {
+        "job_id": "b", "shift": False, "shift_s": 0.0, "period_s": 0.1, "epoch_s": 5e8,
+        "reason": "shifting does not pay",
+    }
+    assert settings_from_url(url, "a") == ShiftSettings(True, 0.01, 0.1, 5e8, source="url")
+    off = settings_from_url(url, "b")
+    assert not off.shift and off.reason == "shifting does not pay"
+    with pytest.raises(TimeShiftError, match="404"):
+        settings_from_url(url, "nope")
+    env = {"CASSINI_URL": url, "CASSINI_JOB_ID": "a"}
+    assert settings_from_env(env).shift_s == 0.01
+
+
+def _two_rank_worker(rank: int, port: int, env: dict, out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
+    )
+    result: dict = {}
+    try:
+        shift = TimeShift.from_env(environ=env if rank == 0 else {})
+        slots = []
+        for _ in range(4):
+            shift.wait()
+            slots.append(shift.agent.slot)
+        result = {"settings": shift.settings.to_floats(), "slots": slots, **shift.status()}
+    except TimeShiftError as e:
+        result = {"error": str(e)}
+    finally:
+        dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(result, f)
+
+
+def _spawn_two(env: dict, tmp_path) -> list[dict]:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = str(tmp_path / "rank")
+    mp.spawn(_two_rank_worker, args=(port, env, out), nprocs=2, join=True)
+    return [json.loads(open(f"{out}.{r}").read()) for r in range(2)]
+
+
+def test_from_env_resolves_on_rank_0_for_the_whole_job(tmp_path):
+    import time
+
+    epoch = time.time() + 0.5
+    env = {ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.05", ENV_EPOCH_S: repr(epoch)}
+    ranks = _spawn_two(env, tmp_path)
+    assert ranks[0]["settings"] == ranks[1]["settings"] == [1.0, 0.01, 0.05, epoch]
+    slots = ranks[0]["slots"]  # the job started late: one re-alignment, then consecutive
+    assert ranks[1]["slots"] == slots and np.all(np.diff(slots) == 1)
+    assert ranks[0]["realignments"] == ranks[1]["realignments"] <= 1
+    bad = _spawn_two({ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.05"}, tmp_path)
+    assert ENV_EPOCH_S in bad[0]["error"] and "error" in bad[1]
