@@ -12,8 +12,14 @@ Schemes
 ``mltcp``     all jobs start together with an MLTCP congestion control (``mltcp_dctcp``
               on the ``ecn`` fabric, ``mltcp_reno`` otherwise; see ``mltcp load``).
 
-Output: ``DIR/results.json`` = ``{"schemes": {name: {"jobs": {job: {"iteration_times_s",
-"bytes", ...}}, "summary": {job: {"mean_s", "p50_s", "p99_s"}}, ...}}, "config": ...}``.
+Job kinds: ``synthetic`` (sleep, then a TCP ring all-reduce of ``bytes``), ``ddp`` (a
+small MLP under PyTorch DDP), ``model`` (a real architecture under PyTorch DDP: ResNet-50,
+VGG, BERT, GPT-2 ..., compute replayed from a calibration file, gradients real; see
+:mod:`testbed.replay`).
+
+Returns a :class:`testbed.results.ExperimentResult`; ``DIR/results.json`` holds its
+``to_dict()``: ``{"schemes": {name: {"jobs": {job: {"iteration_times_s", "bytes", "logs",
+...}}, "summary": {job: {"mean_s", "p50_s", "p99_s"}}, ...}}, "config": ...}``.
 """
 
 from __future__ import annotations
@@ -26,30 +32,42 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from cassini import schema
 from cassini.advisor import Candidate, Link, advise
+from cassini.errors import InputError
 from testbed import measure
 from testbed.net import Cluster, TestbedError, wait_all
+from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.topo import Topology, from_config
 
 SCHEME_KINDS = ("ideal", "baseline", "random", "cassini", "mltcp")
-JOB_KINDS = ("synthetic", "ddp")
+JOB_KINDS = ("synthetic", "ddp", "model")
+PROFILE_SOURCES = ("auto", "log", "hook", "pcap")
 BASE_PORT = 6000
+DEFAULT_NIC_BPS = 50e9  # a real NIC of the CASSINI testbed (50 Gbit/s)
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """An invalid runner config; the message names the field."""
+
+    def __init__(self, field: str, problem: str | None = None) -> None:
+        if problem is None:  # a whole message "field: problem" (or no field at all)
+            field, _, problem = field.partition(": ") if ": " in field else ("", "", field)
+        super().__init__(field, problem)
 
 
 @dataclass(frozen=True)
 class JobSpec:
     """One training job: ``bytes`` all-reduced per iteration after ``compute_s`` seconds
-    (synthetic), or a PyTorch DDP model of ``width`` (ddp)."""
+    (synthetic), a PyTorch DDP MLP of ``width`` (ddp), or a real architecture ``model``
+    under DDP (model): compute replayed from ``calibration`` (or real on the CPU), its
+    parameters scaled by ``scale``."""
 
     job_id: str
     kind: str
@@ -62,6 +80,11 @@ class JobSpec:
     width: int = 256
     layers: int = 3
     batch: int = 32
+    model: str | None = None
+    compute: str = "replay"  # model: "replay" (calibrated) or "cpu" (real, small batch)
+    calibration: str | None = None  # model: calibration file (default: the shipped one)
+    scale: float = 1.0  # model: parameter sizes x scale (bucket structure kept)
+    nic_bps: float | None = None  # model: the real NIC rate the emulated link stands for
 
 
 @dataclass(frozen=True)
@@ -82,7 +105,7 @@ class RunConfig:
     drift_tolerance: float = 0.05
     profile_iterations: int = 12
     profiles: dict[str, Any] = field(default_factory=dict)  # job id -> JobProfile (measured)
-    profile_source: str = "log"  # "log" (worker timing) or "pcap" (capture on rank 0's host)
+    profile_source: str = "auto"  # log (worker timing), hook (DDP buckets), pcap, auto
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -94,9 +117,9 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         try:
             raw = yaml.safe_load(Path(source).read_text())
         except OSError as e:
-            raise ConfigError(f"cannot read {source}: {e.strerror}") from None
+            raise ConfigError(str(source), f"cannot read: {e.strerror}") from None
         except yaml.YAMLError as e:
-            raise ConfigError(f"{source}: not valid YAML: {e}") from None
+            raise ConfigError(str(source), f"not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError("config must be a mapping with topology, jobs and schemes")
     allowed = {
@@ -147,7 +170,9 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
         profile_iterations=int(raw.get("profile_iterations", 12)),
         profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
-        profile_source=_choice(raw.get("profile_source", "log"), "profile_source", ("log", "pcap")),
+        profile_source=_choice(
+            raw.get("profile_source", "auto"), "profile_source", PROFILE_SOURCES
+        ),
         raw=raw,
     )
 
@@ -156,7 +181,6 @@ def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
     """Measured profiles given in the config (``profiles: {job: JOB}``), for cassini."""
     if raw is None:
         return {}
-    from cassini.errors import InputError
     from cassini.profile import JobProfile
 
     if not isinstance(raw, dict):
@@ -185,50 +209,104 @@ def _list(value: Any, name: str) -> list[Any]:
 
 
 def _job(raw: Any, index: int, topo: Topology) -> JobSpec:
+    """One job of the config, read strictly with :mod:`cassini.schema` (errors name the
+    field, e.g. ``jobs[1].scale: must be > 0, got 0``)."""
     where = f"jobs[{index}]"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: must be a mapping")
-    known = set(JobSpec.__dataclass_fields__) - {"job_id"} | {"id"}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{where}.{key}: unknown field (allowed: {', '.join(sorted(known))})")
-    for key in ("id", "hosts", "iterations"):
-        if key not in raw:
-            raise ConfigError(f"{where}.{key}: missing required field")
-    kind = raw.get("kind", "synthetic")
-    if kind not in JOB_KINDS:
-        raise ConfigError(f"{where}.kind: must be one of {', '.join(JOB_KINDS)}, got {kind!r}")
-    hosts = raw["hosts"]
-    if not isinstance(hosts, list) or len(hosts) < 2:
-        raise ConfigError(f"{where}.hosts: a list of at least 2 hosts")
-    for h in hosts:
-        if h not in topo.hosts:
-            raise ConfigError(f"{where}.hosts: unknown host {h!r} (have {', '.join(topo.hosts)})")
-    shift = raw.get("shift")
-    if (
-        shift is not None
-        and shift != "auto"
-        and not (isinstance(shift, int | float) and shift >= 0)
-    ):
-        raise ConfigError(f"{where}.shift: seconds >= 0 or 'auto', got {shift!r}")
-    spec = JobSpec(
-        job_id=str(raw["id"]),
-        kind=kind,
-        hosts=tuple(hosts),
-        iterations=int(raw["iterations"]),
-        compute_s=float(raw.get("compute_s", 0.05)),
-        bytes=int(raw.get("bytes", 1_000_000)),
-        shift=shift,
-        jitter=float(raw.get("jitter", 0.0)),
-        width=int(raw.get("width", 256)),
-        layers=int(raw.get("layers", 3)),
-        batch=int(raw.get("batch", 32)),
-    )
-    if spec.iterations < 3:
-        raise ConfigError(f"{where}.iterations: at least 3, got {spec.iterations}")
-    if spec.compute_s < 0 or spec.bytes < 1 or not 0 <= spec.jitter < 1:
-        raise ConfigError(f"{where}: compute_s >= 0, bytes >= 1 and 0 <= jitter < 1")
+    known = set(JobSpec.__dataclass_fields__) - {"job_id"}
+    try:
+        obj = schema.require_object(raw, where)
+        schema.check_fields(obj, where, ("id", "hosts", "iterations"), known - {"hosts"})
+        kind = obj.get("kind", "synthetic")
+        if kind not in JOB_KINDS:
+            raise ConfigError(f"{where}.kind", f"one of {', '.join(JOB_KINDS)}, got {kind!r}")
+        hosts = schema.array(obj["hosts"], f"{where}.hosts")
+        if len(hosts) < 2:
+            raise ConfigError(f"{where}.hosts", "a list of at least 2 hosts")
+        for h in hosts:
+            if h not in topo.hosts:
+                raise ConfigError(
+                    f"{where}.hosts", f"unknown host {h!r} (have {', '.join(topo.hosts)})"
+                )
+        shift = obj.get("shift")
+        if shift is not None and shift != "auto":
+            shift = schema.number(shift, f"{where}.shift", non_negative=True)
+        iterations = schema.number(obj["iterations"], f"{where}.iterations", positive=True)
+        if iterations != int(iterations) or iterations < 3:
+            raise ConfigError(f"{where}.iterations", f"an integer >= 3, got {iterations:g}")
+
+        def num(name: str, default: float, **bounds: bool) -> float:
+            return schema.number(obj.get(name, default), f"{where}.{name}", **bounds)
+
+        jitter = num("jitter", 0.0, non_negative=True)
+        if jitter >= 1:
+            raise ConfigError(f"{where}.jitter", f"must be < 1, got {jitter:g}")
+        spec = JobSpec(
+            job_id=schema.identifier(obj["id"], f"{where}.id"),
+            kind=kind,
+            hosts=tuple(hosts),
+            iterations=int(iterations),
+            compute_s=num("compute_s", 0.05, non_negative=True),
+            bytes=int(num("bytes", 1_000_000, positive=True)),
+            shift=shift,
+            jitter=jitter,
+            width=int(num("width", 256, positive=True)),
+            layers=int(num("layers", 3, positive=True)),
+            batch=int(num("batch", 32, positive=True)),
+        )
+        if kind == "model":
+            spec = _model_job(obj, where, spec, topo)
+        elif set(obj) & {"model", "compute", "calibration", "scale", "nic_bps"}:
+            extra = sorted(set(obj) & {"model", "compute", "calibration", "scale", "nic_bps"})
+            raise ConfigError(f"{where}.{extra[0]}", "only for kind: model")
+    except InputError as e:
+        raise ConfigError(e.field, e.problem) from None
     return spec
+
+
+def _model_job(obj: dict[str, Any], where: str, spec: JobSpec, topo: Topology) -> JobSpec:
+    """The fields of a ``kind: model`` job: a known architecture, a readable calibration,
+    and a parameter scale (default: the job's slowest link over ``nic_bps``, so its
+    communication-to-compute ratio is the real model's at that NIC rate)."""
+    from testbed import calibration as cal_mod
+    from testbed.models import MODEL_NAMES
+
+    model = obj.get("model")
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"{where}.model", f"one of {', '.join(MODEL_NAMES)}, got {model!r}")
+    compute = obj.get("compute", "replay")
+    if compute not in ("replay", "cpu"):
+        raise ConfigError(f"{where}.compute", f"replay or cpu, got {compute!r}")
+    path = obj.get("calibration")
+    if path is not None and not isinstance(path, str):
+        raise ConfigError(f"{where}.calibration", "a calibration file path")
+    path = path or str(cal_mod.default_calibration_path(model))
+    try:
+        cal = cal_mod.load_calibration(path)
+    except cal_mod.CalibrationError as e:
+        raise ConfigError(f"{where}.calibration", f"{path}: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{where}.calibration", f"cannot read {path}: {e.strerror}") from None
+    if cal.model != model:
+        raise ConfigError(f"{where}.calibration", f"{path} calibrates {cal.model}, not {model}")
+    nic = obj.get("nic_bps", DEFAULT_NIC_BPS)
+    nic = schema.number(nic, f"{where}.nic_bps", positive=True)
+    capacity = topo.link_capacity()
+    slowest = min(capacity[d] for d in topo.ring_links(spec.hosts))
+    scale = schema.number(obj.get("scale", slowest / nic), f"{where}.scale", positive=True)
+    if scale > 1:
+        raise ConfigError(f"{where}.scale", f"at most 1 (a share of the parameters), got {scale:g}")
+    batch = obj.get("batch", cal.batch)
+    return JobSpec(
+        **{
+            **spec.__dict__,
+            "model": model,
+            "compute": compute,
+            "calibration": path,
+            "scale": scale,
+            "nic_bps": nic,
+            "batch": int(schema.number(batch, f"{where}.batch", positive=True)),
+        }
+    )
 
 
 def _scheme(raw: Any, index: int) -> SchemeSpec:
@@ -253,12 +331,12 @@ Progress = Callable[[str], None]
 
 def run_experiment(
     cfg: RunConfig, out_dir: Path | str, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Run every scheme of ``cfg``; write and return the results."""
+) -> ExperimentResult:
+    """Run every scheme of ``cfg`` (``ideal`` first); write ``results.json`` after each."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    results: dict[str, Any] = {"schemes": {}, "config": cfg.raw}
+    schemes: dict[str, SchemeResult] = {}
     profiles: dict[str, Any] | None = dict(cfg.profiles) or None
     order = sorted(cfg.schemes, key=lambda s: 0 if s.kind == "ideal" else 1)
     for n, scheme in enumerate(order, 1):
@@ -266,8 +344,7 @@ def run_experiment(
         t0 = time.time()
         if scheme.kind == "ideal":
             res = _run_ideal(cfg, scheme, out, say)
-            measured = res.pop("_profiles")
-            profiles = {**measured, **cfg.profiles}
+            profiles = {**res.profiles, **cfg.profiles}
         elif scheme.kind == "cassini":
             if profiles is None:
                 say(
@@ -275,14 +352,14 @@ def run_experiment(
                     f"({cfg.profile_iterations} iterations)"
                 )
                 short = _with_iterations(cfg, cfg.profile_iterations)
-                profiles = _run_ideal(short, scheme, out / "profiling", say)["_profiles"]
+                profiles = dict(_run_ideal(short, scheme, out / "profiling", say).profiles)
             res = _run_cassini(cfg, scheme, profiles, out, say)
         else:
-            res = _run_together(cfg, scheme, out, say, _start_offsets(cfg, scheme))
-        res["duration_s"] = time.time() - t0
-        results["schemes"][scheme.name] = res
-        (out / "results.json").write_text(json.dumps(results, indent=1))
-    return results
+            offsets = _start_offsets(cfg, scheme)
+            res = _run_together(cfg, scheme, out / scheme.name, offsets, progress=say)
+        schemes[scheme.name] = replace(res, duration_s=time.time() - t0)
+        ExperimentResult(schemes, cfg.raw).write(out / "results.json")
+    return ExperimentResult(schemes, cfg.raw)
 
 
 def _cc(cfg: RunConfig, scheme: SchemeSpec) -> str:
@@ -316,8 +393,17 @@ def _with_iterations(cfg: RunConfig, iterations: int) -> RunConfig:
 
 
 def _estimated_period(cfg: RunConfig, job: JobSpec) -> float:
+    """A generous guess of the job's iteration time (seconds), for time-outs and offsets."""
     slowest = min(link.capacity_bps for link in cfg.topology.links)
     n = len(job.hosts)
+    if job.kind == "model":
+        from testbed.calibration import load_calibration
+        from testbed.replay import scaled_gradient_bytes
+
+        cal = load_calibration(job.calibration)
+        compute = cal.replay_iteration_s if job.compute == "replay" else 30 * cal.iteration_s
+        nbytes = scaled_gradient_bytes(cal, job.scale)
+        return compute + 2 * (n - 1) / n * nbytes * 8 / slowest
     return job.compute_s + 2 * (n - 1) / n * job.bytes * 8 / slowest
 
 
@@ -328,25 +414,62 @@ def _start_offsets(cfg: RunConfig, scheme: SchemeSpec) -> dict[str, float]:
     return {j.job_id: float(j.shift) if isinstance(j.shift, int | float) else 0.0 for j in cfg.jobs}
 
 
-def _run_ideal(cfg: RunConfig, scheme: SchemeSpec, out: Path, say: Progress) -> dict[str, Any]:
-    res: dict[str, Any] = {"cc": _cc(cfg, scheme), "jobs": {}, "summary": {}, "link_bytes": {}}
+def _profile_source(cfg: RunConfig, job: JobSpec) -> str:
+    if cfg.profile_source != "auto":
+        return cfg.profile_source
+    return "log" if job.kind == "synthetic" else "hook"
+
+
+def _run_ideal(cfg: RunConfig, scheme: SchemeSpec, out: Path, say: Progress) -> SchemeResult:
+    """Each job alone on the cluster; its profile measured from the chosen source (worker
+    log, DDP bucket hook, or a capture on its rank 0's host)."""
+    jobs: dict[str, JobResult] = {}
     profiles = {}
+    sources = set()
+    link_bytes: dict[str, int] = {}
     for job in cfg.jobs:
         one = RunConfig(**{**cfg.__dict__, "jobs": (job,)})
-        part = _run_together(
-            one, scheme, out / f"ideal-{job.job_id}", say, {job.job_id: 0.0}, keep_logs=True
-        )
-        res["jobs"][job.job_id] = part["jobs"][job.job_id]
-        res["summary"][job.job_id] = part["summary"][job.job_id]
-        profiles[job.job_id] = part["_logs"][job.job_id]
-    res["_profiles"] = {j: measure.profile_from_log(j, recs) for j, recs in profiles.items()}
-    res["profiles"] = {j: p.to_dict() for j, p in res["_profiles"].items()}
-    return res
+        where = out / f"ideal-{job.job_id}"
+        source = _profile_source(cfg, job)
+        sources.add(source)
+        pcap = where / "rank0.pcap" if source == "pcap" else None
+        part = _run_together(one, scheme, where, {job.job_id: 0.0}, capture=pcap, progress=say)
+        jobs[job.job_id] = part.jobs[job.job_id]
+        link_bytes.update({f"{job.job_id}:{d}": b for d, b in part.link_bytes.items()})
+        profiles[job.job_id] = _measured_profile(cfg, job, part.jobs[job.job_id], source, pcap)
+    return SchemeResult(
+        name=scheme.name,
+        kind=scheme.kind,
+        cc=_cc(cfg, scheme),
+        fabric=cfg.topology.fabric.kind,
+        jobs=jobs,
+        link_bytes=link_bytes,
+        profiles=profiles,
+        profile_source="+".join(sorted(sources)),
+    )
+
+
+def _measured_profile(
+    cfg: RunConfig, job: JobSpec, result: JobResult, source: str, pcap: Path | None
+) -> Any:
+    """The job's profile: from its rank 0's timing log (one phase), its DDP bucket
+    records (one phase per bucket all-reduce), or the capture on rank 0's host."""
+    records = result.records(0)
+    if source == "log" or (source == "hook" and job.kind == "synthetic"):
+        return measure.profile_from_log(job.job_id, records)
+    if source == "hook":
+        from cassini.torch.recorder import profile_from_log_records
+
+        return profile_from_log_records(job.job_id, records, world_size=len(job.hosts))
+    ip = cfg.topology.ip(job.hosts[0])
+    return measure.profile_from_pcap(job.job_id, pcap, ip, origin_s=records[-1]["start"])
 
 
 def _run_cassini(
     cfg: RunConfig, scheme: SchemeSpec, profiles: dict[str, Any], out: Path, say: Progress
-) -> dict[str, Any]:
+) -> SchemeResult:
+    """Advice on the configured placement; each job held to its shift by the agent, or
+    left free where the advisor says shifting does not pay."""
     topo = cfg.topology
     links = [Link(d["id"], d["capacity_bps"]) for d in topo.advisor_links()]
     paths = {j.job_id: tuple(topo.ring_links(j.hosts)) for j in cfg.jobs}
@@ -355,88 +478,93 @@ def _run_cassini(
     for job in cfg.jobs:
         if isinstance(job.shift, int | float):
             shifts[job.job_id] = float(job.shift)
-    periods = agent_periods(profiles, advice, cfg.agent_slack)
+    periods = agent_periods(profiles, advice, links, cfg.agent_slack)
     for job in cfg.jobs:
         # the agent runs the job on a stretched clock: stretch its shift the same way
         if job.job_id in periods:
             t = profiles[job.job_id].iteration_time_s
             shifts[job.job_id] = shifts.get(job.job_id, 0.0) * periods[job.job_id] / t
-    say("  cassini shifts: " + ", ".join(f"{j} {s * 1e3:.1f} ms" for j, s in shifts.items()))
-    res = _run_together(cfg, scheme, out, say, shifts, periods)
-    res["advice"] = advice.to_dict()
-    res["agent_periods_s"] = periods
-    return res
+    held = ", ".join(f"{j} {shifts.get(j, 0.0) * 1e3:.1f} ms" for j in periods) or "none"
+    say(f"  cassini shifts: {held}")
+    res = _run_together(cfg, scheme, out / scheme.name, shifts, periods, progress=say)
+    return replace(res, advice=advice.to_dict(), profiles=profiles)
 
 
-def agent_periods(profiles: dict[str, Any], advice: Any, slack: float) -> dict[str, float]:
-    """Period (seconds) the time-shift agent holds each job to.
+def agent_periods(
+    profiles: dict[str, Any], advice: Any, links: list[Link], slack: float
+) -> dict[str, float]:
+    """Period (seconds) the time-shift agent holds each job to; jobs left out run free.
 
     A job's period is its circle's effective iteration time (its own, or the stretched one
-    when the unified period is approximate), times ``1 + slack`` for jitter.  When the
-    jobs on a shared link need it busy more than all the time (sum of communication time
-    over iteration time above 1), no rotation interleaves them; their periods are then
-    stretched by that factor, trading a known slowdown for no contention.
+    when the unified period is approximate), times ``1 + slack`` for jitter, and times the
+    stretch its links' bytes require (:func:`cassini.predict.bytes_stretch`: the bits the
+    jobs on a link send per second of their iterations over its capacity, when above 1).
+    Jobs the advisor recommends not to shift are left out.
     """
-    busy: dict[str, float] = {}
-    for sol in advice.link_solutions.values():
-        load = sum(
-            sum(p.duration_s for p in profiles[j].phases) / profiles[j].iteration_time_s
-            for j in sol.job_ids
-        )
+    from cassini.predict import bytes_stretch
+
+    capacity = {link.link_id: link.capacity_bps for link in links}
+    best = advice.candidates[0] if advice.candidates else None
+    no_shift = {j for j, ok in (getattr(best, "shift", None) or {}).items() if not ok}
+    stretch: dict[str, float] = {}
+    for link_id, sol in advice.link_solutions.items():
+        need = bytes_stretch([profiles[j] for j in sol.job_ids], capacity[link_id])
         for j in sol.job_ids:
-            busy[j] = max(busy.get(j, 1.0), load)
+            stretch[j] = max(stretch.get(j, 1.0), need)
     periods = {}
     for job_id, profile in profiles.items():
-        if job_id not in busy:
-            continue  # shares no link: nothing to interleave with, no agent
+        if job_id not in stretch or job_id in no_shift:
+            continue  # shares no link, or shifting does not pay: runs free
         effective = [
             sol.unified.period_s / sol.unified.repeats[sol.job_ids.index(job_id)]
             for sol in advice.link_solutions.values()
             if job_id in sol.job_ids
         ]
         base = max([profile.iteration_time_s, *effective])
-        periods[job_id] = base * busy.get(job_id, 1.0) * (1 + slack)
+        periods[job_id] = base * stretch[job_id] * (1 + slack)
     return periods
 
 
 def _run_together(
     cfg: RunConfig,
     scheme: SchemeSpec,
-    out: Path,
-    say: Progress,
+    logs_dir: Path,
     offsets: dict[str, float],
     periods: dict[str, float] | None = None,
-    keep_logs: bool = False,
     capture: Path | None = None,
-) -> dict[str, Any]:
+    progress: Progress | None = None,
+) -> SchemeResult:
+    """All of ``cfg``'s jobs on one freshly built cluster, each starting at its offset
+    (seconds after a common epoch) or held to ``periods`` by the agent."""
     topo = cfg.topology
     cc = _cc(cfg, scheme)
     _ensure_cc(cc)
-    logs_dir = out if keep_logs else out / scheme.name
     logs_dir.mkdir(parents=True, exist_ok=True)
     fabric_dirs = [d for link in topo.bottlenecks() for d in link.directions()]
+    logs = {j.job_id: tuple(logs_dir / f"{j.job_id}-rank{r}.jsonl" for r in range(len(j.hosts)))
+            for j in cfg.jobs}
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
         if capture is not None:
             stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
         before = cluster.tx_bytes(fabric_dirs)
-        epoch = time.time() + 2.0 + 2.0 * any(j.kind == "ddp" for j in cfg.jobs)
-        procs, rank0 = [], {}
+        slow_start = 2.0 * any(j.kind != "synthetic" for j in cfg.jobs)
+        epoch = time.time() + 2.0 + slow_start
+        procs = []
         for k, job in enumerate(cfg.jobs):
             for rank, host in enumerate(job.hosts):
-                log = logs_dir / f"{job.job_id}-rank{rank}.jsonl"
+                log = logs[job.job_id][rank]
                 spec = _worker_spec(cfg, job, k, rank, epoch, offsets, periods, log)
-                spec_path = logs_dir / f"{job.job_id}-rank{rank}.spec.json"
+                spec_path = log.with_suffix(".spec.json")
                 spec_path.write_text(json.dumps(spec))
                 module = "testbed.worker" if job.kind == "synthetic" else "testbed.ddp_worker"
                 procs.append(cluster.popen(host, [sys.executable, "-m", module, str(spec_path)]))
-                if rank == 0:
-                    rank0[job.job_id] = log
-        timeout = 60 + 4 * max(
+        timeout = 60 + slow_start * 10 + 4 * max(
             (j.iterations + 2) * _estimated_period(cfg, j) + offsets.get(j.job_id, 0.0)
             for j in cfg.jobs
         )
-        codes = _wait_with_progress(procs, rank0, cfg, scheme, timeout, say)
+        rank0 = {j: paths[0] for j, paths in logs.items()}
+        codes = _wait_with_progress(procs, rank0, cfg, timeout, progress)
         after = cluster.tx_bytes(fabric_dirs)
         marks = cluster.ecn_marks()
     failed = [c for c in codes if c != 0]
@@ -445,38 +573,31 @@ def _run_together(
             f"{scheme.name}: {len(failed)} worker(s) failed (exit codes {failed}); "
             f"logs in {logs_dir}"
         )
-    res: dict[str, Any] = {
-        "cc": cc,
-        "fabric": topo.fabric.kind,
-        "jobs": {},
-        "summary": {},
-        "link_bytes": {d: after[d] - before.get(d, 0) for d in after},
-        "_logs": {},
-    }
-    if marks:
-        res["ecn_marks"] = marks
+    jobs = {}
     for job in cfg.jobs:
-        records = measure.read_log(rank0[job.job_id])
-        times = measure.iteration_times(records)
-        sent = sum(
-            r["bytes_sent"]
-            for rank in range(len(job.hosts))
-            for r in measure.read_log(logs_dir / f"{job.job_id}-rank{rank}.jsonl")
+        records = measure.read_log(logs[job.job_id][0])
+        sent = sum(r["bytes_sent"] for path in logs[job.job_id] for r in measure.read_log(path))
+        held = bool(periods and job.job_id in periods)
+        jobs[job.job_id] = JobResult(
+            job_id=job.job_id,
+            iteration_times_s=tuple(measure.iteration_times(records)),
+            bytes=sent,
+            logs=logs[job.job_id],
+            start_offset_s=offsets.get(job.job_id, 0.0),
+            comm_times_s=tuple(r["end"] - r["comm_start"] for r in records),
+            realignments=records[-1].get("realignments", 0) if held else None,
+            released=records[-1].get("released", False) if held else None,
+            period_s=periods[job.job_id] if held else None,
         )
-        entry = {
-            "iteration_times_s": times,
-            "bytes": sent,
-            "start_offset_s": offsets.get(job.job_id, 0.0),
-            "comm_times_s": [r["end"] - r["comm_start"] for r in records],
-        }
-        if periods and job.job_id in periods:
-            entry["realignments"] = records[-1].get("realignments", 0)
-        res["jobs"][job.job_id] = entry
-        res["summary"][job.job_id] = measure.summary(times)
-        res["_logs"][job.job_id] = records
-    if not keep_logs:
-        res.pop("_logs")
-    return res
+    return SchemeResult(
+        name=scheme.name,
+        kind=scheme.kind,
+        cc=cc,
+        fabric=topo.fabric.kind,
+        jobs=jobs,
+        link_bytes={d: after[d] - before.get(d, 0) for d in after},
+        ecn_marks=marks or {},
+    )
 
 
 def _worker_spec(
@@ -507,7 +628,15 @@ def _worker_spec(
         "batch": job.batch,
         "world_size": len(job.hosts),
         "iface": f"{job.hosts[rank]}-eth0",
+        "kind": job.kind,
     }
+    if job.kind == "model":
+        spec.update(
+            model=job.model,
+            compute=job.compute,
+            calibration=str(Path(job.calibration).resolve()),
+            scale=job.scale,
+        )
     if periods and job.job_id in periods:
         spec["period_s"] = periods[job.job_id]
         spec["shift_s"] = offsets.get(job.job_id, 0.0) % periods[job.job_id]
@@ -518,10 +647,10 @@ def _wait_with_progress(
     procs: list,
     rank0: dict[str, Path],
     cfg: RunConfig,
-    scheme: SchemeSpec,
     timeout: float,
-    say: Progress,
+    say: Progress | None,
 ) -> list[int]:
+    say = say or (lambda msg: None)
     deadline = time.time() + timeout
     total = {j.job_id: j.iterations for j in cfg.jobs}
     last_line = 0.0
@@ -552,19 +681,18 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def format_table(results: dict[str, Any]) -> str:
+def format_table(results: ExperimentResult) -> str:
     """Scheme x job: mean, p50, p99 iteration time (ms) and mean as a ratio to ideal."""
-    schemes = results["schemes"]
-    ideal = schemes.get("ideal", {}).get("summary", {})
+    ideal = results.ideal
     lines = [
         f"{'scheme':<14} {'job':<10} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs ideal':>9}"
     ]
-    for name, res in schemes.items():
-        for job, s in res["summary"].items():
-            ratio = s["mean_s"] / ideal[job]["mean_s"] if job in ideal else math.nan
+    for name, res in results.schemes.items():
+        ratios = res.ratios(ideal) if ideal else {}
+        for job, s in res.summary.items():
             lines.append(
                 f"{name:<14} {job:<10} {s['mean_s'] * 1e3:>8.1f} {s['p50_s'] * 1e3:>8.1f} "
-                f"{s['p99_s'] * 1e3:>8.1f} {ratio:>8.2f}x"
+                f"{s['p99_s'] * 1e3:>8.1f} {ratios.get(job, math.nan):>8.2f}x"
             )
     return "\n".join(lines)
 
