@@ -1,0 +1,114 @@
+"""Error answers of ``cassini serve``: every status code the service sends is written once,
+here, as a subclass of :class:`ServiceError`; the app turns any of them into
+``{"error": {"code", "field", "message"}}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from cassini.errors import InputError
+
+
+class ServiceError(Exception):
+    """An error answer: ``status`` (class attribute), a message, the field to blame (or
+    None), extra headers, and the label of the rejected-requests counter when a limit hit."""
+
+    status: ClassVar[int] = 500
+    reason: ClassVar[str | None] = None  # cassini_http_requests_rejected_total label
+    when: ClassVar[str] = ""  # for the OpenAPI document and docs/service.md
+
+    def __init__(
+        self, message: str, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.headers = dict(headers or {})
+
+    def body(self) -> bytes:
+        error = {"code": self.status, "field": self.field, "message": self.message}
+        return json_bytes({"error": error})
+
+
+class BadRequest(ServiceError):
+    status = 400
+    when = "malformed JSON, schema error naming the field, bad query option or path parameter"
+
+
+class NotFound(ServiceError):
+    status = 404
+    when = "unknown path, or unknown job id"
+
+
+class MethodNotAllowed(ServiceError):
+    status = 405
+    when = "method not accepted by the path; the Allow header lists those that are"
+
+
+class RequestTimeout(ServiceError):
+    status = 408
+    when = "the body did not arrive within the read time limit"
+
+
+class PayloadTooLarge(ServiceError):
+    status = 413
+    reason = "body_too_large"
+    when = "body over --max-body-bytes"
+
+
+class UnsupportedMediaType(ServiceError):
+    status = 415
+    when = "POST/PUT without Content-Type: application/json (UTF-8)"
+
+
+class InternalError(ServiceError):
+    status = 500
+    when = "internal error (logged with its traceback), or a worker process died"
+
+
+class Overloaded(ServiceError):
+    status = 503
+    reason = "overloaded"
+    when = "no worker became free within --timeout-s; Retry-After: 1"
+
+
+class ComputeTimeout(ServiceError):
+    status = 504
+    reason = "timeout"
+    when = "the computation ran past --timeout-s; its worker process was killed and replaced"
+
+
+#: Every error the service answers with, by status code (OpenAPI, docs, tests).
+ERRORS: dict[int, type[ServiceError]] = {
+    cls.status: cls
+    for cls in (
+        BadRequest,
+        NotFound,
+        MethodNotAllowed,
+        RequestTimeout,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+        InternalError,
+        Overloaded,
+        ComputeTimeout,
+    )
+}
+#: Labels of ``cassini_http_requests_rejected_total``.
+REJECT_REASONS: tuple[str, ...] = tuple(c.reason for c in ERRORS.values() if c.reason)
+
+
+def from_input_error(e: InputError, prefix: str = "") -> BadRequest:
+    """A schema error as a 400; the JSON readers name the whole document "input" (or ""),
+    which over HTTP is the body."""
+    field = e.field
+    if field in ("", "input"):
+        field = prefix or "body"
+    elif prefix:
+        field = f"{prefix}.{field}"
+    return BadRequest(e.problem, field)
+
+
+def json_bytes(obj: Any) -> bytes:
+    """Compact JSON with a trailing newline, as every answer is written."""
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")

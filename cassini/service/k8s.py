@@ -1,0 +1,193 @@
+"""The Kubernetes scheduler extender's wire format (``k8s.io/kube-scheduler/extender/v1``).
+
+kube-scheduler POSTs ``ExtenderArgs`` to ``urlPrefix + "/" + verb`` and reads the answer
+with Go's ``encoding/json``.  The Go types have no json tags, so the field names on the
+wire are the capitalised Go names (``Pod``, ``Nodes``, ``NodeNames``, ``Host``, ``Score``,
+``FailedNodes``...); Go's decoder matches names case-insensitively, and so does
+:func:`read_extender_args`.  ``Pod`` and the ``Nodes`` items are Kubernetes objects with
+json tags (``metadata.name``, ``metadata.annotations``).
+
+Pod annotations read:
+
+``cassini.io/job``      the job the pod belongs to (its id in ``/v1/jobs``)
+``cassini.io/profile``  the job's profile, a JOB object as in ``cassini advise`` (JSON)
+``cassini.io/model``    or a profile library id (``cassini/data/profiles.json``)
+
+Without a profile or model annotation the job's registered profile is used; a pod with
+none of them gets :data:`NEUTRAL_SCORE` on every node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassini import schema
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+from cassini.service.cluster import MAX_SCORE, NEUTRAL_SCORE, RunningJob, profile_of
+
+ANNOTATION_JOB = "cassini.io/job"
+ANNOTATION_PROFILE = "cassini.io/profile"
+ANNOTATION_MODEL = "cassini.io/model"
+
+__all__ = [
+    "ANNOTATION_JOB",
+    "ANNOTATION_MODEL",
+    "ANNOTATION_PROFILE",
+    "MAX_SCORE",
+    "NEUTRAL_SCORE",
+    "ExtenderArgs",
+    "filter_result",
+    "pod_profile",
+    "priority_list",
+    "read_extender_args",
+]
+
+
+@dataclass(frozen=True)
+class ExtenderArgs:
+    """What the extender needs of a request: the pod's name and annotations, the candidate
+    node names, and the node objects when they came as ``Nodes`` (not ``NodeNames``)."""
+
+    pod_name: str
+    annotations: dict[str, str]
+    node_names: tuple[str, ...]
+    node_items: tuple[Any, ...] | None  # None: the request used NodeNames
+
+
+def get_ci(obj: Mapping[str, Any], name: str) -> tuple[str, Any]:
+    """``(key, value)`` of a field matched as Go's decoder does: the exact name first,
+    then any key equal to it ignoring case; ``(name, None)`` when absent."""
+    if name in obj:
+        return name, obj[name]
+    folded = name.casefold()
+    for key, value in obj.items():
+        if isinstance(key, str) and key.casefold() == folded:
+            return key, value
+    return name, None
+
+
+def read_extender_args(obj: Any) -> ExtenderArgs:
+    """Read ``ExtenderArgs``; unknown fields are ignored (as Go ignores them)."""
+    obj = schema.require_object(obj, "")
+    pod_key, pod = get_ci(obj, "Pod")
+    if pod is None:
+        raise InputError(pod_key, "missing required field (the pod being scheduled)")
+    pod = schema.require_object(pod, pod_key)
+    meta_key, meta = get_ci(pod, "metadata")
+    meta_field = f"{pod_key}.{meta_key}"
+    meta = schema.require_object(meta if meta is not None else {}, meta_field)
+    name_key, name = get_ci(meta, "name")
+    pod_name = "" if name is None else _string(name, f"{meta_field}.{name_key}")
+    ann_key, ann = get_ci(meta, "annotations")
+    ann_field = f"{meta_field}.{ann_key}"
+    annotations = {}
+    for k, v in schema.require_object(ann if ann is not None else {}, ann_field).items():
+        annotations[str(k)] = _string(v, f"{ann_field}[{k!r}]")
+
+    names_key, names = get_ci(obj, "NodeNames")
+    nodes_key, nodes = get_ci(obj, "Nodes")
+    items: tuple[Any, ...] | None = None
+    if names is not None:
+        node_names = tuple(
+            _string(n, f"{names_key}[{i}]") for i, n in enumerate(schema.array(names, names_key))
+        )
+    elif nodes is not None:
+        nodes = schema.require_object(nodes, nodes_key)
+        items_key, raw = get_ci(nodes, "items")
+        items_field = f"{nodes_key}.{items_key}"
+        items = tuple(schema.array(raw if raw is not None else [], items_field))
+        found = []
+        for i, node in enumerate(items):
+            f = f"{items_field}[{i}]"
+            node = schema.require_object(node, f)
+            mk, m = get_ci(node, "metadata")
+            m = schema.require_object(m if m is not None else {}, f"{f}.{mk}")
+            nk, n = get_ci(m, "name")
+            if n is None:
+                raise InputError(f"{f}.{mk}.{nk}", "missing required field (the node's name)")
+            found.append(_string(n, f"{f}.{mk}.{nk}"))
+        node_names = tuple(found)
+    else:
+        node_names = ()
+    return ExtenderArgs(pod_name, annotations, node_names, items)
+
+
+def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobProfile | None:
+    """The pod's job's profile from its annotations, or its registered job's profile;
+    None when the pod says nothing about its job (neutral scores)."""
+    ann = args.annotations
+    field = 'Pod.metadata.annotations["{}"]'
+    job_id = ann.get(ANNOTATION_JOB)
+    if job_id is not None and not job_id:
+        raise InputError(field.format(ANNOTATION_JOB), "must not be empty")
+    if ANNOTATION_PROFILE in ann:
+        if ANNOTATION_MODEL in ann:
+            raise InputError(
+                field.format(ANNOTATION_MODEL), f"give {ANNOTATION_PROFILE} or this, not both"
+            )
+        f = field.format(ANNOTATION_PROFILE)
+        try:
+            obj = json.loads(ann[ANNOTATION_PROFILE])
+        except json.JSONDecodeError as e:
+            raise InputError(f, f"malformed JSON at column {e.colno}: {e.msg}") from None
+        except RecursionError:
+            raise InputError(f, "nested too deeply") from None
+        obj = schema.require_object(obj, f)
+        schema.check_fields(obj, f, ("iteration_time_s", "phases"), ("id",))
+        jid = job_id or (schema.identifier(obj["id"], f"{f}.id") if "id" in obj else None)
+        return profile_of(obj, f, jid or args.pod_name or "pod")
+    if ANNOTATION_MODEL in ann:
+        try:
+            jid = job_id or args.pod_name or "pod"
+            return profile_of({"model": ann[ANNOTATION_MODEL]}, "", jid)
+        except InputError as e:
+            raise InputError(field.format(ANNOTATION_MODEL), e.problem) from None
+    if job_id is not None and job_id in running:
+        return running[job_id].profile
+    return None
+
+
+Score = tuple[str, float | None, int, str | None, Sequence[str]]
+
+
+def priority_list(scores: Sequence[Score]) -> list[dict[str, Any]]:
+    """``HostPriorityList``: ``[{"Host": node, "Score": 0..10}, ...]``."""
+    return [{"Host": node, "Score": int(ext)} for node, _, ext, _, _ in scores]
+
+
+def filter_result(args: ExtenderArgs, scores: Sequence[Score], min_score: float) -> dict[str, Any]:
+    """``ExtenderFilterResult``: the nodes whose score is at least ``min_score`` (in
+    [0, 1]; nodes not judged always pass), in the form the request used."""
+    passed, failed = [], {}
+    for node, score, _, worst, jobs in scores:
+        if score is not None and score < min_score:
+            with_ = f" (link {worst} shared with {', '.join(jobs)})" if worst else ""
+            failed[node] = (
+                f"cassini: compatibility {score:.3f} below --min-score {min_score:g}{with_}"
+            )
+        else:
+            passed.append(node)
+    result: dict[str, Any] = {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
+    if args.node_items is None:
+        result["NodeNames"] = passed
+    else:
+        keep = set(passed)
+        pairs = zip(args.node_items, args.node_names, strict=True)
+        result["Nodes"] = {"items": [it for it, n in pairs if n in keep]}
+    return result
+
+
+def _string(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(field, f"must be a string, got {schema._kind(value)}")
+    return value
