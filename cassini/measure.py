@@ -1,0 +1,373 @@
+"""Profiles from measurements: a DDP communication-hook log, a worker's timing log, or a
+packet capture.
+
+Everything here turns records into a :class:`cassini.profile.JobProfile` and is pure,
+except the two readers at the end of the module (:func:`read_jsonl`, :func:`pcap_packets`),
+which open a file and nothing else.  scapy is imported only by :func:`pcap_packets`.
+
+Recorder log (JSON lines, written by :class:`cassini.torch.recorder.CommHookRecorder`)::
+
+    {"type": "meta", "world_size": 2, "rank": 0}
+    {"type": "iteration", "iteration": 3, "start_s": 1700000000.12}
+    {"type": "bucket", "iteration": 3, "bucket": 0, "bytes": 1048576,
+     "start_s": 1700000000.15, "end_s": 1700000000.16}
+
+Worker log (testbed workers): ``{"iter", "start", "comm_start", "end", "bytes_sent"}`` per
+iteration.  Capture: IPv4 packets from one source address, as tcpdump writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cassini import schema
+from cassini.errors import InputError
+from cassini.profile import JobProfile, Phase
+
+
+@dataclass(frozen=True)
+class BucketRecord:
+    """One gradient bucket's all-reduce: ``bytes`` of the bucket's tensor, launched at
+    ``start_s`` and completed at ``end_s`` (wall clock, seconds) in iteration ``iteration``."""
+
+    iteration: int
+    bucket: int
+    bytes: int
+    start_s: float
+    end_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "bucket",
+            "iteration": self.iteration,
+            "bucket": self.bucket,
+            "bytes": self.bytes,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+        }
+
+
+@dataclass(frozen=True)
+class RecorderLog:
+    """A recorder log read back: bucket records, iteration starts (wall clock, seconds,
+    by iteration index; empty when iterations were detected from bucket 0) and the
+    job's world size (None when the log does not say)."""
+
+    records: tuple[BucketRecord, ...]
+    iteration_starts_s: dict[int, float]
+    world_size: int | None
+
+
+def ring_allreduce_bytes(tensor_bytes: float, world_size: int) -> float:
+    """Bytes one rank sends in a ring all-reduce of a ``tensor_bytes`` tensor among
+    ``world_size`` ranks: ``2 (n - 1) / n * tensor_bytes``."""
+    return 2.0 * (world_size - 1) / world_size * tensor_bytes
+
+
+def profile_from_buckets(
+    job_id: str,
+    records: Sequence[BucketRecord],
+    world_size: int,
+    iteration_starts_s: Mapping[int, float] | Sequence[float] | None = None,
+    *,
+    skip: int = 1,
+    merge_gap_s: float = 0.0,
+) -> JobProfile:
+    """A multi-phase profile from N iterations of DDP bucket records (one rank's).
+
+    Iteration time: median interval between consecutive iteration starts
+    (``iteration_starts_s`` by iteration index, e.g. from ``mark_iteration``; else the
+    launch of each iteration's first bucket).  Each bucket becomes a phase that moves
+    what a ring all-reduce sends from one rank (:func:`ring_allreduce_bytes`) in its
+    measured duration; start and end offsets from the iteration start are medians over
+    the iterations with the most common bucket layout (bytes by bucket index: DDP
+    rebuilds its buckets after the first iteration), folded onto one iteration, and
+    phases that overlap or lie within ``merge_gap_s`` seconds of each other are merged
+    (their bits kept).  The first ``skip`` iterations (warm-up) are left out.
+
+    Bits per iteration are exact: the sum over the layout's buckets.
+
+    Raises
+    ------
+    InputError naming the field: no records, world size < 1, fewer than two iterations.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise InputError("world_size", f"must be an integer >= 1, got {world_size!r}")
+    if skip < 0:
+        raise InputError("skip", f"must be >= 0, got {skip!r}")
+    if merge_gap_s < 0:
+        raise InputError("merge_gap_s", f"must be >= 0, got {merge_gap_s!r}")
+    if isinstance(iteration_starts_s, Sequence):
+        iteration_starts_s = dict(enumerate(iteration_starts_s))
+    by_iter: dict[int, dict[int, BucketRecord]] = {}
+    for i, r in enumerate(records):
+        if r.end_s < r.start_s:
+            raise InputError(f"records[{i}].end_s", "must not be before start_s")
+        if r.bytes < 0:
+            raise InputError(f"records[{i}].bytes", f"must be >= 0, got {r.bytes}")
+        by_iter.setdefault(r.iteration, {})[r.bucket] = r
+    if not by_iter:
+        raise InputError("records", "no bucket records")
+    iters = sorted(by_iter)[skip:]
+    if iteration_starts_s is not None:
+        iters = [k for k in iters if k in iteration_starts_s]
+        origin = {k: float(iteration_starts_s[k]) for k in iters}
+    else:
+        origin = {k: min(r.start_s for r in by_iter[k].values()) for k in iters}
+    if len(iters) < 2:
+        raise InputError(
+            "records", f"need at least {skip + 2} iterations with bucket records, got {len(iters)}"
+        )
+    starts = np.array([origin[k] for k in iters])
+    gaps = np.diff(starts) / np.diff(np.array(iters, float))  # tolerate missing iterations
+    period = float(np.median(gaps))
+    if not period > 0:
+        raise InputError("records", "iteration starts do not increase")
+    layouts = {k: tuple(sorted((b, r.bytes) for b, r in by_iter[k].items())) for k in iters}
+    layout = Counter(layouts.values()).most_common(1)[0][0]
+    used = [k for k in iters if layouts[k] == layout]
+    per_rank_bits = 8.0 * ring_allreduce_bytes(1.0, world_size)
+    intervals = []
+    for bucket, size in layout:
+        if size == 0 or per_rank_bits == 0:
+            continue
+        lo = float(np.median([by_iter[k][bucket].start_s - origin[k] for k in used]))
+        hi = float(np.median([by_iter[k][bucket].end_s - origin[k] for k in used]))
+        intervals.append((lo, max(hi, lo), size * per_rank_bits))
+    return JobProfile(job_id, period, fold_phases(intervals, period, merge_gap_s))
+
+
+def fold_phases(
+    intervals: Sequence[tuple[float, float, float]], period_s: float, merge_gap_s: float = 0.0
+) -> tuple[Phase, ...]:
+    """Phases of one iteration from ``(start_s, end_s, bits)`` intervals measured from an
+    iteration start: starts are taken modulo ``period_s``, intervals that overlap or lie
+    within ``merge_gap_s`` seconds of each other (around the circle too) become one phase
+    sending their summed bits at a constant rate.  A zero-length interval gets a tiny
+    duration (1e-9 of the period) so its bits are not lost; total length is capped at
+    the period."""
+    tiny = 1e-9 * period_s
+    spans = sorted(
+        (float(np.mod(lo, period_s)), min(max(hi - lo, tiny), period_s), bits)
+        for lo, hi, bits in intervals
+        if bits > 0
+    )
+    if not spans:
+        return ()
+    merged: list[list[float]] = []
+    for lo, dur, bits in spans:
+        if merged and lo <= merged[-1][1] + merge_gap_s:
+            merged[-1][1] = max(merged[-1][1], lo + dur)
+            merged[-1][2] += bits
+        else:
+            merged.append([lo, lo + dur, bits])
+    # around the circle: the last phase may reach past the start of the first
+    while len(merged) > 1 and merged[-1][1] + merge_gap_s >= merged[0][0] + period_s:
+        last = merged.pop()
+        first = merged[0]
+        merged[0] = [last[0], max(last[1], first[1] + period_s), last[2] + first[2]]
+        merged.sort(key=lambda m: m[0])
+    out = []
+    for lo, hi, bits in merged:
+        dur = min(hi - lo, period_s)
+        out.append(Phase(lo, dur, bits / dur))
+    return tuple(out)
+
+
+def bucket_records_from_dicts(lines: Sequence[Any], source: str = "log") -> RecorderLog:
+    """Read recorder log lines (parsed JSON objects, see the module docstring)."""
+    records, starts, world = [], {}, None
+    for i, obj in enumerate(lines):
+        f = f"{source}[{i}]"
+        obj = schema.require_object(obj, f)
+        kind = obj.get("type", "bucket")
+        if kind == "meta":
+            schema.check_fields(obj, f, ("type", "world_size"), ("rank", "job_id"))
+            w = obj["world_size"]
+            if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+                raise InputError(f"{f}.world_size", f"must be an integer >= 1, got {w!r}")
+            world = w
+        elif kind == "iteration":
+            schema.check_fields(obj, f, ("type", "iteration", "start_s"))
+            starts[_int(obj["iteration"], f"{f}.iteration")] = schema.number(
+                obj["start_s"], f"{f}.start_s"
+            )
+        elif kind == "bucket":
+            schema.check_fields(
+                obj, f, ("iteration", "bucket", "bytes", "start_s", "end_s"), ("type",)
+            )
+            records.append(
+                BucketRecord(
+                    _int(obj["iteration"], f"{f}.iteration"),
+                    _int(obj["bucket"], f"{f}.bucket"),
+                    _int(obj["bytes"], f"{f}.bytes"),
+                    schema.number(obj["start_s"], f"{f}.start_s"),
+                    schema.number(obj["end_s"], f"{f}.end_s"),
+                )
+            )
+        else:
+            raise InputError(f"{f}.type", f"must be meta, iteration or bucket, got {kind!r}")
+    return RecorderLog(tuple(records), starts, world)
+
+
+def _int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(field, f"must be an integer >= 0, got {value!r}")
+    return value
+
+
+# -- worker logs ------------------------------------------------------------------------
+WORKER_FIELDS = ("start", "comm_start", "end", "bytes_sent")
+
+
+def iteration_times(records: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Seconds between successive iteration ends (the first iteration, which includes the
+    start-up and any initial shift, has no predecessor and is left out)."""
+    ends = [r["end"] for r in records]
+    return [b - a for a, b in zip(ends, ends[1:], strict=False)]
+
+
+def profile_from_log(
+    job_id: str, records: Sequence[Mapping[str, Any]], skip: int = 1, source: str = "log"
+) -> JobProfile:
+    """A job's profile from its timing log (one worker): iteration time = mean interval
+    between iteration ends; one communication phase starting after the mean compute time,
+    lasting the mean communication time, at the rate that moves the bytes in that time.
+
+    Raises InputError naming the field of a record that lacks a number, or ``source``
+    when there are fewer than ``skip + 2`` iterations."""
+    for i, r in enumerate(records):
+        r = schema.require_object(r, f"{source}[{i}]")
+        for name in WORKER_FIELDS:
+            if name not in r:
+                raise InputError(f"{source}[{i}].{name}", "missing required field")
+            schema.number(r[name], f"{source}[{i}].{name}")
+    recs = list(records)[skip:]
+    if len(recs) < 2:
+        raise InputError(source, f"job {job_id}: need at least {skip + 2} iterations to profile")
+    period = float(np.mean(iteration_times(recs)))
+    if not period > 0:
+        raise InputError(f"{source}.end", "iteration ends do not increase")
+    compute = float(np.mean([r["comm_start"] - r["start"] for r in recs]))
+    comm = float(np.mean([r["end"] - r["comm_start"] for r in recs]))
+    sent = float(np.mean([r["bytes_sent"] for r in recs]))
+    comm = min(comm, period * 0.999)
+    start = min(max(compute, 0.0), period * 0.999)
+    phases = [Phase(start, comm, sent * 8 / comm)] if sent > 0 and comm > 0 else []
+    return JobProfile(job_id, period, phases)
+
+
+# -- packet captures --------------------------------------------------------------------
+def series_from_packets(
+    stamps_s: Sequence[float] | np.ndarray, sizes_bytes: Sequence[float] | np.ndarray, dt_s: float
+) -> tuple[np.ndarray, float]:
+    """Bits per second in each ``dt_s`` bin from packet timestamps (s) and sizes (bytes);
+    returns the series and the first timestamp (seconds)."""
+    t = np.asarray(stamps_s, float)
+    if t.size == 0:
+        raise InputError("packets", "no packets")
+    dt_s = schema.number(dt_s, "dt_s", positive=True)
+    start = float(t.min())
+    bins = ((t - start) / dt_s).astype(np.int64)
+    series = np.bincount(bins, weights=np.asarray(sizes_bytes, float) * 8) / dt_s
+    return series, start
+
+
+def profile_from_series(
+    job_id: str,
+    series_bps: np.ndarray,
+    start_s: float,
+    dt_s: float,
+    origin_s: float | None = None,
+    **kwargs: Any,
+) -> JobProfile:
+    """A profile from a bandwidth series (:meth:`JobProfile.from_samples`); with
+    ``origin_s`` (wall clock, seconds: an iteration start) it is rotated so that its
+    time 0 is an iteration start, as the time-shift agent counts; otherwise time 0 is
+    wherever the series began (``start_s``)."""
+    profile = JobProfile.from_samples(series_bps, dt_s, job_id=job_id, **kwargs)
+    if origin_s is None:
+        return profile
+    period = profile.iteration_time_s
+    offset = (origin_s - start_s) % period
+    phases = [
+        Phase((p.start_s - offset) % period, p.duration_s, p.rate_bps) for p in profile.phases
+    ]
+    return JobProfile(job_id, period, phases)
+
+
+# -- readers (the only I/O in this module) ---------------------------------------------
+def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
+    """The JSON objects of a JSON-lines file; a bad line is an InputError naming it."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{source} line {n}", f"malformed JSON: {e.msg}") from None
+    except OSError as e:
+        raise InputError(source, f"cannot read {path}: {e.strerror}") from None
+    return out
+
+
+def pcap_packets(pcap: Path | str, src_ip: str) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps (s) and IP total lengths (bytes) of the IPv4 packets from ``src_ip`` in
+    a capture (scapy's raw reader; Ethernet or Linux cooked link layer)."""
+    try:
+        want = socket.inet_aton(src_ip)
+    except OSError:
+        raise InputError("src_ip", f"not an IPv4 address: {src_ip!r}") from None
+    from scapy.error import Scapy_Exception
+    from scapy.utils import RawPcapReader
+
+    stamps, sizes = [], []
+    try:
+        reader = RawPcapReader(str(pcap))
+    except (OSError, Scapy_Exception) as e:
+        raise InputError("pcap", f"cannot read {pcap}: {e}") from None
+    link = getattr(reader, "linktype", 1)
+    offset = 14 if link == 1 else 16 if link == 113 else 0  # Ethernet, Linux cooked
+    with reader:
+        for data, meta in reader:
+            ip = data[offset:]
+            if len(ip) < 20 or ip[0] >> 4 != 4 or ip[12:16] != want:
+                continue
+            stamps.append(meta.sec + meta.usec * 1e-6)
+            sizes.append(struct.unpack("!H", ip[2:4])[0])
+    if not stamps:
+        raise InputError("src_ip", f"no IPv4 packets from {src_ip} in {pcap}")
+    return np.asarray(stamps), np.asarray(sizes, float)
+
+
+def pcap_series(pcap: Path | str, src_ip: str, dt_s: float = 0.001) -> tuple[np.ndarray, float]:
+    """Bits per second sent by ``src_ip`` in each ``dt_s`` bin of a capture; returns the
+    series and the capture's first timestamp (seconds)."""
+    stamps, sizes = pcap_packets(pcap, src_ip)
+    return series_from_packets(stamps, sizes, dt_s)
+
+
+def profile_from_pcap(
+    job_id: str,
+    pcap: Path | str,
+    src_ip: str,
+    dt_s: float = 0.001,
+    origin_s: float | None = None,
+    **kwargs: Any,
+) -> JobProfile:
+    """The job's profile as seen on the wire from one of its hosts (see
+    :func:`profile_from_series` for ``origin_s``)."""
+    series, start = pcap_series(pcap, src_ip, dt_s)
+    return profile_from_series(job_id, series, start, dt_s, origin_s, **kwargs)
