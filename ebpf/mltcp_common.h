@@ -8,7 +8,8 @@
  *                 than the configured threshold, or
  *   - exact mode: when the training process has bumped its job's counter (mltcp_marks) since
  *                 the flow last looked; flows find their job by port (mltcp_ports).
- * Maps are pinned by name under /sys/fs/bpf, so every variant and user space share them.
+ * Maps are pinned by name under /sys/fs/bpf, so every variant and user space share them;
+ * their keys and values are defined once, in mltcp_maps.h.
  */
 #ifndef MLTCP_COMMON_H
 #define MLTCP_COMMON_H
@@ -19,32 +20,10 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "mltcp_rule.h"
+#include "mltcp_maps.h"
 
 extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
 extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
-
-#define MLTCP_MODE_IDLE 0
-#define MLTCP_MODE_EXACT 1
-
-struct mltcp_config {
-	__u32 slope_q;
-	__u32 intercept_q;
-	__u32 idle_us;
-	__u32 mode;
-};
-
-struct mltcp_flow_key {
-	__u16 local_port;
-	__u16 remote_port;
-};
-
-struct mltcp_flow_stats {
-	__u64 iterations;
-	__u64 last_iter_bytes;
-	__u64 bytes_acked;
-	__u32 factor_q;		/* F at the end of the last iteration, Q10 */
-	__u32 job;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -57,16 +36,16 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__type(key, __u16);	/* port, host order */
-	__type(value, __u32);	/* job id */
+	__type(key, mltcp_port_t);
+	__type(value, mltcp_job_t);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } mltcp_ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__type(key, __u32);	/* job id */
-	__type(value, __u64);	/* iterations marked by the training process */
+	__type(key, mltcp_job_t);
+	__type(value, mltcp_mark_count_t);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } mltcp_marks SEC(".maps");
 
@@ -82,7 +61,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);	/* windows repaired by mltcp_guard */
+	__type(value, mltcp_repair_count_t);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } mltcp_repairs SEC(".maps");
 

@@ -8,6 +8,13 @@
  * established; a listening socket is set at listen() so its children inherit it.  With a
  * job, the socket's local port (for a listener and its children, the listening port) goes
  * into mltcp_ports, where the congestion controls look their job up.
+ *
+ * ECN: when the cgroup's entry has MLTCP_CGROUP_ECN (the loader sets it for congestion
+ * controls that need ECN), BPF_SOCK_OPS_NEEDS_ECN is answered yes, so the SYN asks for
+ * ECN and a listener in the cgroup accepts it, whatever net.ipv4.tcp_ecn says.  The
+ * kernel asks before sending a SYN and when a SYN arrives for a listener in the cgroup.
+ * The congestion control is set at TCP_CONNECT_CB, before the SYN is built, so its own
+ * TCP_CONG_NEEDS_ECN counts too.
  */
 #include "mltcp_common.h"
 
@@ -16,15 +23,9 @@
 
 char _license[] SEC("license") = "GPL";
 
-struct mltcp_cgroup_cfg {
-	char cc[16];		/* congestion control name, NUL-padded; empty: leave as is */
-	__u32 job;		/* job key (mltcp.loader.job_key), 0: none */
-	__u32 pad;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_CGROUP_STORAGE);
-	__type(key, __u64);	/* cgroup id */
+	__type(key, __u64);	/* cgroup id (struct bpf_cgroup_storage_key's first field) */
 	__type(value, struct mltcp_cgroup_cfg);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } mltcp_cgroup_cfg SEC(".maps");
@@ -33,9 +34,14 @@ SEC("sockops")
 int mltcp_select(struct bpf_sock_ops *skops)
 {
 	struct mltcp_cgroup_cfg *cfg;
-	char cc[16];
-	__u16 port;
+	char cc[MLTCP_CC_NAME_LEN];
+	mltcp_port_t port;
 
+	if (skops->op == BPF_SOCK_OPS_NEEDS_ECN) {
+		cfg = bpf_get_local_storage(&mltcp_cgroup_cfg, 0);
+		skops->reply = cfg && (cfg->flags & MLTCP_CGROUP_ECN) ? 1 : 0;
+		return 1;
+	}
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:

@@ -10,7 +10,7 @@ import platform
 from collections.abc import Iterator
 
 _NR_BPF = {"x86_64": 321, "aarch64": 280}.get(platform.machine(), 321)
-_LOOKUP, _UPDATE, _DELETE, _NEXT_KEY, _OBJ_GET = 1, 2, 3, 4, 7
+_LOOKUP, _UPDATE, _DELETE, _NEXT_KEY, _OBJ_GET, _GET_INFO = 1, 2, 3, 4, 7, 15
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -22,8 +22,32 @@ def _bpf(cmd: int, attr: ctypes.Array) -> int:
     return ret
 
 
+class LayoutMismatch(ValueError):
+    """The pinned map's key or value size is not the one the caller expects."""
+
+
+def map_info(fd: int) -> dict[str, int | str]:
+    """What the kernel says about the map behind ``fd`` (struct bpf_map_info)."""
+    info = (ctypes.c_uint8 * 88)()
+    attr = (ctypes.c_uint8 * 128)()
+    ctypes.c_uint32.from_buffer(attr, 0).value = fd
+    ctypes.c_uint32.from_buffer(attr, 4).value = ctypes.sizeof(info)
+    ctypes.c_uint64.from_buffer(attr, 8).value = ctypes.addressof(info)
+    _bpf(_GET_INFO, attr)
+    u32 = [ctypes.c_uint32.from_buffer(info, 4 * i).value for i in range(6)]
+    return {
+        "type": u32[0],
+        "id": u32[1],
+        "key_size": u32[2],
+        "value_size": u32[3],
+        "max_entries": u32[4],
+        "name": bytes(info[24:40]).rstrip(b"\0").decode(errors="replace"),
+    }
+
+
 class PinnedMap:
-    """A BPF map pinned at ``path`` with fixed key and value sizes (bytes)."""
+    """A BPF map pinned at ``path`` with fixed key and value sizes (bytes); opening it
+    checks them against the sizes the kernel reports (:class:`LayoutMismatch`)."""
 
     def __init__(self, path: str, key_size: int, value_size: int) -> None:
         self.path, self.key_size, self.value_size = path, key_size, value_size
@@ -31,6 +55,13 @@ class PinnedMap:
         attr = (ctypes.c_uint8 * 128)()
         ctypes.c_uint64.from_buffer(attr, 0).value = ctypes.addressof(name)
         self.fd = _bpf(_OBJ_GET, attr)
+        info = map_info(self.fd)
+        if (info["key_size"], info["value_size"]) != (key_size, value_size):
+            self.close()
+            raise LayoutMismatch(
+                f"{path}: the kernel's map has {info['key_size']}-byte keys and "
+                f"{info['value_size']}-byte values, expected {key_size} and {value_size}"
+            )
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -7,6 +7,11 @@ maps are pinned by name under ``/sys/fs/bpf`` (``mltcp_config``, ``mltcp_ports``
 list, the default congestion control, the cgroups given to ``select``) is recorded in
 ``/run/mltcp/state.json`` so ``unload`` puts it back.  ``select --cgroup`` attaches the
 sock_ops program ``ebpf/mltcp_select.bpf.c`` (pinned as ``/sys/fs/bpf/mltcp_select``).
+Keys and values of every map are defined once in ``ebpf/mltcp_maps.h``; :mod:`mltcp.layout`
+describes them for Python and every pinned map is checked against the sizes the kernel
+reports when it is opened.  ``unload --force`` first moves the sockets still using our
+congestion controls to their base algorithm (``ebpf/mltcp_switch.bpf.c``, a TCP socket
+iterator run in every named network namespace), so their flows keep running.
 """
 
 from __future__ import annotations
@@ -15,13 +20,13 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import zlib
 from pathlib import Path
 from typing import Any
 
-from mltcp.bpfmap import PinnedMap
+from mltcp import layout
+from mltcp.bpfmap import LayoutMismatch, PinnedMap
 from mltcp.policy import MODES, ONE, MltcpParams
 
 EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
@@ -35,13 +40,14 @@ VARIANTS = {
     "dctcp": "mltcp_dctcp",
     "dctcp_bpf": "dctcp_bpf",
 }
-MAPS = {  # name: (key size, value size) in bytes
-    "mltcp_config": (4, 16),
-    "mltcp_ports": (2, 4),
-    "mltcp_marks": (4, 8),
-    "mltcp_flows": (4, 32),
-    "mltcp_repairs": (4, 8),
+# congestion controls that need ECN negotiated (TCP_CONG_NEEDS_ECN): `select --cgroup` also
+# answers BPF_SOCK_OPS_NEEDS_ECN for their sockets
+ECN_CCS = ("dctcp_bpf", "mltcp_dctcp", "dctcp")
+MAPS = {  # name: (key size, value size) in bytes, from the one definition
+    name: (key.size, value.size) for name, (key, value) in layout.MAPS.items()
 }
+SHARED_MAPS = [m for m in MAPS if m != "mltcp_cgroup_cfg"]  # pinned by every variant
+SWITCH_ITER = PIN_DIR / "mltcp_switch_iter"
 
 
 class MltcpError(RuntimeError):
@@ -66,7 +72,7 @@ def check_prerequisites() -> None:
 def sources(variant: str) -> list[str]:
     """Congestion-control names a ``--variant`` stands for."""
     if variant == "all":
-        return [v for v in VARIANTS.values() if (EBPF_DIR / f"{v}.bpf.c").exists()]
+        return list(VARIANTS.values())
     if variant not in VARIANTS:
         raise MltcpError(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, all")
     return [VARIANTS[variant]]
@@ -102,6 +108,8 @@ def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
     state.setdefault("allowed_before", allowed())
     state.setdefault("default_before", (SYSCTL / "tcp_congestion_control").read_text().strip())
     names = sources(variant)
+    if not [n for n in VARIANTS.values() if n in available()]:
+        _drop_stale_pins()
     for name in names:
         if name in available():
             continue
@@ -122,8 +130,22 @@ def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
     return names
 
 
+def _drop_stale_pins() -> None:
+    """With none of our congestion controls registered, pins left by a crash are only
+    reused if their layout is today's; any other is removed (libbpf would refuse it)."""
+    for name, (key_size, value_size) in MAPS.items():
+        path = PIN_DIR / name
+        if not path.exists():
+            continue
+        try:
+            PinnedMap(str(path), key_size, value_size).close()
+        except (LayoutMismatch, OSError):
+            path.unlink(missing_ok=True)
+
+
 def unload(force: bool = False) -> list[str]:
-    """Unregister every MLTCP variant and put the kernel back as ``load`` found it."""
+    """Unregister every MLTCP variant and put the kernel back as ``load`` found it.  With
+    ``force``, sockets still using one are first moved to its base algorithm."""
     check_prerequisites()
     state = _state()
     ours = [n for n in VARIANTS.values() if n in available()]
@@ -131,6 +153,8 @@ def unload(force: bool = False) -> list[str]:
     if busy and not force:
         detail = ", ".join(f"{c} socket(s) on {n}" for n, c in busy.items())
         raise MltcpError(f"still in use: {detail}; close them first or use --force")
+    if busy:
+        switch_sockets()
     default = (SYSCTL / "tcp_congestion_control").read_text().strip()
     if default in ours:
         (SYSCTL / "tcp_congestion_control").write_text(state.get("default_before", "cubic"))
@@ -150,15 +174,49 @@ def unload(force: bool = False) -> list[str]:
     return ours
 
 
+def switch_sockets() -> list[tuple[int, int, str]]:
+    """Move every TCP socket on one of our congestion controls, in the init namespace and
+    in every named one, to its base algorithm; returns (local port, remote port, new CC)
+    per socket moved."""
+    obj = build("mltcp_switch")
+    SWITCH_ITER.unlink(missing_ok=True)
+    r = subprocess.run(
+        ["bpftool", "iter", "pin", str(obj), str(SWITCH_ITER)], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        raise MltcpError(f"the kernel rejected mltcp_switch:\n{_verifier_lines(r.stderr)}")
+    moved = []
+    try:
+        outputs = [SWITCH_ITER.read_text()]
+        for ns in _netns():
+            # nsenter, not `ip netns exec`: that remounts /sys and hides the bpf pin
+            outputs.append(
+                subprocess.run(
+                    ["nsenter", f"--net=/run/netns/{ns}", "cat", str(SWITCH_ITER)],
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
+        for out in outputs:
+            for line in out.splitlines():
+                lport, rport, cc = line.split()
+                moved.append((int(lport), int(rport), cc))
+    finally:
+        SWITCH_ITER.unlink(missing_ok=True)
+    return moved
+
+
+def _netns() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.split()]
+
+
 def sockets_using(name: str) -> int:
     """TCP sockets using congestion control ``name`` in the init namespace and in every
     named namespace (``ip netns``)."""
     count = _count_in(["ss", "-Htin"], name)
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    for line in netns.splitlines():
-        ns = line.split()[0] if line.split() else ""
-        if ns:
-            count += _count_in(["ip", "netns", "exec", ns, "ss", "-Htin"], name)
+    for ns in _netns():
+        count += _count_in(["ip", "netns", "exec", ns, "ss", "-Htin"], name)
     return count
 
 
@@ -173,20 +231,30 @@ def _count_in(cmd: list[str], name: str) -> int:
 def _map(name: str) -> PinnedMap:
     path = PIN_DIR / name
     if not path.exists():
+        if [n for n in VARIANTS.values() if n in available()]:
+            raise MltcpError(
+                f"{path} is missing (removed by hand?): run `mltcp unload --force` and load again"
+            )
         raise MltcpError("MLTCP is not loaded: run `mltcp load` first")
-    return PinnedMap(str(path), *MAPS[name])
+    try:
+        return PinnedMap(str(path), *MAPS[name])
+    except LayoutMismatch as e:
+        raise MltcpError(
+            f"{e}: it was made by another version of mltcp; run `mltcp unload --force` "
+            "and load again"
+        ) from None
 
 
 def set_params(params: MltcpParams) -> None:
     """Write the parameters to the pinned config map: flows use them from their next ACK."""
     with _map("mltcp_config") as m:
-        m.update(struct.pack("<I", 0), struct.pack("<IIII", *params.fixed()))
+        m.update(layout.U32.pack(0), layout.CONFIG.pack(*params.fixed()))
 
 
 def _read_config() -> tuple[int, int, int, int]:
     with _map("mltcp_config") as m:
-        raw = m.lookup(struct.pack("<I", 0))
-    return struct.unpack("<IIII", raw) if raw else (0, 0, 0, 0)
+        raw = m.lookup(layout.U32.pack(0))
+    return layout.CONFIG.unpack(raw) if raw else (0, 0, 0, 0)
 
 
 def get_params() -> MltcpParams:
@@ -214,7 +282,7 @@ def assign_port(port: int, job_id: int | str) -> None:
     if not 0 < port < 65536:
         raise MltcpError(f"port must be in 1..65535, got {port}")
     with _map("mltcp_ports") as m:
-        m.update(struct.pack("<H", port), struct.pack("<I", job_key(job_id)))
+        m.update(layout.PORT.pack(port), layout.JOB.pack(job_key(job_id)))
 
 
 _marks: PinnedMap | None = None
@@ -225,10 +293,10 @@ def mark_iteration(job_id: int | str) -> int:
     global _marks
     if _marks is None:
         _marks = _map("mltcp_marks")
-    key = struct.pack("<I", job_key(job_id))
+    key = layout.JOB.pack(job_key(job_id))
     raw = _marks.lookup(key)
-    count = (struct.unpack("<Q", raw)[0] if raw else 0) + 1
-    _marks.update(key, struct.pack("<Q", count))
+    count = (layout.MARK_COUNT.unpack(raw)[0] if raw else 0) + 1
+    _marks.update(key, layout.MARK_COUNT.pack(count))
     return count
 
 
@@ -312,9 +380,10 @@ def _select_cgroup(cc: str, path: Path, job: int | str | None) -> None:
     state = _state()
     state["cgroups"] = sorted(set(state.get("cgroups", [])) | {str(path)})
     _save_state(state)
-    value = cc.encode().ljust(16, b"\0") + struct.pack("<II", job_key(job) if job else 0, 0)
-    with PinnedMap(str(PIN_DIR / "mltcp_cgroup_cfg"), 8, 24) as m:
-        m.update(struct.pack("<Q", path.stat().st_ino), value)
+    flags = layout.CGROUP_ECN if cc in ECN_CCS else 0
+    value = layout.CGROUP_CFG.pack(cc.encode(), job_key(job) if job else 0, flags)
+    with _map("mltcp_cgroup_cfg") as m:
+        m.update(layout.CGROUP_ID.pack(path.stat().st_ino), value)
 
 
 def _attached(path: Path) -> bool:
@@ -345,12 +414,24 @@ def _fs_type(path: Path) -> str:
 
 
 def _unselect_cgroups(state: dict[str, Any]) -> None:
+    """Detach mltcp_select from every cgroup we gave it to that still exists (by program
+    id, so it works when its pin was removed by hand)."""
     for cg in state.get("cgroups", []):
-        if Path(cg).exists():
-            subprocess.run(
-                ["bpftool", "cgroup", "detach", cg, "sock_ops", "pinned", str(SELECT_PROG)],
-                capture_output=True,
-            )
+        if not Path(cg).is_dir():
+            continue  # removed while attached: the kernel dropped the attachment with it
+        show = subprocess.run(
+            ["bpftool", "-j", "cgroup", "show", cg], capture_output=True, text=True
+        )
+        try:
+            attached = json.loads(show.stdout or "[]")
+        except ValueError:
+            attached = []
+        for a in attached:
+            if a.get("name") == "mltcp_select" and a.get("attach_type") == "sock_ops":
+                subprocess.run(
+                    ["bpftool", "cgroup", "detach", cg, "sock_ops", "id", str(a["id"])],
+                    capture_output=True,
+                )
     state["cgroups"] = []
     SELECT_PROG.unlink(missing_ok=True)
     (PIN_DIR / "mltcp_cgroup_cfg").unlink(missing_ok=True)
@@ -373,9 +454,10 @@ def status(flows: bool = False) -> dict[str, Any]:
         }
     if loaded and (PIN_DIR / "mltcp_repairs").exists():
         with _map("mltcp_repairs") as m:
-            raw = m.lookup(struct.pack("<I", 0))
+            raw = m.lookup(layout.U32.pack(0))
         # windows put back from impossible values the kernel left (see ebpf/mltcp_common.h)
-        out["window_repairs"] = struct.unpack("<Q", raw)[0] if raw else 0
+        out["window_repairs"] = layout.REPAIR_COUNT.unpack(raw)[0] if raw else 0
+    out["problems"] = problems(loaded)
     if flows and (PIN_DIR / "mltcp_flows").exists():
         rows = []
         with _map("mltcp_flows") as m:
@@ -383,8 +465,8 @@ def status(flows: bool = False) -> dict[str, Any]:
                 raw = m.lookup(key)
                 if raw is None:
                     continue
-                lport, rport = struct.unpack("<HH", key)
-                iters, last, acked, f_q, job = struct.unpack("<QQQII", raw)
+                lport, rport = layout.FLOW_KEY.unpack(key)
+                iters, last, acked, f_q, job = layout.FLOW_STATS.unpack(raw)
                 rows.append(
                     {
                         "local_port": lport,
@@ -397,6 +479,31 @@ def status(flows: bool = False) -> dict[str, Any]:
                     }
                 )
         out["flows"] = sorted(rows, key=lambda r: (r["local_port"], r["remote_port"]))
+    return out
+
+
+def problems(loaded: list[str] | None = None) -> list[str]:
+    """What is broken in MLTCP's kernel state, one line each: pinned maps missing or of
+    another layout, selected cgroups that are gone or lost their program."""
+    loaded = [n for n in VARIANTS.values() if n in available()] if loaded is None else loaded
+    out = []
+    if loaded:
+        for name in SHARED_MAPS:
+            path = PIN_DIR / name
+            if not path.exists():
+                out.append(f"pinned map {path} is missing (unload --force and load again)")
+                continue
+            try:
+                PinnedMap(str(path), *MAPS[name]).close()
+            except LayoutMismatch as e:
+                out.append(f"pinned map of another layout: {e}")
+    for cg in _state().get("cgroups", []):
+        if not Path(cg).is_dir():
+            out.append(f"cgroup {cg} was selected but no longer exists")
+        elif not SELECT_PROG.exists():
+            out.append(f"cgroup {cg} was selected but {SELECT_PROG} is missing")
+        elif not _attached(Path(cg)):
+            out.append(f"cgroup {cg} was selected but mltcp_select is not attached")
     return out
 
 

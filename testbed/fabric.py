@@ -23,6 +23,7 @@ from testbed.topo import FabricSpec
 
 MTU = 1500
 ECN_SOURCE = Path(__file__).with_name("bpf") / "ecn_mark.bpf.c"
+EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
 ECN_PIN_DIR = Path("/sys/fs/bpf/testbed")
 
 
@@ -257,26 +258,9 @@ class EcnMarker:
 
     def load(self) -> None:
         self.build_dir.mkdir(parents=True, exist_ok=True)
-        if not self.obj.exists() or self.obj.stat().st_mtime < ECN_SOURCE.stat().st_mtime:
-            include = [
-                f"-I{d}"
-                for d in ("/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu")
-                if Path(d).is_dir()
-            ]
-            _run(
-                [
-                    "clang",
-                    "-O2",
-                    "-g",
-                    "-target",
-                    "bpf",
-                    *include,
-                    "-c",
-                    str(ECN_SOURCE),
-                    "-o",
-                    str(self.obj),
-                ]
-            )
+        # built by ebpf/Makefile (architecture detected there), into our build directory
+        obj = str(self.obj.resolve())
+        _run(["make", "-s", "-C", str(EBPF_DIR), f"ECN_OBJ={obj}", obj])
         self.unload()
         ECN_PIN_DIR.mkdir(parents=True, exist_ok=True)
         _run(

@@ -1,5 +1,10 @@
-/* SPDX-License-Identifier: GPL-2.0 */
-/* DCTCP written from the published algorithm (Alizadeh et al., SIGCOMM 2010), for kernels
+// SPDX-License-Identifier: GPL-2.0
+/* dctcp_bpf and mltcp_dctcp, one source (as the kernel's BPF selftest bpf_dctcp.c):
+ * every handler is shared; only cong_avoid differs.  The Makefile builds it twice:
+ * without DCTCP_MLTCP it is dctcp_bpf (plain Reno growth), with -DDCTCP_MLTCP it is
+ * mltcp_dctcp (additive increase scaled by MLTCP's F).  Each object holds one struct_ops.
+ *
+ * DCTCP written from the published algorithm (Alizadeh et al., SIGCOMM 2010), for kernels
  * without the dctcp module.  Sender: once per window of data, alpha <- (1 - g) alpha + g F,
  * F the fraction of delivered packets whose ACK echoed CE (g = 1/16, alpha in 1/1024); on
  * congestion the window becomes cwnd * (1 - alpha / 2) (ssthresh, entered through CWR or
@@ -8,11 +13,25 @@
  * and a change of CE state is ACKed at once: a delayed ACK still owed for the data before
  * the change goes out first with the old state, so the sender counts marked bytes exactly
  * and never waits out the delayed-ACK timer (40 ms here) for the news.
+ * TCP_CONG_NEEDS_ECN: a socket using it asks for ECN in its SYN (and a listener accepts
+ * it) whatever net.ipv4.tcp_ecn says, and sends its data ECT.
  */
-#ifndef DCTCP_CORE_H
-#define DCTCP_CORE_H
-
 #include "mltcp_common.h"
+
+#ifdef DCTCP_MLTCP
+#define CC_NAME mltcp_dctcp
+#else
+#define CC_NAME dctcp_bpf
+#endif
+#define CC_CAT_(a, b) a##b
+#define CC_CAT(a, b) CC_CAT_(a, b)
+#define CC_STR_(a) #a
+#define CC_STR(a) CC_STR_(a)
+#define CC_FN(suffix) CC_CAT(CC_NAME, suffix)
+/* one more expansion, so BPF_PROG pastes the expanded name */
+#define CC_PROG(name, args...) BPF_PROG(name, ##args)
+
+char _license[] SEC("license") = "GPL";
 
 #define DCTCP_SHIFT_G 4
 #define DCTCP_MAX_ALPHA 1024U
@@ -144,4 +163,62 @@ static __always_inline __u32 dctcp_undo(struct sock *sk)
 	return tp->snd_cwnd > loss ? tp->snd_cwnd : loss;
 }
 
-#endif /* DCTCP_CORE_H */
+SEC("struct_ops")
+void CC_PROG(CC_FN(_init), struct sock *sk)
+{
+	dctcp_init_state(sk);
+}
+
+/* the one handler that differs */
+SEC("struct_ops")
+void CC_PROG(CC_FN(_cong_avoid), struct sock *sk, __u32 ack, __u32 acked)
+{
+#ifdef DCTCP_MLTCP
+	mltcp_reno_grow(sk, acked, mltcp_on_ack(sk, &dctcp_ca(sk)->mltcp));
+#else
+	mltcp_reno_grow(sk, acked, MLTCP_ONE);	/* F = 1: plain Reno growth */
+#endif
+}
+
+SEC("struct_ops")
+void CC_PROG(CC_FN(_in_ack_event), struct sock *sk, __u32 flags)
+{
+	dctcp_update_alpha(sk);
+}
+
+SEC("struct_ops")
+void CC_PROG(CC_FN(_cwnd_event), struct sock *sk, enum tcp_ca_event ev)
+{
+	dctcp_event(sk, ev);
+}
+
+SEC("struct_ops")
+void CC_PROG(CC_FN(_set_state), struct sock *sk, __u8 new_state)
+{
+	dctcp_state_change(sk, new_state);
+}
+
+SEC("struct_ops")
+__u32 CC_PROG(CC_FN(_ssthresh), struct sock *sk)
+{
+	return dctcp_ssthresh(sk);
+}
+
+SEC("struct_ops")
+__u32 CC_PROG(CC_FN(_undo_cwnd), struct sock *sk)
+{
+	return dctcp_undo(sk);
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops CC_NAME = {
+	.init = (void *)CC_FN(_init),
+	.cong_avoid = (void *)CC_FN(_cong_avoid),
+	.in_ack_event = (void *)CC_FN(_in_ack_event),
+	.cwnd_event = (void *)CC_FN(_cwnd_event),
+	.set_state = (void *)CC_FN(_set_state),
+	.ssthresh = (void *)CC_FN(_ssthresh),
+	.undo_cwnd = (void *)CC_FN(_undo_cwnd),
+	.flags = TCP_CONG_NEEDS_ECN,
+	.name = CC_STR(CC_NAME),
+};

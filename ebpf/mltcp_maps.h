@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The layout of every pinned MLTCP map's keys and values: the one definition.
+ *
+ * Every BPF program includes this header; user space (mltcp/layout.py) describes the same
+ * records field by field, and tests/test_mltcp_layout.py holds that description to the
+ * BTF that clang writes for these types (names, offsets, sizes) and to the key and value
+ * sizes the kernel reports for the pinned maps.  Change a field here and that test fails
+ * until mltcp/layout.py says the same.  Only fixed-width types, no implicit padding.
+ */
+#ifndef MLTCP_MAPS_H
+#define MLTCP_MAPS_H
+
+#define MLTCP_MODE_IDLE 0
+#define MLTCP_MODE_EXACT 1
+#define MLTCP_CC_NAME_LEN 16
+
+/* mltcp_config[0] */
+struct mltcp_config {
+	__u32 slope_q;		/* Q10 */
+	__u32 intercept_q;	/* Q10 */
+	__u32 idle_us;
+	__u32 mode;		/* MLTCP_MODE_* */
+};
+
+/* mltcp_ports: a TCP port (host order) belongs to a job */
+typedef __u16 mltcp_port_t;
+typedef __u32 mltcp_job_t;	/* job key, see mltcp.loader.job_key; 0: none */
+
+/* mltcp_marks: iterations marked by the training process, per job */
+typedef __u64 mltcp_mark_count_t;
+
+/* mltcp_flows: per-flow statistics written at each iteration boundary */
+struct mltcp_flow_key {
+	__u16 local_port;
+	__u16 remote_port;
+};
+
+struct mltcp_flow_stats {
+	__u64 iterations;
+	__u64 last_iter_bytes;
+	__u64 bytes_acked;
+	__u32 factor_q;		/* F at the end of the last iteration, Q10 */
+	__u32 job;
+};
+
+/* mltcp_repairs[0]: windows put back by mltcp_guard */
+typedef __u64 mltcp_repair_count_t;
+
+/* mltcp_cgroup_cfg: cgroup local storage of mltcp_select, keyed by cgroup id */
+#define MLTCP_CGROUP_ECN 0x1	/* answer BPF_SOCK_OPS_NEEDS_ECN: negotiate ECN */
+
+struct mltcp_cgroup_cfg {
+	char cc[MLTCP_CC_NAME_LEN];	/* congestion control name, NUL-padded; "": leave */
+	__u32 job;			/* job key, 0: none */
+	__u32 flags;			/* MLTCP_CGROUP_* */
+};
+
+#endif /* MLTCP_MAPS_H */
