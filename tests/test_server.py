@@ -1,7 +1,8 @@
-"""``cassini serve``: a real server on 127.0.0.1 (free port) in a thread, real HTTP."""
+"""``cassini serve``: the service on 127.0.0.1 (free port) in a thread, real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -9,80 +10,41 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from service_util import call as _call
+from service_util import error_of, start
+from service_util import metric as _metric
 
-from cassini import api, server
+from cassini import api
+from cassini.service.app import version
+from cassini.service.cli import listen
 
 MAX_BODY = 100_000
-
-
-def start(**kwargs):
-    srv = server.make_server("127.0.0.1", 0, **kwargs)
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    return srv, thread
-
-
-def stop(srv, thread):
-    srv.shutdown()
-    srv.server_close()
-    thread.join(10)
-    assert not thread.is_alive()
 
 
 @pytest.fixture(scope="module")
 def served():
     lines: list[str] = []
-    srv, thread = start(max_body_bytes=MAX_BODY, timeout_s=60, workers=2, log=lines.append)
+    srv = start(max_body_bytes=MAX_BODY, timeout_s=60, workers=2, log=lines.append)
     srv.log_lines = lines
     try:
         yield srv
     finally:
-        stop(srv, thread)
+        srv.stop()
 
 
-def call(srv, method, path, body=None, headers=None, content_type="application/json"):
-    """(status, headers, body bytes) of one request."""
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        hdrs = dict(headers or {})
-        if body is not None:
-            if not isinstance(body, bytes):
-                body = json.dumps(body).encode()
-            if content_type:
-                hdrs.setdefault("Content-Type", content_type)
-        conn.request(method, path, body=body, headers=hdrs)
-        resp = conn.getresponse()
-        return resp.status, resp.headers, resp.read()
-    finally:
-        conn.close()
+def call(srv, *args, **kwargs):
+    return _call(srv.port, *args, **kwargs)
 
 
-def error_of(status_body):
-    status, headers, body = status_body
-    assert headers["Content-Type"] == "application/json"
-    err = json.loads(body)["error"]
-    assert err["code"] == status and err["message"]
-    return err
+def metric(srv, name, **labels):
+    return _metric(srv.port, name, **labels)
 
 
 def normalised(obj):
     return json.loads(json.dumps(obj))
-
-
-def metric(srv, name, **labels):
-    """Value of one sample in the server's /metrics (0.0 if absent)."""
-    status, headers, body = call(srv, "GET", "/metrics")
-    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    for family in text_string_to_metric_families(body.decode()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-    return 0.0
 
 
 def triangle_request():
@@ -120,7 +82,7 @@ def test_healthz(served):
     status, headers, body = call(served, "GET", "/healthz")
     assert status == 200 and headers["Content-Type"] == "application/json"
     out = json.loads(body)
-    assert out["status"] == "ok" and out["version"] == server.version()
+    assert out["status"] == "ok" and out["version"] == version()
     status, _, body = call(served, "HEAD", "/healthz")
     assert status == 200 and body == b""
 
@@ -260,29 +222,68 @@ def test_json_with_charset_is_accepted(served):
     assert status == 200
 
 
-def test_missing_content_length_is_411(served):
+def test_chunked_body_is_accepted(served):
+    body = json.dumps(api.example("score")).encode()
     conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
     try:
         conn.putrequest("POST", "/v1/score")
         conn.putheader("Content-Type", "application/json")
+        conn.putheader("Transfer-Encoding", "chunked")
         conn.endheaders()
+        for k in range(0, len(body), 50):
+            piece = body[k : k + 50]
+            conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        conn.send(b"0\r\n\r\n")
+        resp = conn.getresponse()
+        status, out = resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+    assert status == 200 and out == normalised(api.score_request(api.example("score")))
+
+
+def test_chunked_body_over_limit_is_413(served):
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/v1/score")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        piece = b" " * 10_000
+        for _ in range(MAX_BODY // len(piece) + 2):
+            conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        conn.send(b"0\r\n\r\n")
         resp = conn.getresponse()
         status, headers, body = resp.status, resp.headers, resp.read()
     finally:
         conn.close()
-    assert status == 411
-    error_of((status, headers, body))
+    assert status == 413
+    assert error_of((status, headers, body))["field"] == "body"
 
 
-def test_malformed_request_line_gets_json_error(served):
+def test_keep_alive_carries_several_requests(served):
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    try:
+        ports = set()
+        for _ in range(5):
+            conn.request("GET", "/healthz")
+            resp = conn.getresponse()
+            assert resp.status == 200 and resp.getheader("Connection", "") != "close"
+            resp.read()
+            ports.add(conn.sock.getsockname()[1])
+        assert len(ports) == 1  # one TCP connection for all five
+    finally:
+        conn.close()
+
+
+def test_malformed_request_line_is_400_and_the_service_stays_up(served):
     with socket.create_connection(("127.0.0.1", served.port), timeout=30) as s:
         s.sendall(b"GARBAGE\r\n\r\n")
         data = b""
         while chunk := s.recv(65536):
             data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400") or head.startswith(b"HTTP/1.0 400")
-    assert json.loads(body)["error"]["code"] == 400
+    assert data.startswith(b"HTTP/1.1 400")
+    assert b"Traceback" not in data
+    assert call(served, "GET", "/healthz")[0] == 200
 
 
 # -- metrics and logs ---------------------------------------------------------------------
@@ -324,11 +325,11 @@ def test_one_log_line_per_request(served):
 
 @pytest.fixture()
 def one_worker():
-    srv, thread = start(timeout_s=0.5, workers=1, quiet=True)
+    srv = start(timeout_s=0.5, workers=1, quiet=True)
     try:
         yield srv
     finally:
-        stop(srv, thread)
+        srv.stop()
 
 
 def test_timeout_is_504_and_the_worker_is_replaced(one_worker):
@@ -348,11 +349,13 @@ def test_timeout_is_504_and_the_worker_is_replaced(one_worker):
 
 def test_no_free_worker_within_the_limit_is_503(one_worker):
     srv = one_worker
-    held = srv.pool._idle.get()  # occupy the only worker
+    pool, loop = srv.service.pool, srv.service.loop
+    # occupy the only worker, in the server's event loop
+    held = asyncio.run_coroutine_threadsafe(pool._idle.get(), loop).result(10)
     try:
         status, headers, body = call(srv, "POST", "/v1/score", api.example("score"))
     finally:
-        srv.pool._idle.put(held)
+        loop.call_soon_threadsafe(pool._idle.put_nowait, held)
     assert status == 503 and headers["Retry-After"] == "1"
     error_of((status, headers, body))
     assert metric(srv, "cassini_http_requests_rejected_total", reason="overloaded") == 1
@@ -370,7 +373,17 @@ def test_serve_help_explains_endpoints():
         timeout=60,
     )
     assert r.returncode == 0
-    for text in ("/v1/advise", "/v1/score", "/healthz", "/metrics", "curl", "--max-body-bytes"):
+    for text in (
+        "/v1/advise",
+        "/v1/score",
+        "/k8s/v1/prioritize",
+        "/v1/jobs/{id}/time_shift",
+        "/openapi.json",
+        "--cluster",
+        "SIGHUP",
+        "curl",
+        "--max-body-bytes",
+    ):
         assert text in r.stdout
 
 
@@ -390,7 +403,7 @@ def test_serve_on_a_busy_port_exits_1():
         busy.listen()
         port = busy.getsockname()[1]
         with pytest.raises(OSError):
-            server.make_server("127.0.0.1", port, workers=1)
+            listen("127.0.0.1", port)
         r = subprocess.run(
             [sys.executable, "-m", "cassini.cli", "serve", "--port", str(port), "--workers", "1"],
             capture_output=True,

@@ -407,6 +407,8 @@ class _Observed:
                 sent = True
             elif message["type"] == "http.response.body":
                 size += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    self._log_line(scope, status, size, started)  # before the client has it
             await send(message)
 
         try:
@@ -415,16 +417,20 @@ class _Observed:
             if not sent:  # the client went away before an answer
                 metrics.requests.labels(scope.get("cassini.endpoint", "other"), "499").inc()
                 metrics.in_flight.dec()
-            if not self.service.config.quiet:
-                client = scope.get("client") or ("-", 0)
-                query = scope.get("query_string", b"").decode("latin-1")
-                target = scope.get("path", "") + (f"?{query}" if query else "")
-                line = f"{scope['method']} {target} HTTP/{scope.get('http_version', '1.1')}"
-                stamp = formatdate(usegmt=True)
-                self.service.log(
-                    f'{client[0]} - [{stamp}] "{line}" {status} {size} '
-                    f"{(time.monotonic() - started) * 1e3:.1f}ms"
-                )
+                self._log_line(scope, status, size, started)
+
+    def _log_line(self, scope: dict, status: int, size: int, started: float) -> None:
+        if self.service.config.quiet:
+            return
+        client = scope.get("client") or ("-", 0)
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = scope.get("path", "") + (f"?{query}" if query else "")
+        line = f"{scope['method']} {target} HTTP/{scope.get('http_version', '1.1')}"
+        stamp = formatdate(usegmt=True)
+        self.service.log(
+            f'{client[0]} - [{stamp}] "{line}" {status} {size} '
+            f"{(time.monotonic() - started) * 1e3:.1f}ms"
+        )
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

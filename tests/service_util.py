@@ -1,0 +1,102 @@
+"""Helpers for the ``cassini serve`` tests: real HTTP on a free loopback port."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from cassini.service.app import ServiceConfig
+from cassini.service.cli import ServiceThread
+
+HALF = [{"start_s": 0.0, "duration_s": 0.05, "rate_bps": 1e9}]  # half of a 100 ms iteration
+MOST = [{"start_s": 0.0, "duration_s": 0.09, "rate_bps": 1e9}]  # 90 % of it
+
+
+def start(**kwargs: Any) -> ServiceThread:
+    log = kwargs.pop("log", None)
+    return ServiceThread(ServiceConfig(**kwargs), log=log).start()
+
+
+def call(port, method, path, body=None, headers=None, content_type="application/json"):
+    """(status, headers, body bytes) of one request on a fresh connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        hdrs = dict(headers or {})
+        if body is not None:
+            if not isinstance(body, bytes):
+                body = json.dumps(body).encode()
+            if content_type:
+                hdrs.setdefault("Content-Type", content_type)
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, resp.headers, resp.read()
+    finally:
+        conn.close()
+
+
+def ok_json(result, status=200):
+    code, headers, body = result
+    assert code == status, body
+    assert headers["Content-Type"] == "application/json"
+    return json.loads(body)
+
+
+def error_of(result):
+    status, headers, body = result
+    assert headers["Content-Type"] == "application/json", body
+    err = json.loads(body)["error"]
+    assert err["code"] == status and err["message"]
+    assert "Traceback" not in err["message"]
+    return err
+
+
+def metric(port, name, **labels):
+    """Value of one sample in the server's /metrics (0.0 if absent)."""
+    status, headers, body = call(port, "GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+def two_node_cluster(**extra: Any) -> dict[str, Any]:
+    """Nodes n1 (link l1, where job ``half`` runs) and n2 (link l2, where ``most`` runs),
+    plus n3 (link l3, idle); every link 1 Gb/s."""
+    cluster = {
+        "links": [{"id": f"l{i}", "capacity_bps": 1e9} for i in (1, 2, 3)],
+        "nodes": {"n1": ["l1"], "n2": ["l2"], "n3": ["l3"]},
+        "jobs": [
+            {"id": "half", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n1"]},
+            {"id": "most", "iteration_time_s": 0.1, "phases": MOST, "nodes": ["n2"]},
+        ],
+    }
+    cluster.update(extra)
+    return cluster
+
+
+def serve_process(*args: str) -> tuple[subprocess.Popen, int]:
+    """``cassini serve --port 0 ARGS`` in a subprocess; (process, port) once it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if "listening on http://127.0.0.1:" in line:
+            return proc, int(line.split("127.0.0.1:")[1].split()[0])
+    proc.kill()
+    raise AssertionError(f"cassini serve did not start: {proc.stderr.read()}")
