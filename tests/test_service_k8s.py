@@ -1,0 +1,180 @@
+"""The kube-scheduler extender (``/k8s/v1/prioritize``, ``/k8s/v1/filter``) over real HTTP,
+with requests shaped as kube-scheduler's Go encoder writes them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from service_util import HALF, call, error_of, ok_json, start, two_node_cluster
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    path = tmp_path_factory.mktemp("k8s") / "cluster.yaml"
+    path.write_text(yaml.safe_dump(two_node_cluster()))
+    srv = start(cluster_file=str(path), workers=1, quiet=True, min_score=0.9)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def bare():
+    srv = start(workers=1, quiet=True)  # no --cluster
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def pod(annotations=None, name="p-0"):
+    meta = {"name": name, "namespace": "default", "uid": "u-1"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+PROFILE = json.dumps({"iteration_time_s": 0.1, "phases": HALF})
+
+
+def args_names(p, names, lower=False):
+    """ExtenderArgs of a nodeCacheCapable extender (NodeNames), as Go marshals it."""
+    if lower:
+        return {"pod": p, "nodes": None, "nodenames": names}
+    return {"Pod": p, "Nodes": None, "NodeNames": names}
+
+
+def args_nodes(p, names):
+    """ExtenderArgs of an extender that is not nodeCacheCapable (full Node objects)."""
+    items = [{"metadata": {"name": n, "labels": {"zone": "a"}}, "status": {}} for n in names]
+    return {"Pod": p, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
+
+
+def scores(result):
+    out = ok_json(result)
+    assert all(set(h) == {"Host", "Score"} for h in out)
+    assert all(isinstance(h["Score"], int) and 0 <= h["Score"] <= 10 for h in out)
+    return {h["Host"]: h["Score"] for h in out}
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_prioritize_compatible_node_scores_above_incompatible(served, lower):
+    body = args_names(pod({"cassini.io/profile": PROFILE, "cassini.io/job": "new"}), None, lower)
+    body["nodenames" if lower else "NodeNames"] = ["n1", "n2", "n3"]
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", body))
+    # n1: beside a job that interleaves perfectly; n2: beside one that cannot; n3: idle
+    assert got["n1"] == 10 and got["n3"] == 10
+    assert got["n2"] < got["n1"]
+    assert list(got) == ["n1", "n2", "n3"]
+
+
+def test_prioritize_with_full_node_objects(served):
+    p = pod({"cassini.io/profile": PROFILE})
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", args_nodes(p, ["n2", "n1"])))
+    assert got["n1"] == 10 and got["n2"] < 10
+
+
+def test_prioritize_mixed_case_field_names(served):
+    p = pod({"cassini.io/profile": PROFILE})
+    body = {"POD": p, "nodeNames": ["n1", "n2"]}
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", body))
+    assert got["n1"] > got["n2"]
+
+
+def test_model_annotation_uses_the_library(served):
+    p = pod({"cassini.io/model": "vgg16"})
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", args_names(p, ["n1", "n3"])))
+    assert set(got) == {"n1", "n3"} and got["n3"] == 10
+
+
+def test_registered_job_profile_is_used(served):
+    # the pod names a running job and carries no profile: the job's registered profile
+    p = pod({"cassini.io/job": "half"})
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", args_names(p, ["n1", "n2"])))
+    # on n1 the job meets only itself (score 1.0); on n2 it meets "most"
+    assert got["n1"] == 10 and got["n2"] < 10
+
+
+@pytest.mark.parametrize("annotations", [None, {}, {"other.io/x": "y"}, {"cassini.io/job": "?"}])
+def test_pod_without_cassini_annotations_scores_neutral(served, annotations):
+    body = args_names(pod(annotations), ["n1", "n2", "n3", "unknown"])
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", body))
+    assert len(set(got.values())) == 1 and got["n1"] == 5
+    out = ok_json(call(served.port, "POST", "/k8s/v1/filter", body))
+    assert out["NodeNames"] == ["n1", "n2", "n3", "unknown"] and out["FailedNodes"] == {}
+
+
+def test_server_without_cluster_scores_neutral(bare):
+    body = args_names(pod({"cassini.io/profile": PROFILE}), ["a", "b"])
+    assert scores(call(bare.port, "POST", "/k8s/v1/prioritize", body)) == {"a": 5, "b": 5}
+    out = ok_json(call(bare.port, "POST", "/k8s/v1/filter", body))
+    assert out["NodeNames"] == ["a", "b"] and out["Error"] == ""
+
+
+def test_unknown_node_scores_neutral(served):
+    body = args_names(pod({"cassini.io/profile": PROFILE}), ["n1", "elsewhere"])
+    got = scores(call(served.port, "POST", "/k8s/v1/prioritize", body))
+    assert got == {"n1": 10, "elsewhere": 5}
+
+
+def test_filter_drops_nodes_below_min_score_with_node_names(served):
+    body = args_names(pod({"cassini.io/profile": PROFILE}), ["n1", "n2", "n3", "elsewhere"])
+    out = ok_json(call(served.port, "POST", "/k8s/v1/filter", body))
+    assert set(out) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+    assert out["Nodes"] is None and out["Error"] == ""
+    assert out["NodeNames"] == ["n1", "n3", "elsewhere"]
+    assert list(out["FailedNodes"]) == ["n2"] and "most" in out["FailedNodes"]["n2"]
+    assert out["FailedAndUnresolvableNodes"] == {}
+
+
+def test_filter_answers_node_objects_when_given_node_objects(served):
+    body = args_nodes(pod({"cassini.io/profile": PROFILE}), ["n1", "n2"])
+    out = ok_json(call(served.port, "POST", "/k8s/v1/filter", body))
+    assert out["NodeNames"] is None
+    # a subset of the supplied list, the objects as sent
+    assert out["Nodes"]["items"] == [body["Nodes"]["items"][0]]
+    assert list(out["FailedNodes"]) == ["n2"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (b'{"Pod": ', "body"),
+        ({"NodeNames": ["n1"]}, "Pod"),
+        ({"Pod": [], "NodeNames": ["n1"]}, "Pod"),
+        ({"Pod": {"metadata": {"annotations": {"a": 1}}}, "NodeNames": []}, "Pod.metadata"),
+        ({"Pod": {}, "NodeNames": "n1"}, "NodeNames"),
+        ({"Pod": {}, "NodeNames": ["n1", 2]}, "NodeNames[1]"),
+        ({"pod": {}, "nodes": {"items": [{"metadata": {}}]}}, "nodes.items[0].metadata.name"),
+        (
+            {"Pod": pod({"cassini.io/profile": "{oops"}), "NodeNames": ["n1"]},
+            'Pod.metadata.annotations["cassini.io/profile"]',
+        ),
+        (
+            {
+                "Pod": pod(
+                    {"cassini.io/profile": json.dumps({"iteration_time_s": -1, "phases": []})}
+                ),
+                "NodeNames": ["n1"],
+            },
+            'Pod.metadata.annotations["cassini.io/profile"].iteration_time_s',
+        ),
+        (
+            {"Pod": pod({"cassini.io/model": "no-such-model"}), "NodeNames": ["n1"]},
+            'Pod.metadata.annotations["cassini.io/model"]',
+        ),
+    ],
+)
+@pytest.mark.parametrize("verb", ["prioritize", "filter"])
+def test_bad_requests_are_400_naming_the_field(served, verb, body, field):
+    err = error_of(call(served.port, "POST", f"/k8s/v1/{verb}", body))
+    assert err["code"] == 400
+    assert err["field"].startswith(field), err
+
+
+def test_extender_verbs_take_post_only(served):
+    status, headers, _ = call(served.port, "GET", "/k8s/v1/prioritize")
+    assert status == 405 and headers["Allow"] == "POST"
