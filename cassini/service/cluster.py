@@ -114,7 +114,12 @@ def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
                 schema.join(field, name), "missing required field (or give a library model)"
             )
     mine = {"id": job_id, "iteration_time_s": obj["iteration_time_s"], "phases": obj["phases"]}
-    return JobProfile.from_dict(mine, field)
+    try:
+        return JobProfile.from_dict(mine, field or "job")
+    except InputError as e:
+        if field:
+            raise
+        raise InputError(e.field.removeprefix("job."), e.problem) from None
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,10 @@ def load_cluster_file(path: str | Path) -> tuple[Cluster, list[RunningJob]]:
     try:
         obj = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise InputError("cluster", f"{path}: not YAML/JSON: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise InputError("", f"not YAML/JSON{where}: {problem}") from None
     return read_cluster(obj)
 
 

@@ -1,0 +1,266 @@
+"""Running jobs (``/v1/jobs``), their time-shifts (``/v1/jobs/{id}/time_shift``), and the
+cluster file (``--cluster``, re-read on SIGHUP), over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import pytest
+import yaml
+from service_util import (
+    HALF,
+    call,
+    error_of,
+    metric,
+    ok_json,
+    serve_process,
+    start,
+    two_node_cluster,
+)
+
+from cassini.service.cluster import library
+
+EPOCH_S = 1_767_225_600.0
+
+
+def cluster_doc():
+    doc = two_node_cluster(epoch_s=EPOCH_S)
+    doc["jobs"] += [
+        {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]},
+        {"id": "b", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]},
+    ]
+    return doc
+
+
+@pytest.fixture()
+def served(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cluster_doc()))
+    srv = start(cluster_file=str(path), workers=1, quiet=True)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def shift_of(srv, job_id):
+    path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/time_shift"
+    out = ok_json(call(srv.port, "GET", path))
+    assert set(out) == {"job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"}
+    assert out["job_id"] == job_id
+    return out
+
+
+def test_jobs_sharing_a_link_get_interleaving_shifts(served):
+    a, b = shift_of(served, "a"), shift_of(served, "b")
+    for s in (a, b):
+        assert s["shift"] is True and s["reason"] is None
+        assert s["period_s"] == 0.1 and s["epoch_s"] == EPOCH_S
+        assert 0.0 <= s["shift_s"] < s["period_s"]
+    # two half-iteration jobs on one link: their sending halves alternate
+    gap = (a["shift_s"] - b["shift_s"]) % 0.1
+    assert gap == pytest.approx(0.05, abs=0.003)
+
+
+def test_job_alone_on_its_links_runs_free(served):
+    s = shift_of(served, "half")
+    assert s["shift"] is False and s["shift_s"] == 0.0
+    assert s["period_s"] == 0.1 and s["epoch_s"] == EPOCH_S
+    assert "shares no link" in s["reason"]
+
+
+def test_unknown_job_time_shift_is_404(served):
+    err = error_of(call(served.port, "GET", "/v1/jobs/ghost/time_shift"))
+    assert err["code"] == 404 and err["field"] == "job_id"
+    err = error_of(
+        call(served.port, "PUT", "/v1/jobs/ghost/time_shift", {"shift_s": 0, "period_s": 1})
+    )
+    assert err["code"] == 404
+
+
+def test_registry_round_trip(served):
+    port = served.port
+    job = {"id": "ns/train-1", "model": "vgg16", "nodes": ["n1", "n2"]}
+    created = ok_json(call(port, "POST", "/v1/jobs", job), 201)
+    vgg = library()["vgg16"]
+    assert created["id"] == "ns/train-1" and created["nodes"] == ["n1", "n2"]
+    assert created["model"] == "vgg16" and created["iteration_time_s"] == vgg.iteration_time_s
+    quoted = urllib.parse.quote("ns/train-1", safe="")
+    assert ok_json(call(port, "GET", f"/v1/jobs/{quoted}")) == created
+    listed = ok_json(call(port, "GET", "/v1/jobs"))["jobs"]
+    assert [j["id"] for j in listed] == sorted(["half", "most", "a", "b", "ns/train-1"])
+    # registering it again replaces it: 200
+    job2 = {**job, "nodes": ["n1"]}
+    assert ok_json(call(port, "POST", "/v1/jobs", job2))["nodes"] == ["n1"]
+    # it shares l1 with "half": both now get shifts
+    assert shift_of(served, "ns/train-1")["shift"] is True
+    assert shift_of(served, "half")["shift"] is True
+    removed = ok_json(call(port, "DELETE", f"/v1/jobs/{quoted}"))
+    assert removed["id"] == "ns/train-1"
+    assert error_of(call(port, "GET", f"/v1/jobs/{quoted}"))["code"] == 404
+    assert error_of(call(port, "DELETE", f"/v1/jobs/{quoted}"))["code"] == 404
+    assert shift_of(served, "half")["shift"] is False  # alone again
+
+
+def test_registering_with_an_own_profile(served):
+    job = {"id": "own", "iteration_time_s": 0.2, "phases": HALF, "nodes": ["n2"]}
+    out = ok_json(call(served.port, "POST", "/v1/jobs", job), 201)
+    assert out["iteration_time_s"] == 0.2 and "model" not in out
+    s = shift_of(served, "own")
+    assert s["shift"] is True and s["period_s"] == 0.2
+
+
+@pytest.mark.parametrize(
+    "job, field",
+    [
+        ({"model": "vgg16", "nodes": ["n1"]}, "id"),
+        ({"id": "x", "model": "vgg16", "nodes": ["nowhere"]}, "nodes[0]"),
+        ({"id": "x", "model": "vgg16", "nodes": ["n1", "n1"]}, "nodes"),
+        ({"id": "x", "model": "nope", "nodes": []}, "model"),
+        ({"id": "x", "nodes": []}, "iteration_time_s"),
+        ({"id": "x", "model": "vgg16", "iteration_time_s": 1, "nodes": []}, "model"),
+        ({"id": "x", "iteration_time_s": 0.1, "phases": [{"start_s": 0}]}, "phases[0]"),
+        ({"id": "x", "model": "vgg16", "colour": "red"}, "colour"),
+        ([], "body"),
+    ],
+)
+def test_bad_job_is_400_naming_the_field(served, job, field):
+    err = error_of(call(served.port, "POST", "/v1/jobs", job))
+    assert err["code"] == 400 and err["field"].startswith(field), err
+
+
+def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
+    port = served.port
+    out = ok_json(call(port, "PUT", "/v1/jobs/a/time_shift", {"shift_s": 0.03, "period_s": 0.12}))
+    assert out == {
+        "job_id": "a",
+        "shift": True,
+        "shift_s": 0.03,
+        "period_s": 0.12,
+        "epoch_s": EPOCH_S,
+        "reason": None,
+    }
+    assert shift_of(served, "a") == out
+    body = {"shift_s": 0.01, "period_s": 0.1, "epoch_s": 1000.0}
+    assert ok_json(call(port, "PUT", "/v1/jobs/half/time_shift", body))["epoch_s"] == 1000.0
+    # a job registered again loses its explicit shift
+    job = {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]}
+    ok_json(call(port, "POST", "/v1/jobs", job))
+    assert shift_of(served, "a")["period_s"] == 0.1
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"shift_s": 0.2, "period_s": 0.1}, "shift_s"),
+        ({"shift_s": -0.1, "period_s": 0.1}, "shift_s"),
+        ({"shift_s": 0.0, "period_s": 0}, "period_s"),
+        ({"shift_s": 0.0}, "period_s"),
+        ({"shift_s": 0.0, "period_s": 1, "epoch_s": "now"}, "epoch_s"),
+        ({"shift_s": 0.0, "period_s": 1, "extra": 1}, "extra"),
+    ],
+)
+def test_bad_put_time_shift_is_400(served, body, field):
+    err = error_of(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
+    assert err["code"] == 400 and err["field"] == field
+
+
+def test_job_routes_answer_405_with_allow(served):
+    status, headers, _ = call(served.port, "PATCH", "/v1/jobs/a")
+    assert status == 405 and headers["Allow"] == "GET, DELETE, HEAD"
+    status, headers, _ = call(served.port, "POST", "/v1/jobs/a/time_shift", b"{}")
+    assert status == 405 and headers["Allow"] == "GET, PUT, HEAD"
+
+
+def test_without_cluster_jobs_need_no_nodes():
+    srv = start(workers=1, quiet=True)
+    try:
+        ok_json(call(srv.port, "POST", "/v1/jobs", {"id": "j", "model": "bert"}), 201)
+        s = shift_of(srv, "j")
+        assert s["shift"] is False and s["period_s"] == library()["bert"].iteration_time_s
+        assert abs(s["epoch_s"] - time.time()) < 3600  # the server's start time
+        err = error_of(
+            call(srv.port, "POST", "/v1/jobs", {"id": "k", "model": "bert", "nodes": ["n1"]})
+        )
+        assert err["field"] == "nodes[0]"
+    finally:
+        srv.stop()
+
+
+# -- the cluster file and SIGHUP -------------------------------------------------------------
+
+
+def test_sighup_reloads_the_cluster_file(tmp_path):
+    path = tmp_path / "cluster.json"
+    doc = two_node_cluster()
+    path.write_text(json.dumps(doc))
+    proc, port = serve_process("--cluster", str(path), "--workers", "1", "--quiet")
+    try:
+        ids = lambda: [j["id"] for j in ok_json(call(port, "GET", "/v1/jobs"))["jobs"]]  # noqa: E731
+        assert ids() == ["half", "most"]
+        ok_json(
+            call(port, "POST", "/v1/jobs", {"id": "api", "model": "bert", "nodes": ["n3"]}), 201
+        )
+        # the file gains a job on n1 and loses "most"
+        doc["jobs"] = [doc["jobs"][0], {"id": "new", "model": "vgg16", "nodes": ["n1"]}]
+        path.write_text(json.dumps(doc))
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while ids() != ["api", "half", "new"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ids() == ["api", "half", "new"]  # jobs registered over HTTP are kept
+        assert shift_of_port(port, "new")["shift"] is True  # shares l1 with "half"
+        assert metric(port, "cassini_cluster_reloads_total", result="ok") == 1
+        # a broken file is refused; the service keeps the previous cluster
+        path.write_text("links: [")
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while (
+            metric(port, "cassini_cluster_reloads_total", result="error") < 1
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert metric(port, "cassini_cluster_reloads_total", result="error") == 1
+        assert ids() == ["api", "half", "new"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert "keeping the previous cluster" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def shift_of_port(port, job_id):
+    return ok_json(call(port, "GET", f"/v1/jobs/{job_id}/time_shift"))
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("links: [", "not YAML/JSON"),
+        ("links: []\nnodes: {n1: [nope]}\n", "nodes.n1[0]"),
+        ("links: []\nnodes: {}\njobs: [{id: j, model: bert, nodes: [n9]}]\n", "jobs[0].nodes[0]"),
+        ("links: [{id: l, capacity_bps: 50e9}]\nnodes: {}\n", "links[0].capacity_bps"),
+    ],
+)
+def test_bad_cluster_file_exits_2_with_one_line(tmp_path, content, words):
+    path = tmp_path / "c.yaml"
+    path.write_text(content)
+    r = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", "--cluster", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1 and lines[0].startswith("cassini: error: --cluster") and words in lines[0]
+    )
