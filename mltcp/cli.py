@@ -74,7 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--flows", action="store_true")
     st.add_argument("--json", action="store_true")
     un = sub.add_parser("unload", help="unregister and restore the kernel's settings")
-    un.add_argument("--force", action="store_true", help="even if sockets still use it")
+    un.add_argument(
+        "--force",
+        action="store_true",
+        help="even if sockets still use it: they move to the base algorithm (reno/cubic)",
+    )
     mark = sub.add_parser("mark", help="mark an iteration end for a job (exact mode)")
     mark.add_argument("job")
     port = sub.add_parser("assign-port", help="flows to/from PORT belong to JOB (exact mode)")
@@ -135,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"loaded: {', '.join(s['loaded']) or 'nothing'}; default {s['default']}")
                 if "params" in s:
                     print("params: " + ", ".join(f"{k} {v}" for k, v in s["params"].items()))
+                for problem in s.get("problems", []):
+                    print(f"problem: {problem}")
                 if s.get("window_repairs"):
                     print(f"windows repaired (impossible kernel values): {s['window_repairs']}")
                 for f in s.get("flows", []):

@@ -427,7 +427,7 @@ def _unselect_cgroups(state: dict[str, Any]) -> None:
         except ValueError:
             attached = []
         for a in attached:
-            if a.get("name") == "mltcp_select" and a.get("attach_type") == "sock_ops":
+            if a.get("name") == "mltcp_select" and "sock_ops" in str(a.get("attach_type")):
                 subprocess.run(
                     ["bpftool", "cgroup", "detach", cg, "sock_ops", "id", str(a["id"])],
                     capture_output=True,

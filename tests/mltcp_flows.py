@@ -1,0 +1,240 @@
+"""Many TCP flows between two network namespaces for the MLTCP kernel tests: a pair of
+namespaces joined by a veth (optionally an HTB-shaped FIFO bottleneck from
+testbed.fabric), a server that answers every framed message with one byte, and a client
+that runs N flows from one event loop, each sending a message, waiting for the answer
+(every byte acked), optionally marking the iteration for its job (exact mode), for a fixed
+time.  The client writes per flow: local port, iterations done, the longest iteration,
+the time of its last completed iteration and its congestion control at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SERVER = textwrap.dedent("""
+    import selectors, socket, sys
+    host, port = sys.argv[1], int(sys.argv[2])
+    sel = selectors.DefaultSelector()
+    ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port)); ls.listen(1024); ls.setblocking(False)
+    sel.register(ls, selectors.EVENT_READ, None)
+    print("ready", flush=True)
+    while True:
+        for key, _ in sel.select():
+            if key.data is None:
+                c, _ = ls.accept(); c.setblocking(False)
+                sel.register(c, selectors.EVENT_READ, {"buf": b"", "need": None, "got": 0})
+                continue
+            c, st = key.fileobj, key.data
+            try:
+                data = c.recv(1 << 20)
+            except BlockingIOError:
+                continue
+            except ConnectionError:
+                data = b""
+            if not data:
+                sel.unregister(c); c.close(); continue
+            while data:
+                if st["need"] is None:
+                    st["buf"] += data; data = b""
+                    if len(st["buf"]) < 4:
+                        break
+                    st["need"] = int.from_bytes(st["buf"][:4], "big")
+                    data = st["buf"][4:]; st["buf"] = b""; st["got"] = 0
+                    if st["need"] == 0:
+                        break
+                take = min(len(data), st["need"] - st["got"])
+                st["got"] += take; data = data[take:]
+                if st["got"] == st["need"]:
+                    c.send(b"k"); st["need"] = None
+""")
+
+CLIENT = textwrap.dedent("""
+    import json, selectors, socket, sys, time
+    (host, port, n, size, duration, gap, base, cc, mark, out) = sys.argv[1:11]
+    port, n, size, base = int(port), int(n), int(size), int(base)
+    duration, gap, mark = float(duration), float(gap), int(mark)
+    job0 = int(sys.argv[11]) if len(sys.argv) > 11 else 1
+    if mark:
+        import mltcp
+    sel = selectors.DefaultSelector()
+    flows = []
+    for i in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if cc != "-":
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        s.bind(("", base + i)); s.connect((host, port)); s.setblocking(False)
+        f = {"s": s, "lport": base + i, "job": job0 + i, "iterations": 0, "max_s": 0.0,
+             "last_done": 0.0, "out": b"", "start": 0.0, "next": 0.0, "waiting": False}
+        flows.append(f)
+        sel.register(s, selectors.EVENT_READ, f)
+    msg = size.to_bytes(4, "big") + bytes(size)
+    print("connected", flush=True)
+    t0 = time.monotonic(); end = t0 + duration
+    def kick(f, now):
+        f["out"] = msg; f["start"] = now; f["waiting"] = True
+        sel.modify(f["s"], selectors.EVENT_READ | selectors.EVENT_WRITE, f)
+    for f in flows:
+        kick(f, t0)
+    while True:
+        now = time.monotonic()
+        active = [f for f in flows if f["waiting"] or f["next"] < end]
+        if not active:
+            break
+        for f in flows:
+            if not f["waiting"] and f["next"] <= now < end:
+                kick(f, now)
+        for key, ev in sel.select(timeout=0.005):
+            f = key.data
+            if ev & selectors.EVENT_WRITE and f["out"]:
+                try:
+                    sent = f["s"].send(f["out"])
+                    f["out"] = f["out"][sent:]
+                except BlockingIOError:
+                    pass
+                if not f["out"]:
+                    sel.modify(f["s"], selectors.EVENT_READ, f)
+            if ev & selectors.EVENT_READ:
+                if f["s"].recv(1) == b"k":
+                    now = time.monotonic()
+                    f["iterations"] += 1; f["waiting"] = False
+                    f["max_s"] = max(f["max_s"], now - f["start"]); f["last_done"] = now - t0
+                    if mark:
+                        mltcp.mark_iteration(f["job"])
+                    f["next"] = now + gap
+                    if f["next"] >= end:
+                        f["next"] = float("inf")
+    time.sleep(max(gap, 0.02))
+    for f in flows:   # one last transmission after the gap ends the last iteration
+        f["s"].setblocking(True); f["s"].sendall((0).to_bytes(4, "big"))
+    time.sleep(0.1)
+    rows = [{"lport": f["lport"], "job": f["job"], "iterations": f["iterations"],
+             "max_s": f["max_s"], "last_done_s": f["last_done"],
+             "cc": f["s"].getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+                   .rstrip(b"\\0").decode()} for f in flows]
+    json.dump({"t0": time.time() - (time.monotonic() - t0), "flows": rows}, open(out, "w"))
+    for f in flows:
+        f["s"].close()
+""")
+
+
+def sh(*cmd: str, check: bool = True) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+class Pair:
+    """Namespaces ``a`` (client, 10.x.0.1) and ``b`` (server, 10.x.0.2); with ``rate_bps``
+    the client's egress is a FIFO of ``buffer_packets`` shaped at that rate."""
+
+    def __init__(self, prefix: str, subnet: int, rate_bps: float = 0, buffer_packets: int = 100):
+        self.a, self.b = f"{prefix}_a", f"{prefix}_b"
+        self.va, self.vb = f"{prefix[:8]}va", f"{prefix[:8]}vb"
+        self.ip_a, self.ip_b = f"10.{subnet}.0.1", f"10.{subnet}.0.2"
+        self.rate_bps, self.buffer_packets = rate_bps, buffer_packets
+        self.server: subprocess.Popen | None = None
+
+    def __enter__(self) -> Pair:
+        from testbed.fabric import fifo_commands
+
+        self.close()
+        try:
+            sh("ip", "netns", "add", self.a)
+            sh("ip", "netns", "add", self.b)
+            sh("ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", self.vb,
+               "netns", self.b)  # fmt: skip
+            for ns, dev, ip in ((self.a, self.va, self.ip_a), (self.b, self.vb, self.ip_b)):
+                sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+                sh("ip", "-n", ns, "link", "set", dev, "up")
+                sh("ip", "-n", ns, "link", "set", "lo", "up")
+            if self.rate_bps:
+                sh("ip", "netns", "exec", self.a, "ethtool", "-K", self.va, "tso", "off", "gso",
+                   "off", check=False)  # fmt: skip
+                for cmd in fifo_commands(self.va, self.rate_bps, self.buffer_packets):
+                    sh("ip", "netns", "exec", self.a, *cmd)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def sysctl(self, setting: str) -> None:
+        for ns in (self.a, self.b):
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw", setting)
+
+    def close(self) -> None:
+        if self.server:
+            self.server.kill()
+            self.server.wait()
+            self.server = None
+        for ns in (self.a, self.b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_server(self, tmp: Path, port: int) -> None:
+        (tmp / "server.py").write_text(SERVER)
+        self.server = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{self.b}", sys.executable, str(tmp / "server.py"),
+             self.ip_b, str(port)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.server.stdout.readline().strip() == "ready"
+
+    def start_clients(
+        self,
+        tmp: Path,
+        port: int,
+        flows: int,
+        size: int,
+        duration_s: float,
+        gap_s: float,
+        base_port: int,
+        cc: str = "-",
+        mark: bool = False,
+        job0: int = 1,
+    ) -> subprocess.Popen:
+        """The client process, once every flow is connected."""
+        (tmp / "client.py").write_text(CLIENT)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        p = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{self.a}", sys.executable, str(tmp / "client.py"),
+             self.ip_b, str(port), str(flows), str(size), str(duration_s), str(gap_s),
+             str(base_port), cc, str(int(mark)), str(tmp / "flows.json"), str(job0)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        line = p.stdout.readline().strip()
+        if line != "connected":
+            p.kill()
+            raise AssertionError(f"client did not connect: {line} {p.stderr.read()}")
+        return p
+
+
+def finish(p: subprocess.Popen, tmp: Path, timeout_s: float, pair: Pair | None = None) -> dict:
+    try:
+        _, err = p.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        ss = sh("ip", "netns", "exec", pair.a, "ss", "-tin", check=False) if pair else ""
+        p.kill()
+        raise AssertionError(f"client did not finish: a flow stalled\n{ss[:4000]}") from None
+    assert p.returncode == 0, err
+    return json.loads((tmp / "flows.json").read_text())
+
+
+def wait_until(cond, timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()

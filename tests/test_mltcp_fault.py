@@ -1,0 +1,234 @@
+"""MLTCP under load and under hand-made breakage (root; each test well under a minute):
+unload while 50 flows run (refused, then forced: flows go on on the base algorithm and
+nothing is left behind), idempotent load/unload and load after a crash that left pins,
+parameters changed every 100 ms under traffic, 200 flows on one FIFO bottleneck for 20 s
+in exact mode, a selected cgroup removed and a pinned map removed by hand."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import require
+from mltcp_flows import Pair, finish, sh, wait_until
+
+from mltcp import layout, loader
+from mltcp.bpfmap import map_info
+from mltcp.policy import MltcpParams
+
+pytestmark = pytest.mark.root
+SYSCTL = Path("/proc/sys/net/ipv4")
+OURS = set(loader.VARIANTS.values())
+
+
+def snapshot() -> dict:
+    return {
+        "available": [c for c in loader.available() if c not in OURS],
+        "allowed": [c for c in loader.allowed() if c not in OURS],
+        "default": (SYSCTL / "tcp_congestion_control").read_text().strip(),
+    }
+
+
+def assert_clean(before: dict) -> None:
+    """Nothing of MLTCP left in the kernel: lists and default as before, no pins, no
+    registered or lingering struct_ops, no state file."""
+    assert not OURS & set(loader.available())
+    assert loader.available() == before["available"]
+    assert loader.allowed() == before["allowed"]
+    assert (SYSCTL / "tcp_congestion_control").read_text().strip() == before["default"]
+    assert sorted(p.name for p in loader.PIN_DIR.glob("mltcp*")) == []
+    assert not loader.STATE.exists()
+
+    def no_struct_ops() -> bool:
+        maps = json.loads(sh("bpftool", "-j", "map", "show") or "[]")
+        return not [m for m in maps if m.get("type") == "struct_ops" and m.get("name") in OURS]
+
+    # a struct_ops map lives until the last socket that used it lets go (RCU)
+    assert wait_until(no_struct_ops, 3.0), "a struct_ops map of ours is still in the kernel"
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    require(os.geteuid() == 0, "root")
+    require(Path("/sys/kernel/btf/vmlinux").exists(), "kernel BTF")
+    for tool in ("clang", "bpftool", "nsenter", "ss", "tc"):
+        require(subprocess.run(["which", tool], capture_output=True).returncode == 0, tool)
+    loader.unload(force=True)
+    before = snapshot()
+    yield before
+    loader.unload(force=True)
+    assert_clean(before)
+
+
+@pytest.fixture
+def cgroup_dir(kernel):
+    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
+    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    require(root is not None, "a cgroup v2 hierarchy")
+    path = Path(root) / f"mltcp_fault_{os.getpid()}"
+    path.mkdir(exist_ok=True)
+    try:
+        yield path
+    finally:
+        if path.exists():
+            for pid in (path / "cgroup.procs").read_text().split():
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            path.rmdir()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mltcp.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def repairs() -> int:
+    return loader.status()["window_repairs"]
+
+
+def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
+    kernel, tmp_path, cgroup_dir
+):
+    loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10))
+    loader.select("mltcp_reno", cgroup=cgroup_dir, job="fault-unload")  # to be detached
+    with Pair("mltf_un", 213) as pair:
+        pair.start_server(tmp_path, 7421)
+        p = pair.start_clients(tmp_path, 7421, 50, 40_000, 5.0, 0.01, 21000, cc="mltcp_reno")
+        try:
+            time.sleep(1.0)
+            r = cli("unload")
+            assert r.returncode == 1 and "still in use" in r.stderr and "--force" in r.stderr
+            assert "mltcp_reno" in loader.available()
+            t_unload = time.time()
+            r = cli("unload", "--force")
+            assert r.returncode == 0, r.stderr
+        finally:
+            out = finish(p, tmp_path, 30, pair)
+    rows = out["flows"]
+    assert len(rows) == 50
+    # every flow moved to Reno and kept completing iterations after the unload
+    assert {f["cc"] for f in rows} == {"reno"}
+    after = t_unload - out["t0"] + 0.5
+    stalled = [f for f in rows if f["last_done_s"] < after]
+    assert stalled == [], stalled[:3]
+    assert "mltcp_select" not in sh("bpftool", "cgroup", "show", str(cgroup_dir))
+    assert_clean(kernel)
+
+
+def test_load_unload_idempotent_and_load_after_a_crash_that_left_pins(kernel):
+    assert loader.unload(force=True) == []
+    assert loader.unload() == []
+    names = loader.load("all")
+    assert sorted(names) == sorted(OURS)
+    assert loader.load("all") == names
+    assert all(loader.allowed().count(n) == 1 for n in names)
+    # crash 1: the congestion controls went away (unregistered behind our back), the
+    # pins and nothing else stayed; the state file is gone
+    for n in names:
+        sh("bpftool", "struct_ops", "unregister", "name", n)
+    loader.STATE.unlink()
+    assert (loader.PIN_DIR / "mltcp_config").exists()
+    assert loader.load("reno") == ["mltcp_reno"]
+    assert loader.status()["problems"] == []
+    # crash 2: an older mltcp left a pin of another layout
+    loader.unload(force=True)
+    sh(
+        "bpftool", "map", "create", str(loader.PIN_DIR / "mltcp_flows"), "type", "hash",
+        "key", "4", "value", "16", "entries", "16", "name", "mltcp_flows",
+    )  # fmt: skip
+    assert loader.load("reno") == ["mltcp_reno"]
+    assert loader.status()["problems"] == []
+    fd_path = str(loader.PIN_DIR / "mltcp_flows")
+    with loader.PinnedMap(fd_path, *loader.MAPS["mltcp_flows"]) as m:
+        assert map_info(m.fd)["value_size"] == layout.FLOW_STATS.size
+    loader.unload()
+    loader.unload()
+    assert_clean(kernel)
+
+
+def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel, tmp_path):
+    loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    settings = [
+        MltcpParams(1.0, 0.5, 10, "exact"),
+        MltcpParams(3.0, 0.25, 1, "idle"),
+        MltcpParams(0.0, 1.0, 50, "exact"),
+        MltcpParams(2.0, 1.5, 5, "idle"),
+        MltcpParams(0.5, 0.75, 20, "exact"),
+    ]
+    changes = 0
+    stop = threading.Event()
+
+    def churn():
+        nonlocal changes
+        while not stop.is_set():
+            loader.set_params(settings[changes % len(settings)])
+            changes += 1
+            time.sleep(0.1)
+
+    before = repairs()
+    with Pair("mltf_pc", 214, rate_bps=100e6, buffer_packets=100) as pair:
+        pair.start_server(tmp_path, 7422)
+        p = pair.start_clients(
+            tmp_path, 7422, 20, 100_000, 4.0, 0.005, 22000, cc="mltcp_reno", mark=True, job0=500
+        )
+        t = threading.Thread(target=churn)
+        t.start()
+        try:
+            out = finish(p, tmp_path, 30)
+        finally:
+            stop.set()
+            t.join()
+    rows = out["flows"]
+    assert changes >= 30
+    # every flow kept going: at least 5 iterations, none longer than a second
+    assert min(f["iterations"] for f in rows) >= 5, rows
+    assert max(f["max_s"] for f in rows) < 1.0, max(f["max_s"] for f in rows)
+    assert repairs() == before
+
+
+def test_200_flows_for_20s_exact_iteration_counts_and_no_repair_on_fifo(kernel, tmp_path):
+    loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    n, base, job0 = 200, 23000, 2000
+    for i in range(n):
+        loader.assign_port(base + i, job0 + i)
+    before = repairs()
+    with Pair("mltf_200", 215, rate_bps=200e6, buffer_packets=200) as pair:
+        pair.start_server(tmp_path, 7423)
+        p = pair.start_clients(
+            tmp_path, 7423, n, 50_000, 20.0, 0.005, base, cc="mltcp_reno", mark=True, job0=job0
+        )
+        out = finish(p, tmp_path, 50)
+    kernel_rows = {f["local_port"]: f for f in loader.status(flows=True)["flows"]}
+    wrong = []
+    for f in out["flows"]:
+        k = kernel_rows.get(f["lport"])
+        if k is None or k["iterations"] != f["iterations"] or k["job"] != f["job"]:
+            wrong.append((f, k))
+    assert len(out["flows"]) == n
+    assert min(f["iterations"] for f in out["flows"]) >= 10
+    assert wrong == [], wrong[:3]
+    assert repairs() == before
+    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+
+
+def test_cgroup_removed_while_attached_and_pin_removed_by_hand(kernel, cgroup_dir):
+    loader.load("reno")
+    loader.select("mltcp_reno", cgroup=cgroup_dir, job="fault-cg")
+    assert loader.status()["problems"] == []
+    cgroup_dir.rmdir()  # empty: the kernel lets it go with the program attached
+    problems = loader.status()["problems"]
+    assert any("no longer exists" in p and str(cgroup_dir) in p for p in problems), problems
+    (loader.PIN_DIR / "mltcp_marks").unlink()
+    problems = loader.status()["problems"]
+    assert any("mltcp_marks is missing" in p for p in problems), problems
+    r = cli("mark", "fault-cg")
+    assert r.returncode == 1 and "removed by hand" in r.stderr
+    r = cli("status")
+    assert r.returncode == 0 and "mltcp_marks is missing" in r.stdout
+    r = cli("unload")
+    assert r.returncode == 0, r.stderr
+    assert_clean(kernel)
