@@ -1,52 +1,50 @@
-#!/usr/bin/env python3
 """`make demo`: compact experiments 1 and 2 (a few minutes) and one table.
 
-1. CASSINI: two compatible jobs on a `fair` bottleneck — same start vs CASSINI's shifts.
-2. MLTCP: two jobs starting together on an `ecn` bottleneck — dctcp_bpf vs mltcp_dctcp.
+1. CASSINI: the compatible pair on a `fair` bottleneck — same start vs CASSINI's shifts.
+2. MLTCP: the 50 % pair starting together on an `ecn` bottleneck — dctcp_bpf vs
+   mltcp_dctcp.
 Each against the jobs alone (ideal), measured in the same run.
+
+    sudo .venv/bin/python -m experiments.demo
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
-from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from experiments import link_interleaving, mltcp_convergence  # noqa: E402
-from experiments.common import out_dir, p99, run_config, table, write_json  # noqa: E402
+from experiments import link_interleaving, mltcp_convergence
+from experiments.common import PAIR, out_dir, p99, run_config, table, write_json
+from testbed.results import ExperimentResult
 
 ITERATIONS_2 = 45  # MLTCP needs a few to a few tens of iterations to interleave
 LAST_2 = 15  # the steady state it reaches, as a ratio to ideal
 
 
-def rows_of(res: dict, experiment: str, skip_first: int = 0, identical: bool = False) -> list[dict]:
+def rows_of(
+    res: ExperimentResult, experiment: str, skip_first: int = 0, identical: bool = False
+) -> list[dict[str, Any]]:
     """Scheme rows against ideal.  ``identical`` jobs share one ideal: the fastest job's
     median alone (as experiment 2 does), so one job's slow run alone cannot flatter the
     others."""
-    ideal = res["schemes"]["ideal"]["summary"]
-    ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
-    ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
+    ideal = res.schemes["ideal"]
+    ideal_mean = statistics.mean(s["mean_s"] for s in ideal.summary.values())
+    ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.summary.values())
     if identical:
-        fastest = min(
-            res["schemes"]["ideal"]["jobs"].values(),
-            key=lambda j: statistics.median(j["iteration_times_s"]),
-        )
-        ideal_mean = statistics.median(fastest["iteration_times_s"])
-        ideal_p99 = p99(fastest["iteration_times_s"])
+        fastest = min((j.iteration_times_s for j in ideal.jobs.values()), key=statistics.median)
+        ideal_mean = statistics.median(fastest)
+        ideal_p99 = p99(list(fastest))
     out = []
-    for name, scheme in res["schemes"].items():
-        times = sorted(
-            t for j in scheme["jobs"].values() for t in j["iteration_times_s"][skip_first:]
-        )
+    for name, scheme in res.schemes.items():
+        times = sorted(t for j in scheme.jobs.values() for t in j.iteration_times_s[skip_first:])
         tail = p99(times)
         mean = statistics.mean(times)
         out.append(
             {
                 "experiment": experiment,
                 "scheme": name,
-                "cc": scheme.get("cc", ""),
+                "cc": scheme.cc,
                 "mean_ms": mean * 1e3,
                 "p99_ms": tail * 1e3,
                 "mean_vs_ideal": mean / ideal_mean,
@@ -58,17 +56,16 @@ def rows_of(res: dict, experiment: str, skip_first: int = 0, identical: bool = F
 
 def main() -> int:
     out = out_dir("demo")
-    cfg1 = link_interleaving.experiment_config("pair", "fair", 25, ["ideal", "baseline", "cassini"])
-    res1 = run_config(cfg1, out / "cassini", "1/2 CASSINI: two jobs, fair fabric")
-    link_interleaving.plot_timeline(
-        out / "cassini", res1, out / "cassini_timeline.png", "CASSINI, fair fabric"
+    cfg1 = link_interleaving.experiment_config(
+        PAIR.name, "fair", 25, ["ideal", "baseline", "cassini"]
     )
+    res1 = run_config(cfg1, out / "cassini", "1/2 CASSINI: two jobs, fair fabric")
+    link_interleaving.plot_timeline(res1, out / "cassini_timeline.png", "CASSINI, fair fabric")
     link_interleaving.plot_cdf(res1, out / "cassini_cdf.png", "CASSINI, fair fabric")
     comm_s = mltcp_convergence.calibrate("ecn", "dctcp_bpf", out / "ecn" / "calibration")
     cfg2 = mltcp_convergence.config("ecn", "dctcp_bpf", "mltcp_dctcp", ITERATIONS_2, 2, comm_s)
     res2 = run_config(cfg2, out / "ecn", "2/2 MLTCP: two jobs starting together, ecn fabric")
     link_interleaving.plot_timeline(
-        out / "ecn",
         res2,
         out / "mltcp_timeline.png",
         "MLTCP, ecn fabric",

@@ -1,16 +1,16 @@
-#!/usr/bin/env python3
 """Experiment 1 — link interleaving (CASSINI §2.2, Table 2).
 
-Jobs share one dumbbell bottleneck.  Two job sets:
+Jobs share one dumbbell bottleneck.  Two job sets (experiments.common):
   pair  — two jobs at ~40 % communication share: fully compatible (score 1);
   trio  — three jobs at ~50 % share: partially compatible (score ~0.6).
 Schemes, in the same run: same start (baseline), random start offsets, CASSINI shifts
 (held by the agent), MLTCP (reno and, on ecn, dctcp variants; skipped with the reason when
 the kernel programs cannot be loaded) and each job alone (ideal).
 
-    sudo python experiments/link_interleaving.py                  # fair fabric, small
-    sudo python experiments/link_interleaving.py --full           # fair, ecn and fifo
-    sudo python experiments/link_interleaving.py --sets pair --fabrics fair --iterations 10
+    sudo .venv/bin/python -m experiments.link_interleaving          # fair fabric, small
+    sudo .venv/bin/python -m experiments.link_interleaving --full   # fair, ecn and fifo
+    sudo .venv/bin/python -m experiments.link_interleaving --sets pair --fabrics fair \
+        --iterations 10
 
 Writes results/link_interleaving/results.json, cdf_<set>_<fabric>.png and
 timeline_<set>_<fabric>.png; prints scheme x (mean, p99, ratio to ideal) per job set.
@@ -24,9 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from experiments.common import (  # noqa: E402
+from experiments.common import (
+    BOTTLENECK_BPS,
+    JOB_SETS,
+    dumbbell,
     out_dir,
     p99,
     progress,
@@ -35,14 +36,7 @@ from experiments.common import (  # noqa: E402
     table,
     write_json,
 )
-from testbed.measure import read_log  # noqa: E402
-
-BOTTLENECK = 200_000_000
-JOB_SETS = {
-    # compute seconds, all-reduce bytes, number of jobs
-    "pair": (0.06, 1_000_000, 2),
-    "trio": (0.05, 1_250_000, 3),
-}
+from testbed.results import ExperimentResult
 
 
 def mltcp_available() -> tuple[bool, str]:
@@ -62,27 +56,11 @@ def mltcp_available() -> tuple[bool, str]:
 
 
 def experiment_config(job_set: str, fabric: str, iterations: int, schemes: list) -> dict:
-    compute, nbytes, n = JOB_SETS[job_set]
+    """The named job set (``pair`` or ``trio``) on the dumbbell's ``fabric``."""
+    jobs = JOB_SETS[job_set]
     return {
-        "topology": {
-            "kind": "dumbbell",
-            "pairs": n,
-            "bottleneck_bps": BOTTLENECK,
-            "access_bps": 1_000_000_000,
-            "fabric": fabric,
-            "buffer_packets": 100,
-            "ecn_threshold_bytes": 30_000,
-        },
-        "jobs": [
-            {
-                "id": f"j{i + 1}",
-                "hosts": [f"h{i + 1}", f"h{i + 1 + n}"],
-                "compute_s": compute,
-                "bytes": nbytes,
-                "iterations": iterations,
-            }
-            for i in range(n)
-        ],
+        "topology": dumbbell(jobs.count, fabric, buffer_packets=100),
+        "jobs": jobs.jobs(iterations),
         "schemes": schemes,
         "cc": "dctcp_bpf" if fabric == "ecn" and mltcp_available()[0] else "cubic",
         "seed": 1,
@@ -99,21 +77,19 @@ def schemes_for(fabric: str, with_mltcp: bool) -> list:
     return out
 
 
-def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
-    ideal = res["schemes"]["ideal"]["summary"]
+def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
+    """One row per scheme: mean and p99 over every job's iterations, as ratios to the
+    jobs alone, and the second half's mean (start-up transients excluded) to ideal."""
+    ideal = res.schemes["ideal"].summary
+    ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
+    ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
     rows = []
-    for name, scheme in res["schemes"].items():
-        times = [t for j in scheme["jobs"].values() for t in j["iteration_times_s"]]
-        # steady state: the second half of every job's run (start-up transients excluded)
-        steady = [
-            t
-            for j in scheme["jobs"].values()
-            for t in j["iteration_times_s"][len(j["iteration_times_s"]) // 2 :]
-        ]
-        ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
+    for name, scheme in res.schemes.items():
+        per_job = [j.iteration_times_s for j in scheme.jobs.values()]
+        times = [t for job in per_job for t in job]
+        steady = [t for job in per_job for t in job[len(job) // 2 :]]
         mean = statistics.mean(times)
         tail = p99(times)
-        ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
         rows.append(
             {
                 "scheme": name,
@@ -157,14 +133,17 @@ def main(argv: list[str] | None = None) -> int:
             )
             res = run_config(cfg, out / key, f"{key}: {len(cfg['schemes'])} schemes")
             rows = summarise(res)
-            advice = res["schemes"]["cassini"]["advice"]["candidates"][0]
+            advice = res.schemes["cassini"].advice
+            if advice is None:
+                raise RuntimeError(f"{key}: the cassini scheme carries no advice")
+            best = advice["candidates"][0]
             report["runs"][key] = {
                 "rows": rows,
-                "score": advice["score"],
-                "shifts_s": res["schemes"]["cassini"]["advice"]["time_shifts_s"],
+                "score": best["score"],
+                "shifts_s": advice["time_shifts_s"],
             }
             write_json(out / "results.json", report)
-            print(f"\n{key}  (fabric {fabric}, CASSINI score {advice['score']:.2f})")
+            print(f"\n{key}  (fabric {fabric}, CASSINI score {best['score']:.2f})")
             print(
                 table(
                     rows,
@@ -179,20 +158,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             plot_cdf(res, out / f"cdf_{key}.png", key)
-            plot_timeline(out / key, res, out / f"timeline_{key}.png", key)
+            plot_timeline(res, out / f"timeline_{key}.png", key)
     print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")
     return 0
 
 
-def plot_cdf(res: dict[str, Any], path: Path, title: str) -> None:
+def plot_cdf(res: ExperimentResult, path: Path, title: str) -> None:
+    """CDF of every job's iteration times, one line per scheme."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name, scheme in res["schemes"].items():
-        times = sorted(t * 1e3 for j in scheme["jobs"].values() for t in j["iteration_times_s"])
+    for name, scheme in res.schemes.items():
+        times = sorted(t * 1e3 for j in scheme.jobs.values() for t in j.iteration_times_s)
         ax.plot(times, [(i + 1) / len(times) for i in range(len(times))], label=name)
     ax.set_xlabel("iteration time (ms)")
     ax.set_ylabel("CDF")
@@ -204,8 +184,7 @@ def plot_cdf(res: dict[str, Any], path: Path, title: str) -> None:
 
 
 def plot_timeline(
-    run_dir: Path,
-    res: dict[str, Any],
+    res: ExperimentResult,
     path: Path,
     title: str,
     window_s: float = 1.0,
@@ -213,7 +192,7 @@ def plot_timeline(
 ) -> None:
     """Each job's sending rate over a window in the middle of the run, one panel per
     scheme (``schemes``, default the same-start baseline, CASSINI and MLTCP ones), from
-    the workers' logs: bytes of each communication phase spread over its duration."""
+    the rank-0 workers' logs: bytes of each communication phase spread over its duration."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -221,15 +200,13 @@ def plot_timeline(
     import numpy as np
 
     wanted = schemes or ["baseline", "cassini", "mltcp-reno", "mltcp-dctcp"]
-    shown = [s for s in wanted if s in res["schemes"]]
+    shown = [s for s in wanted if s in res.schemes]
     if not shown:
-        raise ValueError(f"none of {wanted} in this run (have {sorted(res['schemes'])})")
+        raise ValueError(f"none of {wanted} in this run (have {sorted(res.schemes)})")
     fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.2 * len(shown)), sharex=True)
     axes = np.atleast_1d(axes)
     for ax, name in zip(axes, shown, strict=True):
-        logs = {
-            j: read_log(run_dir / name / f"{j}-rank0.jsonl") for j in res["schemes"][name]["jobs"]
-        }
+        logs = {j: r.records(0) for j, r in res.schemes[name].jobs.items()}
         t0 = min(r["start"] for recs in logs.values() for r in recs[len(recs) // 2 :])
         grid = np.arange(0, window_s, 0.001)
         stack = []
@@ -241,10 +218,12 @@ def plot_timeline(
                     rate[(grid >= a) & (grid < b)] = r["bytes_sent"] * 8 / (b - a) / 1e6
             stack.append(rate)
         ax.stackplot(grid, stack, labels=list(logs), alpha=0.8)
-        ax.axhline(BOTTLENECK / 1e6, color="k", lw=0.8, ls="--")
+        ax.axhline(BOTTLENECK_BPS / 1e6, color="k", lw=0.8, ls="--")
         ax.set_ylabel(f"{name}\nMbit/s")
     axes[0].legend(fontsize=7, loc="upper right")
-    axes[0].set_title(f"{title}: per-job sending rate, bottleneck {BOTTLENECK / 1e6:.0f} Mbit/s")
+    axes[0].set_title(
+        f"{title}: per-job sending rate, bottleneck {BOTTLENECK_BPS / 1e6:.0f} Mbit/s"
+    )
     axes[-1].set_xlabel("seconds (a window in the middle of the run)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Experiment 2 — MLTCP convergence (MLTCP, HotNets 2024: the offset map).
 
 Identical synthetic jobs start together (the worst case) on one bottleneck: two jobs with
@@ -14,10 +13,10 @@ Cases: ecn (dctcp_bpf vs mltcp_dctcp, 2 jobs), ecn-trio (same, 3 jobs), fifo-ren
 vs mltcp_reno), fifo-cubic (cubic vs mltcp_cubic).  On `fifo` the baselines interleave
 by themselves (first-mover advantage of a one-packet BDP; see experiments/regimes.py).
 
-    sudo python experiments/mltcp_convergence.py              # ecn, 30 iterations
-    sudo python experiments/mltcp_convergence.py --full       # every case, 60 iterations
-    sudo python experiments/mltcp_convergence.py --cases ecn-trio fifo-cubic
-    python experiments/mltcp_convergence.py --model-only      # the sweep alone, no root
+    sudo .venv/bin/python -m experiments.mltcp_convergence         # ecn, 30 iterations
+    sudo .venv/bin/python -m experiments.mltcp_convergence --full  # every case, 60 iterations
+    sudo .venv/bin/python -m experiments.mltcp_convergence --cases ecn-trio fifo-cubic
+    .venv/bin/python -m experiments.mltcp_convergence --model-only # the sweep alone, no root
 
 Writes results/mltcp_convergence/results.json, convergence.png and sweep.png.
 """
@@ -32,15 +31,22 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from experiments.common import (
+    HALF_PAIR,
+    JobSet,
+    dumbbell,
+    out_dir,
+    progress,
+    require_root,
+    run_config,
+    table,
+    write_json,
+)
+from mltcp.model import simulate, two_job_offsets
+from mltcp.policy import MltcpParams
+from testbed.measure import comm_overlap
 
-from experiments.common import out_dir, progress, require_root, run_config, table, write_json  # noqa: E402
-from mltcp.model import simulate, two_job_offsets  # noqa: E402
-from mltcp.policy import MltcpParams  # noqa: E402
-from testbed.measure import comm_overlap, read_log  # noqa: E402
-
-BOTTLENECK = 200_000_000
-NOMINAL_COMM_S = 1_250_000 * 8 / BOTTLENECK  # one 2-host ring all-reduce, payload only
+NOMINAL_COMM_S = HALF_PAIR.comm_s  # one 2-host ring all-reduce, payload only
 JOBS = "abcdef"
 # (name, fabric, base congestion control, MLTCP variant, jobs)
 CASES = {
@@ -63,27 +69,9 @@ def config(
     its iteration (50 % for two, 33 % for three): together they fill the bottleneck.
     ``comm_s`` is one communication phase alone on the link (seconds; see
     :func:`calibrate`), by default the payload's time at the bottleneck rate."""
-    comm_s = comm_s or NOMINAL_COMM_S
-    job = {"compute_s": round((jobs - 1) * comm_s, 4), "bytes": 1_250_000}
     return {
-        "topology": {
-            "kind": "dumbbell",
-            "pairs": jobs,
-            "bottleneck_bps": BOTTLENECK,
-            "access_bps": 1_000_000_000,
-            "fabric": fabric,
-            "buffer_packets": 1000,
-            "ecn_threshold_bytes": 30_000,
-        },
-        "jobs": [
-            {
-                "id": JOBS[i],
-                "hosts": [f"h{i + 1}", f"h{i + 1 + jobs}"],
-                "iterations": iterations,
-                **job,
-            }
-            for i in range(jobs)
-        ],
+        "topology": dumbbell(jobs, fabric, buffer_packets=1000),
+        "jobs": filling(jobs, comm_s or NOMINAL_COMM_S).jobs(iterations, JOBS),
         "schemes": [
             "ideal",
             {"scheme": "baseline", "name": base_cc, "cc": base_cc},
@@ -91,6 +79,13 @@ def config(
         ],
         "cc": base_cc,
     }
+
+
+def filling(jobs: int, comm_s: float) -> JobSet:
+    """``jobs`` identical jobs sending the 50 % pair's bytes per iteration, with
+    ``jobs - 1`` phases of ``comm_s`` seconds of compute: each communicates 1/jobs of its
+    iteration (for two jobs at the nominal rate: :data:`experiments.common.HALF_PAIR`)."""
+    return JobSet(f"{jobs} x 1/{jobs}", jobs, round((jobs - 1) * comm_s, 4), HALF_PAIR.bytes)
 
 
 def summarise_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -123,7 +118,7 @@ def calibrate(fabric: str, cc: str, where: Path) -> float:
     cfg = config(fabric, cc, cc, 8, 1)
     cfg["schemes"] = ["ideal"]
     res = run_config(cfg, where, f"calibrating: one job alone on {fabric} with {cc}")
-    return float(res["schemes"]["ideal"]["profiles"]["a"]["phases"][0]["duration_s"])
+    return float(res.schemes["ideal"].profiles["a"].phases[0].duration_s)
 
 
 def interleaved_at(overlap: list[float], threshold: float = 0.2, hold: int = 3) -> int | None:
@@ -253,15 +248,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 # phase lengths of job a alone: medians, so a few slow iterations do not skew
                 # the model (see the README's known problems)
-                alone = read_log(where / "ideal-a" / "a-rank0.jsonl")
+                alone = res.schemes["ideal"].jobs["a"].records(0)
                 comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
                 compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
                 # the jobs are identical, so one ideal serves all: the fastest job's median
                 # alone (a job that ran slower alone hit a fault of its own, e.g. the
                 # window fault described in the README; it is reported, not hidden)
                 alone_medians = {
-                    j: statistics.median(v["iteration_times_s"])
-                    for j, v in res["schemes"]["ideal"]["jobs"].items()
+                    j: statistics.median(v.iteration_times_s)
+                    for j, v in res.schemes["ideal"].jobs.items()
                 }
                 ideal = min(alone_medians.values())
                 last_n = max(5, args.iterations // 3)
@@ -276,11 +271,10 @@ def main(argv: list[str] | None = None) -> int:
                     "schemes": {},
                 }
                 for name in (base, ml):
-                    logs = {j: read_log(where / name / f"{j}-rank0.jsonl") for j in jobs}
+                    scheme = res.schemes[name]
+                    logs = {j: scheme.jobs[j].records(0) for j in jobs}
                     overlap = comm_overlap(logs)
-                    per_job = {
-                        j: res["schemes"][name]["jobs"][j]["iteration_times_s"] for j in jobs
-                    }
+                    per_job = {j: list(scheme.jobs[j].iteration_times_s) for j in jobs}
                     times = [t for j in jobs for t in per_job[j]]
                     last = [t for j in jobs for t in per_job[j][-last_n:]]
                     at = interleaved_at(overlap)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Experiment 3 — placement on a shared fabric (CASSINI §5).
 
 A two-tier leaf-spine (2 leaves, 2 spines, 4 hosts per leaf, 2:1 oversubscribed) in
@@ -13,7 +12,7 @@ placements (job -> host pairs).  In the same run:
 
 Profiles come from the ideal run (each job alone), as a deployment would measure them.
 
-    sudo python experiments/placement.py [--candidates 8] [--iterations 25] [--no-ddp]
+    sudo .venv/bin/python -m experiments.placement [--candidates 8] [--iterations 25] [--no-ddp]
 
 Writes results/placement/results.json and placement.png; prints mean and p99 per job per
 scheme.
@@ -28,12 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from cassini.advisor import Candidate, Link, advise  # noqa: E402
-from cassini.profile import JobProfile  # noqa: E402
-from experiments.common import out_dir, progress, require_root, run_config, table, write_json  # noqa: E402
-from testbed.topo import from_config  # noqa: E402
+from cassini.advisor import Candidate, Link, advise
+from experiments.common import out_dir, progress, require_root, run_config, table, write_json
+from testbed.topo import from_config
 
 TOPOLOGY = {
     "kind": "leaf_spine",
@@ -101,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         out / "ideal",
         "ideal: every job alone (profiles)",
     )
-    profiles = [JobProfile.from_dict(p) for p in ideal["schemes"]["ideal"]["profiles"].values()]
+    profiles = list(ideal.schemes["ideal"].profiles.values())
     links = [Link(d["id"], d["capacity_bps"]) for d in topo.advisor_links()]
     cands = [
         Candidate(
@@ -139,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             "cassini: best candidate with time-shifts",
         ),
     }
-    ideal_summary = ideal["schemes"]["ideal"]["summary"]
+    ideal_summary = ideal.schemes["ideal"].summary
     rows = []
     for scheme, res in [("ideal", ideal), *runs.items()]:
-        summary = next(iter(res["schemes"].values()))["summary"]
+        summary = next(iter(res.schemes.values())).summary
         for job, s in summary.items():
             rows.append(
                 {

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Experiment 5 — regimes: where does interleaving emerge with no help?
 
 Two (or three) synthetic jobs start together on one dumbbell bottleneck under each fabric
@@ -7,8 +6,8 @@ jobs together (baseline), and reports the baseline's slowdown in the first and l
 iterations plus how much the jobs' communication phases still overlap at the end
 (0 = interleaved by themselves, 1 = fully overlapped).
 
-    python experiments/regimes.py            # small: fifo 20/1000 packets, fair, ecn
-    python experiments/regimes.py --full     # + cubic/reno/bbr, jitter, 3 jobs at 33 %
+    sudo .venv/bin/python -m experiments.regimes         # small: fifo 20/1000 packets, fair, ecn
+    sudo .venv/bin/python -m experiments.regimes --full  # + cubic/reno/bbr, jitter, 3 jobs at 33 %
 
 Writes results/regimes/results.json and regimes.png; prints the table.
 """
@@ -20,42 +19,28 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from experiments.common import out_dir, require_root, run_config, table, write_json  # noqa: E402
-from testbed.measure import comm_overlap, read_log  # noqa: E402
-
-BOTTLENECK = 200_000_000
+from experiments.common import (
+    HALF_PAIR,
+    dumbbell,
+    equal_shares,
+    out_dir,
+    require_root,
+    run_config,
+    table,
+    write_json,
+)
+from testbed.measure import comm_overlap
 
 
 def regime_config(
     fabric: str, buffer: int, cc: str, jobs: int, jitter: float, iterations: int
 ) -> dict:
-    share = 1.0 / jobs  # communication share of each job at the full bottleneck rate
-    compute = 0.1 * (1 - share)
-    nbytes = int(0.1 * share * BOTTLENECK / 8)
-    hosts = [[f"h{i + 1}", f"h{i + 1 + jobs}"] for i in range(jobs)]
+    """``jobs`` jobs of 100 ms alone, each communicating 1/jobs of it at the bottleneck
+    rate (two jobs: the 50 % pair), starting together under the given fabric and CC."""
+    job_set = HALF_PAIR if jobs == 2 else equal_shares(jobs)
     return {
-        "topology": {
-            "kind": "dumbbell",
-            "pairs": jobs,
-            "bottleneck_bps": BOTTLENECK,
-            "access_bps": 1_000_000_000,
-            "fabric": fabric,
-            "buffer_packets": buffer,
-            "ecn_threshold_bytes": 30_000,
-        },
-        "jobs": [
-            {
-                "id": chr(ord("a") + i),
-                "hosts": h,
-                "compute_s": compute,
-                "bytes": nbytes,
-                "iterations": iterations,
-                "jitter": jitter,
-            }
-            for i, h in enumerate(hosts)
-        ],
+        "topology": dumbbell(jobs, fabric, buffer_packets=buffer),
+        "jobs": job_set.jobs(iterations, "abcdefgh", jitter=jitter),
         "schemes": ["ideal", "baseline"],
         "cc": cc,
     }
@@ -80,14 +65,14 @@ def grid(full: bool) -> list[dict]:
     return [{"jobs": 2, "jitter": 0.0, **c} for c in cases]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--full", action="store_true", help="the larger sweep")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--out", default=None, help="output folder (default results/regimes)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     require_root()
     out = out_dir("regimes", args.out)
     rows = []
@@ -106,17 +91,14 @@ def main() -> None:
             args.iterations,
         )
         res = run_config(cfg, out / label, f"[{n}/{len(cases)}] {label}")
-        ideal = res["schemes"]["ideal"]["summary"]
-        base = res["schemes"]["baseline"]["jobs"]
-        logs = {j: read_log(out / label / "baseline" / f"{j}-rank0.jsonl") for j in base}
-        overlap = comm_overlap(logs)
+        ideal = res.schemes["ideal"].summary
+        base = res.schemes["baseline"].jobs
+        overlap = comm_overlap({j: v.records(0) for j, v in base.items()})
         ratios_first = [
-            statistics.mean(v["iteration_times_s"][:5]) / ideal[j]["mean_s"]
-            for j, v in base.items()
+            statistics.mean(v.iteration_times_s[:5]) / ideal[j]["mean_s"] for j, v in base.items()
         ]
         ratios_last = [
-            statistics.mean(v["iteration_times_s"][-10:]) / ideal[j]["mean_s"]
-            for j, v in base.items()
+            statistics.mean(v.iteration_times_s[-10:]) / ideal[j]["mean_s"] for j, v in base.items()
         ]
         rows.append(
             {
@@ -146,6 +128,7 @@ def main() -> None:
     )
     plot(rows, out / "regimes.png")
     print(f"results: {out / 'results.json'}  plot: {out / 'regimes.png'}")
+    return 0
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -175,4 +158,4 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Validate the flow-level network model (cassini.sim.network) against the testbed.
 
 Runs experiment 1's compatible pair (or, with --set trio, its partially compatible trio)
@@ -11,9 +10,9 @@ periods and drift tolerance, and the same number of iterations.  It compares, pe
 and scheme, the mean iteration time and the slowdown (scheme / dedicated), measured vs
 modelled.
 
-    sudo .venv/bin/python experiments/sim_validation.py             # pair, 30 iterations
-    sudo .venv/bin/python experiments/sim_validation.py --quick     # pair, 12 iterations
-    .venv/bin/python experiments/sim_validation.py --results PATH   # re-model a run, no root
+    sudo .venv/bin/python -m experiments.sim_validation            # pair, 30 iterations
+    sudo .venv/bin/python -m experiments.sim_validation --quick    # pair, 12 iterations
+    .venv/bin/python -m experiments.sim_validation --results PATH  # re-model a run, no root
         (PATH: a finished run's results.json, e.g. results/sim_validation/pair-fair/)
 
 Two model variants, neither fitted to the shared runs:
@@ -35,19 +34,18 @@ SIGTERM/SIGHUP (testbed.net.Cluster).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from cassini.profile import JobProfile, Phase  # noqa: E402
-from cassini.sim.network import FlowJob, cycle_of, simulate  # noqa: E402
-from experiments.common import (  # noqa: E402
+from cassini.profile import JobProfile, Phase
+from cassini.sim.network import FlowJob, cycle_of, simulate
+from experiments.common import (
+    JOB_SETS,
     out_dir,
     progress,
     require_root,
@@ -55,8 +53,9 @@ from experiments.common import (  # noqa: E402
     table,
     write_json,
 )
-from experiments.link_interleaving import JOB_SETS, experiment_config  # noqa: E402
-from testbed.runner import RunConfig, load_config  # noqa: E402
+from experiments.link_interleaving import experiment_config
+from testbed.results import ExperimentResult
+from testbed.runner import RunConfig, load_config
 
 SCHEMES = ("ideal", "baseline", "cassini")
 VARIANTS = ("model", "model_goodput")
@@ -175,15 +174,13 @@ def goodput_factor(cfg: RunConfig, profiles: dict[str, JobProfile]) -> float:
     return min(1.0, best) if best > 0 else 1.0
 
 
-def validate(results: dict[str, Any]) -> dict[str, Any]:
-    """Model a finished testbed run (the runner's ``results.json``) and compare."""
-    cfg = load_config(results["config"])
-    schemes = results["schemes"]
+def validate(results: ExperimentResult) -> dict[str, Any]:
+    """Model a finished testbed run (the runner's result) and compare."""
+    cfg = load_config(dict(results.config))
+    schemes = results.schemes
     if "ideal" not in schemes:
         raise ValueError("the run needs the ideal scheme (it measures the profiles)")
-    profiles = {
-        j: JobProfile.from_dict(p, f"profiles.{j}") for j, p in schemes["ideal"]["profiles"].items()
-    }
+    profiles = dict(schemes["ideal"].profiles)
     capacity = cfg.topology.link_capacity()
     factor = goodput_factor(cfg, profiles)
     caps = {
@@ -196,9 +193,9 @@ def validate(results: dict[str, Any]) -> dict[str, Any]:
         if name not in schemes:
             continue
         scheme = schemes[name]
-        iterations = 1 + min(len(j["iteration_times_s"]) for j in scheme["jobs"].values())
-        periods = dict(scheme.get("agent_periods_s") or {})
-        starts = {j: float(v.get("start_offset_s", 0.0)) for j, v in scheme["jobs"].items()}
+        iterations = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
+        periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
+        starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
         if name == "ideal":  # each job alone
             groups = [flow_jobs(_only(cfg, j.job_id), profiles, {j.job_id: 0.0}) for j in cfg.jobs]
         else:
@@ -212,13 +209,13 @@ def validate(results: dict[str, Any]) -> dict[str, Any]:
                 )
             modelled[variant][name] = times
     rows = []
-    ideal_measured = {j: _mean(v["iteration_times_s"]) for j, v in schemes["ideal"]["jobs"].items()}
+    ideal_measured = {j: _mean(v.iteration_times_s) for j, v in schemes["ideal"].jobs.items()}
     for name in SCHEMES:
         if name not in schemes:
             continue
-        for job, entry in schemes[name]["jobs"].items():
-            measured = _mean(entry["iteration_times_s"])
-            steady = _mean(_second_half(entry["iteration_times_s"]))
+        for job, entry in schemes[name].jobs.items():
+            measured = _mean(entry.iteration_times_s)
+            steady = _mean(_second_half(entry.iteration_times_s))
             row: dict[str, Any] = {
                 "scheme": name,
                 "job": job,
@@ -254,22 +251,21 @@ def validate(results: dict[str, Any]) -> dict[str, Any]:
         for variant in VARIANTS
         if shared
     }
+    cassini = schemes.get("cassini")
     return {
-        "scenario": results["config"],
+        "scenario": dict(results.config),
         "profiles": {j: p.to_dict() for j, p in profiles.items()},
         "capacity_bps": capacity,
         "goodput_factor": factor,
         "drift_tolerance": cfg.drift_tolerance,
         "model_inputs": inputs,
         "measured_iteration_times_s": {
-            name: {j: v["iteration_times_s"] for j, v in schemes[name]["jobs"].items()}
+            name: {j: list(v.iteration_times_s) for j, v in schemes[name].jobs.items()}
             for name in SCHEMES
             if name in schemes
         },
         "modelled_iteration_times_s": modelled,
-        "realignments": {
-            j: v.get("realignments") for j, v in schemes.get("cassini", {}).get("jobs", {}).items()
-        },
+        "realignments": {j: v.realignments for j, v in cassini.jobs.items()} if cassini else {},
         "rows": rows,
         "summary": summary,
     }
@@ -279,13 +275,13 @@ def _only(cfg: RunConfig, job_id: str) -> RunConfig:
     return RunConfig(**{**cfg.__dict__, "jobs": tuple(j for j in cfg.jobs if j.job_id == job_id)})
 
 
-def _second_half(times: list[float]) -> list[float]:
+def _second_half(times: Sequence[float]) -> list[float]:
     """The second half of a run's iteration times (start-up transients left out), as
     experiment 1's "2nd half" column counts."""
     return list(times)[len(times) // 2 :]
 
 
-def _mean(times: list[float]) -> float:
+def _mean(times: Sequence[float]) -> float:
     return float(statistics.mean(times)) if times else math.nan
 
 
@@ -387,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     out = out_dir("sim_validation", args.out)
     t0 = time.time()
     if args.results:
-        results = json.loads(Path(args.results).read_text())
+        results = ExperimentResult.read(args.results)
         source = str(args.results)
     else:
         require_root()

@@ -1,18 +1,28 @@
-"""Every experiment's configs parse with the runner, and experiment 1 runs end to end
-(tiny) on the emulated cluster."""
+"""Every experiment's configs parse with the runner, the experiments share their job
+sets and read the runner's typed results, they run as modules, and experiment 1 runs end
+to end (tiny) on the emulated cluster."""
 
 import json
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from conftest import require
 
-from experiments import link_interleaving, mltcp_convergence, placement, regimes
+from experiments import common, link_interleaving, mltcp_convergence, placement, regimes
+from experiments import sim_validation as sv
 from mltcp.policy import MltcpParams
+from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.runner import load_config
 from testbed.topo import from_config
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = sorted((ROOT / "experiments").glob("*.py"))
 
 
 @pytest.mark.parametrize("job_set", ["pair", "trio"])
@@ -20,9 +30,65 @@ from testbed.topo import from_config
 def test_link_interleaving_configs(job_set, fabric):
     schemes = link_interleaving.schemes_for(fabric, with_mltcp=True)
     cfg = load_config(link_interleaving.experiment_config(job_set, fabric, 10, schemes))
-    assert len(cfg.jobs) == link_interleaving.JOB_SETS[job_set][2]
+    assert len(cfg.jobs) == common.JOB_SETS[job_set].count
     assert {s.name for s in cfg.schemes} >= {"ideal", "baseline", "random", "cassini"}
     assert ("mltcp-dctcp" in {s.name for s in cfg.schemes}) == (fabric == "ecn")
+
+
+def _jobs(cfg):
+    """(compute_s, bytes) of every job of a parsed config."""
+    return [(j.compute_s, j.bytes) for j in cfg.jobs]
+
+
+def test_job_sets_are_defined_once_and_shared():
+    pair, trio, half = common.PAIR, common.TRIO, common.HALF_PAIR
+    assert (pair.count, pair.share) == (2, pytest.approx(0.4))
+    assert (trio.count, trio.share) == (3, pytest.approx(0.5))
+    assert (half.count, half.share) == (2, pytest.approx(0.5))
+    # experiment 1, the demo and the model validation run the same pair and trio
+    for s in (pair, trio):
+        for raw in (
+            link_interleaving.experiment_config(s.name, "fair", 5, ["ideal"]),
+            sv.scenario(s.name, 5),
+        ):
+            assert _jobs(load_config(raw)) == [(s.compute_s, s.bytes)] * s.count
+    # experiments 2 and 5 and the two-job acceptance configs run the 50 % pair
+    regime = load_config(regimes.regime_config("fair", 100, "cubic", 2, 0.0, 5))
+    mltcp = load_config(mltcp_convergence.config("ecn", "dctcp_bpf", "mltcp_dctcp", 5))
+    assert _jobs(regime) == _jobs(mltcp) == [(half.compute_s, half.bytes)] * 2
+    for name in ("fair_two_jobs.yaml", "mltcp_ecn_two_jobs.yaml"):
+        path = ROOT / "experiments" / "configs" / name
+        assert yaml.safe_load(path.read_text())["topology"]["bottleneck_bps"] == (
+            common.BOTTLENECK_BPS
+        )
+        assert _jobs(load_config(str(path))) == [(half.compute_s, half.bytes)] * 2, name
+    # three jobs that fill the link: a third each, by iteration time or by bytes
+    assert common.equal_shares(3).share == pytest.approx(1 / 3, rel=1e-5)
+    assert mltcp_convergence.filling(3, half.comm_s).share == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="3 jobs, 2 ids"):
+        trio.jobs(5, "ab")
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiments_import_as_modules_and_read_logs_from_the_results(path):
+    source = path.read_text()
+    assert "sys.path" not in source  # run as `python -m experiments.x`
+    assert "-rank" not in source  # log paths come from JobResult.logs, not rebuilt
+
+
+@pytest.mark.parametrize(
+    "module", ["link_interleaving", "mltcp_convergence", "placement", "regimes", "sim_validation"]
+)
+def test_experiment_runs_as_a_module(module):
+    r = subprocess.run(
+        [sys.executable, "-m", f"experiments.{module}", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"-m experiments.{module}" in r.stdout  # the docstring's commands
 
 
 def test_regimes_grid_configs():
@@ -98,11 +164,11 @@ def test_experiment_1_tiny_run(tmp_path):
 
 
 def _fake_run(tmp_path, schemes, jobs=("a", "b"), period=0.1, n=20):
-    """Worker logs and a results dict shaped like the runner's, for plotting tests."""
-    res = {"schemes": {}}
+    """Worker logs and a result shaped like the runner's, for plotting tests.  The logs
+    are named unlike the runner's: the experiments must find them through the result."""
+    out = {}
     for k, name in enumerate(schemes):
-        (tmp_path / name).mkdir()
-        res["schemes"][name] = {"jobs": {}}
+        results = {}
         for i, j in enumerate(jobs):
             slow = 1.0 + 0.1 * k + 0.05 * i
             recs = [
@@ -115,33 +181,42 @@ def _fake_run(tmp_path, schemes, jobs=("a", "b"), period=0.1, n=20):
                 }
                 for t in range(n)
             ]
-            (tmp_path / name / f"{j}-rank0.jsonl").write_text(
-                "\n".join(json.dumps(r) for r in recs) + "\n"
-            )
-            res["schemes"][name]["jobs"][j] = {"iteration_times_s": [period * slow] * n}
-    return res
+            log = tmp_path / f"{name}.{j}.log"
+            log.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+            results[j] = JobResult(j, (period * slow,) * n, 1_000_000 * n, (log,))
+        kind = "ideal" if name == "ideal" else "baseline"
+        out[name] = SchemeResult(name, kind, "cubic", "fair", results)
+    return ExperimentResult(out, {})
 
 
 def test_timeline_plot_takes_the_schemes_to_show(tmp_path):
     res = _fake_run(tmp_path, ["ideal", "dctcp_bpf", "mltcp_dctcp"])
     out = tmp_path / "t.png"
-    link_interleaving.plot_timeline(tmp_path, res, out, "t", schemes=["dctcp_bpf", "mltcp_dctcp"])
+    link_interleaving.plot_timeline(res, out, "t", schemes=["dctcp_bpf", "mltcp_dctcp"])
     assert out.stat().st_size > 0
     with pytest.raises(ValueError, match="none of"):
-        link_interleaving.plot_timeline(tmp_path, res, out, "t", schemes=["nope"])
+        link_interleaving.plot_timeline(res, out, "t", schemes=["nope"])
+
+
+def test_link_interleaving_rows_and_cdf_from_the_result(tmp_path):
+    res = _fake_run(tmp_path, ["ideal", "baseline"])
+    rows = {r["scheme"]: r for r in link_interleaving.summarise(res)}
+    assert rows["ideal"]["mean_vs_ideal"] == pytest.approx(1.0)
+    # together 1.1x and 1.15x of 100 ms; alone 100 and 105 ms
+    assert rows["baseline"]["mean_vs_ideal"] == pytest.approx(0.1125 / 0.1025)
+    assert rows["baseline"]["p99_ms"] == pytest.approx(115.0)
+    link_interleaving.plot_cdf(res, tmp_path / "cdf.png", "t")
+    assert (tmp_path / "cdf.png").stat().st_size > 0
 
 
 def test_demo_rows_use_the_fastest_identical_job_as_ideal(tmp_path):
     from experiments import demo
 
     res = _fake_run(tmp_path, ["ideal", "base"])
-    res["schemes"]["ideal"]["summary"] = {
-        j: {"mean_s": v["iteration_times_s"][0], "p99_s": v["iteration_times_s"][0]}
-        for j, v in res["schemes"]["ideal"]["jobs"].items()
-    }
     rows = {r["scheme"]: r for r in demo.rows_of(res, "x", identical=True)}
     assert rows["ideal"]["mean_vs_ideal"] == pytest.approx(1.025)  # job b alone is 5 % slower
     assert rows["base"]["mean_vs_ideal"] == pytest.approx(1.125)
+    assert rows["base"]["cc"] == "cubic"
 
 
 def test_repeated_runs_are_summarised_by_median_range_and_count():

@@ -4,6 +4,7 @@ FlowJobs (profiles, paths, anchors, grids), and a finished run is compared end t
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 from conftest import require
@@ -11,6 +12,7 @@ from conftest import require
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network import cycle_of, simulate
 from experiments import sim_validation as sv
+from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.runner import load_config
 
 BOTTLENECK = "tbs1->tbs2"
@@ -111,43 +113,38 @@ def test_cassini_shifts_interleave_the_pair_and_same_start_does_not(pair):
 
 
 def _fake_results(cfg_raw):
-    """A runner results dict whose measurements are exactly what the model predicts for
-    the nominal profiles."""
+    """A runner result whose measurements are exactly what the model predicts for the
+    nominal profiles; CASSINI holds both jobs to a 103 ms period."""
     cfg = load_config(cfg_raw)
     profiles = sv.nominal_profiles(cfg)
     n = 9
     period = 0.103
-    return {
-        "config": cfg_raw,
-        "schemes": {
-            "ideal": {
-                "jobs": {
-                    j: {"iteration_times_s": [0.1] * n, "start_offset_s": 0.0} for j in profiles
-                },
-                "profiles": {j: p.to_dict() for j, p in profiles.items()},
-            },
-            "baseline": {
-                "jobs": {
-                    j: {"iteration_times_s": [0.14] * n, "start_offset_s": 0.0} for j in profiles
-                }
-            },
-            "cassini": {
-                "jobs": {
-                    "j1": {
-                        "iteration_times_s": [period] * n,
-                        "start_offset_s": 0.0,
-                        "realignments": 0,
-                    },
-                    "j2": {
-                        "iteration_times_s": [period] * n,
-                        "start_offset_s": 0.0515,
-                        "realignments": 0,
-                    },
-                },
-                "agent_periods_s": {"j1": period, "j2": period},
-            },
+
+    def jobs(seconds, offsets=None, period_s=None):
+        return {
+            j: JobResult(
+                j,
+                (seconds,) * n,
+                0,
+                (),
+                start_offset_s=(offsets or {}).get(j, 0.0),
+                realignments=0 if period_s else None,
+                period_s=period_s,
+            )
+            for j in profiles
+        }
+
+    def scheme(name, kind, jobs, **kw):
+        return SchemeResult(name, kind, "cubic", "fair", jobs, **kw)
+
+    return ExperimentResult(
+        {
+            "ideal": scheme("ideal", "ideal", jobs(0.1), profiles=profiles, profile_source="log"),
+            "baseline": scheme("baseline", "baseline", jobs(0.14)),
+            "cassini": scheme("cassini", "cassini", jobs(period, {"j2": 0.0515}, period)),
         },
-    }
+        cfg_raw,
+    )
 
 
 def test_validate_compares_every_scheme_and_job():
@@ -168,10 +165,13 @@ def test_validate_compares_every_scheme_and_job():
 def test_goodput_variant_scales_capacity_by_the_best_rate_alone():
     raw = sv.scenario("pair", 10)
     res = _fake_results(raw)
-    for p in res["schemes"]["ideal"]["profiles"].values():
-        p["phases"][0]["rate_bps"] *= 0.9  # 180 Mbit/s payload: 8 Mbit take 44.4 ms
-        p["phases"][0]["duration_s"] /= 0.9
-        p["iteration_time_s"] = 0.06 + 0.04 / 0.9
+    ideal = res.schemes["ideal"]
+    # 180 Mbit/s payload: 8 Mbit take 44.4 ms
+    slower = {
+        j: JobProfile(j, 0.06 + 0.04 / 0.9, [Phase(0.06, 0.04 / 0.9, 0.9 * p.phases[0].rate_bps)])
+        for j, p in ideal.profiles.items()
+    }
+    res = ExperimentResult({**res.schemes, "ideal": replace(ideal, profiles=slower)}, raw)
     report = sv.validate(res)
     assert report["goodput_factor"] == pytest.approx(0.9)
     rows = {(r["scheme"], r["job"]): r for r in report["rows"]}
@@ -183,10 +183,13 @@ def test_goodput_variant_scales_capacity_by_the_best_rate_alone():
 
 def test_main_models_a_finished_run_without_root(tmp_path, capsys):
     path = tmp_path / "results.json"
-    path.write_text(json.dumps(_fake_results(sv.scenario("pair", 10))))
+    _fake_results(sv.scenario("pair", 10)).write(path)
     assert sv.main(["--results", str(path), "--out", str(tmp_path / "out")]) == 0
     report = json.loads((tmp_path / "out" / "validation.json").read_text())
     assert len(report["rows"]) == 6
+    held = {d["job_id"]: d for d in report["model_inputs"]["cassini"]}
+    assert held["j2"]["grid_period_s"] == pytest.approx(0.103)  # read back from results.json
+    assert report["realignments"] == {"j1": 0, "j2": 0}
     assert (tmp_path / "out" / "validation.png").stat().st_size > 0
     assert "measured ms" in capsys.readouterr().out
 

@@ -46,28 +46,35 @@ def config(fabric="fair", iterations=10, kind="synthetic", schemes=("baseline",)
     }
 
 
+def runner_result(out):
+    """``out/results.json`` as the runner wrote it."""
+    return json.loads((out / "results.json").read_text())
+
+
 def test_two_synthetic_jobs_cross_the_bottleneck(tmp_path):
     start = time.time()
     res = runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
     assert time.time() - start < 60
-    base = res["schemes"]["baseline"]
+    base = res.schemes["baseline"]
     for job in ("a", "b"):
-        assert len(base["jobs"][job]["iteration_times_s"]) == 9
+        assert len(base.jobs[job].iteration_times_s) == 9
+        assert [p.parent for p in base.jobs[job].logs] == [tmp_path / "baseline"] * 2
     # each rank-0 worker (h1, h2) sends 500 kB per iteration (+1 warm-up) across tbs1->tbs2
     payload = 2 * 11 * 500_000
-    crossed = base["link_bytes"]["tbs1->tbs2"]
+    crossed = base.link_bytes["tbs1->tbs2"]
     assert payload <= crossed <= 1.3 * payload
-    assert (tmp_path / "results.json").exists()
+    # results.json is the same result, read back
+    assert runner_result(tmp_path) == res.to_dict()
 
 
 def test_pytorch_ddp_2x2_workers(tmp_path):
     cfg = config(kind="ddp", iterations=6, width=128, layers=2)
     res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
     for job in ("a", "b"):
-        times = res["schemes"]["baseline"]["jobs"][job]["iteration_times_s"]
+        result = res.schemes["baseline"].jobs[job]
+        times = result.iteration_times_s
         assert len(times) == 5 and all(t > 0 for t in times)
-        log = read_log(tmp_path / "baseline" / f"{job}-rank1.jsonl")
-        assert [r["iter"] for r in log] == list(range(6))
+        assert [r["iter"] for r in result.records(1)] == list(range(6))
 
 
 def test_agent_holds_cassini_shift(tmp_path):
@@ -79,15 +86,16 @@ def test_agent_holds_cassini_shift(tmp_path):
         }
     )
     res = runner.run_experiment(cfg, tmp_path, progress=lambda m: None)
-    cassini = res["schemes"]["cassini"]
-    for job, period in cassini["agent_periods_s"].items():
-        log = read_log(tmp_path / "cassini" / f"{job}-rank0.jsonl")
-        drifts = [r["drift_s"] for r in log[1:]]
+    cassini = res.schemes["cassini"]
+    periods = {j: r.period_s for j, r in cassini.jobs.items()}
+    assert all(periods.values()), periods  # both jobs held by the agent
+    for job, period in periods.items():
+        drifts = [r["drift_s"] for r in cassini.jobs[job].records(0)[1:]]
         within = sum(d <= 0.05 * period for d in drifts) / len(drifts)
         assert within >= 0.8, (job, drifts)
     # the two jobs' shifts really differ by about half an iteration
-    shifts = {j: cassini["jobs"][j]["start_offset_s"] for j in ("a", "b")}
-    period = cassini["agent_periods_s"]["a"]
+    shifts = {j: cassini.jobs[j].start_offset_s for j in ("a", "b")}
+    period = periods["a"]
     gap = abs(shifts["a"] - shifts["b"]) % period
     assert 0.3 * period <= gap <= 0.7 * period
 
@@ -173,7 +181,7 @@ def test_leaf_spine_traffic_takes_the_described_spine(tmp_path):
         "schemes": ["baseline"],
     }
     res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
-    moved = res["schemes"]["baseline"]["link_bytes"]
+    moved = res.schemes["baseline"].link_bytes
     # h4 is host index 3: reached through spine 3 mod 2 = tbp2; h1 (index 0) through tbp1
     assert moved["tbl1->tbp2"] > 6 * 300_000 and moved["tbp1->tbl1"] > 6 * 300_000
     assert moved["tbl1->tbp1"] < 100_000 and moved["tbp2->tbl1"] < 100_000
@@ -182,6 +190,6 @@ def test_leaf_spine_traffic_takes_the_described_spine(tmp_path):
 def test_ecn_fabric_marks_ect_packets(tmp_path):
     cfg = {**config(fabric="ecn", iterations=8), "cc": "cubic"}
     res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
-    base = res["schemes"]["baseline"]
-    assert base["fabric"] == "ecn"
-    assert sum(base["ecn_marks"].values()) > 0
+    base = res.schemes["baseline"]
+    assert base.fabric == "ecn"
+    assert sum(base.ecn_marks.values()) > 0

@@ -8,6 +8,7 @@ import pytest
 from testbed import fabric
 from testbed.launch import launch_commands
 from testbed.measure import pcap_series, profile_from_log, summary
+from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.runner import ConfigError, format_table, load_config
 from testbed.topo import FabricSpec, dumbbell, from_config, leaf_spine
 
@@ -167,13 +168,17 @@ def test_profile_from_log_and_table():
     assert p.phases[0].start_s == pytest.approx(0.06)
     assert p.phases[0].rate_bps == pytest.approx(500_000 * 8 / 0.04)
     assert summary([0.1, 0.2])["mean_s"] == pytest.approx(0.15)
-    results = {
-        "schemes": {
-            "ideal": {"summary": {"a": summary([0.1])}},
-            "baseline": {"summary": {"a": summary([0.15])}},
-        }
-    }
-    assert "1.50x" in format_table(results)
+    results = ExperimentResult(
+        {
+            name: SchemeResult(name, name, "cubic", "fair", {"a": JobResult("a", times, 0, ())})
+            for name, times in (("ideal", (0.1, 0.1)), ("baseline", (0.15, 0.15)))
+        },
+        {},
+    )
+    table = format_table(results)
+    assert "1.50x" in table and "1.00x" in table
+    # what results.json holds reads back the same
+    assert format_table(ExperimentResult.from_dict(results.to_dict())) == table
 
 
 def test_pcap_series_from_a_written_capture(tmp_path):
