@@ -23,12 +23,14 @@ topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leave
   spines, hosts_per_leaf, host_bps, oversubscription); fabric fifo | fair | ecn with
   buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
   h1..h2n, left h1..hn.
-jobs: id, kind (synthetic | ddp), hosts, iterations, compute_s, bytes (all-reduce size per
-  iteration), shift (seconds or auto), jitter (fraction of compute), width/layers/batch
-  (ddp).
+jobs: id, kind (synthetic | ddp | model), hosts, iterations, compute_s, bytes (all-reduce
+  size per iteration), shift (seconds or auto), jitter (fraction of compute), width/layers/
+  batch (ddp), model/compute/calibration/scale/nic_bps (model).
 schemes: ideal | baseline | random | cassini | mltcp, or {scheme:, name:, cc:}.
 optional: cc (default cubic; dctcp_bpf on ecn), seed, agent: {slack, drift_tolerance},
-  profile_iterations.
+  profile_iterations, profile_source (auto | log | hook | pcap), profiles.
+output: OUT/results.json (testbed.results.ExperimentResult): per scheme and job, iteration
+  times, bytes and the workers' log paths; the profiles measured and CASSINI's advice.
 """
 
 
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         print("testbed: interrupted; the cluster was torn down", file=sys.stderr)
         return 130
     if args.json:
-        print(json.dumps(results, indent=1))
+        print(json.dumps(results.to_dict(), indent=1, default=float))
     else:
         print(format_table(results))
         print(f"results: {out / 'results.json'}")
