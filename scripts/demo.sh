@@ -15,4 +15,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "demo: running the placement advisor's example instead" >&2
   exec .venv/bin/cassini advise --example --format table
 fi
-.venv/bin/python experiments/demo.py
+.venv/bin/python -m experiments.demo
