@@ -208,7 +208,9 @@ def serve_command(args: argparse.Namespace) -> int:
 def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket (IPv6 when ``host`` has a colon); OSError if it cannot."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and
+    # without it an answer's body waits ~40 ms behind its headers (Nagle + delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
