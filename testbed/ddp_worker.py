@@ -1,13 +1,21 @@
-"""PyTorch DistributedDataParallel training job: a real model (an MLP of ``width`` x
-``layers`` on synthetic data) whose gradients DDP all-reduces over the network every step.
+"""PyTorch DistributedDataParallel training job whose gradients DDP all-reduces over the
+network every step: a small MLP (``kind: ddp``, ``width`` x ``layers`` on synthetic data)
+or a real architecture (``kind: model``: ResNet-50, VGG, BERT, GPT-2 ..., see
+:mod:`testbed.models`) whose compute is replayed from a GPU calibration
+(:mod:`testbed.replay`) or run for real on the CPU (``compute: cpu``).
 
 Runs inside a Mininet host with the gloo backend (``python -m testbed.ddp_worker
 SPEC.json``), or on real GPU nodes under torchrun with NCCL (``--torchrun``, see
 ``testbed launch``).  Each iteration is one JSON line, as the synthetic worker writes:
-``{"iter", "start", "comm_start", "end", "bytes_sent", "drift_s"}``; ``comm_start`` is the
-end of the forward pass (DDP overlaps the all-reduce with the backward pass), and
-``bytes_sent`` is what a ring all-reduce of the gradients sends from this rank
+``{"iter", "start", "comm_start", "end", "bytes_sent", "drift_s", "buckets"}``;
+``comm_start`` is when the first gradient bucket's all-reduce began (DDP overlaps the
+all-reduce with the backward pass), ``buckets`` lists every bucket's all-reduce
+``[bytes, start, end]`` (from :class:`cassini.torch.CommHookRecorder`), and ``bytes_sent``
+is what a ring all-reduce of the gradients sends from this rank
 (``2 (n-1)/n * gradient bytes``).
+
+The time-shift agent is :class:`cassini.torch.TimeShift`, the same a user's training
+script runs: rank 0 plans every slot and the job's ranks wait for it together.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from cassini.agent import TimeShiftAgent
+from cassini.torch.timeshift import ShiftSettings, TimeShift
 
 
 def gradient_bytes(width: int, layers: int) -> int:
@@ -41,6 +49,7 @@ def build_model(width: int, layers: int) -> Any:
 def run(spec: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
+    from cassini.torch.recorder import CommHookRecorder
     from torch.nn.parallel import DistributedDataParallel
 
     torch.set_num_threads(int(spec.get("threads", 1)))
@@ -60,69 +69,98 @@ def run(spec: dict[str, Any]) -> None:
         if backend == "nccl"
         else torch.device("cpu")
     )
-    width, layers, batch = spec.get("width", 256), spec.get("layers", 3), spec.get("batch", 32)
-    model = build_model(width, layers).to(device)
+    job = build_job(spec, device)
     ddp = DistributedDataParallel(
-        model, device_ids=[device.index] if device.index is not None else None
+        job.model,
+        device_ids=[device.index] if device.index is not None else None,
+        bucket_cap_mb=job.bucket_cap_mb,
     )
+    recorder = CommHookRecorder()
+    recorder.register(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    x = torch.randn(batch, width, device=device)
-    y = torch.randint(0, 10, (batch,), device=device)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    sent = int(2 * (world - 1) / world * gradient_bytes(width, layers))
+    if spec.get("mltcp_job"):  # MLTCP exact mode: the optimizer step ends an iteration
+        import mltcp
 
-    agent = None
+        mltcp.torch_hook(opt, spec["mltcp_job"])
+    sent = int(2 * (world - 1) / world * job.gradient_bytes)
+
+    settings = None
     if spec.get("period_s"):
-        agent = TimeShiftAgent(spec.get("shift_s", 0.0), spec["period_s"], spec["epoch_s"])
-    step(ddp, opt, loss_fn, x, y)  # warm-up: builds DDP buckets, opens TCP windows
+        settings = ShiftSettings(True, spec.get("shift_s", 0.0), spec["period_s"], spec["epoch_s"])
+    offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
+    shift = TimeShift(settings, clock=lambda: time.time() + offset)
+    job.step(ddp, opt)  # warm-up: builds DDP buckets, opens TCP windows
     dist.barrier()
-    if not agent:
+    if not shift.enabled:
         wait = spec.get("epoch_s", 0) + spec.get("shift_s", 0.0) - time.time()
         if wait > 0:
             time.sleep(wait)
-    slot = torch.zeros(1, dtype=torch.float64)
     with open(spec["out"], "w", buffering=1) as out:
         for k in range(spec["iterations"]):
-            drift = 0.0
-            if agent:
-                # rank 0 decides the slot (and any re-alignment) for the whole job
-                slot[0] = agent.plan() if rank == 0 else 0.0
-                dist.broadcast(slot, src=0)
-                drift = agent.wait_until(float(slot[0]))
+            drift = shift.wait()
             start = time.time()
-            extra = spec.get("compute_s", 0.0)
+            first = len(recorder.records)
+            extra = spec.get("compute_s", 0.0) if spec.get("kind", "ddp") == "ddp" else 0.0
             if extra:
                 time.sleep(extra)  # stands in for more compute than the small model has
-            comm_start = step(ddp, opt, loss_fn, x, y)
+            job.step(ddp, opt)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             end = time.time()
-            out.write(
-                json.dumps(
-                    {
-                        "iter": k,
-                        "start": start,
-                        "comm_start": comm_start,
-                        "end": end,
-                        "bytes_sent": sent,
-                        "drift_s": drift,
-                        "realignments": agent.realignments if agent else None,
-                    }
-                )
-                + "\n"
-            )
+            buckets = [[r.bytes, r.start_s, r.end_s] for r in recorder.records[first:]]
+            record = {
+                "iter": k,
+                "start": start,
+                "comm_start": min((b[1] for b in buckets), default=end),
+                "end": end,
+                "bytes_sent": sent,
+                "drift_s": drift,
+                "buckets": buckets,
+            }
+            if shift.agent is not None:
+                record["realignments"] = shift.agent.realignments
+                record["released"] = shift.agent.released
+            out.write(json.dumps(record) + "\n")
     dist.destroy_process_group()
 
 
-def step(ddp: Any, opt: Any, loss_fn: Any, x: Any, y: Any) -> float:
-    """One training step; returns when the forward pass ended (the backward pass and the
-    gradient all-reduce follow)."""
-    opt.zero_grad(set_to_none=True)
-    loss = loss_fn(ddp(x), y)
-    forward_end = time.time()
-    loss.backward()
-    opt.step()
-    return forward_end
+class _Job:
+    """A model to wrap in DDP, its training step, its gradient bytes and the DDP bucket
+    cap (MB) that keeps the real model's bucket structure."""
+
+    def __init__(self, model: Any, step: Any, gradient_bytes: int, bucket_cap_mb: float):
+        self.model, self.step, self.gradient_bytes = model, step, gradient_bytes
+        self.bucket_cap_mb = bucket_cap_mb
+
+
+def build_job(spec: dict[str, Any], device: Any) -> _Job:
+    """The MLP (``kind: ddp``) or a real architecture (``kind: model``)."""
+    import torch
+
+    if spec.get("kind", "ddp") == "model":
+        from testbed import replay
+        from testbed.calibration import load_calibration
+
+        cal = load_calibration(spec["calibration"])
+        if spec.get("compute", "replay") == "replay":
+            model, step = replay.build_replay_job(cal, spec["scale"], device)
+            cap = replay.ddp_bucket_cap_mb(spec["scale"])
+            return _Job(model, step, replay.scaled_gradient_bytes(cal, spec["scale"]), cap)
+        model, step = replay.build_cpu_job(cal.model, spec.get("batch", 2), device)
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        return _Job(model, step, nbytes, 25.0)
+    width, layers, batch = spec.get("width", 256), spec.get("layers", 3), spec.get("batch", 32)
+    model = build_model(width, layers).to(device)
+    x = torch.randn(batch, width, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def mlp_step(ddp: Any, opt: Any) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(ddp(x), y).backward()
+        opt.step()
+
+    return _Job(model, mlp_step, gradient_bytes(width, layers), 25.0)
 
 
 def _timeout(seconds: int) -> Any:
@@ -144,6 +182,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.add_argument("--epoch-s", type=float, default=0.0)
         ap.add_argument("--out", default="ddp.jsonl")
         ap.add_argument("--backend", default="nccl")
+        ap.add_argument("--model", help="a real architecture (testbed.models) instead of the MLP")
+        ap.add_argument("--compute", choices=("replay", "cpu"), default="replay")
+        ap.add_argument("--calibration", help="calibration file (default: the shipped one)")
+        ap.add_argument("--scale", type=float, default=1.0, help="parameter sizes x scale")
         a = ap.parse_args(argv[1:])
         rank = int(os.environ["RANK"])
         spec = {
@@ -160,6 +202,16 @@ def main(argv: list[str] | None = None) -> None:
             "out": f"{a.out}.rank{rank}",
             "threads": os.cpu_count() or 1,
         }
+        if a.model:
+            from testbed.calibration import default_calibration_path
+
+            spec.update(
+                kind="model",
+                model=a.model,
+                compute=a.compute,
+                calibration=a.calibration or str(default_calibration_path(a.model)),
+                scale=a.scale,
+            )
         run(spec)
         return
     with open(argv[0]) as f:

@@ -85,6 +85,7 @@ class JobSpec:
     calibration: str | None = None  # model: calibration file (default: the shipped one)
     scale: float = 1.0  # model: parameter sizes x scale (bucket structure kept)
     nic_bps: float | None = None  # model: the real NIC rate the emulated link stands for
+    clock_offset_s: float = 0.0  # the job's hosts' clock error (seconds), injected
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,9 @@ def _job(raw: Any, index: int, topo: Topology) -> JobSpec:
             width=int(num("width", 256, positive=True)),
             layers=int(num("layers", 3, positive=True)),
             batch=int(num("batch", 32, positive=True)),
+            clock_offset_s=schema.number(
+                obj.get("clock_offset_s", 0.0), f"{where}.clock_offset_s"
+            ),
         )
         if kind == "model":
             spec = _model_job(obj, where, spec, topo)
@@ -629,6 +633,7 @@ def _worker_spec(
         "world_size": len(job.hosts),
         "iface": f"{job.hosts[rank]}-eth0",
         "kind": job.kind,
+        "clock_offset_s": job.clock_offset_s,
     }
     if job.kind == "model":
         spec.update(

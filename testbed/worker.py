@@ -109,7 +109,10 @@ def run(spec: dict[str, Any]) -> None:
     jitter = spec.get("jitter", 0.0)
     agent = None
     if spec.get("period_s"):
-        agent = TimeShiftAgent(spec["shift_s"], spec["period_s"], spec["epoch_s"])
+        offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
+        agent = TimeShiftAgent(
+            spec["shift_s"], spec["period_s"], spec["epoch_s"], clock=lambda: time.time() + offset
+        )
     else:
         wait = spec["epoch_s"] + spec.get("shift_s", 0.0) - time.time()
         if wait > 0:
