@@ -69,11 +69,38 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--period-s", type=float, default=0.0)
     launch.add_argument("--out", default="ddp.jsonl", help="per-rank log path on the nodes")
     launch.add_argument("--run", action="store_true", help="run over ssh instead of printing")
+    cal = sub.add_parser(
+        "calibrate",
+        help="measure a real model's per-layer compute times (the replay reads the file)",
+        description="Per-layer forward/backward, optimizer step and iteration times of a real "
+        "architecture on one device (medians after warm-up); progress on stderr.  A CPU "
+        "calibration needs a stated scale (--gpu-iteration-s or --cpu-scale-factor, with "
+        "--scale-note) before it stands for a GPU.",
+    )
+    cal.add_argument("--model", required=True, help="resnet50 | vgg16 | vgg11 | "
+                     "wide_resnet101 | bert_base | gpt2")  # fmt: skip
+    cal.add_argument("--batch", type=int, required=True, help="samples per iteration")
+    cal.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    cal.add_argument("--out", required=True, help="calibration JSON to write")
+    cal.add_argument("--repeats", type=int, default=20, help="measured iterations (median)")
+    cal.add_argument("--warmup", type=int, default=5, help="iterations discarded first")
+    cal.add_argument("--seq-len", type=int, default=None, help="tokens (language models, 128)")
+    cal.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    cal.add_argument("--gpu-iteration-s", type=float, default=None,
+                     help="CPU only: GPU-class iteration time (s) to scale to")  # fmt: skip
+    cal.add_argument("--cpu-scale-factor", type=float, default=None,
+                     help="CPU only: the factor itself")  # fmt: skip
+    cal.add_argument("--scale-note", default="", help="where the scale comes from")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    if args.command == "calibrate":
+        from testbed.calibration import main_calibrate
+
+        return main_calibrate(args, argv)
     if args.command == "cleanup":
         from testbed.net import cleanup
 
