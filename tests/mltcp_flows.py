@@ -86,7 +86,8 @@ CLIENT = textwrap.dedent("""
         kick(f, t0)
     while True:
         now = time.monotonic()
-        active = [f for f in flows if f["waiting"] or f["next"] < end]
+        # after the end no new iteration starts; the ones under way finish
+        active = [f for f in flows if f["waiting"] or (f["next"] < end and now < end)]
         if not active:
             break
         for f in flows:
