@@ -701,8 +701,11 @@ async def _extender(service: Service, call: Call, verb: str) -> tuple[int, Any]:
         scores = [(n, None, k8s.NEUTRAL_SCORE, None, ()) for n in names]
     else:
         state = registry.state()
-        payload = (pod, list(names), service.config.precision_deg)
-        scores = await service.compute(call.deadline, "prioritize", payload, state)
+        payload = (pod, names, service.config.precision_deg)
+        answer = await service.compute(call.deadline, verb, payload, state)
+        if verb == "prioritize":
+            return 200, answer  # JSON bytes of the HostPriorityList
+        scores = answer
     if verb == "prioritize":
         return 200, k8s.priority_list(scores)
     return 200, k8s.filter_result(args, scores, service.config.min_score)

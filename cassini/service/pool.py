@@ -46,9 +46,13 @@ def compute(kind: str, payload: Any) -> Any:
     if kind == "score":
         obj, options = payload
         return api.score_request(obj, **options)
-    if kind == "prioritize":
+    if kind in ("prioritize", "filter"):
+        from cassini.service.errors import json_bytes
+
         pod, nodes, precision_deg = payload
         scores = cluster.score_nodes(_PREPARED, pod, nodes, precision_deg)
+        if kind == "prioritize":  # the answer itself: the HTTP process only forwards it
+            return json_bytes([{"Host": s.node, "Score": s.extender_score} for s in scores])
         return [(s.node, s.score, s.extender_score, s.worst_link, s.worst_jobs) for s in scores]
     if kind == "shifts":
         (precision_deg,) = payload
