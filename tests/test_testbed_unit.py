@@ -181,6 +181,40 @@ def test_profile_from_log_and_table():
     assert format_table(ExperimentResult.from_dict(results.to_dict())) == table
 
 
+def test_run_command_prints_the_typed_result(tmp_path, monkeypatch, capsys):
+    import json
+
+    from testbed import cli, runner
+
+    raw = {
+        "topology": {"kind": "dumbbell", "pairs": 1, "bottleneck_bps": 1e8, "access_bps": 1e9},
+        "jobs": [{"id": "a", "hosts": ["h1", "h2"], "iterations": 3}],
+        "schemes": ["ideal"],
+    }
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(raw))
+    log = tmp_path / "ideal-a" / "a-rank0.jsonl"
+    job = JobResult("a", (0.1, 0.1), 2_000_000, (log,))
+    result = ExperimentResult(
+        {"ideal": SchemeResult("ideal", "ideal", "cubic", "fifo", {"a": job})}, raw
+    )
+    seen = []
+
+    def fake_run(cfg, out, progress=None):
+        seen.append((cfg.jobs[0].job_id, out))
+        return result
+
+    monkeypatch.setattr(runner, "run_experiment", fake_run)
+    assert cli.main(["run", str(path), "--out", str(tmp_path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(result.to_dict()))
+    assert printed["schemes"]["ideal"]["jobs"]["a"]["logs"] == [str(log)]
+    assert seen == [("a", tmp_path)]
+    assert cli.main(["run", str(path), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1.00x" in out and f"results: {tmp_path / 'results.json'}" in out
+
+
 def test_pcap_series_from_a_written_capture(tmp_path):
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
