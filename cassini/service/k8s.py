@@ -92,9 +92,11 @@ def read_extender_args(obj: Any) -> ExtenderArgs:
     nodes_key, nodes = get_ci(obj, "Nodes")
     items: tuple[Any, ...] | None = None
     if names is not None:
-        node_names = tuple(
-            _string(n, f"{names_key}[{i}]") for i, n in enumerate(schema.array(names, names_key))
-        )
+        names = schema.array(names, names_key)
+        if not all(type(n) is str for n in names):  # noqa: E721 - exact str, fast path
+            for i, n in enumerate(names):
+                _string(n, f"{names_key}[{i}]")
+        node_names = tuple(names)
     elif nodes is not None:
         nodes = schema.require_object(nodes, nodes_key)
         items_key, raw = get_ci(nodes, "items")
