@@ -8,6 +8,11 @@ candidate with the reason (the paper drops every loop), "score" keeps it and ran
 the scores its shifts really achieve.  The same (link capacity, set of jobs) recurs across
 candidates, so each distinct link problem is solved once per call; distinct problems run
 in a process pool when there are enough of them to pay for it.
+
+Advice knows its cost (:mod:`cassini.predict`): for the best candidate (or every one) it
+predicts each job's iteration time with the shifts (held by the agent to the period the
+link's bytes require) and without (same start), and recommends no shift for a job whose
+predicted gain is under a threshold, with the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +28,17 @@ from typing import Any
 from cassini.affinity import affinity_graph, time_shifts
 from cassini.circle import LinkSolution, compatibility_score, n_angles
 from cassini.errors import InputError
+from cassini.predict import (
+    Slot,
+    agent_period_s,
+    bytes_stretch,
+    clear_cache,
+    predict_iteration_times,
+)
 from cassini.profile import JobProfile, profile_map
+
+#: Default shift threshold: a job is shifted only if its predicted gain is at least 2 %.
+SHIFT_THRESHOLD = 0.02
 
 #: Distinct link problems above which ``workers=None`` scores them in a process pool.
 PARALLEL_THRESHOLD = 256
@@ -60,6 +75,35 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """What a candidate's shifts are predicted to cost and gain (:mod:`cassini.predict`).
+
+    ``iteration_s[job]`` holds the predicted iteration time in seconds "shifted" (every
+    job sharing a link held to its slot), "same_start" (every job free-running from 0) and
+    "advised" (only the jobs with ``shift[job]`` true held); ``gain`` is the mean over the
+    jobs sharing links of same_start / shifted (1.0 when none does); ``shift[job]`` says
+    whether the job should apply its time-shift, ``reasons[job]`` why (or why not);
+    ``agent_period_s[job]`` is the period the agent holds a shifted job to."""
+
+    iteration_s: dict[str, dict[str, float]]
+    gain: float
+    shift: dict[str, bool]
+    reasons: dict[str, str]
+    agent_period_s: dict[str, float]
+    threshold: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "predicted_iteration_s": self.iteration_s,
+            "predicted_gain": self.gain,
+            "shift": self.shift,
+            "shift_reasons": self.reasons,
+            "agent_period_s": self.agent_period_s,
+            "shift_threshold": self.threshold,
+        }
+
+
+@dataclass(frozen=True)
 class CandidateResult:
     """How one candidate scored.  ``score`` aggregates ``link_scores`` (1.0 when no link is
     shared); ``status`` is "ok" or "rejected" with a ``reason``."""
@@ -73,9 +117,10 @@ class CandidateResult:
     reason: str | None = None
     loops: int = 0
     loop_loss: float = 0.0
+    prediction: Prediction | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.candidate_id,
             "status": self.status,
             "score": self.score,
@@ -86,6 +131,9 @@ class CandidateResult:
             "loop_loss": self.loop_loss,
             "reason": self.reason,
         }
+        if self.prediction is not None:
+            out.update(self.prediction.to_dict())
+        return out
 
 
 @dataclass(frozen=True)
@@ -101,8 +149,23 @@ class Advice:
     loops: str = "reject"
     link_solutions: dict[str, LinkSolution] = field(default_factory=dict, compare=False)
 
+    @property
+    def prediction(self) -> Prediction | None:
+        """The best candidate's prediction (None without a best or a prediction)."""
+        best = next((c for c in self.candidates if c.candidate_id == self.best), None)
+        return best.prediction if best is not None else None
+
+    @property
+    def shift(self) -> dict[str, bool]:
+        """Per job of the best candidate: apply its time-shift?  Every job with a nonzero
+        shift when nothing was predicted."""
+        pred = self.prediction
+        if pred is not None:
+            return dict(pred.shift)
+        return {j: t > 0 for j, t in self.time_shifts_s.items()}
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "best": self.best,
             "time_shifts_s": self.time_shifts_s,
             "precision_deg": self.precision_deg,
@@ -110,6 +173,11 @@ class Advice:
             "loops": self.loops,
             "candidates": [c.to_dict() for c in self.candidates],
         }
+        pred = self.prediction
+        if pred is not None:
+            out["shift"] = pred.shift
+            out["predicted_gain"] = pred.gain
+        return out
 
 
 def advise(
@@ -123,6 +191,9 @@ def advise(
     workers: int | None = None,
     resolution_s: float = 1e-3,
     repair: bool = True,
+    predict: str = "best",
+    shift_threshold: float = SHIFT_THRESHOLD,
+    agent_slack: float = 0.0,
 ) -> Advice:
     """Score and rank candidate placements; return the best with its time-shifts.
 
@@ -143,6 +214,12 @@ def advise(
     resolution_s : iteration times are quantised to this before taking LCMs.
     repair : refine the shifts of loopy affinity graphs (beyond the paper; costs time
         on large candidates).
+    predict : predict iteration times with and without the shifts for the "best"
+        candidate (default), "all" accepted candidates, or "none".
+    shift_threshold : a job whose predicted gain from shifting (same start / advised
+        iteration time - 1) is under this fraction is advised not to shift.
+    agent_slack : the agent's period margin for jitter (see
+        :func:`cassini.predict.agent_period_s`), used in the prediction.
 
     Returns
     -------
@@ -157,6 +234,12 @@ def advise(
         raise InputError("aggregate", f"must be 'mean' or 'min', got {aggregate!r}")
     if loops not in ("reject", "score"):
         raise InputError("loops", f"must be 'reject' or 'score', got {loops!r}")
+    if predict not in ("best", "all", "none"):
+        raise InputError("predict", f"must be 'best', 'all' or 'none', got {predict!r}")
+    if not (math.isfinite(shift_threshold) and shift_threshold >= 0):
+        raise InputError("shift_threshold", f"must be a number >= 0, got {shift_threshold!r}")
+    if not (math.isfinite(agent_slack) and agent_slack >= 0):
+        raise InputError("agent_slack", f"must be a number >= 0, got {agent_slack!r}")
     n_angles(precision_deg)  # validates
     link_map: dict[str, Link] = {}
     for link in links:
@@ -205,6 +288,24 @@ def advise(
         return (0, -first, -second, i)
 
     ranked = tuple(r for _, r in sorted(enumerate(results), key=rank_key))
+    if predict != "none":
+        capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
+        ranked = tuple(
+            replace(
+                r,
+                prediction=predict_candidate(
+                    r.time_shifts_s,
+                    solutions_of[r.candidate_id],
+                    job_map,
+                    capacity,
+                    threshold=shift_threshold,
+                    slack=agent_slack,
+                ),
+            )
+            if (predict == "all" or i == 0) and r.status == "ok"
+            else r
+            for i, r in enumerate(ranked)
+        )
     best = ranked[0] if ranked[0].status == "ok" else None
     return Advice(
         best=best.candidate_id if best else None,
@@ -289,8 +390,100 @@ def _solve_all(
 
 
 def clear_link_cache() -> None:
-    """Forget the link solutions kept from earlier calls (benchmarks time cold calls)."""
+    """Forget the link solutions and predictions kept from earlier calls (benchmarks time
+    cold calls)."""
     _LINK_CACHE.clear()
+    clear_cache()
+
+
+def predict_candidate(
+    time_shifts_s: Mapping[str, float],
+    solutions: Mapping[str, LinkSolution],
+    job_map: Mapping[str, JobProfile],
+    capacity_bps: Mapping[str, float],
+    *,
+    threshold: float = SHIFT_THRESHOLD,
+    slack: float = 0.0,
+) -> Prediction:
+    """Predict a candidate's iteration times shifted and at the same start, and decide
+    per job whether shifting pays.
+
+    Shifted: every job sharing a link held by the agent at ``time_shifts_s`` stretched to
+    its :func:`cassini.predict.agent_period_s`.  A job whose gain (same start / advised)
+    is under ``1 + threshold`` is declined (runs free from 0) and the remaining jobs are
+    predicted again, until no job is declined: declining one job can take the gain of
+    its neighbours away."""
+    links = {link: (capacity_bps[link], sol.job_ids) for link, sol in solutions.items()}
+    shared = sorted({j for sol in solutions.values() for j in sol.job_ids})
+    periods = {
+        j: p
+        for j in shared
+        if (p := agent_period_s(j, job_map, solutions.values(), slack=slack)) is not None
+    }
+
+    stretch = {
+        j: max(
+            bytes_stretch((job_map[k] for k in sol.job_ids), sol.capacity_bps)
+            for sol in solutions.values()
+            if j in sol.job_ids
+        )
+        for j in periods
+    }
+
+    def slots_of(held: Iterable[str]) -> dict[str, Slot]:
+        return {
+            j: Slot(
+                time_shifts_s.get(j, 0.0) * periods[j] / job_map[j].iteration_time_s, periods[j]
+            )
+            for j in held
+        }
+
+    same = predict_iteration_times(job_map, links)
+    shifted = predict_iteration_times(job_map, links, slots_of(shared))
+    held, advised, reasons = set(shared), shifted, {}
+    for _ in range(len(shared)):
+        declined = [j for j in sorted(held) if same[j] < advised[j] * (1.0 + threshold)]
+        if not declined:
+            break
+        for j in declined:
+            reasons[j] = _decline_reason(stretch[j], advised[j], same[j], threshold)
+        held -= set(declined)
+        advised = predict_iteration_times(job_map, links, slots_of(held))
+    for j in held:
+        reasons[j] = (
+            f"predicted {_ms(advised[j])} shifted vs {_ms(same[j])} at the same start "
+            f"({same[j] / advised[j] - 1:+.1%})"
+        )
+    iteration_s, shift = {}, {}
+    for j in job_map:
+        iteration_s[j] = {"shifted": shifted[j], "same_start": same[j], "advised": advised[j]}
+        shift[j] = j in held
+        if j not in periods:
+            reasons[j] = "shares no link with another job"
+    gain = float(sum(same[j] / shifted[j] for j in shared) / len(shared)) if shared else 1.0
+    return Prediction(
+        iteration_s=iteration_s,
+        gain=gain,
+        shift=shift,
+        reasons=dict(sorted(reasons.items())),
+        agent_period_s={j: periods[j] for j in sorted(held)},
+        threshold=threshold,
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def _decline_reason(stretch: float, advised_s: float, same_s: float, threshold: float) -> str:
+    """Why a job is advised not to shift (``stretch``: the bytes stretch of its links)."""
+    numbers = f"predicted {_ms(advised_s)} shifted vs {_ms(same_s)} at the same start"
+    if stretch > 1.0 and advised_s >= same_s:
+        return (
+            f"the period its links' bytes require (x{stretch:.3f}) costs more than the "
+            f"contention shifting removes: {numbers}"
+        )
+    return f"predicted gain {same_s / advised_s - 1:+.1%} is under {threshold:.0%}: {numbers}"
 
 
 def _renamed(sol: LinkSolution, job_ids: tuple[str, ...]) -> LinkSolution:

@@ -1,0 +1,316 @@
+"""What advice costs: the period a link's bytes require, and each job's predicted
+iteration time with its time-shift and without, from the profiles alone.
+
+Fluid model of one link (:func:`simulate_link`).  A job's phases are what it sends in
+each iteration: phase ``k`` becomes ready ``start_s`` after the iteration starts (compute
+is not slowed by the network) and carries ``rate_bps * duration_s`` bits at no more than
+``rate_bps`` (what it reached on a dedicated link).  A job sends one phase at a time (one
+communication stream): a phase waits for the job's previous one.  The iteration ends the
+dedicated tail (iteration time minus the last phase's end) after its last phase is sent,
+or at its dedicated length, whichever is later.  The next iteration starts then
+(free-running, "same start": every job starts at 0) or at its slot ``shift_s + k *
+period_s`` if that is later (held by the time-shift agent).  Phases sending at the same
+time share the capacity max-min fairly (or proportionally to their rates).  A job's
+predicted iteration time is the mean interval between iteration starts after a warm-up,
+and over several links the largest.
+
+Pure: no I/O, deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cassini.circle import LinkSolution
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+
+#: Predictions kept for reuse (the same link, jobs and slots recur across calls).
+CACHE_SIZE = 8192
+_CACHE: OrderedDict[tuple, LinkRun] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where the time-shift agent holds a job: iteration ``k`` starts no earlier than
+    ``shift_s + k * period_s`` seconds."""
+
+    shift_s: float
+    period_s: float
+
+
+@dataclass(frozen=True)
+class LinkRun:
+    """One link simulated: per job the mean iteration time (s) after the warm-up, the
+    iterations completed, the bits sent (integrated rate) and the bits of the phases
+    completed; ``peak_rate_bps`` is the largest total rate the link carried."""
+
+    iteration_times_s: dict[str, float]
+    iterations: dict[str, int]
+    bits_sent: dict[str, float]
+    bits_completed: dict[str, float]
+    horizon_s: float
+    peak_rate_bps: float
+
+
+def link_load(profiles: Iterable[JobProfile], capacity_bps: float) -> float:
+    """Fraction of the link the jobs' bytes need: ``sum_j bits_per_iteration_j /
+    capacity_bps / iteration_time_j`` (above 1: no rotation can fit them)."""
+    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
+        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    return float(sum(p.bits_per_iteration / capacity_bps / p.iteration_time_s for p in profiles))
+
+
+def bytes_stretch(profiles: Iterable[JobProfile], capacity_bps: float) -> float:
+    """The factor by which the jobs sharing a link must lengthen their periods so that
+    their bytes fit: ``max(1, link_load)`` (1 unless the bytes need more than the link).
+    Only the bytes count, not how long the phases last: DDP's phases span most of an
+    iteration below line rate and may overlap freely."""
+    return max(1.0, link_load(profiles, capacity_bps))
+
+
+def agent_period_s(
+    job_id: str,
+    profiles: Mapping[str, JobProfile],
+    link_solutions: Iterable[LinkSolution],
+    *,
+    slack: float = 0.0,
+) -> float | None:
+    """Period (seconds) the time-shift agent holds a job to, or None when the job shares
+    none of the links (nothing to interleave with: no agent).
+
+    The job's circle iteration time (its own, or the stretched one when a unified period
+    is approximate), times the largest :func:`bytes_stretch` of its links, times
+    ``1 + slack`` for jitter.  Its time-shift is stretched the same way:
+    ``shift_s * period / iteration_time_s``.
+    """
+    if slack < 0:
+        raise InputError("slack", f"must be >= 0, got {slack!r}")
+    profile = profiles[job_id]
+    base, stretch, found = profile.iteration_time_s, 1.0, False
+    for sol in link_solutions:
+        if job_id not in sol.job_ids:
+            continue
+        found = True
+        base = max(base, sol.unified.period_s / sol.unified.repeats[sol.job_ids.index(job_id)])
+        stretch = max(stretch, bytes_stretch((profiles[j] for j in sol.job_ids), sol.capacity_bps))
+    return base * stretch * (1.0 + slack) if found else None
+
+
+def agent_periods_s(
+    profiles: Mapping[str, JobProfile],
+    link_solutions: Iterable[LinkSolution],
+    *,
+    slack: float = 0.0,
+    shift: Mapping[str, bool] | None = None,
+) -> dict[str, float]:
+    """:func:`agent_period_s` of every job that shares a link, leaving out the jobs the
+    advice does not shift (``shift[job]`` false: they run free)."""
+    sols = list(link_solutions)
+    out = {}
+    for job_id in profiles:
+        if shift is not None and not shift.get(job_id, False):
+            continue
+        period = agent_period_s(job_id, profiles, sols, slack=slack)
+        if period is not None:
+            out[job_id] = period
+    return out
+
+
+def simulate_link(
+    profiles: Sequence[JobProfile],
+    capacity_bps: float,
+    slots: Mapping[str, Slot | None] | None = None,
+    *,
+    iterations: int = 6,
+    warmup: int = 1,
+    sharing: str = "max-min",
+) -> LinkRun:
+    """Fluid simulation of the jobs sharing one link (see the module docstring) until
+    every job has completed ``iterations`` iterations; a job without a slot runs free from
+    time 0.  Iteration times are means over the iterations after the first ``warmup``.
+
+    Raises InputError for a bad capacity, iteration count or sharing rule."""
+    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
+        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    if not (isinstance(iterations, int) and isinstance(warmup, int) and 0 <= warmup < iterations):
+        raise InputError("iterations", f"need 0 <= warmup < iterations, got {warmup}, {iterations}")
+    if sharing not in ("max-min", "proportional"):
+        raise InputError("sharing", f"must be max-min or proportional, got {sharing!r}")
+    slots = slots or {}
+    key = (
+        capacity_bps,
+        iterations,
+        warmup,
+        sharing,
+        tuple((p.job_id, p.iteration_time_s, p.phases, slots.get(p.job_id)) for p in profiles),
+    )
+    known = _CACHE.get(key)
+    if known is not None:
+        _CACHE.move_to_end(key)
+        return known
+    run = _simulate(profiles, capacity_bps, slots, iterations, warmup, sharing)
+    _CACHE[key] = run
+    if len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return run
+
+
+def clear_cache() -> None:
+    """Forget the link simulations kept from earlier calls."""
+    _CACHE.clear()
+
+
+def predict_iteration_times(
+    profiles: Mapping[str, JobProfile],
+    links: Mapping[str, tuple[float, Sequence[str]]],
+    slots: Mapping[str, Slot | None] | None = None,
+    **kwargs: object,
+) -> dict[str, float]:
+    """Each job's predicted iteration time (s): the largest over the links it shares
+    (``links[link] = (capacity_bps, job ids)``, each simulated on its own by
+    :func:`simulate_link`); a job that shares no link keeps its own iteration time, or
+    its slot period when held to a longer one."""
+    slots = slots or {}
+    out = {}
+    for job_id, p in profiles.items():
+        slot = slots.get(job_id)
+        out[job_id] = max(p.iteration_time_s, slot.period_s if slot else 0.0)
+    for capacity, job_ids in links.values():
+        run = simulate_link([profiles[j] for j in job_ids], capacity, slots, **kwargs)
+        for j, t in run.iteration_times_s.items():
+            out[j] = max(out[j], t)
+    return out
+
+
+class _Job:
+    """Mutable state of one job in the simulation."""
+
+    __slots__ = (
+        "id",
+        "offsets",
+        "bits",
+        "caps",
+        "period",
+        "tail",
+        "slot",
+        "starts",
+        "k",
+        "start",
+        "wait",
+        "rem",
+        "sent",
+        "done",
+    )
+
+    def __init__(self, profile: JobProfile, slot: Slot | None) -> None:
+        phases = [p for p in profile.phases if p.rate_bps * p.duration_s > 0]
+        self.id = profile.job_id
+        self.offsets = [p.start_s for p in phases]
+        self.bits = [p.rate_bps * p.duration_s for p in phases]
+        self.caps = [p.rate_bps for p in phases]
+        self.period = profile.iteration_time_s
+        self.tail = profile.iteration_time_s - phases[-1].end_s
+        self.slot = slot
+        self.start = slot.shift_s if slot else 0.0
+        self.starts = [self.start]
+        self.k = 0
+        self.wait = self.start + self.offsets[0]
+        self.rem = -1.0  # < 0: waiting for ``wait``; else bits left of phase k
+        self.sent = 0.0
+        self.done = 0.0
+
+    def finish(self, t: float) -> None:
+        """Phase k is sent at time t: on to the next phase (maybe of the next iteration)."""
+        self.done += self.bits[self.k]
+        self.rem = -1.0
+        self.k += 1
+        if self.k < len(self.bits):
+            self.wait = max(self.start + self.offsets[self.k], t)
+            return
+        end = max(self.start + self.period, t + self.tail)
+        if self.slot is not None:
+            end = max(end, self.slot.shift_s + len(self.starts) * self.slot.period_s)
+        self.start = end
+        self.starts.append(end)
+        self.k = 0
+        self.wait = max(end + self.offsets[0], t)
+
+
+def _share(caps: list[float], capacity: float, sharing: str) -> list[float]:
+    """Rates (bits/s) of phases with rate caps sharing a link."""
+    total = sum(caps)
+    if total <= capacity:
+        return caps
+    if sharing == "proportional":
+        return [c * capacity / total for c in caps]
+    rates = [0.0] * len(caps)
+    left, n = capacity, len(caps)
+    for rank, i in enumerate(sorted(range(n), key=caps.__getitem__)):
+        rates[i] = min(caps[i], left / (n - rank))
+        left -= rates[i]
+    return rates
+
+
+def _simulate(
+    profiles: Sequence[JobProfile],
+    capacity: float,
+    slots: Mapping[str, Slot | None],
+    iterations: int,
+    warmup: int,
+    sharing: str,
+) -> LinkRun:
+    senders = [
+        _Job(p, slots.get(p.job_id)) for p in profiles if p.bits_per_iteration > 0 and p.phases
+    ]
+    times: dict[str, float] = {}
+    for p in profiles:  # silent jobs: their own (or their slot's) period
+        slot = slots.get(p.job_id)
+        times[p.job_id] = max(p.iteration_time_s, slot.period_s if slot else 0.0)
+    eps = 1e-12 * max([p.iteration_time_s for p in profiles] + [1e-9])
+    t, peak = 0.0, 0.0
+    limit = 64 * (iterations + 2) * sum(len(j.bits) + 1 for j in senders) + 64
+    for _ in range(limit):
+        if all(len(j.starts) > iterations for j in senders):
+            break
+        active = [j for j in senders if j.rem >= 0.0]
+        rates = _share([j.caps[j.k] for j in active], capacity, sharing) if active else []
+        peak = max(peak, sum(rates))
+        t_next = math.inf
+        for j, r in zip(active, rates, strict=True):
+            t_next = min(t_next, t + j.rem / r)
+        for j in senders:
+            if j.rem < 0.0:
+                t_next = min(t_next, j.wait)
+        dt = max(0.0, t_next - t)
+        t = t_next
+        for j, r in zip(active, rates, strict=True):
+            moved = min(j.rem, r * dt)
+            j.rem -= moved
+            j.sent += moved
+            if j.rem <= 1e-9 * j.bits[j.k] or j.rem <= r * eps:
+                j.sent += j.rem
+                j.finish(t)
+        for j in senders:
+            if j.rem < 0.0 and j.wait <= t + eps:
+                j.rem = j.bits[j.k]
+    else:  # pragma: no cover - the event count is bounded by construction
+        raise RuntimeError("link simulation did not converge")
+    done = {}
+    for j in senders:
+        gaps = np.diff(np.asarray(j.starts[: iterations + 1]))[warmup:]
+        times[j.id] = float(gaps.mean())
+        done[j.id] = j.done
+    return LinkRun(
+        iteration_times_s=times,
+        iterations={j.id: len(j.starts) - 1 for j in senders},
+        bits_sent={j.id: j.sent for j in senders},
+        bits_completed=done,
+        horizon_s=t,
+        peak_rate_bps=peak,
+    )
