@@ -304,7 +304,9 @@ def _simulate(
     done = {}
     for j in senders:
         gaps = np.diff(np.asarray(j.starts[: iterations + 1]))[warmup:]
-        times[j.id] = float(gaps.mean())
+        # a held job that fell behind catches up with its slots (gaps under the period)
+        # but cannot run faster than them in the long run
+        times[j.id] = max(float(gaps.mean()), j.slot.period_s if j.slot else 0.0)
         done[j.id] = j.done
     return LinkRun(
         iteration_times_s=times,

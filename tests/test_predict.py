@@ -1,0 +1,195 @@
+"""Advice that knows its cost: bytes stretch, agent period, fluid prediction of iteration
+times shifted and at the same start, and the advisor declining shifts that do not pay."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cassini.advisor import Candidate, Link, advise
+from cassini.circle import compatibility_score
+from cassini.errors import InputError
+from cassini.predict import (
+    Slot,
+    agent_period_s,
+    agent_periods_s,
+    bytes_stretch,
+    link_load,
+    simulate_link,
+)
+from cassini.profile import JobProfile, Phase
+
+GBPS = 1e9
+T = 0.1
+
+
+def pair_advice(a: JobProfile, b: JobProfile, capacity: float = GBPS, **kwargs):
+    return advise(
+        [Link("l", capacity)],
+        [a, b],
+        [Candidate("c", {a.job_id: ("l",), b.job_id: ("l",)})],
+        **kwargs,
+    )
+
+
+def test_compatible_pair_shifted_runs_at_its_dedicated_time_same_start_slower():
+    comm = 0.5 * T
+    a = JobProfile("a", T, [Phase(T - comm, comm, GBPS)])
+    b = JobProfile("b", T, [Phase(T - comm, comm, GBPS)])
+    advice = pair_advice(a, b)
+    pred = advice.prediction
+    for j in "ab":
+        assert pred.iteration_s[j]["shifted"] == pytest.approx(T, rel=1e-9)
+        # at the same start both phases share the link: each takes twice as long
+        assert pred.iteration_s[j]["same_start"] == pytest.approx(T + comm, rel=1e-9)
+        assert pred.shift[j] and pred.iteration_s[j]["advised"] == pred.iteration_s[j]["shifted"]
+    assert pred.gain == pytest.approx((T + comm) / T)
+    assert advice.shift == {"a": True, "b": True}
+    d = advice.to_dict()
+    cand = d["candidates"][0]
+    assert cand["predicted_iteration_s"]["a"]["same_start"] == pytest.approx(T + comm)
+    assert cand["shift"] == {"a": True, "b": True} and set(cand["shift_reasons"]) == {"a", "b"}
+    assert d["shift"] == {"a": True, "b": True} and d["predicted_gain"] == pred.gain
+    assert cand["agent_period_s"] == pytest.approx({"a": T, "b": T})
+
+
+def test_pair_whose_bytes_overfill_the_link_is_not_shifted():
+    """Each job sends all iteration long at 60 % of the link: the bytes need 120 %, so the
+    agent would have to stretch both periods by 1.2, and at the same start fair sharing
+    already gives each job exactly that -- shifting cannot pay."""
+    share = 0.6
+    a = JobProfile("a", T, [Phase(0.0, T, share * GBPS)])
+    b = JobProfile("b", T, [Phase(0.0, T, share * GBPS)])
+    assert link_load([a, b], GBPS) == pytest.approx(2 * share)
+    advice = pair_advice(a, b)
+    sol = advice.link_solutions["l"]
+    assert agent_period_s("a", {"a": a, "b": b}, [sol]) == pytest.approx(2 * share * T)
+    pred = advice.prediction
+    for j in "ab":
+        assert pred.iteration_s[j]["same_start"] == pytest.approx(2 * share * T, rel=1e-9)
+        assert pred.iteration_s[j]["shifted"] >= pred.iteration_s[j]["same_start"] - 1e-12
+        assert pred.shift[j] is False
+        assert "period its links' bytes require" in pred.reasons[j]
+    assert advice.to_dict()["shift"] == {"a": False, "b": False}
+    assert pred.agent_period_s == {}
+
+
+def test_ddp_bursts_below_line_rate_need_no_stretch_and_no_shift():
+    """DDP-shaped: each job sends 80 % of the iteration at 40 % of line rate.  The sum of
+    phase durations is 1.6 iterations (the old envelope stretch), but the bytes need 64 %
+    of the link: no stretch, no contention at the same start, nothing to gain."""
+    bursts = [Phase(k * 0.2 * T, 0.16 * T, 0.4 * GBPS) for k in range(5)]
+    a, b = JobProfile("a", T, bursts), JobProfile("b", T, bursts)
+    durations = sum(p.communication_share for p in (a, b))
+    assert durations > 1 and bytes_stretch([a, b], GBPS) == 1.0
+    advice = pair_advice(a, b)
+    pred = advice.prediction
+    assert pred.agent_period_s == {}
+    for j in "ab":
+        assert pred.iteration_s[j]["same_start"] == pytest.approx(T, rel=1e-9)
+        assert pred.shift[j] is False and "under 2%" in pred.reasons[j]
+    sol = advice.link_solutions["l"]
+    assert agent_period_s("a", {"a": a, "b": b}, [sol]) == pytest.approx(T)
+
+
+def test_threshold_and_predict_options():
+    comm = 0.5 * T
+    a = JobProfile("a", T, [Phase(T - comm, comm, GBPS)])
+    b = JobProfile("b", T, [Phase(T - comm, comm, GBPS)])
+    gain = (T + comm) / T - 1
+    assert not any(pair_advice(a, b, shift_threshold=gain * 1.01).shift.values())
+    assert all(pair_advice(a, b, shift_threshold=gain * 0.99).shift.values())
+    none = pair_advice(a, b, predict="none")
+    assert none.prediction is None and "shift" not in none.to_dict()
+    assert "predicted_gain" not in none.to_dict()["candidates"][0]
+    for bad, field in (({"predict": "x"}, "predict"), ({"shift_threshold": -1}, "shift_")):
+        with pytest.raises(InputError, match=field):
+            pair_advice(a, b, **bad)
+
+
+def test_agent_period_includes_slack_and_skips_jobs_without_shared_links():
+    a = JobProfile("a", T, [Phase(0.0, T, 0.6 * GBPS)])
+    b = JobProfile("b", T, [Phase(0.0, T, 0.6 * GBPS)])
+    c = JobProfile("c", T, [Phase(0.0, T, 0.6 * GBPS)])
+    sol = compatibility_score([a, b], GBPS)
+    jobs = {"a": a, "b": b, "c": c}
+    slack = 0.05
+    stretch = bytes_stretch([a, b], GBPS)
+    assert agent_period_s("a", jobs, [sol], slack=slack) == pytest.approx(T * stretch * (1 + slack))
+    assert agent_period_s("c", jobs, [sol]) is None
+    assert set(agent_periods_s(jobs, [sol])) == {"a", "b"}
+    assert set(agent_periods_s(jobs, [sol], shift={"a": True, "b": False})) == {"a"}
+    with pytest.raises(InputError, match="slack"):
+        agent_period_s("a", jobs, [sol], slack=-0.1)
+
+
+def test_simulate_link_input_errors_name_the_field():
+    a = JobProfile("a", T, [Phase(0.0, T / 2, GBPS)])
+    with pytest.raises(InputError, match="capacity_bps"):
+        simulate_link([a], 0.0)
+    with pytest.raises(InputError, match="iterations"):
+        simulate_link([a], GBPS, iterations=2, warmup=2)
+    with pytest.raises(InputError, match="sharing"):
+        simulate_link([a], GBPS, sharing="fifo")
+
+
+phase_st = st.tuples(
+    st.floats(0.0, 0.99), st.floats(0.01, 1.0), st.floats(0.05, 1.0)
+)  # start, duration (fractions of the gap), rate (fraction of capacity)
+
+
+@st.composite
+def profiles_st(draw, job_id):
+    period = draw(st.floats(0.02, 0.3))
+    n = draw(st.integers(1, 3))
+    phases, t = [], 0.0
+    for _ in range(n):
+        start_f, dur_f, rate_f = draw(phase_st)
+        room = period - t
+        start = t + start_f * room / 2
+        dur = max(dur_f * (period - start) / n, 1e-6 * period)
+        if start + dur > period:
+            break
+        phases.append(Phase(start, dur, rate_f * GBPS))
+        t = start + dur
+    return JobProfile(job_id, period, phases)
+
+
+@given(
+    jobs=st.integers(1, 4).flatmap(lambda n: st.tuples(*[profiles_st(f"j{i}") for i in range(n)])),
+    held=st.lists(st.booleans(), min_size=4, max_size=4),
+    shifts=st.lists(st.floats(0.0, 0.999), min_size=4, max_size=4),
+    stretch=st.floats(1.0, 1.5),
+    sharing=st.sampled_from(["max-min", "proportional"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_prediction_never_beats_a_dedicated_link_and_conserves_bits(
+    jobs, held, shifts, stretch, sharing
+):
+    slots = {
+        p.job_id: Slot(s * p.iteration_time_s * stretch, p.iteration_time_s * stretch)
+        for p, h, s in zip(jobs, held, shifts, strict=False)
+        if h
+    }
+    iterations = 5
+    run = simulate_link(list(jobs), GBPS, slots, iterations=iterations, warmup=1, sharing=sharing)
+    assert run.peak_rate_bps <= GBPS * (1 + 1e-9)
+    for p in jobs:
+        floor = slots[p.job_id].period_s if p.job_id in slots else p.iteration_time_s
+        assert run.iteration_times_s[p.job_id] >= floor * (1 - 1e-9)
+        if p.bits_per_iteration == 0:
+            continue
+        done, sent, bits = (
+            run.bits_completed[p.job_id],
+            run.bits_sent[p.job_id],
+            p.bits_per_iteration,
+        )
+        m = run.iterations[p.job_id]
+        assert m >= iterations
+        tol = 1e-6 * bits
+        # whole iterations' bits, plus the phases of the one under way
+        assert m * bits - tol <= done <= (m + 1) * bits + tol
+        assert -tol <= sent - done <= max(q.rate_bps * q.duration_s for q in p.phases) + tol
+    if len(jobs) == 1 and not slots:  # alone on a link faster than its phases
+        assert run.iteration_times_s[jobs[0].job_id] == pytest.approx(jobs[0].iteration_time_s)
