@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmark: score 10 candidate placements of a synthetic 1,024-GPU two-tier cluster.
+"""Benchmark: score 10 candidate placements of a synthetic 1,024-GPU two-tier cluster, and
+of the same structure x16 (16,384 GPUs) in the same run.
 
-Cluster: 16 racks x 8 servers x 8 GPUs; every server has one NIC (up and down link) to its
-ToR, every ToR an uplink and a downlink to the spine layer with 2:1 oversubscription.
+Cluster: 16 racks x 8 servers x 8 GPUs (``scale`` times the racks and jobs); every server
+has one NIC (up and down link) to its ToR, every ToR an uplink and a downlink to the spine
+layer with 2:1 oversubscription.
 Jobs: drawn from the shipped profile library (cassini/data/profiles.json) with iteration
 times jittered by +-15 % (as measured ones are, so most unified periods are not exact
 LCMs) and GPU counts of 1-16.  A candidate places the jobs in a random order, each on the
@@ -15,6 +17,11 @@ parallelism, against a baseline measured in the same run: scoring every shared l
 every candidate on its own (no de-duplication, no time-shifts).
 
     python benchmarks/bench_advisor.py [--jobs 240] [--candidates 10] [--precision-deg 5]
+                                       [--scales 1 16]
+
+``--scales 1 16`` (the default) runs 1,024 GPUs and 16,384 GPUs (256 racks, 16x the jobs)
+one after the other and prints the time per candidate of each and their ratio (target:
+16x the GPUs costs at most 20x the time).
 """
 
 from __future__ import annotations
@@ -36,9 +43,9 @@ NIC_BPS = 100e9
 UPLINK_BPS = SERVERS_PER_RACK * NIC_BPS / 2  # 2:1 oversubscribed
 
 
-def links() -> list[Link]:
+def links(racks: int = RACKS) -> list[Link]:
     out = []
-    for r in range(RACKS):
+    for r in range(racks):
         out += [Link(f"tor{r}-up", UPLINK_BPS), Link(f"tor{r}-down", UPLINK_BPS)]
         for s in range(SERVERS_PER_RACK):
             out += [Link(f"srv{r}.{s}-up", NIC_BPS), Link(f"srv{r}.{s}-down", NIC_BPS)]
@@ -57,8 +64,8 @@ def jobs(n: int, rng: np.random.Generator) -> tuple[list[JobProfile], list[int]]
     return profiles, gpus
 
 
-def candidate(cid: str, profiles, gpus, rng: np.random.Generator) -> Candidate:
-    servers = [(r, s) for r in range(RACKS) for s in range(SERVERS_PER_RACK)]
+def candidate(cid: str, profiles, gpus, rng: np.random.Generator, racks: int = RACKS) -> Candidate:
+    servers = [(r, s) for r in range(racks) for s in range(SERVERS_PER_RACK)]
     free = dict.fromkeys(servers, GPUS_PER_SERVER)
     paths = {}
     for i in rng.permutation(len(profiles)):
@@ -87,34 +94,25 @@ def candidate(cid: str, profiles, gpus, rng: np.random.Generator) -> Candidate:
     return Candidate(cid, paths)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--jobs", type=int, default=240, help="jobs drawn (those fitting in 1,024 GPUs are kept)"
-    )
-    ap.add_argument("--candidates", type=int, default=10)
-    ap.add_argument("--precision-deg", type=float, default=5.0)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args()
-    rng = np.random.default_rng(args.seed)
-    profiles, gpus = jobs(args.jobs, rng)
-    # keep the jobs that fit in 1,024 GPUs
+def run(scale: int, n_jobs: int, n_cands: int, precision_deg: float, seed: int) -> dict:
+    """One cluster size: ``scale`` x 16 racks, ``scale`` x ``n_jobs`` jobs drawn."""
+    racks = RACKS * scale
+    rng = np.random.default_rng(seed)
+    profiles, gpus = jobs(n_jobs * scale, rng)
+    # keep the jobs that fit in the cluster's GPUs
     total, keep = 0, []
     for p, g in zip(profiles, gpus, strict=True):
-        if total + g <= RACKS * SERVERS_PER_RACK * GPUS_PER_SERVER:
+        if total + g <= racks * SERVERS_PER_RACK * GPUS_PER_SERVER:
             keep.append((p, g))
             total += g
     profiles, gpus = [p for p, _ in keep], [g for _, g in keep]
-    cands = [candidate(f"c{i}", profiles, gpus, rng) for i in range(args.candidates)]
-    all_links = links()
+    cands = [candidate(f"c{i}", profiles, gpus, rng, racks) for i in range(n_cands)]
+    all_links = links(racks)
     shared = [_shared_links(c) for c in cands]
     n_shared = sum(len(s) for s in shared)
     sizes = Counter(len(js) for s in shared for js in s.values())
 
-    advise(all_links, profiles, cands[:1], args.precision_deg, workers=1)  # warm-up
+    advise(all_links, profiles, cands[:1], precision_deg, workers=1)  # warm-up
     results, accepted = {}, {}
     for label, workers, loops in (
         ("serial, reject", 1, "reject"),
@@ -123,9 +121,7 @@ def main() -> None:
     ):
         clear_link_cache()  # time cold calls: no link solved by an earlier run
         start = time.perf_counter()
-        advice = advise(
-            all_links, profiles, cands, args.precision_deg, loops=loops, workers=workers
-        )
+        advice = advise(all_links, profiles, cands, precision_deg, loops=loops, workers=workers)
         results[label] = time.perf_counter() - start
         accepted[loops] = sum(c.status == "ok" for c in advice.candidates)
     # baseline: every shared link of every candidate scored on its own (no de-duplication)
@@ -134,12 +130,13 @@ def main() -> None:
     start = time.perf_counter()
     for s in shared:
         for link, js in s.items():
-            compatibility_score([by_id[j] for j in js], cap[link], precision_deg=args.precision_deg)
+            compatibility_score([by_id[j] for j in js], cap[link], precision_deg=precision_deg)
     results["links only, no dedup"] = time.perf_counter() - start
 
     ok = [c for c in advice.candidates if c.status == "ok"]
     loops = [c.loops for c in advice.candidates]
-    figures = {
+    return {
+        "gpus": racks * SERVERS_PER_RACK * GPUS_PER_SERVER,
         "gpus_used": total,
         "jobs": len(profiles),
         "candidates": len(cands),
@@ -152,27 +149,61 @@ def main() -> None:
         "ms_per_candidate": {k: 1e3 * v / len(cands) for k, v in results.items()},
         "ms_per_shared_link": {k: 1e3 * v / n_shared for k, v in results.items()},
     }
-    if args.json:
-        print(json.dumps(figures, indent=2))
-        return
+
+
+def report(f: dict) -> None:
+    acc = f["accepted_candidates"]
+    n = f["candidates"]
     print(
-        f"cluster: {RACKS * SERVERS_PER_RACK * GPUS_PER_SERVER} GPUs, {len(profiles)} jobs "
-        f"using {total} GPUs, {len(cands)} candidates, "
-        f"{figures['shared_links_per_candidate']:.0f} shared links per candidate"
+        f"cluster: {f['gpus']} GPUs, {f['jobs']} jobs using {f['gpus_used']} GPUs, "
+        f"{n} candidates, {f['shared_links_per_candidate']:.0f} shared links per candidate"
     )
-    print(f"jobs per shared link: {figures['jobs_per_shared_link']}")
+    print(f"jobs per shared link: {f['jobs_per_shared_link']}")
     print(
-        f"independent loops per candidate: {figures['loops_per_candidate']:.1f}; "
-        f"accepted: {accepted['reject']}/{len(cands)} with --loops reject, "
-        f"{accepted['score']}/{len(cands)} with --loops score"
+        f"independent loops per candidate: {f['loops_per_candidate']:.1f}; "
+        f"accepted: {acc['reject']}/{n} with --loops reject, {acc['score']}/{n} with --loops score"
     )
-    print(f"best {advice.best} (mean achieved score {figures['best_score']:.3f})")
+    best = f"{f['best_score']:.3f}" if f["best_score"] is not None else "-"
+    print(f"best {f['best']} (mean achieved score {best})")
     print(f"{'run':<20} {'ms/candidate':>13} {'ms/shared link':>15} {'speed vs baseline':>18}")
-    base = results["links only, no dedup"]
-    for k, v in results.items():
+    base = f["ms_per_candidate"]["links only, no dedup"]
+    for k, v in f["ms_per_candidate"].items():
+        print(f"{k:<20} {v:>13.1f} {f['ms_per_shared_link'][k]:>15.3f} {base / v:>11.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--jobs", type=int, default=240, help="jobs drawn per 1,024 GPUs (those fitting are kept)"
+    )
+    ap.add_argument("--candidates", type=int, default=10)
+    ap.add_argument("--precision-deg", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--scales", type=int, nargs="+", default=[1, 16], help="cluster sizes, x 1,024 GPUs"
+    )
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    figures = [
+        run(scale, args.jobs, args.candidates, args.precision_deg, args.seed)
+        for scale in args.scales
+    ]
+    if args.json:
+        print(json.dumps(figures if len(figures) > 1 else figures[0], indent=2))
+        return
+    for f in figures:
+        report(f)
+        print()
+    if len(figures) > 1:
+        small, large = figures[0], figures[-1]
         print(
-            f"{k:<20} {1e3 * v / len(cands):>13.1f} {1e3 * v / n_shared:>15.3f} {base / v:>11.2f}x"
+            f"scaling {small['gpus']} -> {large['gpus']} GPUs (x{large['gpus'] // small['gpus']}):"
         )
+        for k in small["ms_per_candidate"]:
+            ratio = large["ms_per_candidate"][k] / small["ms_per_candidate"][k]
+            print(f"  {k:<20} time per candidate x{ratio:.1f}")
 
 
 if __name__ == "__main__":
