@@ -10,8 +10,8 @@ SPEC.json``), or on real GPU nodes under torchrun with NCCL (``--torchrun``, see
 ``{"iter", "start", "comm_start", "end", "bytes_sent", "drift_s", "buckets"}``;
 ``comm_start`` is when the first gradient bucket's all-reduce began (DDP overlaps the
 all-reduce with the backward pass), ``buckets`` lists every bucket's all-reduce
-``[bytes, start, end]`` (from :class:`cassini.torch.CommHookRecorder`), and ``bytes_sent``
-is what a ring all-reduce of the gradients sends from this rank
+``[bucket index, bytes, start, end]`` (:class:`cassini.torch.CommHookRecorder`), and
+``bytes_sent`` is what a ring all-reduce of the gradients sends from this rank
 (``2 (n-1)/n * gradient bytes``).
 
 The time-shift agent is :class:`cassini.torch.TimeShift`, the same a user's training
@@ -49,8 +49,9 @@ def build_model(width: int, layers: int) -> Any:
 def run(spec: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
-    from cassini.torch.recorder import CommHookRecorder
     from torch.nn.parallel import DistributedDataParallel
+
+    from cassini.torch.recorder import CommHookRecorder
 
     torch.set_num_threads(int(spec.get("threads", 1)))
     torch.manual_seed(spec.get("seed", 0))
@@ -71,9 +72,7 @@ def run(spec: dict[str, Any]) -> None:
     )
     job = build_job(spec, device)
     ddp = DistributedDataParallel(
-        job.model,
-        device_ids=[device.index] if device.index is not None else None,
-        bucket_cap_mb=job.bucket_cap_mb,
+        job.model, device_ids=[device.index] if device.index is not None else None, **job.ddp_kwargs
     )
     recorder = CommHookRecorder()
     recorder.register(ddp)
@@ -99,6 +98,7 @@ def run(spec: dict[str, Any]) -> None:
         for k in range(spec["iterations"]):
             drift = shift.wait()
             start = time.time()
+            recorder.mark_iteration()
             first = len(recorder.records)
             extra = spec.get("compute_s", 0.0) if spec.get("kind", "ddp") == "ddp" else 0.0
             if extra:
@@ -107,11 +107,11 @@ def run(spec: dict[str, Any]) -> None:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             end = time.time()
-            buckets = [[r.bytes, r.start_s, r.end_s] for r in recorder.records[first:]]
+            buckets = [[r.bucket, r.bytes, r.start_s, r.end_s] for r in recorder.records[first:]]
             record = {
                 "iter": k,
                 "start": start,
-                "comm_start": min((b[1] for b in buckets), default=end),
+                "comm_start": min((b[2] for b in buckets), default=end),
                 "end": end,
                 "bytes_sent": sent,
                 "drift_s": drift,
@@ -125,12 +125,13 @@ def run(spec: dict[str, Any]) -> None:
 
 
 class _Job:
-    """A model to wrap in DDP, its training step, its gradient bytes and the DDP bucket
-    cap (MB) that keeps the real model's bucket structure."""
+    """A model to wrap in DDP, its training step ``step(ddp, optimizer)``, its gradient
+    bytes, and the DDP keyword arguments (bucket caps) that keep the real model's bucket
+    structure."""
 
-    def __init__(self, model: Any, step: Any, gradient_bytes: int, bucket_cap_mb: float):
+    def __init__(self, model: Any, step: Any, gradient_bytes: int, ddp_kwargs: dict[str, Any]):
         self.model, self.step, self.gradient_bytes = model, step, gradient_bytes
-        self.bucket_cap_mb = bucket_cap_mb
+        self.ddp_kwargs = ddp_kwargs
 
 
 def build_job(spec: dict[str, Any], device: Any) -> _Job:
@@ -143,12 +144,23 @@ def build_job(spec: dict[str, Any], device: Any) -> _Job:
 
         cal = load_calibration(spec["calibration"])
         if spec.get("compute", "replay") == "replay":
-            model, step = replay.build_replay_job(cal, spec["scale"], device)
-            cap = replay.ddp_bucket_cap_mb(spec["scale"])
-            return _Job(model, step, replay.scaled_gradient_bytes(cal, spec["scale"]), cap)
-        model, step = replay.build_cpu_job(cal.model, spec.get("batch", 2), device)
+            scale = spec["scale"]
+            model = replay.build_replay_model(cal, scale)
+            return _Job(
+                model,
+                lambda ddp, opt: replay.replay_step(ddp, opt, model.optimizer_s),
+                replay.scaled_gradient_bytes(cal, scale),
+                replay.ddp_bucket_kwargs(scale),
+            )
+        model, inputs, loss_fn = replay.build_cpu_model(cal.model, spec.get("batch", 2))
+
+        def cpu_step(ddp: Any, opt: Any) -> None:
+            opt.zero_grad(set_to_none=True)
+            loss_fn(ddp, inputs).backward()
+            opt.step()
+
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        return _Job(model, step, nbytes, 25.0)
+        return _Job(model.to(device), cpu_step, nbytes, {})
     width, layers, batch = spec.get("width", 256), spec.get("layers", 3), spec.get("batch", 32)
     model = build_model(width, layers).to(device)
     x = torch.randn(batch, width, device=device)
@@ -160,7 +172,7 @@ def build_job(spec: dict[str, Any], device: Any) -> _Job:
         loss_fn(ddp(x), y).backward()
         opt.step()
 
-    return _Job(model, mlp_step, gradient_bytes(width, layers), 25.0)
+    return _Job(model, mlp_step, gradient_bytes(width, layers), {})
 
 
 def _timeout(seconds: int) -> Any:

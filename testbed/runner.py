@@ -28,6 +28,7 @@ import contextlib
 import json
 import math
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -342,6 +343,8 @@ def run_experiment(
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     schemes: dict[str, SchemeResult] = {}
     profiles: dict[str, Any] | None = dict(cfg.profiles) or None
+    efficiency = 1.0  # payload bits per bit on the wire, measured in the ideal run
+    jitter = 0.0  # the jobs' iteration-time jitter alone (2 sigma / mean), ideal run
     order = sorted(cfg.schemes, key=lambda s: 0 if s.kind == "ideal" else 1)
     for n, scheme in enumerate(order, 1):
         say(f"[{n}/{len(order)}] {scheme.name}: {scheme.kind} scheme")
@@ -349,6 +352,7 @@ def run_experiment(
         if scheme.kind == "ideal":
             res = _run_ideal(cfg, scheme, out, say)
             profiles = {**res.profiles, **cfg.profiles}
+            efficiency, jitter = payload_efficiency(cfg, res), iteration_jitter(res)
         elif scheme.kind == "cassini":
             if profiles is None:
                 say(
@@ -356,8 +360,10 @@ def run_experiment(
                     f"({cfg.profile_iterations} iterations)"
                 )
                 short = _with_iterations(cfg, cfg.profile_iterations)
-                profiles = dict(_run_ideal(short, scheme, out / "profiling", say).profiles)
-            res = _run_cassini(cfg, scheme, profiles, out, say)
+                alone = _run_ideal(short, scheme, out / "profiling", say)
+                profiles, efficiency = dict(alone.profiles), payload_efficiency(cfg, alone)
+                jitter = iteration_jitter(alone)
+            res = _run_cassini(cfg, scheme, profiles, efficiency, jitter, out, say)
         else:
             offsets = _start_offsets(cfg, scheme)
             res = _run_together(cfg, scheme, out / scheme.name, offsets, progress=say)
@@ -462,27 +468,71 @@ def _measured_profile(
     if source == "log" or (source == "hook" and job.kind == "synthetic"):
         return measure.profile_from_log(job.job_id, records)
     if source == "hook":
-        from cassini.torch.recorder import profile_from_log_records
-
-        return profile_from_log_records(job.job_id, records, world_size=len(job.hosts))
+        return _profile_from_buckets(job.job_id, records, len(job.hosts))
     ip = cfg.topology.ip(job.hosts[0])
     return measure.profile_from_pcap(job.job_id, pcap, ip, origin_s=records[-1]["start"])
 
 
+def _profile_from_buckets(job_id: str, records: list[dict[str, Any]], world_size: int) -> Any:
+    """A DDP job's multi-phase profile from the bucket all-reduces its worker logged
+    (``buckets: [[index, bytes, start, end], ...]`` per iteration)."""
+    from cassini.measure import BucketRecord, profile_from_buckets
+
+    buckets = [
+        BucketRecord(r["iter"], b, nbytes, start, end)
+        for r in records
+        for b, nbytes, start, end in r.get("buckets", [])
+    ]
+    starts = {r["iter"]: r["start"] for r in records}
+    return profile_from_buckets(job_id, buckets, world_size, starts)
+
+
+def payload_efficiency(cfg: RunConfig, ideal: SchemeResult) -> float:
+    """Payload bits the jobs moved per bit their shared links carried in the ideal run
+    (TCP/IP and Ethernet headers, ACKs): the median over jobs that cross a shared link,
+    1.0 when none does.  Profiles' rates are payload rates, so the advisor is given each
+    link's capacity times this share."""
+    shares = []
+    for job in cfg.jobs:
+        wire = sum(b for k, b in ideal.link_bytes.items() if k.startswith(f"{job.job_id}:"))
+        if wire > 0 and job.job_id in ideal.jobs:
+            shares.append(ideal.jobs[job.job_id].bytes / wire)
+    return min(1.0, max(0.5, statistics.median(shares))) if shares else 1.0
+
+
+def iteration_jitter(ideal: SchemeResult) -> float:
+    """The largest relative jitter of a job's iteration time alone: 2 standard deviations
+    over the mean (0 with fewer than 3 iterations)."""
+    out = 0.0
+    for job in ideal.jobs.values():
+        times = job.iteration_times_s[1:]
+        if len(times) >= 3:
+            out = max(out, 2 * statistics.stdev(times) / statistics.mean(times))
+    return out
+
+
 def _run_cassini(
-    cfg: RunConfig, scheme: SchemeSpec, profiles: dict[str, Any], out: Path, say: Progress
+    cfg: RunConfig,
+    scheme: SchemeSpec,
+    profiles: dict[str, Any],
+    efficiency: float,
+    jitter: float,
+    out: Path,
+    say: Progress,
 ) -> SchemeResult:
-    """Advice on the configured placement; each job held to its shift by the agent, or
-    left free where the advisor says shifting does not pay."""
+    """Advice on the configured placement (links at their payload capacity: capacity x
+    ``efficiency``); each job held to its shift by the agent with a period slack of the
+    configured ``agent.slack`` plus the jobs' measured ``jitter`` (a full link has no
+    room for a late phase), or left free where the advisor says shifting does not pay."""
     topo = cfg.topology
-    links = [Link(d["id"], d["capacity_bps"]) for d in topo.advisor_links()]
+    links = [Link(d["id"], d["capacity_bps"] * efficiency) for d in topo.advisor_links()]
     paths = {j.job_id: tuple(topo.ring_links(j.hosts)) for j in cfg.jobs}
     advice = advise(links, list(profiles.values()), [Candidate("configured", paths)], loops="score")
     shifts = dict(advice.time_shifts_s)
     for job in cfg.jobs:
         if isinstance(job.shift, int | float):
             shifts[job.job_id] = float(job.shift)
-    periods = agent_periods(profiles, advice, links, cfg.agent_slack)
+    periods = agent_periods(profiles, advice, cfg.agent_slack + jitter)
     for job in cfg.jobs:
         # the agent runs the job on a stretched clock: stretch its shift the same way
         if job.job_id in periods:
@@ -494,39 +544,17 @@ def _run_cassini(
     return replace(res, advice=advice.to_dict(), profiles=profiles)
 
 
-def agent_periods(
-    profiles: dict[str, Any], advice: Any, links: list[Link], slack: float
-) -> dict[str, float]:
-    """Period (seconds) the time-shift agent holds each job to; jobs left out run free.
+def agent_periods(profiles: dict[str, Any], advice: Any, slack: float) -> dict[str, float]:
+    """Period (seconds) the time-shift agent holds each job to
+    (:func:`cassini.predict.agent_periods_s`: the circle's iteration time, stretched by
+    what the links' bytes require, times ``1 + slack``); jobs that share no link, or that
+    the advice says not to shift (shifting does not pay), are left out and run free."""
+    from cassini.predict import agent_periods_s
 
-    A job's period is its circle's effective iteration time (its own, or the stretched one
-    when the unified period is approximate), times ``1 + slack`` for jitter, and times the
-    stretch its links' bytes require (:func:`cassini.predict.bytes_stretch`: the bits the
-    jobs on a link send per second of their iterations over its capacity, when above 1).
-    Jobs the advisor recommends not to shift are left out.
-    """
-    from cassini.predict import bytes_stretch
-
-    capacity = {link.link_id: link.capacity_bps for link in links}
     best = advice.candidates[0] if advice.candidates else None
-    no_shift = {j for j, ok in (getattr(best, "shift", None) or {}).items() if not ok}
-    stretch: dict[str, float] = {}
-    for link_id, sol in advice.link_solutions.items():
-        need = bytes_stretch([profiles[j] for j in sol.job_ids], capacity[link_id])
-        for j in sol.job_ids:
-            stretch[j] = max(stretch.get(j, 1.0), need)
-    periods = {}
-    for job_id, profile in profiles.items():
-        if job_id not in stretch or job_id in no_shift:
-            continue  # shares no link, or shifting does not pay: runs free
-        effective = [
-            sol.unified.period_s / sol.unified.repeats[sol.job_ids.index(job_id)]
-            for sol in advice.link_solutions.values()
-            if job_id in sol.job_ids
-        ]
-        base = max([profile.iteration_time_s, *effective])
-        periods[job_id] = base * stretch[job_id] * (1 + slack)
-    return periods
+    prediction = getattr(best, "prediction", None)
+    shift = dict(prediction.shift) if prediction is not None else None
+    return agent_periods_s(profiles, advice.link_solutions.values(), slack=slack, shift=shift)
 
 
 def _run_together(
