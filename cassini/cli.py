@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     server.add_arguments(serve)
     sim_cli.add_parser(sub)
+    _add_profile_parser(sub)
     return parser
 
 
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return server.serve_command(args)
     if args.command == "sim":
         return sim_cli.main(args)
+    if args.command == "profile":
+        return _profile_command(args)
     try:
         request = _read_request(args)
         if args.command == "score":
@@ -178,10 +181,135 @@ def _advice_table(a: Advice) -> str:
     for link, sol in a.link_solutions.items():
         lines.append(f"{link:<16} {', '.join(sol.job_ids):<40} {sol.score:>6.3f}")
     lines.append("")
-    lines.append(f"{'job':<16} {'time-shift (ms)':>16}")
+    pred = a.prediction
+    if pred is None:
+        lines.append(f"{'job':<16} {'time-shift (ms)':>16}")
+        for job, t in sorted(a.time_shifts_s.items()):
+            lines.append(f"{job:<16} {t * 1e3:>16.1f}")
+        return "\n".join(lines)
+    lines.append(
+        f"{'job':<16} {'time-shift (ms)':>16} {'shift':>5} {'same start':>11} {'shifted':>9} "
+        f"{'advised':>9}  (predicted ms/iteration)"
+    )
     for job, t in sorted(a.time_shifts_s.items()):
-        lines.append(f"{job:<16} {t * 1e3:>16.1f}")
+        it = pred.iteration_s[job]
+        lines.append(
+            f"{job:<16} {t * 1e3:>16.1f} {'yes' if pred.shift[job] else 'no':>5} "
+            f"{it['same_start'] * 1e3:>11.1f} {it['shifted'] * 1e3:>9.1f} "
+            f"{it['advised'] * 1e3:>9.1f}"
+        )
+    lines.append(f"predicted gain (same start / shifted, mean): {pred.gain:.3f}")
+    for job, why in pred.reasons.items():
+        if not pred.shift[job]:
+            lines.append(f"  {job}: not shifted: {why}")
     return "\n".join(lines)
+
+
+PROFILE_HELP = "a job's profile (JOB JSON) from a DDP recorder log, a worker log or a pcap"
+PROFILE_EPILOG = """\
+sources:
+  recorder    JSON lines of cassini.torch.CommHookRecorder.write_jsonl (world size read
+              from its meta line unless --world-size is given)
+  worker-log  JSON lines {"start", "comm_start", "end", "bytes_sent"} per iteration
+              (testbed workers)
+  pcap        a tcpdump capture; --src-ip selects the job's host
+output: the JOB object of `cassini advise` ({"id", "iteration_time_s", "phases": [...]}).
+
+examples:
+  cassini profile --from recorder buckets.jsonl --job-id resnet --plot resnet.png
+  cassini profile --from pcap h1.pcap --src-ip 10.0.0.1 --out h1.json
+"""
+
+
+def _add_profile_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "profile",
+        help=PROFILE_HELP,
+        description=PROFILE_HELP,
+        epilog=PROFILE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="the recorder log, worker log or capture")
+    p.add_argument(
+        "--from", dest="source", required=True, choices=("recorder", "worker-log", "pcap")
+    )
+    p.add_argument("--job-id", default="job", help="id of the job in the output (default job)")
+    p.add_argument("--world-size", type=int, default=None, help="ranks of the job (recorder)")
+    p.add_argument("--src-ip", default=None, help="the job host's IPv4 address (pcap)")
+    p.add_argument("--dt-s", type=float, default=0.001, help="pcap time bin in s (default 1 ms)")
+    p.add_argument("--skip", type=int, default=1, help="warm-up iterations left out (default 1)")
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="draw rate over an iteration")
+    p.add_argument("--out", default=None, metavar="FILE", help="write the JSON here, not stdout")
+
+
+def _profile_command(args: argparse.Namespace) -> int:
+    from cassini import measure
+
+    try:
+        if args.skip < 0:
+            raise InputError("skip", f"must be >= 0, got {args.skip}")
+        if args.source == "pcap":
+            if not args.src_ip:
+                raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
+            profile = measure.profile_from_pcap(args.job_id, args.file, args.src_ip, args.dt_s)
+        elif args.source == "worker-log":
+            records = measure.read_jsonl(args.file, "log")
+            profile = measure.profile_from_log(args.job_id, records, skip=args.skip)
+        else:
+            log = measure.bucket_records_from_dicts(measure.read_jsonl(args.file, "log"))
+            world = args.world_size if args.world_size is not None else log.world_size
+            if world is None:
+                raise InputError(
+                    "world_size", "missing: the log has no meta line; give --world-size"
+                )
+            profile = measure.profile_from_buckets(
+                args.job_id, log.records, world, log.iteration_starts_s or None, skip=args.skip
+            )
+        if args.plot:
+            _plot_profile(profile, args.plot)
+    except InputError as e:
+        print(f"cassini: error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(profile.to_dict(), indent=2)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def _plot_profile(profile: Any, path: str) -> None:
+    """Rate (bits/s) over one iteration, as a step plot (matplotlib, imported here)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plot", "needs matplotlib (pip install 'netaware-ml[sim]')") from None
+    import numpy as np
+
+    period = profile.iteration_time_s
+    starts, ends, _ = profile.intervals()
+    edges = np.unique(np.concatenate([[0.0, period], starts, ends]))
+    rate = profile.rate_at(0.5 * (edges[1:] + edges[:-1]))
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.stairs(rate / 1e9, edges * 1e3, fill=True, alpha=0.6)
+    ax.set_xlabel("time in iteration (ms)")
+    ax.set_ylabel("rate (Gbit/s)")
+    ax.set_xlim(0, period * 1e3)
+    ax.set_title(
+        f"{profile.job_id}: {period * 1e3:.1f} ms/iteration, "
+        f"{profile.bytes_per_iteration / 1e6:.2f} MB/iteration, {len(profile.phases)} phases"
+    )
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as e:
+        raise InputError("plot", f"cannot write {path}: {e.strerror}") from None
+    finally:
+        plt.close(fig)
 
 
 def entry() -> None:
