@@ -157,12 +157,13 @@ class Advice:
 
     @property
     def shift(self) -> dict[str, bool]:
-        """Per job of the best candidate: apply its time-shift?  Every job with a nonzero
-        shift when nothing was predicted."""
+        """Per job of the best candidate: apply its time-shift?  Without a prediction,
+        every job that shares a link (the paper's advice)."""
         pred = self.prediction
         if pred is not None:
             return dict(pred.shift)
-        return {j: t > 0 for j, t in self.time_shifts_s.items()}
+        sharing = {j for sol in self.link_solutions.values() for j in sol.job_ids}
+        return {j: j in sharing for j in self.time_shifts_s}
 
     def to_dict(self) -> dict[str, Any]:
         out = {

@@ -125,3 +125,22 @@ def test_bad_options():
         advise(LINKS, jobs(), [Candidate("c", {})], aggregate="max")
     with pytest.raises(InputError, match="precision_deg"):
         advise(LINKS, jobs(), [Candidate("c", {})], precision_deg=0)
+
+
+def test_prediction_for_the_best_candidate_by_default_or_all():
+    candidates = [
+        Candidate("bad", {"a": ("l1",), "big": ("l1",), "b": ("l2",)}),
+        Candidate("good", {"a": ("l1",), "b": ("l1",), "big": ("l2",)}),
+    ]
+    advice = advise(LINKS, jobs(), candidates)
+    assert [c.prediction is not None for c in advice.candidates] == [True, False]
+    assert advice.prediction is advice.candidates[0].prediction
+    assert set(advice.prediction.shift) == {"a", "b", "big", "solo"}
+    assert advice.prediction.reasons["solo"] == "shares no link with another job"
+    everyone = advise(LINKS, jobs(), candidates, predict="all")
+    assert all(c.prediction is not None for c in everyone.candidates)
+    # prediction does not change the ranking or the shifts
+    assert [c.candidate_id for c in everyone.candidates] == ["good", "bad"]
+    assert everyone.time_shifts_s == advice.time_shifts_s
+    none = advise(LINKS, jobs(), candidates, predict="none")
+    assert none.shift == {"a": True, "b": True, "big": False, "solo": False}
