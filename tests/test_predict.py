@@ -193,3 +193,28 @@ def test_prediction_never_beats_a_dedicated_link_and_conserves_bits(
         assert -tol <= sent - done <= max(q.rate_bps * q.duration_s for q in p.phases) + tol
     if len(jobs) == 1 and not slots:  # alone on a link faster than its phases
         assert run.iteration_times_s[jobs[0].job_id] == pytest.approx(jobs[0].iteration_time_s)
+
+
+@given(
+    jobs=st.integers(2, 4).flatmap(lambda n: st.tuples(*[profiles_st(f"j{i}") for i in range(n)])),
+    capacity_f=st.floats(0.5, 2.0),
+    threshold=st.sampled_from([0.0, 0.02, 0.1]),
+)
+@settings(max_examples=60, deadline=None)
+def test_advice_shifts_only_jobs_predicted_to_gain_the_threshold(jobs, capacity_f, threshold):
+    capacity = capacity_f * GBPS
+    advice = advise(
+        [Link("l", capacity)],
+        list(jobs),
+        [Candidate("c", {j.job_id: ("l",) for j in jobs})],
+        shift_threshold=threshold,
+    )
+    pred = advice.prediction
+    for j in jobs:
+        it = pred.iteration_s[j.job_id]
+        for mode in ("shifted", "same_start", "advised"):  # never faster than dedicated
+            assert it[mode] >= j.iteration_time_s * (1 - 1e-9)
+        if pred.shift[j.job_id]:
+            assert it["same_start"] >= it["advised"] * (1 + threshold) * (1 - 1e-9)
+            assert pred.agent_period_s[j.job_id] >= j.iteration_time_s
+        assert pred.reasons[j.job_id]
