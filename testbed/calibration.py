@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -131,6 +132,7 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["layers"] = list(d["layers"])
         for layer in d["layers"]:
             layer["param_numels"] = list(layer["param_numels"])
             layer["param_indices"] = list(layer["param_indices"])
@@ -616,7 +618,7 @@ def main_calibrate(args: Any, argv: Sequence[str]) -> int:
             repeats=args.repeats,
             warmup=args.warmup,
             seq_len=args.seq_len,
-            command="testbed " + " ".join(argv),
+            command=shlex.join(["testbed", *argv]),
             threads=args.threads,
             progress=lambda msg: print(msg, file=sys.stderr, flush=True),
         )
@@ -632,7 +634,8 @@ def main_calibrate(args: Any, argv: Sequence[str]) -> int:
             note = f"cpu_scale_factor = {factor:g}, NOT a GPU measurement. " + args.scale_note
             cal = with_scale(cal, factor, note, factor * cal.iteration_s)
     except CalibrationError as e:
-        return fail(e.field, e.message)
+        flags = ("model", "batch", "device", "repeats", "warmup", "seq_len", "threads")
+        return fail("--" + e.field.replace("_", "-") if e.field in flags else e.field, e.message)
     cal.dump(out)
     print(
         f"{args.model}: iteration {cal.iteration_s:.3f} s on {cal.device} "
