@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where.add_argument("--default", action="store_true", help="the host's default")
     sel.add_argument("--job", help="with --cgroup: tie those sockets to JOB (exact mode)")
+    sel.add_argument(
+        "--ecn",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --cgroup: negotiate ECN for those sockets, whatever net.ipv4.tcp_ecn says "
+        "(default: when the congestion control needs it, e.g. dctcp_bpf, mltcp_dctcp)",
+    )
     st = sub.add_parser("status", help="what is loaded, parameters, per-flow statistics")
     st.add_argument("--flows", action="store_true")
     st.add_argument("--json", action="store_true")
@@ -121,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
         elif args.command == "select":
             loader.select(
-                args.cc, netns=args.netns, default=args.default, cgroup=args.cgroup, job=args.job
+                args.cc,
+                netns=args.netns,
+                default=args.default,
+                cgroup=args.cgroup,
+                job=args.job,
+                ecn=args.ecn,
             )
             where = (
                 f"netns {args.netns}"

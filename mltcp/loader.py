@@ -309,18 +309,22 @@ def select(
     default: bool = False,
     cgroup: str | os.PathLike[str] | None = None,
     job: int | str | None = None,
+    ecn: bool | None = None,
 ) -> None:
     """Make ``cc`` the congestion control of a named network namespace, of the host, or of
     the TCP sockets of one cgroup v2 (a sock_ops program; with ``job``, those sockets are
-    also tied to the job for exact mode)."""
+    also tied to the job for exact mode).  For a cgroup, ECN is negotiated per socket
+    (``BPF_SOCK_OPS_NEEDS_ECN``) when ``ecn`` says so, by default when ``cc`` needs it."""
     if cc not in available():
         raise MltcpError(f"{cc} is not loaded: run `mltcp load` first")
     if job is not None and cgroup is None:
         raise MltcpError("--job goes with --cgroup (or use `mltcp assign-port`)")
     if cc not in allowed():
         (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
+    if ecn is not None and cgroup is None:
+        raise MltcpError("--ecn goes with --cgroup (elsewhere net.ipv4.tcp_ecn decides)")
     if cgroup is not None:
-        _select_cgroup(cc, Path(cgroup), job)
+        _select_cgroup(cc, Path(cgroup), job, cc in ECN_CCS if ecn is None else ecn)
     elif netns:
         r = subprocess.run(
             [
@@ -343,7 +347,7 @@ def select(
         raise MltcpError("say where: --netns NAME, --cgroup PATH or --default")
 
 
-def _select_cgroup(cc: str, path: Path, job: int | str | None) -> None:
+def _select_cgroup(cc: str, path: Path, job: int | str | None, ecn: bool) -> None:
     if not path.is_dir() or not (path / "cgroup.procs").exists():
         raise MltcpError(f"{path} is not a cgroup directory")
     if _fs_type(path) != "cgroup2":
@@ -380,7 +384,7 @@ def _select_cgroup(cc: str, path: Path, job: int | str | None) -> None:
     state = _state()
     state["cgroups"] = sorted(set(state.get("cgroups", [])) | {str(path)})
     _save_state(state)
-    flags = layout.CGROUP_ECN if cc in ECN_CCS else 0
+    flags = layout.CGROUP_ECN if ecn else 0
     value = layout.CGROUP_CFG.pack(cc.encode(), job_key(job) if job else 0, flags)
     with _map("mltcp_cgroup_cfg") as m:
         m.update(layout.CGROUP_ID.pack(path.stat().st_ino), value)

@@ -300,3 +300,97 @@ def test_select_needs_a_target_and_a_loaded_cc(kernel):
     assert r.returncode == 1 and "not a cgroup directory" in r.stderr
     r = cli("select", "mltcp_reno", "--netns", "x", "--job", "j")
     assert r.returncode == 1 and "--job goes with --cgroup" in r.stderr
+
+
+ECN_SERVER = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("10.211.0.2", int(sys.argv[1]))); s.listen(1); print("ready", flush=True)
+    c, _ = s.accept()
+    while c.recv(65536):
+        pass
+    info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    cc = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode()
+    print(cc, info[5] & 8, flush=True)   # tcpi_options & TCPI_OPT_ECN
+""")
+
+ECN_CLIENT = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(); s.connect(("10.211.0.2", int(sys.argv[1])))
+    s.sendall(bytes(200_000))
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    cc = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode()
+    print(cc, info[5] & 8, flush=True)
+    s.close()
+""")
+
+
+def ecn_pair(tmp_path, client_cgroup, server_cgroup):
+    """One connection A -> B; each end in the cgroup or not; (cc, ECN negotiated) per end."""
+    (tmp_path / "es.py").write_text(ECN_SERVER)
+    (tmp_path / "ec.py").write_text(ECN_CLIENT)
+
+    def into(cg):
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cg)] if cg else []
+
+    server = subprocess.Popen(
+        [*into(server_cgroup), "nsenter", f"--net=/run/netns/{B}", sys.executable,
+         str(tmp_path / "es.py"), str(PORT)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        client = subprocess.run(
+            [*into(client_cgroup), "nsenter", f"--net=/run/netns/{A}", sys.executable,
+             str(tmp_path / "ec.py"), str(PORT)],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert client.returncode == 0, client.stderr
+        server_line = server.stdout.readline().split()
+    finally:
+        server.kill()
+        server.wait()
+    c_cc, c_ecn = client.stdout.split()
+    return (c_cc, int(c_ecn) != 0), (server_line[0], int(server_line[1]) != 0)
+
+
+@pytest.mark.parametrize(
+    "cc, ecn, client_in, server_in, negotiated",
+    [
+        ("dctcp_bpf", None, True, True, True),  # active and passive end both select it
+        ("mltcp_dctcp", None, True, True, True),
+        ("dctcp_bpf", None, True, False, False),  # the listener outside refuses (tcp_ecn 0)
+        ("dctcp_bpf", None, False, True, False),  # the client outside never asks
+        ("mltcp_reno", None, True, True, False),  # Reno does not need ECN: not asked
+        ("mltcp_reno", True, True, True, True),  # ... unless --ecn: the sock_ops answer alone
+    ],
+)
+def test_ecn_is_negotiated_per_socket_by_the_cgroup_selection_with_tcp_ecn_off(
+    tmp_path, netns, cgroup, cc, ecn, client_in, server_in, negotiated
+):
+    loader.load("all")
+    for ns in (A, B):
+        subprocess.run(
+            ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_ecn=0"], check=True
+        )
+    loader.select(cc, cgroup=cgroup, ecn=ecn)
+    (c_cc, c_ecn), (s_cc, s_ecn) = ecn_pair(
+        tmp_path, cgroup if client_in else None, cgroup if server_in else None
+    )
+    assert (c_cc == cc, s_cc == cc) == (client_in, server_in)
+    assert (c_ecn, s_ecn) == (negotiated, negotiated)
+
+
+def test_pinned_maps_have_the_sizes_of_the_one_definition(kernel, cgroup):
+    """The kernel's key and value sizes of every pinned map are mltcp.layout's (held to
+    ebpf/mltcp_maps.h by tests/test_mltcp_layout.py); a map of another size is refused."""
+    from mltcp import layout
+    from mltcp.bpfmap import LayoutMismatch, PinnedMap, map_info
+
+    loader.select("mltcp_reno", cgroup=cgroup)  # pins mltcp_cgroup_cfg too
+    for name, (key, value) in layout.MAPS.items():
+        with PinnedMap(str(loader.PIN_DIR / name), key.size, value.size) as m:
+            info = map_info(m.fd)
+        assert (info["key_size"], info["value_size"]) == (key.size, value.size), name
+    with pytest.raises(LayoutMismatch):
+        PinnedMap(str(loader.PIN_DIR / "mltcp_flows"), 4, 24)
