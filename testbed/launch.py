@@ -2,11 +2,22 @@
 (InfiniBand off, so the congestion control under study carries the gradients), the chosen
 congestion control set on each node first.  ``testbed launch`` prints the commands; with
 ``--run`` it runs them over ssh in parallel.
+
+NCCL's socket transport opens its own TCP connections (per peer and communicator,
+``NCCL_SOCKET_NTHREADS`` x ``NCCL_NSOCKS_PERTHREAD`` of them) and never sets a congestion
+control.  With an MLTCP congestion control (``mltcp_*``, ``dctcp_bpf``) each node therefore
+loads it in exact mode, makes a cgroup for the job, has ``mltcp select --cgroup --job`` give
+that cgroup's sockets the congestion control (before their SYN; ECN negotiated per socket
+for the DCTCP ones) and tie their ports to the job, moves the launching shell into the
+cgroup, and starts torchrun there with ``MLTCP_JOB`` naming the job for the trainer's
+iteration marks (``mltcp.mark_iteration``; the trainer needs bpf(2) rights: root or
+CAP_BPF).  Any other congestion control is set host-wide with sysctl, as before.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import subprocess
 import sys
@@ -19,9 +30,19 @@ def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
     if not nodes:
         raise SystemExit("testbed launch: --nodes needs at least one hostname")
     epoch = time.time() + 120 if args.period_s else 0.0  # shared start for the agent
-    env = {"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_DEBUG": "WARN"}
+    env = {
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_NET": "Socket",
+        "NCCL_DEBUG": "WARN",
+        # NCCL's defaults, stated: the connections per peer the cgroup selection must catch
+        "NCCL_SOCKET_NTHREADS": str(getattr(args, "nccl_socket_nthreads", None) or 1),
+        "NCCL_NSOCKS_PERTHREAD": str(getattr(args, "nccl_nsocks_perthread", None) or 1),
+    }
     if args.iface:
         env["NCCL_SOCKET_IFNAME"] = args.iface
+    job = getattr(args, "job", None) or f"ddp-{nodes[0]}-{args.port}"
+    if is_mltcp(args.cc):
+        env["MLTCP_JOB"] = job
     out = []
     for rank, node in enumerate(nodes):
         worker = [
@@ -49,10 +70,42 @@ def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
             "--out",
             args.out,
         ]
-        cc = f"sudo sysctl -qw net.ipv4.tcp_congestion_control={shlex.quote(args.cc)}"
+        if is_mltcp(args.cc):
+            cc = mltcp_setup(args.cc, job)
+        else:
+            cc = f"sudo sysctl -qw net.ipv4.tcp_congestion_control={shlex.quote(args.cc)}"
         envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         out.append((node, f"{cc} && {envs} {shlex.join(worker)}"))
     return out
+
+
+MLTCP_VARIANTS = {
+    "mltcp_reno": "reno",
+    "mltcp_cubic": "cubic",
+    "mltcp_dctcp": "dctcp",
+    "dctcp_bpf": "dctcp_bpf",
+}
+
+
+def is_mltcp(cc: str) -> bool:
+    return cc in MLTCP_VARIANTS
+
+
+def mltcp_setup(cc: str, job: str) -> str:
+    """Shell commands for one node: load ``cc`` (exact mode), a cgroup v2 for ``job``, its
+    sockets given ``cc`` and tied to ``job``, and this shell moved into it."""
+    name = "mltcp-" + re.sub(r"[^A-Za-z0-9_.-]", "_", job)
+    mltcp = 'sudo env PATH="$PATH" mltcp'
+    q = shlex.quote
+    return " && ".join(
+        [
+            f"CG=$(awk '$3==\"cgroup2\"{{print $2; exit}}' /proc/mounts)/{name}",
+            'sudo mkdir -p "$CG"',
+            f"{mltcp} load --variant {MLTCP_VARIANTS[cc]} --mode exact",
+            f'{mltcp} select {q(cc)} --cgroup "$CG" --job {q(job)}',
+            'echo $$ | sudo tee "$CG/cgroup.procs" >/dev/null',
+        ]
+    )
 
 
 def run_commands(cmds: list[tuple[str, str]]) -> int:
