@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Benchmark: MLTCP's cost on a bulk flow.  One iperf3 flow across a veth pair between two
-network namespaces (HTB-shaped at --rate-mbps, or unshaped with 0), alternating kernel
-`reno` and `mltcp_reno` for --rounds rounds in the same run; prints the throughput ratio
-and the BPF run time per call of the mltcp_reno programs (kernel.bpf_stats_enabled).
+"""Benchmark: MLTCP's cost on bulk flows.  --flows iperf3 flows (default 100, one process)
+across a veth pair between two network namespaces (HTB-shaped at --rate-mbps, or
+unshaped with 0), each congestion control in turn for --rounds rounds in the same run:
+the kernel's `reno` and `cubic`, our `mltcp_reno`, `mltcp_cubic`, `dctcp_bpf` and
+`mltcp_dctcp`.  Prints each one's throughput, the ratios mltcp_reno/reno,
+mltcp_cubic/cubic, dctcp_bpf/reno and mltcp_dctcp/dctcp_bpf (target >= 0.97), and the BPF
+run time per call of each BPF congestion control's programs (kernel.bpf_stats_enabled).
 
-    sudo python benchmarks/bench_mltcp_overhead.py [--rate-mbps 500] [--seconds 4] [--rounds 3]
+    sudo python benchmarks/bench_mltcp_overhead.py [--flows 100] [--rate-mbps 500]
+        [--seconds 4] [--rounds 3] [--json]
 """
 
 from __future__ import annotations
@@ -81,18 +85,30 @@ def teardown() -> None:
     subprocess.run(["ip", "netns", "del", B], capture_output=True)
 
 
-def iperf(cc: str, seconds: int) -> float:
+CCS = ["reno", "mltcp_reno", "cubic", "mltcp_cubic", "dctcp_bpf", "mltcp_dctcp"]
+RATIOS = [  # (ours, reference)
+    ("mltcp_reno", "reno"),
+    ("mltcp_cubic", "cubic"),
+    ("dctcp_bpf", "reno"),
+    ("mltcp_dctcp", "dctcp_bpf"),
+]
+
+
+def iperf(cc: str, seconds: int, flows: int) -> float:
     out = sh(
-        "ip", "netns", "exec", A, "iperf3", "-c", "10.212.0.2", "-t", str(seconds), "-C", cc, "-J"
-    )
+        "ip", "netns", "exec", A, "iperf3", "-c", "10.212.0.2", "-t", str(seconds),
+        "-P", str(flows), "-C", cc, "-J",
+    )  # fmt: skip
     return json.loads(out)["end"]["sum_received"]["bits_per_second"]
 
 
-def prog_stats() -> tuple[int, int]:
+def prog_stats(prefix: str) -> tuple[int, int]:
+    """(run time ns, calls) summed over the programs whose name starts with ``prefix``
+    (program names are cut at 15 characters: mltcp_reno_cong, dctcp_bpf_init, ...)."""
     progs = json.loads(sh("bpftool", "-j", "prog", "show"))
     ns = cnt = 0
     for p in progs:
-        if p.get("name", "").startswith("mltcp_reno"):
+        if p.get("type") == "struct_ops" and p.get("name", "").startswith(prefix[:15]):
             ns += p.get("run_time_ns", 0)
             cnt += p.get("run_cnt", 0)
     return ns, cnt
@@ -102,13 +118,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    ap.add_argument("--flows", type=int, default=100)
     ap.add_argument("--rate-mbps", type=int, default=500)
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = ap.parse_args()
-    loader.load("reno")
+    loader.load("all")
     teardown()
     server = None
+    results: dict[str, list[float]] = {cc: [] for cc in CCS}
+    bpf: dict[str, list[int]] = {cc: [0, 0] for cc in CCS if cc not in ("reno", "cubic")}
     try:
         setup(args.rate_mbps)
         server = subprocess.Popen(
@@ -118,36 +138,39 @@ def main() -> int:
         )
         time.sleep(0.5)
         Path("/proc/sys/kernel/bpf_stats_enabled").write_text("1")
-        results: dict[str, list[float]] = {"reno": [], "mltcp_reno": []}
-        ns0, cnt0 = prog_stats()
         for _ in range(args.rounds):
-            for cc in results:
-                results[cc].append(iperf(cc, args.seconds))
-        ns1, cnt1 = prog_stats()
+            for cc in CCS:
+                before = prog_stats(cc) if cc in bpf else (0, 0)
+                results[cc].append(iperf(cc, args.seconds, args.flows))
+                if cc in bpf:
+                    after = prog_stats(cc)
+                    bpf[cc][0] += after[0] - before[0]
+                    bpf[cc][1] += after[1] - before[1]
     finally:
         Path("/proc/sys/kernel/bpf_stats_enabled").write_text("0")
         if server:
             server.kill()
         teardown()
-    reno, ml = statistics.mean(results["reno"]), statistics.mean(results["mltcp_reno"])
-    calls = cnt1 - cnt0
-    print(
-        f"link {'unshaped' if not args.rate_mbps else f'{args.rate_mbps} Mbit/s'}, "
-        f"{args.rounds} rounds of {args.seconds} s"
-    )
-    print(
-        f"reno       {reno / 1e6:8.1f} Mbit/s  (runs: "
-        + ", ".join(f"{x / 1e6:.0f}" for x in results["reno"])
-        + ")"
-    )
-    print(
-        f"mltcp_reno {ml / 1e6:8.1f} Mbit/s  (runs: "
-        + ", ".join(f"{x / 1e6:.0f}" for x in results["mltcp_reno"])
-        + ")"
-    )
-    print(f"throughput ratio mltcp_reno / reno: {ml / reno:.3f}")
-    if calls:
-        print(f"BPF: {calls} calls, {(ns1 - ns0) / calls:.0f} ns per call on average")
+    mean = {cc: statistics.mean(v) for cc, v in results.items()}
+    link = "unshaped" if not args.rate_mbps else f"{args.rate_mbps} Mbit/s"
+    print(f"link {link}, {args.flows} flows, {args.rounds} rounds of {args.seconds} s per CC")
+    for cc in CCS:
+        runs = ", ".join(f"{x / 1e6:.0f}" for x in results[cc])
+        per_call = f"  {bpf[cc][0] / bpf[cc][1]:6.0f} ns/call" if bpf.get(cc, [0, 0])[1] else ""
+        print(f"{cc:12s} {mean[cc] / 1e6:8.1f} Mbit/s{per_call}  (runs: {runs})")
+    for ours, ref in RATIOS:
+        print(f"throughput ratio {ours} / {ref}: {mean[ours] / mean[ref]:.3f}")
+    if args.json:
+        report = {
+            "flows": args.flows,
+            "rate_mbps": args.rate_mbps,
+            "seconds": args.seconds,
+            "rounds": args.rounds,
+            "runs_bps": results,
+            "ns_per_call": {cc: (v[0] / v[1] if v[1] else None) for cc, v in bpf.items()},
+            "ratios": {f"{o}/{r}": mean[o] / mean[r] for o, r in RATIOS},
+        }
+        print(json.dumps(report))
     return 0
 
 
