@@ -95,9 +95,9 @@ def test_registry_round_trip(served):
     listed = ok_json(call(port, "GET", "/v1/jobs"))["jobs"]
     assert [j["id"] for j in listed] == sorted(["half", "most", "a", "b", "ns/train-1"])
     # registering it again replaces it: 200
-    job2 = {**job, "nodes": ["n1"]}
+    job2 = {"id": "ns/train-1", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n1"]}
     assert ok_json(call(port, "POST", "/v1/jobs", job2))["nodes"] == ["n1"]
-    # it shares l1 with "half": both now get shifts
+    # it shares l1 with "half", and they interleave: both now get shifts
     assert shift_of(served, "ns/train-1")["shift"] is True
     assert shift_of(served, "half")["shift"] is True
     removed = ok_json(call(port, "DELETE", f"/v1/jobs/{quoted}"))
@@ -107,12 +107,24 @@ def test_registry_round_trip(served):
     assert shift_of(served, "half")["shift"] is False  # alone again
 
 
+def test_a_shift_the_advisor_predicts_no_gain_for_is_not_applied(served):
+    # vgg16 sends 40 Gb/s for half of its iteration on l1's 1 Gb/s: the link is saturated
+    # whatever the shifts, and the advisor's prediction declines them (with its reason)
+    job = {"id": "big", "model": "vgg16", "nodes": ["n1"]}
+    ok_json(call(served.port, "POST", "/v1/jobs", job), 201)
+    s = shift_of(served, "big")
+    assert s["shift"] is False and s["shift_s"] == 0.0 and s["reason"]
+    assert s["period_s"] == library()["vgg16"].iteration_time_s
+
+
 def test_registering_with_an_own_profile(served):
     job = {"id": "own", "iteration_time_s": 0.2, "phases": HALF, "nodes": ["n2"]}
     out = ok_json(call(served.port, "POST", "/v1/jobs", job), 201)
     assert out["iteration_time_s"] == 0.2 and "model" not in out
     s = shift_of(served, "own")
-    assert s["shift"] is True and s["period_s"] == 0.2
+    # the period the agent holds it to: its iteration time or, when the advisor predicts
+    # the link stretches it, longer (agent_period_s)
+    assert s["shift"] is True and s["period_s"] >= 0.2 and 0 <= s["shift_s"] < s["period_s"]
 
 
 @pytest.mark.parametrize(
@@ -207,7 +219,8 @@ def test_sighup_reloads_the_cluster_file(tmp_path):
             call(port, "POST", "/v1/jobs", {"id": "api", "model": "bert", "nodes": ["n3"]}), 201
         )
         # the file gains a job on n1 and loses "most"
-        doc["jobs"] = [doc["jobs"][0], {"id": "new", "model": "vgg16", "nodes": ["n1"]}]
+        new = {"id": "new", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n1"]}
+        doc["jobs"] = [doc["jobs"][0], new]
         path.write_text(json.dumps(doc))
         proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 20

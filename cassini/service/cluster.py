@@ -419,7 +419,9 @@ class JobShift:
 def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShift]:
     """Time-shifts of the running jobs that share links: the advisor on one candidate, the
     current placement (``loops="score"``, so a loopy placement still gets its best shifts).
-    A job sharing no link, or one the advisor marks ``shift: false``, runs free."""
+    A job sharing no link, or one the advisor's prediction marks ``shift: false``, runs
+    free; a shifted job's period is the advisor's ``agent_period_s`` when it gives one
+    (never below the iteration time), else its iteration time."""
     out: dict[str, JobShift] = {}
     paths = {}
     for jid, job in state.jobs.items():
@@ -438,10 +440,11 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
         cand = Candidate("current", {j: paths[j] for j in sorted(sharing)})
         advice = advise(links, profiles, [cand], precision_deg, loops="score", workers=1)
         result = advice.candidates[0]
-        extra = result.to_dict()
     else:
-        result, extra = None, {}
-    per_job = extra.get("jobs") if isinstance(extra.get("jobs"), Mapping) else {}
+        result = None
+    # the advisor's prediction, when it makes one: per job, does shifting pay, and the
+    # period the agent holds a shifted job to
+    prediction = getattr(result, "prediction", None)
     for jid, job in state.jobs.items():
         period = job.profile.iteration_time_s
         if jid not in paths:
@@ -454,11 +457,13 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
         if result.status != "ok":
             out[jid] = JobShift(jid, False, 0.0, period, result.reason or "placement rejected")
             continue
-        info = per_job.get(jid) if isinstance(per_job, Mapping) else None
-        if isinstance(info, Mapping) and info.get("shift") is False:
-            why = info.get("reason") or "the advisor recommends no shift"
+        if prediction is not None and prediction.shift.get(jid) is False:
+            why = prediction.reasons.get(jid) or "the advisor predicts no gain from shifting"
             out[jid] = JobShift(jid, False, 0.0, period, str(why))
             continue
-        shift = float(result.time_shifts_s.get(jid, 0.0)) % period
-        out[jid] = JobShift(jid, True, shift, period, None)
+        held = period
+        if prediction is not None and jid in prediction.agent_period_s:
+            held = max(period, float(prediction.agent_period_s[jid]))
+        shift = float(result.time_shifts_s.get(jid, 0.0)) % held
+        out[jid] = JobShift(jid, True, shift, held, None)
     return out
