@@ -65,6 +65,14 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } mltcp_repairs SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MLTCP_REPAIR_LOG_LEN);
+	__type(key, __u32);
+	__type(value, struct mltcp_repair_event);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} mltcp_repair_log SEC(".maps");
+
 /* per-flow state, placed after the base algorithm's state in icsk_ca_priv */
 struct mltcp_state {
 	__u64 iter_start;	/* bytes_acked when this iteration began */
@@ -241,6 +249,25 @@ static __always_inline void mltcp_guard(struct sock *sk)
 	__u32 zero = 0, fixed = 0;
 	__u64 *count;
 
+	struct mltcp_repair_event before = {
+		.local_port = sk->__sk_common.skc_num,
+		.snd_cwnd = tp->snd_cwnd,
+		.snd_ssthresh = tp->snd_ssthresh,
+		.prior_cwnd = tp->prior_cwnd,
+		.prior_ssthresh = tp->prior_ssthresh,
+		.packets_out = tp->packets_out,
+		.prr_delivered = tp->prr_delivered,
+		.prr_out = tp->prr_out,
+		.snd_una = tp->snd_una,
+		.snd_nxt = tp->snd_nxt,
+		.high_seq = tp->high_seq,
+		.undo_marker = tp->undo_marker,
+		.delivered = tp->delivered,
+		.delivered_ce = tp->delivered_ce,
+		.ca_state = BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state),
+		.ecn_flags = tp->ecn_flags,
+	};
+
 	if (tp->snd_cwnd > MLTCP_SANE_WINDOW) {
 		tp->snd_cwnd = tp->packets_out > 2 ? tp->packets_out : 2;
 		fixed = 1;
@@ -251,8 +278,15 @@ static __always_inline void mltcp_guard(struct sock *sk)
 	}
 	if (fixed) {
 		count = bpf_map_lookup_elem(&mltcp_repairs, &zero);
-		if (count)
-			__sync_fetch_and_add(count, 1);
+		if (count) {
+			__u32 n = __sync_fetch_and_add(count, 1) % MLTCP_REPAIR_LOG_LEN;
+			struct mltcp_repair_event *e = bpf_map_lookup_elem(&mltcp_repair_log, &n);
+
+			if (e) {
+				*e = before;
+				e->time_ns = bpf_ktime_get_ns();
+			}
+		}
 	}
 }
 

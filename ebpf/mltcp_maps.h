@@ -46,6 +46,29 @@ struct mltcp_flow_stats {
 /* mltcp_repairs[0]: windows put back by mltcp_guard */
 typedef __u64 mltcp_repair_count_t;
 
+/* mltcp_repair_log[n % MLTCP_REPAIR_LOG_LEN]: the socket as mltcp_guard found it, before
+ * repairing (repair n, counting from 0) */
+#define MLTCP_REPAIR_LOG_LEN 64
+struct mltcp_repair_event {
+	__u64 time_ns;
+	__u32 local_port;
+	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
+	__u32 prior_cwnd;
+	__u32 prior_ssthresh;
+	__u32 packets_out;
+	__u32 prr_delivered;
+	__u32 prr_out;
+	__u32 snd_una;
+	__u32 snd_nxt;
+	__u32 high_seq;
+	__u32 undo_marker;
+	__u32 delivered;
+	__u32 delivered_ce;
+	__u32 ca_state;
+	__u32 ecn_flags;
+};
+
 /* mltcp_cgroup_cfg: cgroup local storage of mltcp_select, keyed by cgroup id */
 #define MLTCP_CGROUP_ECN 0x1	/* answer BPF_SOCK_OPS_NEEDS_ECN: negotiate ECN */
 

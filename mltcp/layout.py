@@ -65,6 +65,32 @@ FLOW_STATS = Record(
     ),
 )
 REPAIR_COUNT = Record("mltcp_repair_count_t", (("", "Q"),))
+REPAIR_EVENT = Record(
+    "mltcp_repair_event",
+    (("time_ns", "Q"),)
+    + tuple(
+        (name, "I")
+        for name in [
+            "local_port",
+            "snd_cwnd",
+            "snd_ssthresh",
+            "prior_cwnd",
+            "prior_ssthresh",
+            "packets_out",
+            "prr_delivered",
+            "prr_out",
+            "snd_una",
+            "snd_nxt",
+            "high_seq",
+            "undo_marker",
+            "delivered",
+            "delivered_ce",
+            "ca_state",
+            "ecn_flags",
+        ]  # fmt: skip
+    ),
+)
+REPAIR_LOG_LEN = 64  # MLTCP_REPAIR_LOG_LEN
 CGROUP_ID = Record("__u64", (("", "Q"),))
 CGROUP_CFG = Record("mltcp_cgroup_cfg", (("cc", "16s"), ("job", "I"), ("flags", "I")))
 CGROUP_ECN = 0x1  # MLTCP_CGROUP_ECN: answer BPF_SOCK_OPS_NEEDS_ECN
@@ -78,6 +104,7 @@ MAPS: dict[str, tuple[Record, Record]] = {
     "mltcp_marks": (JOB, MARK_COUNT),
     "mltcp_flows": (FLOW_KEY, FLOW_STATS),
     "mltcp_repairs": (U32, REPAIR_COUNT),
+    "mltcp_repair_log": (U32, REPAIR_EVENT),
     "mltcp_cgroup_cfg": (CGROUP_ID, CGROUP_CFG),
 }
 # the testbed's ECN marker (testbed/bpf/ecn_mark.bpf.c), written by testbed.fabric

@@ -461,6 +461,8 @@ def status(flows: bool = False) -> dict[str, Any]:
             raw = m.lookup(layout.U32.pack(0))
         # windows put back from impossible values the kernel left (see ebpf/mltcp_common.h)
         out["window_repairs"] = layout.REPAIR_COUNT.unpack(raw)[0] if raw else 0
+        if out["window_repairs"] and (PIN_DIR / "mltcp_repair_log").exists():
+            out["repair_log"] = repair_log(out["window_repairs"])
     out["problems"] = problems(loaded)
     if flows and (PIN_DIR / "mltcp_flows").exists():
         rows = []
@@ -484,6 +486,18 @@ def status(flows: bool = False) -> dict[str, Any]:
                 )
         out["flows"] = sorted(rows, key=lambda r: (r["local_port"], r["remote_port"]))
     return out
+
+
+def repair_log(repairs: int) -> list[dict[str, int]]:
+    """The sockets as mltcp_guard found them, oldest first (the last 64 repairs)."""
+    rows = []
+    with _map("mltcp_repair_log") as m:
+        for n in range(max(0, repairs - layout.REPAIR_LOG_LEN), repairs):
+            raw = m.lookup(layout.U32.pack(n % layout.REPAIR_LOG_LEN))
+            if raw:
+                names = [f for f, _ in layout.REPAIR_EVENT.fields]
+                rows.append(dict(zip(names, layout.REPAIR_EVENT.unpack(raw), strict=True)))
+    return rows
 
 
 def problems(loaded: list[str] | None = None) -> list[str]:
