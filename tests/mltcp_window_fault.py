@@ -327,8 +327,9 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("check-marker")
     sub.add_parser("trace-child")
