@@ -217,22 +217,6 @@ static __always_inline __u32 mltcp_on_ack(struct sock *sk, struct mltcp_state *s
 	return st->factor_q;
 }
 
-/* Reno growth with MLTCP's F: slow start as Reno, then about F segments per RTT
- * (tcp_cong_avoid_ai with w = cwnd / F; F = 1.0 is plain Reno). */
-static __always_inline void mltcp_reno_grow(struct sock *sk, __u32 acked, __u32 factor_q)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-
-	if (!tcp_is_cwnd_limited(sk))
-		return;
-	if (tcp_in_slow_start(tp)) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
-	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, factor_q), acked);
-}
-
 /* Kernel 6.18 with a BPF congestion control on an ECN path sometimes leaves snd_cwnd,
  * snd_ssthresh and prior_cwnd holding values around 10^9 (they look like sequence
  * numbers) outside any of our callbacks; a 20-line BPF Reno that only calls the kernel's
@@ -243,51 +227,82 @@ static __always_inline void mltcp_reno_grow(struct sock *sk, __u32 acked, __u32 
 #define MLTCP_SANE_WINDOW (1U << 20)
 #define MLTCP_INFINITE_SSTHRESH 0x7fffffffU
 
-static __always_inline void mltcp_guard(struct sock *sk)
+static __always_inline int mltcp_insane(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd > MLTCP_SANE_WINDOW ||
+	       (tp->snd_ssthresh > MLTCP_SANE_WINDOW &&
+		tp->snd_ssthresh != MLTCP_INFINITE_SSTHRESH);
+}
+
+/* Log the socket as found (mltcp_repair_log), put its window back, count the repair. */
+static __always_inline int mltcp_repair(struct sock *sk, __u32 where, __u32 acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	__u32 zero = 0, fixed = 0;
+	struct mltcp_repair_event *e;
+	__u32 zero = 0, n;
 	__u64 *count;
 
-	struct mltcp_repair_event before = {
-		.local_port = sk->__sk_common.skc_num,
-		.snd_cwnd = tp->snd_cwnd,
-		.snd_ssthresh = tp->snd_ssthresh,
-		.prior_cwnd = tp->prior_cwnd,
-		.prior_ssthresh = tp->prior_ssthresh,
-		.packets_out = tp->packets_out,
-		.prr_delivered = tp->prr_delivered,
-		.prr_out = tp->prr_out,
-		.snd_una = tp->snd_una,
-		.snd_nxt = tp->snd_nxt,
-		.high_seq = tp->high_seq,
-		.undo_marker = tp->undo_marker,
-		.delivered = tp->delivered,
-		.delivered_ce = tp->delivered_ce,
-		.ca_state = BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state),
-		.ecn_flags = tp->ecn_flags,
-	};
-
-	if (tp->snd_cwnd > MLTCP_SANE_WINDOW) {
-		tp->snd_cwnd = tp->packets_out > 2 ? tp->packets_out : 2;
-		fixed = 1;
-	}
-	if (tp->snd_ssthresh > MLTCP_SANE_WINDOW && tp->snd_ssthresh != MLTCP_INFINITE_SSTHRESH) {
-		tp->snd_ssthresh = tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
-		fixed = 1;
-	}
-	if (fixed) {
-		count = bpf_map_lookup_elem(&mltcp_repairs, &zero);
-		if (count) {
-			__u32 n = __sync_fetch_and_add(count, 1) % MLTCP_REPAIR_LOG_LEN;
-			struct mltcp_repair_event *e = bpf_map_lookup_elem(&mltcp_repair_log, &n);
-
-			if (e) {
-				*e = before;
-				e->time_ns = bpf_ktime_get_ns();
-			}
+	count = bpf_map_lookup_elem(&mltcp_repairs, &zero);
+	if (count) {
+		n = __sync_fetch_and_add(count, 1) % MLTCP_REPAIR_LOG_LEN;
+		e = bpf_map_lookup_elem(&mltcp_repair_log, &n);
+		if (e) {
+			e->time_ns = bpf_ktime_get_ns();
+			e->local_port = sk->__sk_common.skc_num;
+			e->snd_cwnd = tp->snd_cwnd;
+			e->snd_ssthresh = tp->snd_ssthresh;
+			e->prior_cwnd = tp->prior_cwnd;
+			e->prior_ssthresh = tp->prior_ssthresh;
+			e->packets_out = tp->packets_out;
+			e->prr_delivered = tp->prr_delivered;
+			e->prr_out = tp->prr_out;
+			e->snd_una = tp->snd_una;
+			e->snd_nxt = tp->snd_nxt;
+			e->high_seq = tp->high_seq;
+			e->undo_marker = tp->undo_marker;
+			e->delivered = tp->delivered;
+			e->delivered_ce = tp->delivered_ce;
+			e->ca_state = BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state);
+			e->ecn_flags = tp->ecn_flags;
+			e->where = where;
+			e->acked = acked;
 		}
 	}
+	if (tp->snd_cwnd > MLTCP_SANE_WINDOW)
+		tp->snd_cwnd = tp->packets_out > 2 ? tp->packets_out : 2;
+	if (tp->snd_ssthresh > MLTCP_SANE_WINDOW && tp->snd_ssthresh != MLTCP_INFINITE_SSTHRESH)
+		tp->snd_ssthresh = tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+	return 0;
+}
+
+static __always_inline void mltcp_guard(struct sock *sk)
+{
+	if (mltcp_insane(tcp_sk(sk)))
+		mltcp_repair(sk, MLTCP_FOUND_ON_ACK, 0);
+}
+
+/* Reno growth with MLTCP's F: slow start as Reno, then about F segments per RTT
+ * (tcp_cong_avoid_ai with w = cwnd / F; F = 1.0 is plain Reno). */
+static __always_inline void mltcp_reno_grow(struct sock *sk, __u32 acked, __u32 factor_q)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (!tcp_is_cwnd_limited(sk))
+		return;
+	if (tcp_in_slow_start(tp)) {
+		__u32 given = acked;
+
+		acked = tcp_slow_start(tp, acked);
+		/* grown past any sane size right here: the kernel handed us an impossible
+		 * `acked`; logged as found in growth, and repaired */
+		if (mltcp_insane(tp))
+			mltcp_repair(sk, MLTCP_FOUND_GROWTH, given);
+		if (!acked)
+			return;
+	}
+	tcp_cong_avoid_ai(tp, mltcp_ai_window(tp->snd_cwnd, factor_q), acked);
+	if (mltcp_insane(tp))
+		mltcp_repair(sk, MLTCP_FOUND_GROWTH, acked);
 }
 
 #endif /* MLTCP_COMMON_H */

@@ -67,7 +67,11 @@ struct mltcp_repair_event {
 	__u32 delivered_ce;
 	__u32 ca_state;
 	__u32 ecn_flags;
+	__u32 where;		/* MLTCP_FOUND_* */
+	__u32 acked;		/* MLTCP_FOUND_GROWTH: the segments cong_avoid was given */
 };
+#define MLTCP_FOUND_ON_ACK 0	/* mltcp_guard, at in_ack_event */
+#define MLTCP_FOUND_GROWTH 1	/* right after our own growth in cong_avoid */
 
 /* mltcp_cgroup_cfg: cgroup local storage of mltcp_select, keyed by cgroup id */
 #define MLTCP_CGROUP_ECN 0x1	/* answer BPF_SOCK_OPS_NEEDS_ECN: negotiate ECN */

@@ -87,6 +87,8 @@ REPAIR_EVENT = Record(
             "delivered_ce",
             "ca_state",
             "ecn_flags",
+            "where",
+            "acked",
         ]  # fmt: skip
     ),
 )
