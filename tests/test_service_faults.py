@@ -273,3 +273,24 @@ def test_fuzzed_requests_never_break_the_service(tmp_path):
             if proc.poll() is None:
                 proc.kill()
             proc.stderr.close()
+
+
+def test_body_sent_too_slowly_is_408_and_the_service_stays_up():
+    srv = start(workers=1, quiet=True, read_timeout_s=0.5)
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(
+                b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n{"
+            )
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+                if b"\r\n\r\n" in data and data.rstrip().endswith(b"}"):
+                    break
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408")
+        assert json.loads(body)["error"]["field"] == "body"
+        assert call(srv.port, "GET", "/healthz")[0] == 200
+    finally:
+        srv.stop()
