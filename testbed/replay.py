@@ -75,8 +75,9 @@ def ddp_bucket_kwargs(scale: float, default_mb: float = DEFAULT_BUCKET_CAP_MB) -
     caps (first bucket 1 MiB, the others 25 MiB) by ``scale``.
 
     Passing only ``bucket_cap_mb`` would not do: DDP then caps the first bucket at the same
-    size as the others instead of 1 MiB.  ``bucket_cap_mb_list`` (torch >= 2.10) sets the
-    first bucket's cap and, its last entry, every later bucket's."""
+    size as the others instead of 1 MiB.  ``bucket_cap_mb_list`` (a DDP argument in torch
+    2.13) sets the first bucket's cap and, with its last entry, every later bucket's; the
+    tests check the bucket count against DDP's defaults at scale 1."""
     return {
         "bucket_cap_mb_list": [first_bucket_cap_mb(scale), ddp_bucket_cap_mb(scale, default_mb)]
     }

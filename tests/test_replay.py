@@ -71,8 +71,8 @@ def test_replay_times_are_the_calibration_times_the_factor() -> None:
     t1 = time.perf_counter()
     loss.backward()
     t2 = time.perf_counter()
-    assert target_fwd <= t1 - t0 < 1.3 * target_fwd + 0.02
-    assert target_bwd <= t2 - t1 < 1.3 * target_bwd + 0.02
+    assert target_fwd <= t1 - t0 < 1.5 * target_fwd + 0.05
+    assert target_bwd <= t2 - t1 < 1.5 * target_bwd + 0.05
     assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
 
 
