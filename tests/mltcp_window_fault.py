@@ -228,11 +228,12 @@ def check_marker(tmp: Path) -> dict:
         attach_marker(pair)
         # complete checksums in software, so the capture shows what the stack wrote
         sh("ip", "netns", "exec", pair.a, "ethtool", "-K", pair.va, "tx", "off")
+        sh("ip", "netns", "exec", pair.b, "ethtool", "-K", pair.vb, "tx", "off")
         pair.sysctl("net.ipv4.tcp_ecn=1")
         pcap = tmp / "ecn.pcap"
         dump = subprocess.Popen(
-            ["ip", "netns", "exec", pair.b, "tcpdump", "-i", pair.vb, "-s", "128", "-c",
-             "20000", "-w", str(pcap), "tcp"],
+            ["ip", "netns", "exec", pair.b, "tcpdump", "-i", pair.vb, "-s", "0", "-c", "4000",
+             "-w", str(pcap), "tcp"],
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         time.sleep(1.0)
@@ -244,8 +245,10 @@ def check_marker(tmp: Path) -> dict:
         dump.wait(timeout=10)
         n_marks = marks()
         detach_marker()
-    counts = {"packets": 0, "ce": 0, "ect": 0, "bad_ip_csum": 0, "bad_tcp_csum": 0,
-              "bad_fields": 0, "ce_acks": 0}  # fmt: skip
+    counts = dict.fromkeys(
+        ["packets", "ce", "ect", "bad_ip_csum", "bad_tcp_csum", "bad_fields", "ce_acks",
+         "tcp_csum_checked", "ce_tcp_csum_checked"], 0,
+    )  # fmt: skip
     for pkt in rdpcap(str(pcap)):
         if IP not in pkt or TCP not in pkt:
             continue
@@ -260,9 +263,11 @@ def check_marker(tmp: Path) -> dict:
         fresh[TCP].chksum = None
         rebuilt = IP(bytes(fresh))
         counts["bad_ip_csum"] += rebuilt.chksum != wire_ip
-        # the capture is cut at 128 bytes: only headers; TCP checksum needs the payload
+        # whole packets (tx checksum offload off on both ends): every checksum is final
         if len(bytes(ip)) == ip.len:
+            counts["tcp_csum_checked"] += 1
             counts["bad_tcp_csum"] += rebuilt[TCP].chksum != wire_tcp
+            counts["ce_tcp_csum_checked"] += ecn == 3
         counts["bad_fields"] += ip.version != 4 or ip.ihl != 5 or ip.ttl != 64 or ip.tos >> 2 != 0
         counts["ce_acks"] += ecn == 3 and ip.len - 20 - pkt[TCP].dataofs * 4 == 0
     counts["marker_marks"] = n_marks
