@@ -276,6 +276,7 @@ def check_marker(tmp: Path) -> dict:
 
 def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: float,
           trace: bool) -> dict:  # fmt: skip
+    loader.unload(force=True)  # registered programs of an older build would be kept
     loader.load("all")
     results: dict = {}
     tracer = None
@@ -290,7 +291,12 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
             pair.start_server(tmp, 7432)
             port = 25000
             for mode in ecn_modes:
-                pair.sysctl(f"net.ipv4.tcp_ecn={mode}")
+                try:
+                    pair.sysctl(f"net.ipv4.tcp_ecn={mode}")
+                except RuntimeError as e:
+                    print(f"tcp_ecn={mode}: refused by this kernel ({e})", flush=True)
+                    results[f"tcp_ecn={mode}"] = f"refused: {e}"
+                    continue
                 for cc in ccs:
                     rows = []
                     for _ in range(runs):
