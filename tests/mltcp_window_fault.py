@@ -278,6 +278,12 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
           trace: bool) -> dict:  # fmt: skip
     loader.unload(force=True)  # registered programs of an older build would be kept
     loader.load("all")
+    plain = "bpf_reno_plain" in ccs
+    if plain:  # the kernel's Reno through BPF and nothing else
+        sh("make", "-s", "-C", str(ROOT / "ebpf"), "bpf_reno_plain.bpf.o")
+        subprocess.run(["bpftool", "struct_ops", "unregister", "name", "bpf_reno_plain"],
+                       capture_output=True)  # fmt: skip
+        sh("bpftool", "struct_ops", "register", str(ROOT / "ebpf" / "bpf_reno_plain.bpf.o"))
     results: dict = {}
     tracer = None
     if trace:
@@ -334,6 +340,9 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
     finally:
         if tracer:
             tracer.stop()
+        if plain:
+            subprocess.run(["bpftool", "struct_ops", "unregister", "name", "bpf_reno_plain"],
+                           capture_output=True)  # fmt: skip
     return results
 
 
