@@ -284,6 +284,8 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
         subprocess.run(["bpftool", "struct_ops", "unregister", "name", "bpf_reno_plain"],
                        capture_output=True)  # fmt: skip
         sh("bpftool", "struct_ops", "register", str(ROOT / "ebpf" / "bpf_reno_plain.bpf.o"))
+        allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+        allowed.write_text(allowed.read_text().strip() + " bpf_reno_plain")
     results: dict = {}
     tracer = None
     if trace:
@@ -341,6 +343,9 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
         if tracer:
             tracer.stop()
         if plain:
+            allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+            allowed.write_text(" ".join(c for c in allowed.read_text().split()
+                                        if c != "bpf_reno_plain"))  # fmt: skip
             subprocess.run(["bpftool", "struct_ops", "unregister", "name", "bpf_reno_plain"],
                            capture_output=True)  # fmt: skip
     return results
