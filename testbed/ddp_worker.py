@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from cassini.torch.timeshift import ShiftSettings, TimeShift
+from testbed.startgate import worker_ready
 
 
 def gradient_bytes(width: int, layers: int) -> int:
@@ -83,15 +84,17 @@ def run(spec: dict[str, Any]) -> None:
         mltcp.torch_hook(opt, spec["mltcp_job"])
     sent = int(2 * (world - 1) / world * job.gradient_bytes)
 
+    job.step(ddp, opt)  # warm-up: builds DDP buckets, opens TCP windows
+    job.step(ddp, opt)  # DDP rebuilds its buckets after the first iteration
+    dist.barrier()
+    epoch = worker_ready(spec)  # every job's workers start from one epoch
     settings = None
     if spec.get("period_s"):
-        settings = ShiftSettings(True, spec.get("shift_s", 0.0), spec["period_s"], spec["epoch_s"])
+        settings = ShiftSettings(True, spec.get("shift_s", 0.0), spec["period_s"], epoch)
     offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
     shift = TimeShift(settings, clock=lambda: time.time() + offset)
-    job.step(ddp, opt)  # warm-up: builds DDP buckets, opens TCP windows
-    dist.barrier()
     if not shift.enabled:
-        wait = spec.get("epoch_s", 0) + spec.get("shift_s", 0.0) - time.time()
+        wait = epoch + spec.get("shift_s", 0.0) - time.time()
         if wait > 0:
             time.sleep(wait)
     with open(spec["out"], "w", buffering=1) as out:
@@ -121,6 +124,7 @@ def run(spec: dict[str, Any]) -> None:
                 record["realignments"] = shift.agent.realignments
                 record["released"] = shift.agent.released
             out.write(json.dumps(record) + "\n")
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -230,6 +234,11 @@ def main(argv: list[str] | None = None) -> None:
         spec = json.load(f)
     spec.setdefault("world_size", len(spec["addrs"]))
     run(spec)
+    # the log is complete: leave without the interpreter's teardown, where gloo's threads
+    # sometimes abort the process ("terminate called without an active exception")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +43,7 @@ import yaml
 from cassini import schema
 from cassini.advisor import Candidate, Link, advise
 from cassini.errors import InputError
-from testbed import measure
+from testbed import measure, startgate
 from testbed.net import Cluster, TestbedError, wait_all
 from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.topo import Topology, from_config
@@ -575,6 +576,9 @@ def _run_together(
     fabric_dirs = [d for link in topo.bottlenecks() for d in link.directions()]
     logs = {j.job_id: tuple(logs_dir / f"{j.job_id}-rank{r}.jsonl" for r in range(len(j.hosts)))
             for j in cfg.jobs}
+    for paths in logs.values():  # leftovers of an earlier run in this directory
+        for path in paths:
+            Path(str(path) + startgate.READY_SUFFIX).unlink(missing_ok=True)
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
         if capture is not None:
@@ -587,14 +591,38 @@ def _run_together(
             for rank, host in enumerate(job.hosts):
                 log = logs[job.job_id][rank]
                 spec = _worker_spec(cfg, job, k, rank, epoch, offsets, periods, log)
+                spec["start_gate"] = str(logs_dir / "go.json")
                 spec_path = log.with_suffix(".spec.json")
                 spec_path.write_text(json.dumps(spec))
                 module = "testbed.worker" if job.kind == "synthetic" else "testbed.ddp_worker"
-                procs.append(cluster.popen(host, [sys.executable, "-m", module, str(spec_path)]))
+                # the worker's own output goes to a file next to its log: a pipe nobody
+                # reads would block it once full
+                output = stack.enter_context(open(log.with_suffix(".out"), "w"))
+                procs.append(
+                    cluster.popen(
+                        host,
+                        [sys.executable, "-m", module, str(spec_path)],
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
         timeout = 60 + slow_start * 10 + 4 * max(
             (j.iterations + 2) * _estimated_period(cfg, j) + offsets.get(j.job_id, 0.0)
             for j in cfg.jobs
         )
+        every_log = [path for paths in logs.values() for path in paths]
+        gate = logs_dir / "go.json"
+        gate.unlink(missing_ok=True)
+        start_timeout = 120 + 60 * sum(j.kind != "synthetic" for j in cfg.jobs)
+        if startgate.release_when_ready(
+            every_log, gate, start_timeout, lambda: any(p.poll() is not None for p in procs)
+        ) is None:
+            for p in procs:
+                p.kill()
+            raise TestbedError(
+                f"{scheme.name}: workers not ready after {start_timeout} s or one died; "
+                f"worker output (*.out) in {logs_dir}"
+            )
         rank0 = {j: paths[0] for j, paths in logs.items()}
         codes = _wait_with_progress(procs, rank0, cfg, timeout, progress)
         after = cluster.tx_bytes(fabric_dirs)
@@ -603,7 +631,7 @@ def _run_together(
     if failed:
         raise TestbedError(
             f"{scheme.name}: {len(failed)} worker(s) failed (exit codes {failed}); "
-            f"logs in {logs_dir}"
+            f"logs and worker output (*.out) in {logs_dir}"
         )
     jobs = {}
     for job in cfg.jobs:

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from cassini.agent import TimeShiftAgent
+from testbed.startgate import worker_ready
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -107,14 +108,15 @@ def run(spec: dict[str, Any]) -> None:
         ring_allreduce(to_next, from_prev, n, spec["bytes"])  # open the windows, untimed
     rng = random.Random(spec.get("seed", 0) * 1000 + rank)
     jitter = spec.get("jitter", 0.0)
+    epoch = worker_ready(spec)  # every job's workers start from one epoch
     agent = None
     if spec.get("period_s"):
         offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
         agent = TimeShiftAgent(
-            spec["shift_s"], spec["period_s"], spec["epoch_s"], clock=lambda: time.time() + offset
+            spec["shift_s"], spec["period_s"], epoch, clock=lambda: time.time() + offset
         )
     else:
-        wait = spec["epoch_s"] + spec.get("shift_s", 0.0) - time.time()
+        wait = epoch + spec.get("shift_s", 0.0) - time.time()
         if wait > 0:
             time.sleep(wait)
     marker = _iteration_marker(spec)
