@@ -1,0 +1,108 @@
+"""Does CASSINI ever make jobs slower than doing nothing?  One testbed config, run N times
+(ideal, same start, CASSINI each time), every run reported: CASSINI's and the same
+start's mean iteration time over ideal and their ratio.  The target (issue 11): CASSINI
+never more than 2 % slower than the same start in any run; where shifting cannot help,
+the advice says so and the jobs run free.
+
+    sudo .venv/bin/python -m experiments.cassini_repeats experiments/configs/fair_two_jobs.yaml
+    sudo .venv/bin/python -m experiments.cassini_repeats CONFIG --runs 5 --iterations 30
+
+Writes results/cassini_repeats/<config name>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from experiments.common import out_dir, progress, require_root, run_config, table, write_json
+
+TARGET = 1.02  # CASSINI / same start, at most, in every run
+
+
+def one_run(raw: dict[str, Any], where: Path, label: str) -> dict[str, Any]:
+    """ideal, baseline and cassini on ``raw``; the mean-over-ideal of each and the advice."""
+    cfg = {**raw, "schemes": ["ideal", "baseline", "cassini"]}
+    res = run_config(cfg, where, label)
+    ideal = res.schemes["ideal"]
+
+    def over_ideal(name: str) -> float:
+        return statistics.mean(res.schemes[name].ratios(ideal).values())
+
+    cassini = res.schemes["cassini"]
+    best = (cassini.advice or {}).get("candidates", [{}])[0]
+    return {
+        "baseline_vs_ideal": over_ideal("baseline"),
+        "cassini_vs_ideal": over_ideal("cassini"),
+        "cassini_vs_baseline": over_ideal("cassini") / over_ideal("baseline"),
+        "held": sum(j.period_s is not None for j in cassini.jobs.values()),
+        "released": sum(bool(j.released) for j in cassini.jobs.values()),
+        "realignments": sum(j.realignments or 0 for j in cassini.jobs.values()),
+        "predicted_gain": best.get("predicted_gain"),
+        "shift_reasons": best.get("shift_reasons"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("config", help="a testbed config (YAML/JSON)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--iterations", type=int, help="override every job's iterations")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error("--runs: at least 1")
+    raw = yaml.safe_load(Path(args.config).read_text())
+    if args.iterations:
+        raw["jobs"] = [{**j, "iterations": args.iterations} for j in raw["jobs"]]
+    require_root()
+    name = Path(args.config).stem
+    out = out_dir("cassini_repeats", args.out)
+    rows = []
+    for k in range(1, args.runs + 1):
+        row = one_run(raw, out / name / f"run{k}", f"{name} run {k}/{args.runs}")
+        rows.append({"run": k, **row})
+        ratios = [r["cassini_vs_baseline"] for r in rows]
+        report = {
+            "config": args.config,
+            "runs": rows,
+            "worst_cassini_vs_baseline": max(ratios),
+            "median_cassini_vs_baseline": statistics.median(ratios),
+            "target": TARGET,
+            "met": max(ratios) <= TARGET,
+        }
+        write_json(out / f"{name}.json", report)
+        progress(
+            f"run {k}: same start {row['baseline_vs_ideal']:.2f}x, "
+            f"CASSINI {row['cassini_vs_ideal']:.2f}x ideal"
+        )
+    print(
+        table(
+            rows,
+            [
+                ("run", "run", "d"),
+                ("baseline_vs_ideal", "same start/ideal", ".2f"),
+                ("cassini_vs_ideal", "CASSINI/ideal", ".2f"),
+                ("cassini_vs_baseline", "CASSINI/same start", ".3f"),
+                ("held", "held", "d"),
+                ("released", "released", "d"),
+                ("realignments", "realigned", "d"),
+            ],
+        )
+    )
+    print(
+        f"worst CASSINI/same start {report['worst_cassini_vs_baseline']:.3f} "
+        f"(target <= {TARGET}): {'met' if report['met'] else 'NOT met'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Experiment 4 — real training workloads: real architectures under PyTorch DDP.
+
+Each job is a real model's DDP training (:mod:`testbed.models`: ResNet-50, VGG, BERT,
+GPT-2 ...) with two workers, one per host, gloo over the emulated network.  What is real:
+the DDP wrapper, its gradient buckets (DDP's own bucketing of the model's parameter
+tensors, caps scaled with the tensors), the asynchronous all-reduce of real gradient
+tensors overlapping the backward pass, TCP over shaped links.  What is replayed: each
+layer's forward and backward time, slept from a calibration file
+(``testbed/calibrations/<model>.json``; on this project's machines those are CPU
+measurements scaled to the CASSINI paper's A100 iteration times, see their
+``scale_note``), and the parameter tensors' sizes are scaled by ``scale`` = bottleneck
+rate / ``nic_bps`` so a job's communication-to-compute ratio on the 200 Mbit/s
+bottleneck is the real model's on a ``nic_bps`` NIC.
+
+Cases (small default: the pair on fair and ecn; ``--full`` adds the trio and a
+four-job leaf-spine run):
+
+  pair-fair, pair-ecn  two jobs of the same model on the dumbbell
+  trio-fair, trio-ecn  three jobs
+  leafspine            four jobs, each across a spine, on a 2-leaf 2-spine fabric (fair)
+
+Schemes, all in one run per case: ideal (each job alone), same start, random offsets,
+CASSINI (profiles from the DDP comm hook in the ideal run, advice, the agent; it
+declines to shift when the prediction says it does not pay), and on ``ecn`` MLTCP
+(``mltcp_dctcp``, the same start).  Reported: mean and p99 iteration time over ideal,
+and the mean over the last 20 iterations (MLTCP converges over the run).
+
+    sudo .venv/bin/python -m experiments.real_models                  # pair, fair + ecn
+    sudo .venv/bin/python -m experiments.real_models --full
+    sudo .venv/bin/python -m experiments.real_models --model bert_base --nic-gbps 50
+
+Writes results/real_models/results.json, cdf_<case>.png and timeline_<case>.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from typing import Any
+
+from experiments.common import (
+    dumbbell,
+    out_dir,
+    p99,
+    progress,
+    require_root,
+    run_config,
+    table,
+    write_json,
+)
+from experiments.link_interleaving import mltcp_available, plot_cdf, plot_timeline
+from testbed.results import ExperimentResult
+
+DEFAULT_MODEL = "vgg11"
+DEFAULT_NIC_GBPS = 100.0
+TAIL = 20  # iterations the "last 20" column averages
+
+
+def model_jobs(model: str, hosts: list[list[str]], iterations: int, nic_bps: float) -> list:
+    """One ``kind: model`` job per host list, all of ``model``."""
+    return [
+        {
+            "id": f"{model}-{chr(ord('a') + i)}",
+            "kind": "model",
+            "model": model,
+            "hosts": h,
+            "iterations": iterations,
+            "nic_bps": nic_bps,
+        }
+        for i, h in enumerate(hosts)
+    ]
+
+
+def schemes_for(fabric: str, with_mltcp: bool) -> list[Any]:
+    out: list[Any] = ["ideal", "baseline", "random", "cassini"]
+    if with_mltcp and fabric == "ecn":
+        out.append({"scheme": "mltcp", "name": "mltcp-dctcp", "cc": "mltcp_dctcp"})
+    return out
+
+
+def case_config(
+    case: str, model: str, iterations: int, nic_bps: float, with_mltcp: bool
+) -> dict[str, Any]:
+    """The testbed config of one case (see the module docstring)."""
+    if case == "leafspine":
+        topo = {
+            "kind": "leaf_spine",
+            "leaves": 2,
+            "spines": 2,
+            "hosts_per_leaf": 4,
+            "host_bps": 400_000_000,
+            "oversubscription": 4,  # uplinks of 4 x 400 / 4 / 2 spines = 200 Mbit/s
+            "fabric": "fair",
+        }
+        hosts = [[f"h{i}", f"h{i + 4}"] for i in range(1, 5)]
+        fabric = "fair"
+    else:
+        count = 2 if case.startswith("pair") else 3
+        fabric = case.split("-")[1]
+        topo = dumbbell(count, fabric)
+        hosts = [[f"h{i}", f"h{i + count}"] for i in range(1, count + 1)]
+    return {
+        "topology": topo,
+        "jobs": model_jobs(model, hosts, iterations, nic_bps),
+        "schemes": schemes_for(fabric, with_mltcp),
+        "cc": "dctcp_bpf" if fabric == "ecn" else "cubic",
+        "seed": 1,
+    }
+
+
+def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
+    """One row per scheme: mean, p99 and last-20 mean iteration time over ideal (every
+    job's iterations together), realignments and released jobs of the agent."""
+    ideal = res.ideal
+    assert ideal is not None
+    ideal_mean = statistics.mean(t for j in ideal.jobs.values() for t in j.iteration_times_s)
+    ideal_p99 = p99([t for j in ideal.jobs.values() for t in j.iteration_times_s])
+    rows = []
+    for name, scheme in res.schemes.items():
+        times = [t for j in scheme.jobs.values() for t in j.iteration_times_s]
+        tail = [t for j in scheme.jobs.values() for t in j.iteration_times_s[-TAIL:]]
+        held = [j for j in scheme.jobs.values() if j.period_s is not None]
+        rows.append(
+            {
+                "scheme": name,
+                "mean_ms": statistics.mean(times) * 1e3,
+                "mean_vs_ideal": statistics.mean(times) / ideal_mean,
+                "p99_vs_ideal": p99(times) / ideal_p99,
+                "last20_vs_ideal": statistics.mean(tail) / ideal_mean,
+                "held": f"{len(held)}/{len(scheme.jobs)}" if scheme.kind == "cassini" else "",
+                "released": sum(bool(j.released) for j in held) if held else "",
+            }
+        )
+    return rows
+
+
+COLUMNS = [
+    ("scheme", "scheme", "s"),
+    ("mean_ms", "mean ms", ".1f"),
+    ("mean_vs_ideal", "mean/ideal", ".2f"),
+    ("p99_vs_ideal", "p99/ideal", ".2f"),
+    ("last20_vs_ideal", "last20/ideal", ".2f"),
+    ("held", "held", "s"),
+    ("released", "released", "s"),
+]
+
+
+def advice_summary(res: ExperimentResult) -> dict[str, Any]:
+    """What CASSINI predicted and decided for the case."""
+    cassini = next((s for s in res.schemes.values() if s.kind == "cassini"), None)
+    if cassini is None or cassini.advice is None:
+        return {}
+    best = cassini.advice["candidates"][0]
+    return {
+        "score": best.get("score"),
+        "time_shifts_s": cassini.advice.get("time_shifts_s"),
+        "predicted_gain": best.get("predicted_gain"),
+        "predicted_iteration_s": best.get("predicted_iteration_s"),
+        "shift": best.get("shift"),
+        "shift_reasons": best.get("shift_reasons"),
+        "agent_period_s": {j: r.period_s for j, r in cassini.jobs.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--full", action="store_true", help="pair and trio on fair and ecn, leafspine")
+    ap.add_argument("--cases", nargs="+", help="pair-fair pair-ecn trio-fair trio-ecn leafspine")
+    ap.add_argument("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}")
+    ap.add_argument(
+        "--nic-gbps",
+        type=float,
+        default=DEFAULT_NIC_GBPS,
+        help=f"the real NIC the bottleneck stands for (default {DEFAULT_NIC_GBPS:g} Gbit/s)",
+    )
+    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--no-mltcp", action="store_true", help="leave MLTCP out")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    known = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
+    cases = args.cases or (list(known) if args.full else ["pair-fair", "pair-ecn"])
+    for c in cases:
+        if c not in known:
+            ap.error(f"unknown case {c!r} (one of {', '.join(known)})")
+    if args.iterations < TAIL + 5:
+        ap.error(f"--iterations: at least {TAIL + 5}")
+    require_root()
+    with_mltcp, why = (False, "--no-mltcp") if args.no_mltcp else mltcp_available()
+    if not with_mltcp:
+        progress(f"MLTCP skipped: {why}")
+    out = out_dir("real_models", args.out)
+    report: dict[str, Any] = {
+        "model": args.model,
+        "nic_bps": args.nic_gbps * 1e9,
+        "iterations": args.iterations,
+        "cases": {},
+    }
+    for case in cases:
+        cfg = case_config(case, args.model, args.iterations, args.nic_gbps * 1e9, with_mltcp)
+        res = run_config(cfg, out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
+        rows = summarise(res)
+        report["cases"][case] = {"rows": rows, "advice": advice_summary(res)}
+        write_json(out / "results.json", report)
+        gain = report["cases"][case]["advice"].get("predicted_gain")
+        print(f"\n{case}  ({args.model} x{len(cfg['jobs'])}, predicted CASSINI gain {gain})")
+        print(table(rows, COLUMNS))
+        plot_cdf(res, out / f"cdf_{case}.png", case)
+        plot_timeline(res, out / f"timeline_{case}.png", case, schemes=["baseline", "cassini",
+                                                                          "mltcp-dctcp"])
+    print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
