@@ -583,7 +583,6 @@ def _run_together(
         cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
         if capture is not None:
             stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
-        before = cluster.tx_bytes(fabric_dirs)
         slow_start = 2.0 * any(j.kind != "synthetic" for j in cfg.jobs)
         epoch = time.time() + 2.0 + slow_start
         procs = []
@@ -623,6 +622,8 @@ def _run_together(
                 f"{scheme.name}: workers not ready after {start_timeout} s or one died; "
                 f"worker output (*.out) in {logs_dir}"
             )
+        # counted from here: the workers' connection set-up and warm-up are behind them
+        before = cluster.tx_bytes(fabric_dirs)
         rank0 = {j: paths[0] for j, paths in logs.items()}
         codes = _wait_with_progress(procs, rank0, cfg, timeout, progress)
         after = cluster.tx_bytes(fabric_dirs)
