@@ -269,3 +269,60 @@ def test_worker_reads_the_sending_sockets_congestion_state():
     finally:
         for s in (c, peer, srv):
             s.close()
+
+
+MODEL_JOB = {"id": "a", "kind": "model", "model": "resnet50", "hosts": ["h1", "h3"],
+             "iterations": 30}
+
+
+def test_model_job_config_and_its_defaults():
+    cfg = load_config({**EXAMPLE, "jobs": [MODEL_JOB]})
+    job = cfg.jobs[0]
+    assert job.model == "resnet50" and job.compute == "replay"
+    assert job.calibration.endswith("resnet50.json")
+    # the bottleneck (200 Mbit/s) stands for a 50 Gbit/s NIC: parameters scaled to match
+    assert job.nic_bps == 50e9 and job.scale == pytest.approx(200e6 / 50e9)
+    explicit = load_config({**EXAMPLE, "jobs": [{**MODEL_JOB, "scale": 0.01, "batch": 8}]})
+    assert explicit.jobs[0].scale == 0.01 and explicit.jobs[0].batch == 8
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"model": "alexnet"}, "jobs[0].model"),
+        ({"compute": "gpu"}, "jobs[0].compute"),
+        ({"calibration": "/nonexistent.json"}, "jobs[0].calibration"),
+        ({"scale": 0}, "jobs[0].scale"),
+        ({"scale": 2}, "jobs[0].scale"),
+        ({"nic_bps": -1}, "jobs[0].nic_bps"),
+        ({"iterations": 2.5}, "jobs[0].iterations"),
+        ({"kind": "synthetic"}, "jobs[0].model"),  # model fields only for kind: model
+    ],
+)
+def test_bad_model_jobs_name_the_field(change, field):
+    with pytest.raises(ConfigError) as err:
+        load_config({**EXAMPLE, "jobs": [{**MODEL_JOB, **change}]})
+    assert err.value.field == field
+
+
+def test_a_calibration_of_another_model_is_refused(tmp_path):
+    from testbed.calibration import default_calibration_path
+
+    other = str(default_calibration_path("vgg16"))
+    with pytest.raises(ConfigError, match="calibrates vgg16, not resnet50"):
+        load_config({**EXAMPLE, "jobs": [{**MODEL_JOB, "calibration": other}]})
+
+
+def test_testbed_run_exits_2_naming_the_field(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**EXAMPLE, "jobs": [{**MODEL_JOB, "model": "alexnet"}]}))
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "run", str(path)], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "jobs[0].model" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
