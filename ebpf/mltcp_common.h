@@ -217,13 +217,14 @@ static __always_inline __u32 mltcp_on_ack(struct sock *sk, struct mltcp_state *s
 	return st->factor_q;
 }
 
-/* Kernel 6.18 with a BPF congestion control on an ECN path sometimes leaves snd_cwnd,
- * snd_ssthresh and prior_cwnd holding values around 10^9 (they look like sequence
- * numbers) outside any of our callbacks; a 20-line BPF Reno that only calls the kernel's
- * Reno functions shows it too, the built-in Reno does not.  A flow in that state stalls
- * in CWR or floods the queue for the rest of its life.  No real window here comes near
- * 2^20 segments, so on every ACK we put such values back to sane ones and count it
- * (mltcp_repairs, shown by `mltcp status`). */
+/* The window guard.  On kernel 6.18 mltcp_reno sometimes stored 0x81104110 (the low half
+ * of a kernel text address) as snd_ssthresh on entering CWR, the value its ssthresh
+ * callback returned from the tcp_reno_ssthresh kfunc; PRR then made snd_cwnd ~10^9 and a
+ * later CWR copied it into prior_cwnd (README, Known problems; tests/mltcp_window_fault.py).
+ * A flow in that state stalls in CWR or floods the queue for the rest of its life.  No
+ * real window here comes near 2^20 segments, so on every ACK, and right after our own
+ * growth, such values are put back to sane ones, counted (mltcp_repairs, `mltcp status`)
+ * and the socket as found is logged (mltcp_repair_log). */
 #define MLTCP_SANE_WINDOW (1U << 20)
 #define MLTCP_INFINITE_SSTHRESH 0x7fffffffU
 
