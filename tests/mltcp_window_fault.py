@@ -40,8 +40,8 @@ from mltcp_flows import Pair, finish, sh  # noqa: E402
 from mltcp import loader  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PIN = Path("/sys/fs/bpf/mltcp13_ecn")
-PIN_MAPS = Path("/sys/fs/bpf/mltcp13_ecn_maps")
+PIN = Path("/sys/fs/bpf/wf_ecn_mark")
+PIN_MAPS = Path("/sys/fs/bpf/wf_ecn_maps")
 RATE = 200_000_000
 K_BYTES = 30_000
 SANE = 1 << 20
@@ -340,6 +340,7 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
                           f"{sum(r['ce_marks'] for r in rows)}", flush=True)  # fmt: skip
             detach_marker()
     finally:
+        detach_marker()
         if tracer:
             tracer.stop()
         if plain:
