@@ -1,0 +1,83 @@
+"""A plain training script (examples/train_with_timeshift.py) under torchrun, two ranks
+with gloo on loopback, takes its time-shift from a real ``cassini serve`` and holds every
+step to it (issue 11 acceptance)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from service_util import call, ok_json, start
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+def test_script_under_torchrun_follows_the_served_shift():
+    srv = start(workers=1, quiet=True)
+    try:
+        # the scheduler registers the job, then sets the shift its advice chose
+        ok_json(call(srv.port, "POST", "/v1/jobs", {"id": "demo", "model": "bert"}), 201)
+        epoch = time.time()
+        shift = {"shift_s": 0.02, "period_s": 0.2, "epoch_s": epoch}
+        ok_json(call(srv.port, "PUT", "/v1/jobs/demo/time_shift", shift))
+        env = {
+            **os.environ,
+            "CASSINI_URL": f"http://127.0.0.1:{srv.port}",
+            "CASSINI_JOB_ID": "demo",
+        }
+        r = subprocess.run(
+            [
+                str(TORCHRUN),
+                "--standalone",
+                "--nproc_per_node=2",
+                str(ROOT / "examples" / "train_with_timeshift.py"),
+                "--steps",
+                "15",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+            cwd=ROOT,
+        )
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
+    assert out["agent"]["enabled"] and out["agent"]["source"] == "url"
+    assert out["agent"]["period_s"] == 0.2 and not out["agent"]["released"]
+    starts = np.array(out["starts_s"])
+    # every step starts on its slot, epoch + shift + k * period (a loaded 2-core machine
+    # may wake a sleeper late by some ms; starts at random would be up to 100 ms off)
+    phase = (starts - epoch - 0.02) % 0.2
+    late = np.minimum(phase, 0.2 - phase)
+    assert np.all(late < 0.03), late
+    assert np.allclose(np.diff(starts[1:]), 0.2, atol=0.03)
+
+
+def test_script_without_cassini_variables_runs_free():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSINI_")}
+    r = subprocess.run(
+        [
+            str(TORCHRUN),
+            "--standalone",
+            "--nproc_per_node=2",
+            str(ROOT / "examples" / "train_with_timeshift.py"),
+            "--steps",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
+    assert out["agent"] == {"enabled": False}
