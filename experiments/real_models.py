@@ -53,7 +53,7 @@ from experiments.link_interleaving import mltcp_available, plot_cdf, plot_timeli
 from testbed.results import ExperimentResult
 
 DEFAULT_MODEL = "vgg11"
-DEFAULT_NIC_GBPS = 100.0
+DEFAULT_NIC_GBPS = 140.0
 TAIL = 20  # iterations the "last 20" column averages
 
 
@@ -129,7 +129,7 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "p99_vs_ideal": p99(times) / ideal_p99,
                 "last20_vs_ideal": statistics.mean(tail) / ideal_mean,
                 "held": f"{len(held)}/{len(scheme.jobs)}" if scheme.kind == "cassini" else "",
-                "released": sum(bool(j.released) for j in held) if held else "",
+                "released": str(sum(bool(j.released) for j in held)) if held else "",
             }
         )
     return rows
