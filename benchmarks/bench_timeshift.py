@@ -1,0 +1,75 @@
+"""What the time-shift agent costs a training step: two ranks (gloo, loopback) run a
+100 ms step held by ``cassini.torch.TimeShift``; per iteration the time ``wait()`` spends
+beyond sleeping for its slot (planning on rank 0, the broadcast of its decision, waking
+up) is the agent's cost, against the step in the same run.  Target: under 1 % of a
+100 ms step.
+
+    .venv/bin/python benchmarks/bench_timeshift.py [--iterations 100] [--step-ms 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import tempfile
+import time
+
+
+def _rank(rank: int, port: int, args: argparse.Namespace, out: str) -> None:
+    import torch.distributed as dist
+
+    from cassini.torch.timeshift import ShiftSettings, TimeShift
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    slept: list[float] = []
+
+    def sleep(dt: float) -> None:
+        t0 = time.perf_counter()
+        time.sleep(dt)
+        slept.append(time.perf_counter() - t0)
+
+    period = args.step_ms / 1e3 * 1.05
+    epoch = time.time() + 1.0
+    shift = TimeShift(ShiftSettings(True, 0.0, period, epoch), sleep=sleep)
+    costs = []
+    for _ in range(args.iterations):
+        before = len(slept)
+        t0 = time.perf_counter()
+        shift.wait()
+        spent = time.perf_counter() - t0
+        costs.append(spent - sum(slept[before:]))
+        time.sleep(args.step_ms / 1e3)  # the training step
+    dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(costs[5:], f)  # after start-up
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--step-ms", type=float, default=100.0)
+    args = ap.parse_args()
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = os.path.join(tempfile.mkdtemp(), "costs")
+    mp.spawn(_rank, args=(port, args, out), nprocs=2, join=True)
+    for rank in (0, 1):
+        with open(f"{out}.{rank}") as f:
+            costs = json.load(f)
+        med, p99 = statistics.median(costs), sorted(costs)[int(0.99 * (len(costs) - 1))]
+        print(
+            f"rank {rank}: agent cost per iteration median {med * 1e6:.0f} us, "
+            f"p99 {p99 * 1e6:.0f} us = {med / (args.step_ms / 1e3) * 100:.2f} % / "
+            f"{p99 / (args.step_ms / 1e3) * 100:.2f} % of a {args.step_ms:g} ms step"
+        )
+
+
+if __name__ == "__main__":
+    main()
