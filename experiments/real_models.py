@@ -76,6 +76,9 @@ def schemes_for(fabric: str, with_mltcp: bool) -> list[Any]:
     out: list[Any] = ["ideal", "baseline", "random", "cassini"]
     if with_mltcp and fabric == "ecn":
         out.append({"scheme": "mltcp", "name": "mltcp-dctcp", "cc": "mltcp_dctcp"})
+        out.append(
+            {"scheme": "mltcp", "name": "mltcp-exact", "cc": "mltcp_dctcp", "mode": "exact"}
+        )
     return out
 
 
@@ -146,6 +149,28 @@ COLUMNS = [
 ]
 
 
+def iteration_counts(res: ExperimentResult) -> list[dict[str, Any]]:
+    """Per MLTCP scheme and job: the optimizer steps the job took and what the kernel
+    counted as iterations on its gradient flows (those carrying over half of its largest
+    flow's bytes)."""
+    rows = []
+    for name, scheme in res.schemes.items():
+        for job, counted in scheme.mltcp_flows.items():
+            flows = counted["flows"]
+            largest = flows[0]["bytes_acked"] if flows else 0
+            data = [f["iterations"] for f in flows if f["bytes_acked"] > 0.5 * largest]
+            rows.append(
+                {
+                    "scheme": name,
+                    "job": job,
+                    "mode": counted["mode"],
+                    "steps": counted["steps"],
+                    "counted": " ".join(str(n) for n in data),
+                }
+            )
+    return rows
+
+
 def advice_summary(res: ExperimentResult) -> dict[str, Any]:
     """What CASSINI predicted and decided for the case."""
     cassini = next((s for s in res.schemes.values() if s.kind == "cassini"), None)
@@ -202,11 +227,15 @@ def main(argv: list[str] | None = None) -> int:
         cfg = case_config(case, args.model, args.iterations, args.nic_gbps * 1e9, with_mltcp)
         res = run_config(cfg, out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
         rows = summarise(res)
-        report["cases"][case] = {"rows": rows, "advice": advice_summary(res)}
+        counts = iteration_counts(res)
+        report["cases"][case] = {"rows": rows, "advice": advice_summary(res), "counts": counts}
         write_json(out / "results.json", report)
         gain = report["cases"][case]["advice"].get("predicted_gain")
         print(f"\n{case}  ({args.model} x{len(cfg['jobs'])}, predicted CASSINI gain {gain})")
         print(table(rows, COLUMNS))
+        if counts:
+            print("MLTCP iterations counted by the kernel on each job's gradient flows:")
+            print(table(counts, [(k, k, "s" if k != "steps" else "d") for k in counts[0]]))
         plot_cdf(res, out / f"cdf_{case}.png", case)
         plot_timeline(res, out / f"timeline_{case}.png", case, schemes=["baseline", "cassini",
                                                                           "mltcp-dctcp"])

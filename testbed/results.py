@@ -86,6 +86,7 @@ class SchemeResult:
     profiles: Mapping[str, JobProfile] = field(default_factory=dict)
     profile_source: str | None = None
     advice: Mapping[str, Any] | None = None
+    mltcp_flows: Mapping[str, Any] = field(default_factory=dict)  # job -> mode, steps, flows
 
     @property
     def summary(self) -> dict[str, dict[str, float]]:
@@ -117,6 +118,8 @@ class SchemeResult:
             out["profile_source"] = self.profile_source
         if self.advice is not None:
             out["advice"] = dict(self.advice)
+        if self.mltcp_flows:
+            out["mltcp_flows"] = dict(self.mltcp_flows)
         return out
 
     @classmethod
@@ -136,6 +139,7 @@ class SchemeResult:
             },
             profile_source=obj.get("profile_source"),
             advice=obj.get("advice"),
+            mltcp_flows=obj.get("mltcp_flows", {}),
         )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import random
 import statistics
 import subprocess
@@ -43,7 +44,7 @@ import yaml
 from cassini import schema
 from cassini.advisor import Candidate, Link, advise
 from cassini.errors import InputError
-from testbed import measure, startgate
+from testbed import measure, mltcp_jobs, startgate
 from testbed.net import Cluster, TestbedError, wait_all
 from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.topo import Topology, from_config
@@ -95,6 +96,7 @@ class SchemeSpec:
     name: str
     kind: str
     cc: str | None = None
+    mode: str = "idle"  # mltcp: iteration boundaries by idle gaps or exact marks
 
 
 @dataclass(frozen=True)
@@ -320,14 +322,17 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
         raw = {"scheme": raw}
     if not isinstance(raw, dict) or "scheme" not in raw:
         raise ConfigError(f"schemes[{index}]: a scheme name or {{scheme:, name:, cc:}}")
-    if set(raw) - {"scheme", "name", "cc"}:
-        raise ConfigError(f"schemes[{index}]: allowed keys are scheme, name, cc")
+    if set(raw) - {"scheme", "name", "cc", "mode"}:
+        raise ConfigError(f"schemes[{index}]: allowed keys are scheme, name, cc, mode")
     kind = raw["scheme"]
     if kind not in SCHEME_KINDS:
         raise ConfigError(
             f"schemes[{index}]: unknown scheme {kind!r} (one of {', '.join(SCHEME_KINDS)})"
         )
-    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"))
+    mode = raw.get("mode", "idle")
+    if mode not in ("idle", "exact") or (kind != "mltcp" and "mode" in raw):
+        raise ConfigError(f"schemes[{index}].mode", f"idle or exact, for mltcp only, got {mode!r}")
+    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), mode)
 
 
 # -- running -----------------------------------------------------------------------------
@@ -535,10 +540,12 @@ def _run_cassini(
             shifts[job.job_id] = float(job.shift)
     periods = agent_periods(profiles, advice, cfg.agent_slack + jitter)
     for job in cfg.jobs:
-        # the agent runs the job on a stretched clock: stretch its shift the same way
         if job.job_id in periods:
+            # the agent runs the job on a stretched clock: stretch its shift the same way
             t = profiles[job.job_id].iteration_time_s
             shifts[job.job_id] = shifts.get(job.job_id, 0.0) * periods[job.job_id] / t
+        elif not isinstance(job.shift, int | float):
+            shifts[job.job_id] = 0.0  # not shifted: it starts with the others, as advised
     held = ", ".join(f"{j} {shifts.get(j, 0.0) * 1e3:.1f} ms" for j in periods) or "none"
     say(f"  cassini shifts: {held}")
     res = _run_together(cfg, scheme, out / scheme.name, shifts, periods, progress=say)
@@ -581,6 +588,12 @@ def _run_together(
             Path(str(path) + startgate.READY_SUFFIX).unlink(missing_ok=True)
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
+        tags: dict[str, str] = {}
+        cgroups: dict[str, Path] = {}
+        if scheme.kind == "mltcp":  # each job's sockets tied to it, however they are opened
+            run_id = f"{os.getpid()}.{time.time():.3f}"
+            tags = {j.job_id: f"{j.job_id}@{run_id}" for j in cfg.jobs}
+            cgroups = stack.enter_context(mltcp_jobs.job_cgroups(cc, tags, scheme.mode))
         if capture is not None:
             stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
         slow_start = 2.0 * any(j.kind != "synthetic" for j in cfg.jobs)
@@ -591,16 +604,21 @@ def _run_together(
                 log = logs[job.job_id][rank]
                 spec = _worker_spec(cfg, job, k, rank, epoch, offsets, periods, log)
                 spec["start_gate"] = str(logs_dir / "go.json")
+                if scheme.kind == "mltcp" and scheme.mode == "exact":
+                    spec["mltcp_job"] = tags[job.job_id]  # workers mark every iteration
                 spec_path = log.with_suffix(".spec.json")
                 spec_path.write_text(json.dumps(spec))
                 module = "testbed.worker" if job.kind == "synthetic" else "testbed.ddp_worker"
                 # the worker's own output goes to a file next to its log: a pipe nobody
                 # reads would block it once full
                 output = stack.enter_context(open(log.with_suffix(".out"), "w"))
+                argv = [sys.executable, "-m", module, str(spec_path)]
                 procs.append(
                     cluster.popen(
                         host,
-                        [sys.executable, "-m", module, str(spec_path)],
+                        mltcp_jobs.in_cgroup(cgroups[job.job_id], argv)
+                        if cgroups
+                        else argv,
                         stdout=output,
                         stderr=subprocess.STDOUT,
                     )
@@ -628,6 +646,7 @@ def _run_together(
         codes = _wait_with_progress(procs, rank0, cfg, timeout, progress)
         after = cluster.tx_bytes(fabric_dirs)
         marks = cluster.ecn_marks()
+        flows = {j: mltcp_jobs.job_flows(tag) for j, tag in tags.items()}
     failed = [c for c in codes if c != 0]
     if failed:
         raise TestbedError(
@@ -658,7 +677,18 @@ def _run_together(
         jobs=jobs,
         link_bytes={d: after[d] - before.get(d, 0) for d in after},
         ecn_marks=marks or {},
+        mltcp_flows={
+            j: {"mode": scheme.mode, "steps": _marked_steps(cfg, j), "flows": f}
+            for j, f in flows.items()
+        },
     )
+
+
+def _marked_steps(cfg: RunConfig, job_id: str) -> int:
+    """Iteration ends a job's workers mark in MLTCP's exact mode: every optimizer step of
+    a DDP job (its two warm-up steps included), every timed iteration of a synthetic one."""
+    job = next(j for j in cfg.jobs if j.job_id == job_id)
+    return job.iterations + (2 if job.kind != "synthetic" else 0)
 
 
 def _worker_spec(

@@ -69,3 +69,26 @@ def test_resnet50_replay_jobs_all_reduce_real_buckets(tmp_path):
     payload = sum(j.bytes for j in base.jobs.values())
     wire = sum(base.link_bytes.values())
     assert payload <= wire <= 1.15 * payload
+
+
+def test_mltcp_exact_mode_counts_every_ddp_iteration(tmp_path):
+    """gloo opens its own sockets: the job's cgroup catches them, ties them to the job,
+    and the optimizer hook's marks end each iteration exactly (issue 10 §4)."""
+    from mltcp import loader
+
+    try:
+        loader.check_prerequisites()
+    except Exception as e:  # noqa: BLE001 - any missing piece
+        require(False, f"MLTCP prerequisites: {e}")
+    cfg = resnet_pair(iterations=8)
+    cfg["topology"]["fabric"] = "ecn"
+    cfg["jobs"] = cfg["jobs"][:1]
+    cfg["schemes"] = [{"scheme": "mltcp", "name": "exact", "mode": "exact"}]
+    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    counted = res.schemes["exact"].mltcp_flows["a"]
+    assert counted["mode"] == "exact" and counted["steps"] == 8 + 2
+    # the gradient flows (each rank sends to the other): the largest of the job's flows
+    largest = counted["flows"][0]["bytes_acked"]
+    data = [f for f in counted["flows"] if f["bytes_acked"] > 0.5 * largest]
+    assert len(data) >= 2
+    assert all(f["iterations"] == counted["steps"] for f in data), counted["flows"]

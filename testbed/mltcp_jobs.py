@@ -1,0 +1,69 @@
+"""MLTCP for a testbed run's jobs: each job's workers in a cgroup v2 whose TCP sockets get
+the MLTCP congestion control and are tied to the job (``mltcp select --cgroup --job``),
+so sockets PyTorch's gloo opens on its own are caught; the iteration mode set for the run
+(``idle``: gap detection, ``exact``: the workers mark every optimizer step); afterwards
+each job's flows and the iterations the kernel counted on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+CGROUP_PREFIX = "testbed-mltcp-"
+
+
+@contextlib.contextmanager
+def job_cgroups(cc: str, tags: Mapping[str, str], mode: str) -> Iterator[dict[str, Path]]:
+    """A cgroup per job (``tags``: job id -> the run-unique MLTCP job name), ``cc``
+    selected for each, the MLTCP iteration ``mode`` set; all undone on exit."""
+    from mltcp import loader
+
+    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
+    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    mounted = None
+    if root is None:
+        mounted = tempfile.mkdtemp(prefix="testbed-cg2-")
+        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
+        root = mounted
+    before = loader.get_params()
+    paths: dict[str, Path] = {}
+    try:
+        loader.set_params(replace(before, mode=mode))
+        for job, tag in tags.items():
+            path = Path(root) / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
+            path.mkdir(exist_ok=True)
+            paths[job] = path
+            loader.select(cc, cgroup=path, job=tag)
+        yield paths
+    finally:
+        loader.set_params(before)
+        for path in paths.values():
+            for pid in (path / "cgroup.procs").read_text().split():
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        if mounted:
+            subprocess.run(["umount", mounted], check=False)
+            os.rmdir(mounted)
+
+
+def in_cgroup(path: Path, argv: list[str]) -> list[str]:
+    """``argv`` started from a shell that first moves itself into the cgroup ``path``."""
+    return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(path), *argv]
+
+
+def job_flows(tag: str) -> list[dict[str, Any]]:
+    """The flows the kernel tied to the MLTCP job ``tag``, with the iterations it counted
+    on each (``mltcp status --flows``), largest first."""
+    from mltcp import loader
+
+    key = loader.job_key(tag)
+    flows = [f for f in loader.status(flows=True).get("flows", []) if f["job"] == key]
+    return sorted(flows, key=lambda f: -f["bytes_acked"])
