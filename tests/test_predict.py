@@ -218,3 +218,24 @@ def test_advice_shifts_only_jobs_predicted_to_gain_the_threshold(jobs, capacity_
             assert it["same_start"] >= it["advised"] * (1 + threshold) * (1 - 1e-9)
             assert pred.agent_period_s[j.job_id] >= j.iteration_time_s
         assert pred.reasons[j.job_id]
+
+
+@given(
+    jobs=st.integers(1, 3).flatmap(lambda n: st.tuples(*[profiles_st(f"j{i}") for i in range(n)])),
+    held=st.lists(st.booleans(), min_size=3, max_size=3),
+    stretch=st.floats(1.0, 1.5),
+)
+@settings(max_examples=60, deadline=None)
+def test_closed_form_for_links_whose_peaks_fit_matches_the_simulation(jobs, held, stretch):
+    from cassini.predict import _simulate, _uncontended
+
+    capacity = sum(p.peak_rate_bps for p in jobs) or GBPS
+    slots = {
+        p.job_id: Slot(0.3 * p.iteration_time_s * stretch, p.iteration_time_s * stretch)
+        for p, h in zip(jobs, held, strict=False)
+        if h
+    }
+    fluid = _simulate(list(jobs), capacity, slots, 5, 1, "max-min")
+    closed = _uncontended(list(jobs), slots, 5)
+    for j in fluid.iteration_times_s:
+        assert fluid.iteration_times_s[j] == pytest.approx(closed.iteration_times_s[j], rel=1e-9)
