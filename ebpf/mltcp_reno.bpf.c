@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /* mltcp_reno: Reno whose additive increase is scaled by MLTCP's F, about F segments per
- * RTT (tcp_cong_avoid_ai with w = cwnd / F).  Slow start is the kernel's; the loss
- * response (halve) and undo are Reno's, written out here.
+ * RTT (tcp_cong_avoid_ai with w = cwnd / F).  Slow start, the loss response (halve) and
+ * undo are Reno's, through the kernel's own functions.
  */
 #include "mltcp_common.h"
+
+extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 
 char _license[] SEC("license") = "GPL";
 
@@ -32,24 +35,16 @@ void BPF_PROG(mltcp_reno_in_ack_event, struct sock *sk, __u32 flags)
 	mltcp_guard(sk);
 }
 
-/* Reno's ssthresh and undo, computed here rather than returned from the kernel's
- * tcp_reno_ssthresh/tcp_reno_undo_cwnd kfuncs: with the kfunc, the value that reached
- * tcp_init_cwnd_reduction on CWR entry was sometimes 0x81104110, the low half of a kernel
- * text address (README, Known problems), and PRR then made snd_cwnd ~10^9. */
 SEC("struct_ops")
 __u32 BPF_PROG(mltcp_reno_ssthresh, struct sock *sk)
 {
-	__u32 half = tcp_sk(sk)->snd_cwnd >> 1;
-
-	return half > 2 ? half : 2;
+	return tcp_reno_ssthresh(sk);
 }
 
 SEC("struct_ops")
 __u32 BPF_PROG(mltcp_reno_undo_cwnd, struct sock *sk)
 {
-	const struct tcp_sock *tp = tcp_sk(sk);
-
-	return tp->snd_cwnd > tp->prior_cwnd ? tp->snd_cwnd : tp->prior_cwnd;
+	return tcp_reno_undo_cwnd(sk);
 }
 
 SEC(".struct_ops")
