@@ -217,14 +217,16 @@ static __always_inline __u32 mltcp_on_ack(struct sock *sk, struct mltcp_state *s
 	return st->factor_q;
 }
 
-/* The window guard.  On kernel 6.18 mltcp_reno sometimes stored 0x81104110 (the low half
- * of a kernel text address) as snd_ssthresh on entering CWR, the value its ssthresh
- * callback returned from the tcp_reno_ssthresh kfunc; PRR then made snd_cwnd ~10^9 and a
- * later CWR copied it into prior_cwnd (README, Known problems; tests/mltcp_window_fault.py).
- * A flow in that state stalls in CWR or floods the queue for the rest of its life.  No
- * real window here comes near 2^20 segments, so on every ACK, and right after our own
- * growth, such values are put back to sane ones, counted (mltcp_repairs, `mltcp status`)
- * and the socket as found is logged (mltcp_repair_log). */
+/* The window guard.  On kernel 6.18 a BPF congestion control on an ECN path sometimes
+ * finds snd_ssthresh = the low half of a kernel text address (0x81104110 on the boot we
+ * traced) right after entering CWR, whatever its ssthresh program returned (computing
+ * Reno's ssthresh in BPF did not change it; the bare BPF Reno bpf_reno_plain showed it
+ * too, the built-in reno never); PRR then makes snd_cwnd ~10^9 and a later CWR copies it
+ * into prior_cwnd (README, Known problems; tests/mltcp_window_fault.py).  A flow in that
+ * state stalls in CWR or floods the queue for the rest of its life.  No real window here
+ * comes near 2^20 segments, so on every ACK, and right after our own growth, such values
+ * are put back to sane ones, counted (mltcp_repairs, `mltcp status`) and the socket as
+ * found is logged (mltcp_repair_log). */
 #define MLTCP_SANE_WINDOW (1U << 20)
 #define MLTCP_INFINITE_SSTHRESH 0x7fffffffU
 
