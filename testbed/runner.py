@@ -616,13 +616,13 @@ def _run_together(
                 procs.append(
                     cluster.popen(
                         host,
-                        mltcp_jobs.in_cgroup(cgroups[job.job_id], argv)
-                        if cgroups
-                        else argv,
+                        argv,
                         stdout=output,
                         stderr=subprocess.STDOUT,
                     )
                 )
+                if cgroups:  # from here, before it opens a socket (imports take seconds)
+                    mltcp_jobs.join(cgroups[job.job_id], procs[-1].pid)
         timeout = 60 + slow_start * 10 + 4 * max(
             (j.iterations + 2) * _estimated_period(cfg, j) + offsets.get(j.job_id, 0.0)
             for j in cfg.jobs
