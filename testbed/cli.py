@@ -62,6 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--iterations", type=int, default=100)
     launch.add_argument("--width", type=int, default=1024)
     launch.add_argument("--layers", type=int, default=4)
+    launch.add_argument(
+        "--model", help="a real architecture (resnet50, vgg16, ...) instead of the MLP"
+    )
+    launch.add_argument("--scale", type=float, default=1.0, help="parameter sizes x scale")
+    launch.add_argument(
+        "--compute",
+        choices=("replay", "cpu"),
+        default="cpu",
+        help="cpu (default): the model really computes, on the node's GPU under NCCL; "
+        "replay: sleep the calibration's times",
+    )
     launch.add_argument("--cc", default="cubic", help="congestion control on the nodes")
     launch.add_argument("--iface", default=None, help="NCCL_SOCKET_IFNAME")
     launch.add_argument("--port", type=int, default=29500)

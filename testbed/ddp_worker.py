@@ -157,6 +157,7 @@ def build_job(spec: dict[str, Any], device: Any) -> _Job:
                 replay.ddp_bucket_kwargs(scale),
             )
         model, inputs, loss_fn = replay.build_cpu_model(cal.model, spec.get("batch", 2))
+        inputs = {k: v.to(device) for k, v in inputs.items()}  # real compute, on the device
 
         def cpu_step(ddp: Any, opt: Any) -> None:
             opt.zero_grad(set_to_none=True)
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
             "epoch_s": a.epoch_s or time.time() + 5,
             "out": f"{a.out}.rank{rank}",
             "threads": os.cpu_count() or 1,
+            "mltcp_job": os.environ.get("MLTCP_JOB"),  # exact mode: testbed launch sets it
         }
         if a.model:
             from testbed.calibration import default_calibration_path

@@ -70,6 +70,9 @@ def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
             "--out",
             args.out,
         ]
+        if getattr(args, "model", None):  # a real architecture instead of the MLP
+            worker += ["--model", args.model, "--scale", str(args.scale)]
+            worker += ["--compute", args.compute]
         if is_mltcp(args.cc):
             cc = mltcp_setup(args.cc, job)
         else:
