@@ -63,6 +63,20 @@ class PinnedMap:
                 f"{info['value_size']}-byte values, expected {key_size} and {value_size}"
             )
 
+    @classmethod
+    def from_fd(cls, fd: int, key_size: int, value_size: int) -> PinnedMap:
+        """The map behind an already open ``fd`` (e.g. inherited from a parent that could
+        see the pin; a Mininet host has its own /sys), its sizes checked likewise."""
+        self = cls.__new__(cls)
+        self.path, self.key_size, self.value_size, self.fd = f"fd {fd}", key_size, value_size, fd
+        info = map_info(fd)
+        if (info["key_size"], info["value_size"]) != (key_size, value_size):
+            raise LayoutMismatch(
+                f"fd {fd}: the kernel's map has {info['key_size']}-byte keys and "
+                f"{info['value_size']}-byte values, expected {key_size} and {value_size}"
+            )
+        return self
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)

@@ -288,6 +288,21 @@ def assign_port(port: int, job_id: int | str) -> None:
 _marks: PinnedMap | None = None
 
 
+def open_marks() -> int:
+    """A new file descriptor of the pinned iteration-marks map, for a child process that
+    cannot see ``/sys/fs/bpf`` (pass it with ``pass_fds``, then :func:`use_marks_fd`)."""
+    m = _map("mltcp_marks")
+    os.set_inheritable(m.fd, True)
+    return m.fd
+
+
+def use_marks_fd(fd: int) -> None:
+    """Mark iterations through an inherited descriptor of the marks map (see
+    :func:`open_marks`) instead of opening the pin."""
+    global _marks
+    _marks = PinnedMap.from_fd(fd, *MAPS["mltcp_marks"])
+
+
 def mark_iteration(job_id: int | str) -> int:
     """Tell the kernel that ``job_id`` finished an iteration; returns its new count."""
     global _marks

@@ -80,7 +80,10 @@ def run(spec: dict[str, Any]) -> None:
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     if spec.get("mltcp_job"):  # MLTCP exact mode: the optimizer step ends an iteration
         import mltcp
+        from mltcp import loader
 
+        if spec.get("mltcp_marks_fd") is not None:
+            loader.use_marks_fd(spec["mltcp_marks_fd"])
         mltcp.torch_hook(opt, spec["mltcp_job"])
     sent = int(2 * (world - 1) / world * job.gradient_bytes)
 

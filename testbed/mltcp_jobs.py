@@ -60,6 +60,13 @@ def join(path: Path, pid: int) -> None:
     (path / "cgroup.procs").write_text(str(pid))
 
 
+def marks_fd() -> int:
+    """An inheritable descriptor of MLTCP's iteration-marks map for the workers."""
+    from mltcp import loader
+
+    return loader.open_marks()
+
+
 def job_flows(tag: str) -> list[dict[str, Any]]:
     """The flows the kernel tied to the MLTCP job ``tag``, with the iterations it counted
     on each (``mltcp status --flows``), largest first."""

@@ -590,10 +590,14 @@ def _run_together(
         cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
         tags: dict[str, str] = {}
         cgroups: dict[str, Path] = {}
+        marks_fd: int | None = None
         if scheme.kind == "mltcp":  # each job's sockets tied to it, however they are opened
             run_id = f"{os.getpid()}.{time.time():.3f}"
             tags = {j.job_id: f"{j.job_id}@{run_id}" for j in cfg.jobs}
             cgroups = stack.enter_context(mltcp_jobs.job_cgroups(cc, tags, scheme.mode))
+            marks_fd = mltcp_jobs.marks_fd() if scheme.mode == "exact" else None
+            if marks_fd is not None:
+                stack.callback(os.close, marks_fd)
         if capture is not None:
             stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
         slow_start = 2.0 * any(j.kind != "synthetic" for j in cfg.jobs)
@@ -606,6 +610,7 @@ def _run_together(
                 spec["start_gate"] = str(logs_dir / "go.json")
                 if scheme.kind == "mltcp" and scheme.mode == "exact":
                     spec["mltcp_job"] = tags[job.job_id]  # workers mark every iteration
+                    spec["mltcp_marks_fd"] = marks_fd  # inherited: hosts have their own /sys
                 spec_path = log.with_suffix(".spec.json")
                 spec_path.write_text(json.dumps(spec))
                 module = "testbed.worker" if job.kind == "synthetic" else "testbed.ddp_worker"
@@ -617,6 +622,7 @@ def _run_together(
                     cluster.popen(
                         host,
                         argv,
+                        pass_fds=(marks_fd,) if spec.get("mltcp_marks_fd") else (),
                         stdout=output,
                         stderr=subprocess.STDOUT,
                     )

@@ -192,6 +192,10 @@ def _iteration_marker(spec: dict[str, Any]):
     import mltcp  # noqa: PLC0415 - only in MLTCP runs
 
     job = spec["mltcp_job"]
+    if spec.get("mltcp_marks_fd") is not None:  # a Mininet host has its own /sys
+        from mltcp import loader
+
+        loader.use_marks_fd(spec["mltcp_marks_fd"])
     return lambda: mltcp.mark_iteration(job)
 
 
