@@ -100,6 +100,27 @@ def test_agent_holds_cassini_shift(tmp_path):
     assert 0.3 * period <= gap <= 0.7 * period
 
 
+def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
+    """The advisor's prediction (cassini.predict) against the same run's measurement:
+    a compatible pair (40 % communication each) shifted, and at the same start."""
+    cfg = runner.load_config(
+        {**config(iterations=20, bytes=1_000_000, compute_s=0.06),
+         "schemes": ["ideal", "baseline", "cassini"]}
+    )
+    res = runner.run_experiment(cfg, tmp_path, progress=lambda m: None)
+    cassini, baseline = res.schemes["cassini"], res.schemes["baseline"]
+    predicted = cassini.advice["candidates"][0]["predicted_iteration_s"]
+    for job in ("a", "b"):
+        held = cassini.jobs[job]
+        assert held.period_s is not None and not held.released
+        # held by the agent: never faster than the period it was given
+        shifted = max(predicted[job]["shifted"], held.period_s)
+        measured = sum(held.iteration_times_s) / len(held.iteration_times_s)
+        assert measured == pytest.approx(shifted, rel=0.10)
+        times = baseline.jobs[job].iteration_times_s
+        assert sum(times) / len(times) == pytest.approx(predicted[job]["same_start"], rel=0.10)
+
+
 def test_pcap_profile_recovers_iteration_time(tmp_path):
     topo = dumbbell(1, 200e6, 1e9, FabricSpec("fifo"))
     spec = {
