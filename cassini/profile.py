@@ -145,9 +145,13 @@ class JobProfile:
 
     @classmethod
     def from_dict(cls, obj: Any, field: str = "job") -> JobProfile:
-        """Read ``{"id", "iteration_time_s", "phases": [...]}``; unknown fields are errors."""
+        """Read ``{"id", "iteration_time_s", "phases": [...]}`` (and an optional
+        ``provenance`` object saying where the numbers come from, which is not kept);
+        unknown fields are errors."""
         obj = schema.require_object(obj, field)
-        schema.check_fields(obj, field, ("id", "iteration_time_s", "phases"))
+        schema.check_fields(obj, field, ("id", "iteration_time_s", "phases"), ("provenance",))
+        if "provenance" in obj:
+            schema.require_object(obj["provenance"], f"{field}.provenance")
         job_id = schema.identifier(obj["id"], f"{field}.id")
         period = schema.number(obj["iteration_time_s"], f"{field}.iteration_time_s", positive=True)
         raw_phases = schema.array(obj["phases"], f"{field}.phases")
