@@ -18,6 +18,21 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
+def run_example(env: dict[str, str], steps: int) -> dict:
+    """The example under torchrun (2 ranks, gloo, loopback); rank 0's JSON line."""
+    script = ROOT / "examples" / "train_with_timeshift.py"
+    r = subprocess.run(
+        [str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(script), "--steps", str(steps)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
+
+
 def test_script_under_torchrun_follows_the_served_shift():
     srv = start(workers=1, quiet=True)
     try:
@@ -26,30 +41,10 @@ def test_script_under_torchrun_follows_the_served_shift():
         epoch = time.time()
         shift = {"shift_s": 0.02, "period_s": 0.2, "epoch_s": epoch}
         ok_json(call(srv.port, "PUT", "/v1/jobs/demo/time_shift", shift))
-        env = {
-            **os.environ,
-            "CASSINI_URL": f"http://127.0.0.1:{srv.port}",
-            "CASSINI_JOB_ID": "demo",
-        }
-        r = subprocess.run(
-            [
-                str(TORCHRUN),
-                "--standalone",
-                "--nproc_per_node=2",
-                str(ROOT / "examples" / "train_with_timeshift.py"),
-                "--steps",
-                "15",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=180,
-            cwd=ROOT,
-        )
+        url = f"http://127.0.0.1:{srv.port}"
+        out = run_example({**os.environ, "CASSINI_URL": url, "CASSINI_JOB_ID": "demo"}, 10)
     finally:
         srv.stop()
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
     assert out["agent"]["enabled"] and out["agent"]["source"] == "url"
     assert out["agent"]["period_s"] == 0.2 and not out["agent"]["released"]
     starts = np.array(out["starts_s"])
@@ -63,21 +58,4 @@ def test_script_under_torchrun_follows_the_served_shift():
 
 def test_script_without_cassini_variables_runs_free():
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASSINI_")}
-    r = subprocess.run(
-        [
-            str(TORCHRUN),
-            "--standalone",
-            "--nproc_per_node=2",
-            str(ROOT / "examples" / "train_with_timeshift.py"),
-            "--steps",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-        cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
-    assert out["agent"] == {"enabled": False}
+    assert run_example(env, 3)["agent"] == {"enabled": False}
