@@ -533,7 +533,13 @@ def _run_cassini(
     topo = cfg.topology
     links = [Link(d["id"], d["capacity_bps"] * efficiency) for d in topo.advisor_links()]
     paths = {j.job_id: tuple(topo.ring_links(j.hosts)) for j in cfg.jobs}
-    advice = advise(links, list(profiles.values()), [Candidate("configured", paths)], loops="score")
+    advice = advise(
+        links,
+        list(profiles.values()),
+        [Candidate("configured", paths)],
+        loops="score",
+        agent_slack=cfg.agent_slack + jitter,  # the prediction holds jobs to the agent's period
+    )
     shifts = dict(advice.time_shifts_s)
     for job in cfg.jobs:
         if isinstance(job.shift, int | float):
