@@ -20,7 +20,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: Not core dependencies: only the extras ([testbed], [sim], [ray]) install them.
 HEAVY = ("torch", "torchvision", "matplotlib", "scapy", "pyroute2", "transformers", "ray")
-CORE = {"numpy", "networkx", "yaml", "starlette", "uvicorn", "prometheus_client"}
+CORE = {
+    "numpy",
+    "networkx",
+    "yaml",
+    "starlette",
+    "uvicorn",
+    "httptools",
+    "uvloop",
+    "prometheus_client",
+}
 
 
 def _top_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
@@ -90,7 +99,16 @@ def test_core_dependencies_are_what_the_package_declares():
         d.split(">")[0].split("=")[0].split("[")[0].strip().lower().replace("-", "_")
         for d in meta["dependencies"]
     }
-    assert names == {"numpy", "networkx", "pyyaml", "starlette", "uvicorn", "prometheus_client"}
+    assert names == {
+        "numpy",
+        "networkx",
+        "pyyaml",
+        "starlette",
+        "uvicorn",
+        "httptools",
+        "uvloop",
+        "prometheus_client",
+    }
     extras = meta["optional-dependencies"]
     assert "torch==2.13.0" in extras["testbed"]
     assert any(d.startswith("matplotlib") for d in extras["sim"])

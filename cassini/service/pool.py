@@ -248,3 +248,6 @@ async def _readable(conn: Any, timeout_s: float) -> bool:
         return conn.poll(0)
     finally:
         loop.remove_reader(fd)
+        # some event loops (uvloop) leave the descriptor non-blocking, and the pipe's
+        # recv()/send() of a large message would then fail half-way
+        os.set_blocking(fd, True)
