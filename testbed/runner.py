@@ -476,7 +476,12 @@ def _measured_profile(
     if source == "hook":
         return _profile_from_buckets(job.job_id, records, len(job.hosts))
     ip = cfg.topology.ip(job.hosts[0])
-    return measure.profile_from_pcap(job.job_id, pcap, ip, origin_s=records[-1]["start"])
+    # the capture gives the shape; the period comes from the worker's iteration ends (the
+    # autocorrelation alone took 3 periods for one on a DDP job's bursty capture)
+    period = statistics.median(result.iteration_times_s)
+    return measure.profile_from_pcap(
+        job.job_id, pcap, ip, origin_s=records[-1]["start"], iteration_time_s=period
+    )
 
 
 def _profile_from_buckets(job_id: str, records: list[dict[str, Any]], world_size: int) -> Any:
