@@ -268,11 +268,24 @@ def test_fuzzed_requests_never_break_the_service(tmp_path):
         conn[0].close()
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=90)  # requests in flight (each under --timeout-s) finish first
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.stderr.close()
+
+
+def test_a_problem_too_large_to_compute_is_400_not_500():
+    # found by the fuzzer: an absurd iteration time makes the unified period astronomical
+    srv = start(workers=1, quiet=True, timeout_s=10)
+    try:
+        request = api.example("score")
+        request["jobs"][1]["iteration_time_s"] = 916648213209816.0
+        err = error_of(call(srv.port, "POST", "/v1/score?precision_deg=90", request))
+        assert err["code"] == 400 and err["field"] == "body" and "too large" in err["message"]
+        assert call(srv.port, "GET", "/healthz")[0] == 200
+    finally:
+        srv.stop()
 
 
 def test_body_sent_too_slowly_is_408_and_the_service_stays_up():

@@ -88,6 +88,8 @@ def _worker_main(conn: Any) -> None:
             reply = ("input", e.field, e.problem)
         except RecursionError:
             reply = ("input", "body", "nested too deeply")
+        except MemoryError as e:  # e.g. iteration times whose common period is astronomical
+            reply = ("input", "body", f"too large to compute ({e}); check the iteration times")
         except Exception as e:  # reported to the client as a 500, logged by the parent
             reply = ("error", f"{type(e).__name__}: {e}", traceback.format_exc())
         try:
