@@ -166,7 +166,14 @@ def unload(force: bool = False) -> list[str]:
         r = subprocess.run(
             ["bpftool", "struct_ops", "unregister", "name", name], capture_output=True, text=True
         )
-        if r.returncode != 0:
+        # EINPROGRESS: an earlier registration already unregistered, waiting for its last
+        # (orphaned) sockets to close; the kernel frees it then
+        failed = [
+            line
+            for line in r.stderr.splitlines()
+            if line.startswith("Error") and "Operation now in progress" not in line
+        ]
+        if r.returncode != 0 and failed:
             raise MltcpError(f"unregistering {name} failed: {r.stderr.strip()}")
     for m in MAPS:
         (PIN_DIR / m).unlink(missing_ok=True)
