@@ -78,7 +78,9 @@ def run(spec: dict[str, Any]) -> None:
     recorder = CommHookRecorder()
     recorder.register(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    if spec.get("mltcp_job"):  # MLTCP exact mode: the optimizer step ends an iteration
+    # MLTCP exact mode: the optimizer step ends an iteration, marked once per job and
+    # kernel (two ranks marking one job would end some flows' iterations twice)
+    if spec.get("mltcp_job") and spec.get("mltcp_marker", rank == 0):
         import mltcp
         from mltcp import loader
 
@@ -222,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
             "out": f"{a.out}.rank{rank}",
             "threads": os.cpu_count() or 1,
             "mltcp_job": os.environ.get("MLTCP_JOB"),  # exact mode: testbed launch sets it
+            # one marker per node: each node's kernel counts its own flows
+            "mltcp_marker": int(os.environ.get("LOCAL_RANK", 0)) == 0,
         }
         if a.model:
             from testbed.calibration import default_calibration_path
