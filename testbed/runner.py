@@ -612,12 +612,12 @@ def _run_together(
         if capture is not None:
             stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
         slow_start = 2.0 * any(j.kind != "synthetic" for j in cfg.jobs)
-        epoch = time.time() + 2.0 + slow_start
         procs = []
         for k, job in enumerate(cfg.jobs):
             for rank, host in enumerate(job.hosts):
                 log = logs[job.job_id][rank]
-                spec = _worker_spec(cfg, job, k, rank, epoch, offsets, periods, log)
+                spec = _worker_spec(cfg, job, k, rank, offsets, periods, log)
+                # the epoch is the go file's, written once every worker is ready
                 spec["start_gate"] = str(logs_dir / "go.json")
                 if scheme.kind == "mltcp" and scheme.mode == "exact":
                     spec["mltcp_job"] = tags[job.job_id]  # workers mark every iteration
@@ -713,7 +713,6 @@ def _worker_spec(
     job: JobSpec,
     index: int,
     rank: int,
-    epoch: float,
     offsets: dict[str, float],
     periods: dict[str, float] | None,
     log: Path,
@@ -726,7 +725,6 @@ def _worker_spec(
         "compute_s": job.compute_s,
         "bytes": job.bytes,
         "iterations": job.iterations,
-        "epoch_s": epoch,
         "shift_s": offsets.get(job.job_id, 0.0),
         "jitter": job.jitter,
         "seed": cfg.seed + index,
