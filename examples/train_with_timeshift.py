@@ -56,6 +56,7 @@ def main() -> None:
 
     if dist.get_rank() == 0:
         print(json.dumps({"starts_s": starts, "agent": shift.status()}), flush=True)
+    dist.barrier()  # every rank done before gloo is torn down (else it may abort one)
     dist.destroy_process_group()
 
 
