@@ -136,37 +136,88 @@ def sh(*cmd: str, check: bool = True) -> str:
 
 class Pair:
     """Namespaces ``a`` (client, 10.x.0.1) and ``b`` (server, 10.x.0.2); with ``rate_bps``
-    the client's egress is a FIFO of ``buffer_packets`` shaped at that rate."""
+    the client's egress is a FIFO of ``buffer_packets`` shaped at that rate.
 
-    def __init__(self, prefix: str, subnet: int, rate_bps: float = 0, buffer_packets: int = 100):
-        self.a, self.b = f"{prefix}_a", f"{prefix}_b"
+    With ``router=True`` the two are joined through a third namespace ``r`` instead
+    (a 10.x.0.0/24 — r — 10.x.1.0/24 b) and the shaped FIFO is r's port towards b: the
+    bottleneck is in the network, as a switch's would be.  Needed when many flows share
+    it: a FIFO on the sender's own interface drops locally, and Linux treats a local drop
+    as local congestion (the zero-window probe timer every 0.5 s, counted in
+    ``icsk_probes_out``), so a flow that finds the queue full 15 times in a row
+    (``tcp_retries2``) is aborted with ETIMEDOUT without having retransmitted anything."""
+
+    def __init__(
+        self,
+        prefix: str,
+        subnet: int,
+        rate_bps: float = 0,
+        buffer_packets: int = 100,
+        router: bool = False,
+    ):
+        self.a, self.b, self.r = f"{prefix}_a", f"{prefix}_b", f"{prefix}_r"
         self.va, self.vb = f"{prefix[:8]}va", f"{prefix[:8]}vb"
-        self.ip_a, self.ip_b = f"10.{subnet}.0.1", f"10.{subnet}.0.2"
+        self.ra, self.rb = f"{prefix[:8]}ra", f"{prefix[:8]}rb"
+        self.router = router
+        self.ip_a = f"10.{subnet}.0.1"
+        self.ip_b = f"10.{subnet}.1.2" if router else f"10.{subnet}.0.2"
+        self.subnet = subnet
         self.rate_bps, self.buffer_packets = rate_bps, buffer_packets
         self.server: subprocess.Popen | None = None
 
     def __enter__(self) -> Pair:
-        from testbed.fabric import fifo_commands
-
         self.close()
         try:
-            sh("ip", "netns", "add", self.a)
-            sh("ip", "netns", "add", self.b)
-            sh("ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", self.vb,
-               "netns", self.b)  # fmt: skip
-            for ns, dev, ip in ((self.a, self.va, self.ip_a), (self.b, self.vb, self.ip_b)):
-                sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
-                sh("ip", "-n", ns, "link", "set", dev, "up")
-                sh("ip", "-n", ns, "link", "set", "lo", "up")
-            if self.rate_bps:
-                sh("ip", "netns", "exec", self.a, "ethtool", "-K", self.va, "tso", "off", "gso",
-                   "off", check=False)  # fmt: skip
-                for cmd in fifo_commands(self.va, self.rate_bps, self.buffer_packets):
-                    sh("ip", "netns", "exec", self.a, *cmd)
+            if self.router:
+                self._routed()
+            else:
+                self._direct()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _shape(self, ns: str, dev: str) -> None:
+        from testbed.fabric import fifo_commands
+
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+           check=False)  # fmt: skip
+        for cmd in fifo_commands(dev, self.rate_bps, self.buffer_packets):
+            sh("ip", "netns", "exec", ns, *cmd)
+
+    @staticmethod
+    def _up(ns: str, dev: str, cidr: str) -> None:
+        sh("ip", "-n", ns, "addr", "add", cidr, "dev", dev)
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def _direct(self) -> None:
+        sh("ip", "netns", "add", self.a)
+        sh("ip", "netns", "add", self.b)
+        sh("ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", self.vb,
+           "netns", self.b)  # fmt: skip
+        self._up(self.a, self.va, f"{self.ip_a}/24")
+        self._up(self.b, self.vb, f"{self.ip_b}/24")
+        if self.rate_bps:
+            self._shape(self.a, self.va)
+
+    def _routed(self) -> None:
+        for ns in (self.a, self.r, self.b):
+            sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", self.ra,
+           "netns", self.r)  # fmt: skip
+        sh("ip", "link", "add", self.vb, "netns", self.b, "type", "veth", "peer", self.rb,
+           "netns", self.r)  # fmt: skip
+        net_a, net_b = f"10.{self.subnet}.0", f"10.{self.subnet}.1"
+        self._up(self.a, self.va, f"{self.ip_a}/24")
+        self._up(self.r, self.ra, f"{net_a}.254/24")
+        self._up(self.r, self.rb, f"{net_b}.254/24")
+        self._up(self.b, self.vb, f"{self.ip_b}/24")
+        sh("ip", "-n", self.a, "route", "add", "default", "via", f"{net_a}.254")
+        sh("ip", "-n", self.b, "route", "add", "default", "via", f"{net_b}.254")
+        sh("ip", "netns", "exec", self.r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "netns", "exec", self.r, "ethtool", "-K", self.ra, "gro", "off", check=False)
+        if self.rate_bps:
+            self._shape(self.r, self.rb)
 
     def sysctl(self, setting: str) -> None:
         for ns in (self.a, self.b):
@@ -177,7 +228,7 @@ class Pair:
             self.server.kill()
             self.server.wait()
             self.server = None
-        for ns in (self.a, self.b):
+        for ns in (self.a, self.b, self.r):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
     def __exit__(self, *exc: object) -> None:
