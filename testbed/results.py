@@ -87,6 +87,7 @@ class SchemeResult:
     profile_source: str | None = None
     advice: Mapping[str, Any] | None = None
     mltcp_flows: Mapping[str, Any] = field(default_factory=dict)  # job -> mode, steps, flows
+    measured_as: str | None = None  # CASSINI declined: the scheme whose run is its schedule
 
     @property
     def summary(self) -> dict[str, dict[str, float]]:
@@ -120,6 +121,8 @@ class SchemeResult:
             out["advice"] = dict(self.advice)
         if self.mltcp_flows:
             out["mltcp_flows"] = dict(self.mltcp_flows)
+        if self.measured_as is not None:
+            out["measured_as"] = self.measured_as
         return out
 
     @classmethod
@@ -140,6 +143,7 @@ class SchemeResult:
             profile_source=obj.get("profile_source"),
             advice=obj.get("advice"),
             mltcp_flows=obj.get("mltcp_flows", {}),
+            measured_as=obj.get("measured_as"),
         )
 
 

@@ -2,6 +2,7 @@
 measurement from logs and from a pcap written here."""
 
 import argparse
+from dataclasses import replace
 
 import pytest
 
@@ -271,8 +272,13 @@ def test_worker_reads_the_sending_sockets_congestion_state():
             s.close()
 
 
-MODEL_JOB = {"id": "a", "kind": "model", "model": "resnet50", "hosts": ["h1", "h3"],
-             "iterations": 30}
+MODEL_JOB = {
+    "id": "a",
+    "kind": "model",
+    "model": "resnet50",
+    "hosts": ["h1", "h3"],
+    "iterations": 30,
+}
 
 
 def test_model_job_config_and_its_defaults():
@@ -326,3 +332,53 @@ def test_testbed_run_exits_2_naming_the_field(tmp_path):
     )
     assert r.returncode == 2 and "jobs[0].model" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_declined_cassini_stands_for_the_same_start_run_only_when_nothing_is_shifted():
+    from testbed.runner import _same_schedule
+
+    cfg = load_config(EXAMPLE)
+    cassini = next(s for s in cfg.schemes if s.kind == "cassini")
+    same = SchemeResult("baseline", "baseline", cfg.cc, "fair", {})
+    other_cc = SchemeResult("base-reno", "baseline", "reno", "fair", {})
+    done = {"base-reno": other_cc, "baseline": same}
+    zero = {j.job_id: 0.0 for j in cfg.jobs}
+    assert _same_schedule(cfg, cassini, zero, {}, done) is same
+    # any shift or any job held to a period: CASSINI's own run
+    assert _same_schedule(cfg, cassini, {**zero, "b": 0.01}, {}, done) is None
+    assert _same_schedule(cfg, cassini, zero, {"a": 0.1}, done) is None
+    # no same-start run on this congestion control yet
+    assert _same_schedule(cfg, cassini, zero, {}, {"base-reno": other_cc}) is None
+    rerun = load_config({**EXAMPLE, "agent": {"rerun_declined": True}})
+    assert rerun.rerun_declined and _same_schedule(rerun, cassini, zero, {}, done) is None
+    with pytest.raises(ConfigError, match="agent.rerun_declined"):
+        load_config({**EXAMPLE, "agent": {"rerun_declined": "yes"}})
+    # the result says which run stands for it, and reads back
+    stood = replace(same, name="cassini", kind="cassini", measured_as="baseline")
+    back = SchemeResult.from_dict("cassini", stood.to_dict())
+    assert back.measured_as == "baseline" and back.kind == "cassini"
+
+
+def test_held_jobs_shifts_are_solved_on_the_period_they_are_held_to():
+    from cassini.advisor import Link
+    from cassini.profile import JobProfile, Phase
+    from testbed.runner import shifts_on_held_periods
+
+    # line-rate phases of 40 ms (a) and 30 ms (b) per 80 ms, held to 100 ms: b's phase
+    # must land in a's 60 ms of silence on the 100 ms circle
+    a = JobProfile("a", 0.08, (Phase(0.03, 0.04, 1e9),))
+    b = JobProfile("b", 0.08, (Phase(0.01, 0.03, 1e9),))
+    paths = {"a": ("l",), "b": ("l",)}
+    held = {"a": 0.1, "b": 0.1}
+    shifts = shifts_on_held_periods([Link("l", 1e9)], paths, {"a": a, "b": b}, held)
+    assert set(shifts) == {"a", "b"} and all(0 <= v < 0.1 for v in shifts.values())
+
+    def busy(start_s: float, length_s: float) -> set[int]:  # 0.5 ms cells of the circle
+        return {
+            int(round((start_s + k * 5e-4) % 0.1 / 5e-4)) % 200 for k in range(int(length_s / 5e-4))
+        }
+
+    on_a = busy(shifts["a"] + 0.03, 0.04)
+    on_b = busy(shifts["b"] + 0.01, 0.03)
+    assert len(on_a & on_b) <= 4, sorted(on_a & on_b)  # the solver's 5-degree grid
+    assert shifts_on_held_periods([Link("l", 1e9)], paths, {"a": a, "b": b}, {}) == {}
