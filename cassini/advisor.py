@@ -30,7 +30,7 @@ from cassini.circle import LinkSolution, compatibility_score, n_angles
 from cassini.errors import InputError
 from cassini.predict import (
     Slot,
-    agent_period_s,
+    agent_periods_s,
     bytes_stretch,
     clear_cache,
     predict_iteration_times,
@@ -416,11 +416,8 @@ def predict_candidate(
     its neighbours away."""
     links = {link: (capacity_bps[link], sol.job_ids) for link, sol in solutions.items()}
     shared = sorted({j for sol in solutions.values() for j in sol.job_ids})
-    periods = {
-        j: p
-        for j in shared
-        if (p := agent_period_s(j, job_map, solutions.values(), slack=slack)) is not None
-    }
+    every = agent_periods_s(job_map, solutions.values(), slack=slack)
+    periods = {j: every[j] for j in shared if j in every}
 
     stretch = {
         j: max(
@@ -533,3 +530,31 @@ def _evaluate(
         loops=assignment.loops,
         loop_loss=assignment.max_loss,
     )
+
+
+def held_time_shifts(
+    links: Iterable[Link],
+    paths: Mapping[str, Sequence[str]],
+    profiles: Mapping[str, JobProfile],
+    periods: Mapping[str, float],
+    precision_deg: float = 5.0,
+) -> dict[str, float]:
+    """Time-shifts (seconds) for the jobs a time-shift agent holds to ``periods``
+    (seconds; e.g. :func:`cassini.predict.agent_periods_s`), solved on those periods.
+
+    A held job's traffic repeats every ``periods[job]`` seconds, not every
+    ``iteration_time_s``: its phases keep their offsets from the slot's start and the
+    stretch is idle time at the end.  So the shifts come from the profiles padded to
+    their periods (a circle of that circumference), not from the unpadded circle's shifts
+    scaled up, which moves the phases against each other by the padding (measured on two
+    VGG-11 DDP jobs: 3-6 % longer iterations, and the agent's slots missed).  Jobs not in
+    ``periods`` keep their own profile; ``paths`` names every job's links."""
+    if not periods:
+        return {}
+    padded = [
+        replace(p, iteration_time_s=periods[j]) if j in periods else p
+        for j, p in profiles.items()
+    ]
+    cand = Candidate("held", {j: tuple(paths[j]) for j in profiles})
+    advice = advise(links, padded, [cand], precision_deg, loops="score", workers=1, predict="none")
+    return {j: float(advice.time_shifts_s.get(j, 0.0)) for j in periods}

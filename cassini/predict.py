@@ -74,6 +74,43 @@ def bytes_stretch(profiles: Iterable[JobProfile], capacity_bps: float) -> float:
     return max(1.0, link_load(profiles, capacity_bps))
 
 
+def held_periods_s(
+    profiles: Mapping[str, JobProfile], link_solutions: Iterable[LinkSolution]
+) -> dict[str, float]:
+    """Period (seconds, before slack) the agent holds each job that shares a link to.
+
+    Jobs that share a link must be held to periods in the exact ratio of the link's
+    unified circle (``P / repeats``), or their offsets drift apart by the difference
+    every iteration (90.0 ms against 90.2 ms: 8 ms in 40 iterations).  So on each link
+    ``P`` is the longest of ``iteration_time * repeats`` over its jobs (the unified
+    period when that is longer), stretched by the link's :func:`bytes_stretch`; a job's
+    period is the longest ``P / repeats`` over its links, and links are revisited until
+    the jobs they share agree (bounded: a job on links whose repeats disagree takes the
+    longest and may drift on the others)."""
+    sols = list(link_solutions)
+    period: dict[str, float] = {}
+    for sol in sols:
+        stretch = bytes_stretch((profiles[j] for j in sol.job_ids), sol.capacity_bps)
+        reps = sol.unified.repeats
+        need = max(
+            [sol.unified.period_s]
+            + [profiles[j].iteration_time_s * reps[k] for k, j in enumerate(sol.job_ids)]
+        )
+        for k, j in enumerate(sol.job_ids):
+            period[j] = max(period.get(j, 0.0), need * stretch / reps[k])
+    for _ in range(4 * len(sols) + 1):
+        changed = False
+        for sol in sols:
+            reps = sol.unified.repeats
+            circle = max(period[j] * reps[k] for k, j in enumerate(sol.job_ids))
+            for k, j in enumerate(sol.job_ids):
+                if circle / reps[k] > period[j] * (1 + 1e-12):
+                    period[j], changed = circle / reps[k], True
+        if not changed:
+            break
+    return period
+
+
 def agent_period_s(
     job_id: str,
     profiles: Mapping[str, JobProfile],
@@ -82,24 +119,15 @@ def agent_period_s(
     slack: float = 0.0,
 ) -> float | None:
     """Period (seconds) the time-shift agent holds a job to, or None when the job shares
-    none of the links (nothing to interleave with: no agent).
-
-    The job's circle iteration time (its own, or the stretched one when a unified period
-    is approximate), times the largest :func:`bytes_stretch` of its links, times
-    ``1 + slack`` for jitter.  Its time-shift is stretched the same way:
-    ``shift_s * period / iteration_time_s``.
+    none of the links (nothing to interleave with: no agent): its
+    :func:`held_periods_s` (the link's unified circle, common to the jobs that share it,
+    stretched by the largest :func:`bytes_stretch` of its links) times ``1 + slack`` for
+    jitter.
     """
     if slack < 0:
         raise InputError("slack", f"must be >= 0, got {slack!r}")
-    profile = profiles[job_id]
-    base, stretch, found = profile.iteration_time_s, 1.0, False
-    for sol in link_solutions:
-        if job_id not in sol.job_ids:
-            continue
-        found = True
-        base = max(base, sol.unified.period_s / sol.unified.repeats[sol.job_ids.index(job_id)])
-        stretch = max(stretch, bytes_stretch((profiles[j] for j in sol.job_ids), sol.capacity_bps))
-    return base * stretch * (1.0 + slack) if found else None
+    period = held_periods_s(profiles, link_solutions).get(job_id)
+    return None if period is None else period * (1.0 + slack)
 
 
 def agent_periods_s(
@@ -111,15 +139,14 @@ def agent_periods_s(
 ) -> dict[str, float]:
     """:func:`agent_period_s` of every job that shares a link, leaving out the jobs the
     advice does not shift (``shift[job]`` false: they run free)."""
-    sols = list(link_solutions)
-    out = {}
-    for job_id in profiles:
-        if shift is not None and not shift.get(job_id, False):
-            continue
-        period = agent_period_s(job_id, profiles, sols, slack=slack)
-        if period is not None:
-            out[job_id] = period
-    return out
+    if slack < 0:
+        raise InputError("slack", f"must be >= 0, got {slack!r}")
+    held = held_periods_s(profiles, link_solutions)
+    return {
+        j: period * (1.0 + slack)
+        for j, period in held.items()
+        if j in profiles and (shift is None or shift.get(j, False))
+    }
 
 
 def simulate_link(

@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 from cassini import schema
-from cassini.advisor import Candidate, Link, advise
+from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.errors import InputError
 from testbed import measure, mltcp_jobs, startgate
 from testbed.net import Cluster, TestbedError, wait_all
@@ -556,7 +556,7 @@ def _run_cassini(
         if isinstance(job.shift, int | float):
             shifts[job.job_id] = float(job.shift)
     periods = agent_periods(profiles, advice, cfg.agent_slack + jitter)
-    on_period = shifts_on_held_periods(links, paths, profiles, periods)
+    on_period = held_time_shifts(links, paths, profiles, periods)
     for job in cfg.jobs:
         if isinstance(job.shift, int | float):
             continue
@@ -600,28 +600,6 @@ def _same_schedule(
         if res.kind == "baseline" and res.cc == cc and res.measured_as is None:
             return res
     return None
-
-
-def shifts_on_held_periods(
-    links: list[Link],
-    paths: dict[str, tuple[str, ...]],
-    profiles: dict[str, Any],
-    periods: dict[str, float],
-) -> dict[str, float]:
-    """Time-shifts (seconds) for the jobs the agent holds, solved on the periods it holds
-    them to.  A held job's traffic repeats every ``periods[job]`` seconds, not every
-    ``iteration_time_s``: its phases keep their offsets from the slot's start and the
-    stretch is idle time at the end.  So the shifts come from the profiles padded to those
-    periods (a circle of that circumference), not from the unpadded circle's shifts
-    scaled up, which would move the phases against each other by the padding."""
-    if not periods:
-        return {}
-    padded = [
-        replace(p, iteration_time_s=periods[j]) if j in periods else p
-        for j, p in profiles.items()
-    ]
-    advice = advise(links, padded, [Candidate("held", paths)], loops="score", predict="none")
-    return {j: float(advice.time_shifts_s.get(j, 0.0)) for j in periods}
 
 
 def agent_periods(profiles: dict[str, Any], advice: Any, slack: float) -> dict[str, float]:

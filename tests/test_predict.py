@@ -15,6 +15,7 @@ from cassini.predict import (
     agent_period_s,
     agent_periods_s,
     bytes_stretch,
+    held_periods_s,
     link_load,
     simulate_link,
 )
@@ -239,3 +240,25 @@ def test_closed_form_for_links_whose_peaks_fit_matches_the_simulation(jobs, held
     closed = _uncontended(list(jobs), slots, 5)
     for j in fluid.iteration_times_s:
         assert fluid.iteration_times_s[j] == pytest.approx(closed.iteration_times_s[j], rel=1e-9)
+
+
+def test_jobs_sharing_a_link_are_held_to_commensurate_periods():
+    """90.0 and 90.2 ms quantise to one 90 ms circle; held to their own times the two
+    would drift 0.2 ms apart every iteration.  Both get the longer one; a 2:1 pair gets
+    periods in exactly that ratio, the longer job's own time setting the circle."""
+    a = JobProfile("a", 0.0900, [Phase(0.0, 0.03, 0.5 * GBPS)])
+    b = JobProfile("b", 0.0902, [Phase(0.0, 0.03, 0.5 * GBPS)])
+    sol = compatibility_score([a, b], GBPS)
+    periods = agent_periods_s({"a": a, "b": b}, [sol], slack=0.05)
+    assert periods["a"] == periods["b"] == pytest.approx(0.0902 * 1.05)
+    c = JobProfile("c", 0.0402, [Phase(0.0, 0.01, 0.5 * GBPS)])
+    d = JobProfile("d", 0.0800, [Phase(0.0, 0.01, 0.5 * GBPS)])
+    sol = compatibility_score([c, d], GBPS)
+    assert sol.unified.repeats == (2, 1)
+    held = held_periods_s({"c": c, "d": d}, [sol])
+    assert held["d"] == pytest.approx(2 * held["c"]) and held["c"] >= 0.0402
+    # a job on two links takes the longer circle, and its partners on both follow
+    e = JobProfile("e", 0.0950, [Phase(0.0, 0.01, 0.5 * GBPS)])
+    s1, s2 = compatibility_score([a, b], GBPS), compatibility_score([b, e], GBPS)
+    chain = held_periods_s({"a": a, "b": b, "e": e}, [s1, s2])
+    assert chain["a"] == chain["b"] == chain["e"] == pytest.approx(0.0950)

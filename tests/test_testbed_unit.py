@@ -360,9 +360,8 @@ def test_declined_cassini_stands_for_the_same_start_run_only_when_nothing_is_shi
 
 
 def test_held_jobs_shifts_are_solved_on_the_period_they_are_held_to():
-    from cassini.advisor import Link
+    from cassini.advisor import Link, held_time_shifts
     from cassini.profile import JobProfile, Phase
-    from testbed.runner import shifts_on_held_periods
 
     # line-rate phases of 40 ms (a) and 30 ms (b) per 80 ms, held to 100 ms: b's phase
     # must land in a's 60 ms of silence on the 100 ms circle
@@ -370,7 +369,7 @@ def test_held_jobs_shifts_are_solved_on_the_period_they_are_held_to():
     b = JobProfile("b", 0.08, (Phase(0.01, 0.03, 1e9),))
     paths = {"a": ("l",), "b": ("l",)}
     held = {"a": 0.1, "b": 0.1}
-    shifts = shifts_on_held_periods([Link("l", 1e9)], paths, {"a": a, "b": b}, held)
+    shifts = held_time_shifts([Link("l", 1e9)], paths, {"a": a, "b": b}, held)
     assert set(shifts) == {"a", "b"} and all(0 <= v < 0.1 for v in shifts.values())
 
     def busy(start_s: float, length_s: float) -> set[int]:  # 0.5 ms cells of the circle
@@ -381,4 +380,4 @@ def test_held_jobs_shifts_are_solved_on_the_period_they_are_held_to():
     on_a = busy(shifts["a"] + 0.03, 0.04)
     on_b = busy(shifts["b"] + 0.01, 0.03)
     assert len(on_a & on_b) <= 4, sorted(on_a & on_b)  # the solver's 5-degree grid
-    assert shifts_on_held_periods([Link("l", 1e9)], paths, {"a": a, "b": b}, {}) == {}
+    assert held_time_shifts([Link("l", 1e9)], paths, {"a": a, "b": b}, {}) == {}

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini import schema
-from cassini.advisor import Candidate, Link, advise
+from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.circle import compatibility_score
 from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
@@ -445,6 +445,18 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
     # the advisor's prediction, when it makes one: per job, does shifting pay, and the
     # period the agent holds a shifted job to
     prediction = getattr(result, "prediction", None)
+    on_period: dict[str, float] = {}
+    if result is not None and result.status == "ok" and prediction is not None:
+        held_at = {
+            j: max(state.jobs[j].profile.iteration_time_s, float(p))
+            for j, p in prediction.agent_period_s.items()
+        }
+        if any(p > state.jobs[j].profile.iteration_time_s * (1 + 1e-9) for j, p in held_at.items()):
+            # held longer than they iterate: solve the shifts on those periods
+            on_period = held_time_shifts(
+                links, cand.paths, {j: state.jobs[j].profile for j in sorted(sharing)}, held_at,
+                precision_deg,
+            )  # fmt: skip
     for jid, job in state.jobs.items():
         period = job.profile.iteration_time_s
         if jid not in paths:
@@ -464,6 +476,6 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
         held = period
         if prediction is not None and jid in prediction.agent_period_s:
             held = max(period, float(prediction.agent_period_s[jid]))
-        shift = float(result.time_shifts_s.get(jid, 0.0)) % held
+        shift = float(on_period.get(jid, result.time_shifts_s.get(jid, 0.0))) % held
         out[jid] = JobShift(jid, True, shift, held, None)
     return out
