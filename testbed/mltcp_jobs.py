@@ -20,9 +20,16 @@ CGROUP_PREFIX = "testbed-mltcp-"
 
 
 @contextlib.contextmanager
-def job_cgroups(cc: str, tags: Mapping[str, str], mode: str) -> Iterator[dict[str, Path]]:
+def job_cgroups(
+    cc: str,
+    tags: Mapping[str, str],
+    mode: str,
+    slope: float | None = None,
+    intercept: float | None = None,
+) -> Iterator[dict[str, Path]]:
     """A cgroup per job (``tags``: job id -> the run-unique MLTCP job name), ``cc``
-    selected for each, the MLTCP iteration ``mode`` set; all undone on exit."""
+    selected for each, the MLTCP iteration ``mode`` set, and ``slope``/``intercept``
+    where given; all undone on exit."""
     from mltcp import loader
 
     mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
@@ -35,7 +42,8 @@ def job_cgroups(cc: str, tags: Mapping[str, str], mode: str) -> Iterator[dict[st
     before = loader.get_params()
     paths: dict[str, Path] = {}
     try:
-        loader.set_params(replace(before, mode=mode))
+        rule = {k: v for k, v in (("slope", slope), ("intercept", intercept)) if v is not None}
+        loader.set_params(replace(before, mode=mode, **rule))
         for job, tag in tags.items():
             path = Path(root) / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
             path.mkdir(exist_ok=True)

@@ -97,6 +97,8 @@ class SchemeSpec:
     kind: str
     cc: str | None = None
     mode: str = "idle"  # mltcp: iteration boundaries by idle gaps or exact marks
+    slope: float | None = None  # mltcp: F = slope * ratio + intercept (None: loaded value)
+    intercept: float | None = None
 
 
 @dataclass(frozen=True)
@@ -327,8 +329,10 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
         raw = {"scheme": raw}
     if not isinstance(raw, dict) or "scheme" not in raw:
         raise ConfigError(f"schemes[{index}]: a scheme name or {{scheme:, name:, cc:}}")
-    if set(raw) - {"scheme", "name", "cc", "mode"}:
-        raise ConfigError(f"schemes[{index}]: allowed keys are scheme, name, cc, mode")
+    if set(raw) - {"scheme", "name", "cc", "mode", "slope", "intercept"}:
+        raise ConfigError(
+            f"schemes[{index}]: allowed keys are scheme, name, cc, mode, slope, intercept"
+        )
     kind = raw["scheme"]
     if kind not in SCHEME_KINDS:
         raise ConfigError(
@@ -337,7 +341,20 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
     mode = raw.get("mode", "idle")
     if mode not in ("idle", "exact") or (kind != "mltcp" and "mode" in raw):
         raise ConfigError(f"schemes[{index}].mode", f"idle or exact, for mltcp only, got {mode!r}")
-    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), mode)
+    rule: dict[str, float] = {}
+    for key in ("slope", "intercept"):
+        if key in raw:
+            if kind != "mltcp":
+                raise ConfigError(f"schemes[{index}].{key}", "for mltcp only")
+            rule[key] = schema.number(raw[key], f"schemes[{index}].{key}")
+    if rule:
+        from mltcp.policy import MltcpParams
+
+        try:
+            MltcpParams(**rule)
+        except ValueError as e:
+            raise ConfigError(f"schemes[{index}]", str(e)) from None
+    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), mode, **rule)
 
 
 # -- running -----------------------------------------------------------------------------
@@ -644,7 +661,9 @@ def _run_together(
         if scheme.kind == "mltcp":  # each job's sockets tied to it, however they are opened
             run_id = f"{os.getpid()}.{time.time():.3f}"
             tags = {j.job_id: f"{j.job_id}@{run_id}" for j in cfg.jobs}
-            cgroups = stack.enter_context(mltcp_jobs.job_cgroups(cc, tags, scheme.mode))
+            cgroups = stack.enter_context(
+                mltcp_jobs.job_cgroups(cc, tags, scheme.mode, scheme.slope, scheme.intercept)
+            )
             marks_fd = mltcp_jobs.marks_fd() if scheme.mode == "exact" else None
             if marks_fd is not None:
                 stack.callback(os.close, marks_fd)

@@ -381,3 +381,19 @@ def test_held_jobs_shifts_are_solved_on_the_period_they_are_held_to():
     on_b = busy(shifts["b"] + 0.01, 0.03)
     assert len(on_a & on_b) <= 4, sorted(on_a & on_b)  # the solver's 5-degree grid
     assert held_time_shifts([Link("l", 1e9)], paths, {"a": a, "b": b}, {}) == {}
+
+
+def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
+    schemes = [{"scheme": "mltcp", "name": "k6", "mode": "exact", "slope": 1.5, "intercept": 0.25}]
+    cfg = load_config({**EXAMPLE, "schemes": schemes})
+    s = cfg.schemes[0]
+    assert (s.kind, s.mode, s.slope, s.intercept) == ("mltcp", "exact", 1.5, 0.25)
+    assert load_config({**EXAMPLE, "schemes": ["mltcp"]}).schemes[0].slope is None
+    with pytest.raises(ConfigError, match=r"schemes\[0\].slope.*mltcp only"):
+        load_config({**EXAMPLE, "schemes": [{"scheme": "cassini", "slope": 1.0}]})
+    with pytest.raises(ConfigError, match="intercept must be > 0"):
+        load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "intercept": 0}]})
+    from cassini.errors import InputError  # ConfigError's base: exit 2, field named
+
+    with pytest.raises(InputError, match=r"schemes\[0\].slope"):
+        load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "slope": "steep"}]})
