@@ -108,7 +108,7 @@ class RunConfig:
     schemes: tuple[SchemeSpec, ...]
     cc: str = "cubic"
     seed: int = 0
-    agent_slack: float = 0.03
+    agent_slack: float = 0.01
     drift_tolerance: float = 0.05
     rerun_declined: bool = False  # run CASSINI again when it declines every shift
     profile_iterations: int = 12
@@ -177,7 +177,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         schemes=schemes,
         cc=str(raw.get("cc", "dctcp_bpf" if topo.fabric.kind == "ecn" else "cubic")),
         seed=int(raw.get("seed", 0)),
-        agent_slack=float(agent.get("slack", 0.03)),
+        agent_slack=float(agent.get("slack", 0.01)),
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
         rerun_declined=rerun,
         profile_iterations=int(raw.get("profile_iterations", 12)),
