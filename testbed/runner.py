@@ -44,6 +44,7 @@ import yaml
 from cassini import schema
 from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.errors import InputError
+from cassini.predict import period_slack
 from testbed import measure, mltcp_jobs, startgate
 from testbed.net import Cluster, TestbedError, wait_all
 from testbed.results import ExperimentResult, JobResult, SchemeResult
@@ -108,7 +109,7 @@ class RunConfig:
     schemes: tuple[SchemeSpec, ...]
     cc: str = "cubic"
     seed: int = 0
-    agent_slack: float = 0.01
+    agent_slack: float | None = None  # None: cassini.predict.period_slack of the load
     drift_tolerance: float = 0.05
     rerun_declined: bool = False  # run CASSINI again when it declines every shift
     profile_iterations: int = 12
@@ -177,7 +178,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         schemes=schemes,
         cc=str(raw.get("cc", "dctcp_bpf" if topo.fabric.kind == "ecn" else "cubic")),
         seed=int(raw.get("seed", 0)),
-        agent_slack=float(agent.get("slack", 0.01)),
+        agent_slack=_slack(agent.get("slack", "auto")),
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
         rerun_declined=rerun,
         profile_iterations=int(raw.get("profile_iterations", 12)),
@@ -187,6 +188,12 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         ),
         raw=raw,
     )
+
+
+def _slack(raw: Any) -> float | None:
+    if raw == "auto":
+        return None
+    return schema.number(raw, "agent.slack", non_negative=True)
 
 
 def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
@@ -561,18 +568,22 @@ def _run_cassini(
     topo = cfg.topology
     links = [Link(d["id"], d["capacity_bps"] * efficiency) for d in topo.advisor_links()]
     paths = {j.job_id: tuple(topo.ring_links(j.hosts)) for j in cfg.jobs}
+    slack = cfg.agent_slack
+    if slack is None:  # auto: from how full the fullest shared link is
+        slack = period_slack(max_link_load(links, paths, profiles))
+    say(f"  agent slack {slack:.1%} + jitter {jitter:.1%}")
     advice = advise(
         links,
         list(profiles.values()),
         [Candidate("configured", paths)],
         loops="score",
-        agent_slack=cfg.agent_slack + jitter,  # the prediction holds jobs to the agent's period
+        agent_slack=slack + jitter,  # the prediction holds jobs to the agent's period
     )
     shifts = dict(advice.time_shifts_s)
     for job in cfg.jobs:
         if isinstance(job.shift, int | float):
             shifts[job.job_id] = float(job.shift)
-    periods = agent_periods(profiles, advice, cfg.agent_slack + jitter)
+    periods = agent_periods(profiles, advice, slack + jitter)
     on_period = held_time_shifts(links, paths, profiles, periods)
     for job in cfg.jobs:
         if isinstance(job.shift, int | float):
@@ -617,6 +628,22 @@ def _same_schedule(
         if res.kind == "baseline" and res.cc == cc and res.measured_as is None:
             return res
     return None
+
+
+def max_link_load(
+    links: list[Link], paths: dict[str, tuple[str, ...]], profiles: dict[str, Any]
+) -> float:
+    """The largest share of a link that the bytes of the jobs crossing it need
+    (:func:`cassini.predict.link_load`, at most 1: beyond, the periods are stretched),
+    over links two or more jobs share; 0 when none is shared."""
+    from cassini.predict import link_load
+
+    worst = 0.0
+    for link in links:
+        on = [profiles[j] for j, p in paths.items() if link.link_id in p and j in profiles]
+        if len(on) > 1:
+            worst = max(worst, min(1.0, link_load(on, link.capacity_bps)))
+    return worst
 
 
 def agent_periods(profiles: dict[str, Any], advice: Any, slack: float) -> dict[str, float]:

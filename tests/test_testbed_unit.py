@@ -397,3 +397,22 @@ def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
 
     with pytest.raises(InputError, match=r"schemes\[0\].slope"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "slope": "steep"}]})
+
+
+def test_agent_slack_is_auto_by_default_and_the_load_it_follows():
+    from cassini.advisor import Link
+    from cassini.errors import InputError
+    from cassini.profile import JobProfile, Phase
+    from testbed.runner import max_link_load
+
+    assert load_config(EXAMPLE).agent_slack is None  # auto
+    assert load_config({**EXAMPLE, "agent": {"slack": 0.05}}).agent_slack == 0.05
+    with pytest.raises(InputError, match="agent.slack"):
+        load_config({**EXAMPLE, "agent": {"slack": -0.01}})
+    a = JobProfile("a", 0.1, (Phase(0.0, 0.04, 1e9),))  # 40 % of a 1 Gbit/s link
+    b = replace(a, job_id="b")
+    paths = {"a": ("l", "m"), "b": ("l",)}
+    links = [Link("l", 1e9), Link("m", 1e9)]
+    assert max_link_load(links, paths, {"a": a, "b": b}) == pytest.approx(0.8)
+    assert max_link_load(links, {"a": ("m",), "b": ("l",)}, {"a": a, "b": b}) == 0.0
+    assert max_link_load([Link("l", 0.5e9)], paths, {"a": a, "b": b}) == 1.0  # capped
