@@ -531,12 +531,23 @@ def payload_efficiency(cfg: RunConfig, ideal: SchemeResult) -> float:
     """Payload bits the jobs moved per bit their shared links carried in the ideal run
     (TCP/IP and Ethernet headers, ACKs): the median over jobs that cross a shared link,
     1.0 when none does.  Profiles' rates are payload rates, so the advisor is given each
-    link's capacity times this share."""
+    link's capacity times this share.
+
+    A ring all-reduce's ranks send equal shares, and each hop's bytes cross every
+    measured link direction on its path once: a job's expected payload on them is
+    ``crossings * bytes / ranks`` (on the dumbbell each hop crosses one direction, on a
+    leaf-spine two: leaf to spine and spine to leaf)."""
     shares = []
     for job in cfg.jobs:
-        wire = sum(b for k, b in ideal.link_bytes.items() if k.startswith(f"{job.job_id}:"))
-        if wire > 0 and job.job_id in ideal.jobs:
-            shares.append(ideal.jobs[job.job_id].bytes / wire)
+        if job.job_id not in ideal.jobs:
+            continue
+        measured = {k.split(":", 1)[1]: b for k, b in ideal.link_bytes.items()
+                    if k.startswith(f"{job.job_id}:")}  # fmt: skip
+        crossings = sum(1 for d in cfg.topology.ring_links(job.hosts) if d in measured)
+        wire = sum(measured.values())
+        if wire > 0 and crossings:
+            payload = crossings * ideal.jobs[job.job_id].bytes / len(job.hosts)
+            shares.append(payload / wire)
     return min(1.0, max(0.5, statistics.median(shares))) if shares else 1.0
 
 

@@ -416,3 +416,30 @@ def test_agent_slack_is_auto_by_default_and_the_load_it_follows():
     assert max_link_load(links, paths, {"a": a, "b": b}) == pytest.approx(0.8)
     assert max_link_load(links, {"a": ("m",), "b": ("l",)}, {"a": a, "b": b}) == 0.0
     assert max_link_load([Link("l", 0.5e9)], paths, {"a": a, "b": b}) == 1.0  # capped
+
+
+def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
+    from testbed.runner import payload_efficiency
+
+    def ideal_of(cfg, wire_per_direction):
+        jobs, link_bytes = {}, {}
+        for j in cfg.jobs:
+            jobs[j.job_id] = JobResult(j.job_id, (0.1,), 1_000_000, ())  # both ranks' payload
+            fabric = [d for link in cfg.topology.bottlenecks() for d in link.directions()]
+            for d in cfg.topology.ring_links(j.hosts):
+                if d in fabric:
+                    link_bytes[f"{j.job_id}:{d}"] = wire_per_direction
+        return SchemeResult("ideal", "ideal", "cubic", "fair", jobs, link_bytes)
+
+    # each rank's 500,000 payload bytes take 550,000 on the wire (headers, ACKs)
+    dumbbell = load_config(EXAMPLE)
+    assert payload_efficiency(dumbbell, ideal_of(dumbbell, 550_000)) == pytest.approx(1 / 1.1)
+    spread = {
+        "topology": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2},
+        "jobs": [{"id": "a", "hosts": ["h1", "h3"], "compute_s": 0.05, "bytes": 1000, "iterations": 5}],
+        "schemes": ["ideal"],
+    }
+    cfg = load_config(spread)
+    crossed = [d for d in cfg.topology.ring_links(("h1", "h3")) if "tbp" in d]
+    assert len(crossed) == 4  # leaf->spine and spine->leaf, both ways: not half as efficient
+    assert payload_efficiency(cfg, ideal_of(cfg, 550_000)) == pytest.approx(1 / 1.1)
