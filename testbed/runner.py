@@ -271,9 +271,7 @@ def _job(raw: Any, index: int, topo: Topology) -> JobSpec:
             width=int(num("width", 256, positive=True)),
             layers=int(num("layers", 3, positive=True)),
             batch=int(num("batch", 32, positive=True)),
-            clock_offset_s=schema.number(
-                obj.get("clock_offset_s", 0.0), f"{where}.clock_offset_s"
-            ),
+            clock_offset_s=schema.number(obj.get("clock_offset_s", 0.0), f"{where}.clock_offset_s"),
         )
         if kind == "model":
             spec = _model_job(obj, where, spec, topo)
@@ -686,8 +684,10 @@ def _run_together(
     _ensure_cc(cc)
     logs_dir.mkdir(parents=True, exist_ok=True)
     fabric_dirs = [d for link in topo.bottlenecks() for d in link.directions()]
-    logs = {j.job_id: tuple(logs_dir / f"{j.job_id}-rank{r}.jsonl" for r in range(len(j.hosts)))
-            for j in cfg.jobs}
+    logs = {
+        j.job_id: tuple(logs_dir / f"{j.job_id}-rank{r}.jsonl" for r in range(len(j.hosts)))
+        for j in cfg.jobs
+    }
     for paths in logs.values():  # leftovers of an earlier run in this directory
         for path in paths:
             Path(str(path) + startgate.READY_SUFFIX).unlink(missing_ok=True)
@@ -736,17 +736,25 @@ def _run_together(
                 )
                 if cgroups:  # from here, before it opens a socket (imports take seconds)
                     mltcp_jobs.join(cgroups[job.job_id], procs[-1].pid)
-        timeout = 60 + slow_start * 10 + 4 * max(
-            (j.iterations + 2) * _estimated_period(cfg, j) + offsets.get(j.job_id, 0.0)
-            for j in cfg.jobs
+        timeout = (
+            60
+            + slow_start * 10
+            + 4
+            * max(
+                (j.iterations + 2) * _estimated_period(cfg, j) + offsets.get(j.job_id, 0.0)
+                for j in cfg.jobs
+            )
         )
         every_log = [path for paths in logs.values() for path in paths]
         gate = logs_dir / "go.json"
         gate.unlink(missing_ok=True)
         start_timeout = 120 + 60 * sum(j.kind != "synthetic" for j in cfg.jobs)
-        if startgate.release_when_ready(
-            every_log, gate, start_timeout, lambda: any(p.poll() is not None for p in procs)
-        ) is None:
+        if (
+            startgate.release_when_ready(
+                every_log, gate, start_timeout, lambda: any(p.poll() is not None for p in procs)
+            )
+            is None
+        ):
             for p in procs:
                 p.kill()
             raise TestbedError(

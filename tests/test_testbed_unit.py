@@ -436,7 +436,9 @@ def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     assert payload_efficiency(dumbbell, ideal_of(dumbbell, 550_000)) == pytest.approx(1 / 1.1)
     spread = {
         "topology": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2},
-        "jobs": [{"id": "a", "hosts": ["h1", "h3"], "compute_s": 0.05, "bytes": 1000, "iterations": 5}],
+        "jobs": [
+            {"id": "a", "hosts": ["h1", "h3"], "compute_s": 0.05, "bytes": 1000, "iterations": 5}
+        ],
         "schemes": ["ideal"],
     }
     cfg = load_config(spread)
