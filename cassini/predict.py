@@ -116,7 +116,10 @@ def held_periods_s(
             + [profiles[j].iteration_time_s * reps[k] for k, j in enumerate(sol.job_ids)]
         )
         for k, j in enumerate(sol.job_ids):
-            period[j] = max(period.get(j, 0.0), need * stretch / reps[k])
+            # ``need / reps[k]`` can round a hair below the job's own iteration time
+            # (x * r / r != x in floating point): never hold a job under its own period.
+            own = profiles[j].iteration_time_s * stretch
+            period[j] = max(period.get(j, 0.0), need * stretch / reps[k], own)
     for _ in range(4 * len(sols) + 1):
         changed = False
         for sol in sols:
