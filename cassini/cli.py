@@ -212,7 +212,10 @@ sources:
               from its meta line unless --world-size is given)
   worker-log  JSON lines {"start", "comm_start", "end", "bytes_sent"} per iteration
               (testbed workers)
-  pcap        a tcpdump capture; --src-ip selects the job's host
+  pcap        a tcpdump capture; --src-ip selects the job's host; rates count TCP/UDP
+              payload (not headers) and every payload byte; --window START END (wall
+              clock s, e.g. the first and last iteration starts) leaves out set-up and
+              idle time, which would otherwise dilute the rates
 output: the JOB object of `cassini advise` ({"id", "iteration_time_s", "phases": [...]}).
 
 examples:
@@ -237,6 +240,14 @@ def _add_profile_parser(sub: Any) -> None:
     p.add_argument("--world-size", type=int, default=None, help="ranks of the job (recorder)")
     p.add_argument("--src-ip", default=None, help="the job host's IPv4 address (pcap)")
     p.add_argument("--dt-s", type=float, default=0.001, help="pcap time bin in s (default 1 ms)")
+    p.add_argument(
+        "--window",
+        nargs=2,
+        type=float,
+        default=None,
+        metavar=("START_S", "END_S"),
+        help="pcap: only packets in [START_S, END_S) (wall clock seconds)",
+    )
     p.add_argument("--skip", type=int, default=1, help="warm-up iterations left out (default 1)")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="draw rate over an iteration")
     p.add_argument("--out", default=None, metavar="FILE", help="write the JSON here, not stdout")
@@ -251,7 +262,10 @@ def _profile_command(args: argparse.Namespace) -> int:
         if args.source == "pcap":
             if not args.src_ip:
                 raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
-            profile = measure.profile_from_pcap(args.job_id, args.file, args.src_ip, args.dt_s)
+            window = tuple(args.window) if args.window else None
+            profile = measure.profile_from_pcap(
+                args.job_id, args.file, args.src_ip, args.dt_s, window_s=window
+            )
         elif args.source == "worker-log":
             records = measure.read_jsonl(args.file, "log")
             profile = measure.profile_from_log(args.job_id, records, skip=args.skip)

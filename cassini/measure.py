@@ -268,17 +268,35 @@ def profile_from_log(
 
 # -- packet captures --------------------------------------------------------------------
 def series_from_packets(
-    stamps_s: Sequence[float] | np.ndarray, sizes_bytes: Sequence[float] | np.ndarray, dt_s: float
+    stamps_s: Sequence[float] | np.ndarray,
+    sizes_bytes: Sequence[float] | np.ndarray,
+    dt_s: float,
+    window_s: tuple[float, float] | None = None,
 ) -> tuple[np.ndarray, float]:
     """Bits per second in each ``dt_s`` bin from packet timestamps (s) and sizes (bytes);
-    returns the series and the first timestamp (seconds)."""
+    returns the series and its start (seconds): the first timestamp, or with ``window_s``
+    ``(start, end)`` (wall clock, seconds) the window's start, the series then covering
+    exactly ``[start, end)`` with the packets outside it left out."""
     t = np.asarray(stamps_s, float)
-    if t.size == 0:
-        raise InputError("packets", "no packets")
+    sizes = np.asarray(sizes_bytes, float)
     dt_s = schema.number(dt_s, "dt_s", positive=True)
-    start = float(t.min())
+    n_bins = None
+    if window_s is not None:
+        lo = schema.number(window_s[0], "window_s[0]")
+        hi = schema.number(window_s[1], "window_s[1]")
+        if not hi > lo:
+            raise InputError("window_s", f"end {hi!r} must be after start {lo!r}")
+        keep = (t >= lo) & (t < hi)
+        t, sizes, start = t[keep], sizes[keep], lo
+        n_bins = max(1, int(round((hi - lo) / dt_s)))
+    if t.size == 0:
+        raise InputError("packets", "no packets" + (" in the window" if window_s else ""))
+    if window_s is None:
+        start = float(t.min())
     bins = ((t - start) / dt_s).astype(np.int64)
-    series = np.bincount(bins, weights=np.asarray(sizes_bytes, float) * 8) / dt_s
+    if n_bins is not None:
+        bins = np.minimum(bins, n_bins - 1)
+    series = np.bincount(bins, weights=sizes * 8, minlength=n_bins or 0) / dt_s
     return series, start
 
 
@@ -323,9 +341,15 @@ def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
     return out
 
 
-def pcap_packets(pcap: Path | str, src_ip: str) -> tuple[np.ndarray, np.ndarray]:
-    """Timestamps (s) and IP total lengths (bytes) of the IPv4 packets from ``src_ip`` in
-    a capture (scapy's raw reader; Ethernet or Linux cooked link layer)."""
+def pcap_packets(
+    pcap: Path | str, src_ip: str, *, payload: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps (s) and sizes (bytes) of the IPv4 packets from ``src_ip`` in a capture
+    (scapy's raw reader; Ethernet or Linux cooked link layer).  Sizes are IP total
+    lengths (what the link carries, less Ethernet), or with ``payload`` what the
+    application sent: the IP length less the IP header and the TCP header (its data
+    offset) or UDP's 8 bytes, so a pure ACK counts 0.  Both are read from the headers,
+    so a capture truncated by tcpdump's snap length still counts whole packets."""
     try:
         want = socket.inet_aton(src_ip)
     except OSError:
@@ -346,17 +370,39 @@ def pcap_packets(pcap: Path | str, src_ip: str) -> tuple[np.ndarray, np.ndarray]
             if len(ip) < 20 or ip[0] >> 4 != 4 or ip[12:16] != want:
                 continue
             stamps.append(meta.sec + meta.usec * 1e-6)
-            sizes.append(struct.unpack("!H", ip[2:4])[0])
+            size = struct.unpack("!H", ip[2:4])[0]
+            if payload:
+                size -= _transport_headers(ip)
+            sizes.append(max(size, 0))
     if not stamps:
         raise InputError("src_ip", f"no IPv4 packets from {src_ip} in {pcap}")
     return np.asarray(stamps), np.asarray(sizes, float)
 
 
-def pcap_series(pcap: Path | str, src_ip: str, dt_s: float = 0.001) -> tuple[np.ndarray, float]:
-    """Bits per second sent by ``src_ip`` in each ``dt_s`` bin of a capture; returns the
-    series and the capture's first timestamp (seconds)."""
-    stamps, sizes = pcap_packets(pcap, src_ip)
-    return series_from_packets(stamps, sizes, dt_s)
+def _transport_headers(ip: bytes) -> int:
+    """Bytes of IP plus TCP/UDP headers at the front of an IPv4 packet (as captured)."""
+    ihl = (ip[0] & 0x0F) * 4
+    if ip[9] == 6 and len(ip) >= ihl + 13:  # TCP: data offset in the 13th byte's high nibble
+        return ihl + (ip[ihl + 12] >> 4) * 4
+    if ip[9] == 17:
+        return ihl + 8
+    return ihl
+
+
+def pcap_series(
+    pcap: Path | str,
+    src_ip: str,
+    dt_s: float = 0.001,
+    *,
+    payload: bool = False,
+    window_s: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, float]:
+    """Bits per second sent by ``src_ip`` in each ``dt_s`` bin of a capture (IP lengths,
+    or TCP/UDP payload with ``payload``; see :func:`pcap_packets`); returns the series and
+    its start (seconds): the capture's first timestamp, or ``window_s``'s start
+    (:func:`series_from_packets`)."""
+    stamps, sizes = pcap_packets(pcap, src_ip, payload=payload)
+    return series_from_packets(stamps, sizes, dt_s, window_s)
 
 
 def profile_from_pcap(
@@ -365,9 +411,19 @@ def profile_from_pcap(
     src_ip: str,
     dt_s: float = 0.001,
     origin_s: float | None = None,
+    *,
+    window_s: tuple[float, float] | None = None,
     **kwargs: Any,
 ) -> JobProfile:
-    """The job's profile as seen on the wire from one of its hosts (see
-    :func:`profile_from_series` for ``origin_s``)."""
-    series, start = pcap_series(pcap, src_ip, dt_s)
+    """The job's profile as seen on the wire from one of its hosts: payload rates (bits/s
+    the application sent, as the DDP hook's and the worker log's profiles count, not
+    header bytes), phases from :meth:`JobProfile.from_samples` with the bytes conserved.
+
+    ``window_s`` (wall clock, seconds; e.g. from the first measured iteration's start to
+    the last's) keeps only the packets of the iterations: a capture also holds the
+    process group's set-up, the model broadcast and idle time, which folded with the
+    iterations would dilute every rate (a 15-iteration DDP job in a 2.5 s capture read as
+    a third of its bytes).  See :func:`profile_from_series` for ``origin_s``."""
+    series, start = pcap_series(pcap, src_ip, dt_s, payload=True, window_s=window_s)
+    kwargs.setdefault("conserve_bytes", True)
     return profile_from_series(job_id, series, start, dt_s, origin_s, **kwargs)

@@ -176,6 +176,7 @@ class JobProfile:
         iteration_time_s: float | None = None,
         threshold_bps: float | None = None,
         min_iterations: int = 2,
+        conserve_bytes: bool = False,
     ) -> JobProfile:
         """Build a profile from a measured bandwidth time series of several iterations.
 
@@ -189,6 +190,10 @@ class JobProfile:
             :func:`phase_threshold` of the folded series (robust to a few bins that
             capture timestamps crowd into a spike, unlike a fraction of the peak).
         min_iterations : the series must span at least this many iterations.
+        conserve_bytes : scale the phases' rates (by one factor) so that the profile moves
+            every bit of the folded series, the bits in samples under the threshold (a
+            burst's partly filled first and last bins, short gaps' stragglers) included;
+            otherwise each phase keeps the mean rate of its own samples.
 
         Returns
         -------
@@ -217,6 +222,10 @@ class JobProfile:
         if threshold_bps is None:
             threshold_bps = phase_threshold(folded)
         phases = _phases_above(folded, period, threshold_bps)
+        if conserve_bytes and phases:
+            inside = sum(p.rate_bps * p.duration_s for p in phases)
+            factor = float(folded.sum()) * period / folded.size / inside
+            phases = tuple(Phase(p.start_s, p.duration_s, p.rate_bps * factor) for p in phases)
         return cls(job_id, period, phases)
 
 
@@ -236,9 +245,13 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     if n < 8 or not np.any(x):
         raise InputError("samples_bps", "has no periodic structure (constant or too short)")
     spectrum = np.fft.rfft(x, 2 * n)
-    ac = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
-    ac = ac / (n - np.arange(n))  # unbiased: each lag averages n - k products
+    raw = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
+    ac = raw / (n - np.arange(n))  # unbiased: each lag averages n - k products
     ac = ac / ac[0]
+    # peaks are chosen on the biased estimate (each lag's sum over all n): at long lags
+    # the unbiased one averages few products and a jittery series' 3rd or 5th multiple
+    # can outgrow the period's own peak (a 10-iteration DDP capture read as 3 periods)
+    tapered = raw / raw[0]
     lo = max(2, int(math.ceil((min_lag_s or 0.0) / dt_s)))
     hi = n // 2
     if hi <= lo + 1:
@@ -250,8 +263,8 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     peaks = peaks[peaks > negative[0] + 1] if negative.size else peaks[:0]
     if peaks.size == 0 or ac[peaks].max() <= 0.2:
         raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
-    best = ac[peaks].max()
-    lag = int(peaks[np.argmax(ac[peaks] >= 0.8 * best)])
+    best = tapered[peaks].max()
+    lag = int(peaks[np.argmax(tapered[peaks] >= 0.8 * best)])
     multiple = max(1, (n - 1) // (2 * lag))
     guess = multiple * lag
     span = max(1, lag // 4)

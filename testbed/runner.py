@@ -503,11 +503,16 @@ def _measured_profile(
     if source == "hook":
         return _profile_from_buckets(job.job_id, records, len(job.hosts))
     ip = cfg.topology.ip(job.hosts[0])
-    # the capture gives the shape; the period comes from the worker's iteration ends (the
-    # autocorrelation alone took 3 periods for one on a DDP job's bursty capture)
+    # the capture gives the shape and the bytes, over whole iterations after the first
+    # (warm-up): set-up, model broadcast and idle time before them would dilute the rates;
+    # the period comes from the worker's iteration ends (the autocorrelation alone once
+    # took 3 periods on a DDP job's bursty capture)
+    if len(records) < 3:
+        raise InputError("profile_source", f"pcap: job {job.job_id} needs >= 3 iterations")
     period = statistics.median(result.iteration_times_s)
+    window = (records[1]["start"], records[-1]["start"])
     return measure.profile_from_pcap(
-        job.job_id, pcap, ip, origin_s=records[-1]["start"], iteration_time_s=period
+        job.job_id, pcap, ip, origin_s=window[0], window_s=window, iteration_time_s=period
     )
 
 

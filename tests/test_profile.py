@@ -115,6 +115,25 @@ def test_from_samples_with_given_period_and_errors():
         JobProfile.from_samples([], 0.001)
 
 
+def test_from_samples_conserves_bytes_on_request():
+    """A burst that starts and ends mid-bin leaves partly filled bins under the
+    threshold: by default their bits are lost, with ``conserve_bytes`` the phases carry
+    every bit of the series."""
+    one = np.zeros(100)
+    one[20:40] = 5e8
+    one[19] = one[40] = 1e8  # edges: a fifth of a bin each
+    one[70] = 0.4e8  # a straggler well away from the burst
+    x = np.tile(one, 6)
+    bits = one.sum() * 0.001
+    plain = JobProfile.from_samples(x, 0.001, iteration_time_s=0.1)
+    kept = JobProfile.from_samples(x, 0.001, iteration_time_s=0.1, conserve_bytes=True)
+    assert plain.bytes_per_iteration * 8 == pytest.approx(20 * 5e5)
+    assert kept.bytes_per_iteration * 8 == pytest.approx(bits)
+    assert [(p.start_s, p.duration_s) for p in kept.phases] == [
+        (p.start_s, p.duration_s) for p in plain.phases
+    ]
+
+
 def test_phases_survive_timestamp_spikes():
     """Capture timestamps can crowd a burst of packets into one bin: a few spike bins must
     not raise the threshold above the phase's real rate (half the peak would)."""

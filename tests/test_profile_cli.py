@@ -138,6 +138,15 @@ def test_pcap_to_profile(tmp_path, capsys):
     assert code == 0
     p = JobProfile.from_dict(json.loads(out))
     assert p.job_id == "h1" and p.iteration_time_s == pytest.approx(period, rel=0.02)
+    assert p.bytes_per_iteration == pytest.approx(200 * 1446, rel=0.02)  # payload, all of it
+    window = ["--window", str(1000.0 + 2 * period), str(1000.0 + 8 * period)]
+    code, out, _ = run(
+        ["profile", "--from", "pcap", str(pcap), "--src-ip", "10.0.0.1", *window], capsys
+    )
+    assert code == 0
+    w = JobProfile.from_dict(json.loads(out))
+    assert w.iteration_time_s == pytest.approx(period, rel=0.02)
+    assert w.bytes_per_iteration == pytest.approx(200 * 1446, rel=0.02)
     code, _, err = run(["profile", "--from", "pcap", str(pcap), "--src-ip", "10.0.0.7"], capsys)
     assert code == 2 and err.startswith("cassini: error: src_ip:") and err.count("\n") == 1
 

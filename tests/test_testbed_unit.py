@@ -242,6 +242,18 @@ def test_pcap_series_from_a_written_capture(tmp_path):
     assert profile.iteration_time_s == pytest.approx(0.137, rel=0.02)
     with pytest.raises(ValueError, match="no IPv4 packets"):
         pcap_series(path, "10.0.0.7")
+    # payload: IP and TCP headers left out (what the application sent)
+    payload, _ = pcap_series(path, "10.0.0.1", dt_s=0.001, payload=True)
+    assert payload.sum() * 0.001 == pytest.approx(10 * 200 * 1446 * 8)
+    # a window keeps its packets only, and the series starts at the window's start
+    two = (1000.137, 1000.411)
+    window, start = pcap_series(path, "10.0.0.1", 0.001, payload=True, window_s=two)
+    assert start == 1000.137 and window.size == 274
+    assert window.sum() * 0.001 == pytest.approx(2 * 200 * 1446 * 8)
+    with pytest.raises(ValueError, match="window_s"):
+        pcap_series(path, "10.0.0.1", window_s=(1000.2, 1000.1))
+    with pytest.raises(ValueError, match="no packets in the window"):
+        pcap_series(path, "10.0.0.1", window_s=(999.0, 999.5))
 
 
 def test_from_config_errors():
