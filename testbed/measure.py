@@ -80,6 +80,8 @@ class Capture:
                 str(self.pcap),
                 "-s",
                 str(self.snaplen),
+                "-B",
+                "16384",  # KiB: the kernel's capture buffer, so bursts are not dropped
                 "-U",
                 "-n",
                 "ip",
