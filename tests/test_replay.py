@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from gloo_util import leave_process_group
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -170,7 +171,9 @@ def _rank(rank: int, port: int, iterations: int, queue: Any) -> None:
                 }
             )
     queue.put((rank, rows))
-    dist.destroy_process_group()
+    queue.close()
+    queue.join_thread()  # the rows are in the pipe before os._exit
+    leave_process_group()
 
 
 def test_two_rank_gloo_ddp_replay_of_resnet50() -> None:
