@@ -50,6 +50,7 @@ from experiments.common import (
     write_json,
 )
 from experiments.link_interleaving import mltcp_available, plot_cdf, plot_timeline
+from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult
 
 DEFAULT_MODEL = "vgg11"
@@ -72,18 +73,25 @@ def model_jobs(model: str, hosts: list[list[str]], iterations: int, nic_bps: flo
     ]
 
 
-def schemes_for(fabric: str, with_mltcp: bool) -> list[Any]:
+def schemes_for(fabric: str, with_mltcp: bool, mltcp: MltcpParams | None = None) -> list[Any]:
+    """The schemes of one case; on ``ecn`` MLTCP in both iteration modes, with ``mltcp``'s
+    slope and intercept (default: the policy's)."""
     out: list[Any] = ["ideal", "baseline", "random", "cassini"]
     if with_mltcp and fabric == "ecn":
-        out.append({"scheme": "mltcp", "name": "mltcp-dctcp", "cc": "mltcp_dctcp"})
-        out.append(
-            {"scheme": "mltcp", "name": "mltcp-exact", "cc": "mltcp_dctcp", "mode": "exact"}
-        )
+        p = mltcp or MltcpParams()
+        rule = {"cc": "mltcp_dctcp", "slope": p.slope, "intercept": p.intercept}
+        out.append({"scheme": "mltcp", "name": "mltcp-dctcp", **rule})
+        out.append({"scheme": "mltcp", "name": "mltcp-exact", "mode": "exact", **rule})
     return out
 
 
 def case_config(
-    case: str, model: str, iterations: int, nic_bps: float, with_mltcp: bool
+    case: str,
+    model: str,
+    iterations: int,
+    nic_bps: float,
+    with_mltcp: bool,
+    mltcp: MltcpParams | None = None,
 ) -> dict[str, Any]:
     """The testbed config of one case (see the module docstring)."""
     if case == "leafspine":
@@ -106,7 +114,7 @@ def case_config(
     return {
         "topology": topo,
         "jobs": model_jobs(model, hosts, iterations, nic_bps),
-        "schemes": schemes_for(fabric, with_mltcp),
+        "schemes": schemes_for(fabric, with_mltcp, mltcp),
         "cc": "dctcp_bpf" if fabric == "ecn" else "cubic",
         "seed": 1,
     }
@@ -203,6 +211,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--iterations", type=int, default=40)
     ap.add_argument("--no-mltcp", action="store_true", help="leave MLTCP out")
+    defaults = MltcpParams()
+    ap.add_argument(
+        "--mltcp-slope",
+        type=float,
+        default=defaults.slope,
+        help=f"MLTCP's F = slope * ratio + intercept: the slope (default {defaults.slope:g})",
+    )
+    ap.add_argument(
+        "--mltcp-intercept",
+        type=float,
+        default=defaults.intercept,
+        help=f"... and the intercept (default {defaults.intercept:g})",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     known = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
@@ -212,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown case {c!r} (one of {', '.join(known)})")
     if args.iterations < TAIL + 5:
         ap.error(f"--iterations: at least {TAIL + 5}")
+    try:
+        mltcp_params = MltcpParams(slope=args.mltcp_slope, intercept=args.mltcp_intercept)
+    except ValueError as e:
+        ap.error(f"--mltcp-slope/--mltcp-intercept: {e}")
     require_root()
     with_mltcp, why = (False, "--no-mltcp") if args.no_mltcp else mltcp_available()
     if not with_mltcp:
@@ -221,10 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         "model": args.model,
         "nic_bps": args.nic_gbps * 1e9,
         "iterations": args.iterations,
+        "mltcp": {"slope": mltcp_params.slope, "intercept": mltcp_params.intercept},
         "cases": {},
     }
     for case in cases:
-        cfg = case_config(case, args.model, args.iterations, args.nic_gbps * 1e9, with_mltcp)
+        cfg = case_config(
+            case, args.model, args.iterations, args.nic_gbps * 1e9, with_mltcp, mltcp_params
+        )
         res = run_config(cfg, out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
         rows = summarise(res)
         counts = iteration_counts(res)

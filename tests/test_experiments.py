@@ -229,3 +229,32 @@ def test_repeated_runs_are_summarised_by_median_range_and_count():
     assert s["m"]["last_range"] == "1.02-1.30"
     assert s["m"]["interleaved"] == "2 of 3" and s["m"]["at_median"] == 24
     assert s["model"]["at_median"] == 6 and "last_median" not in s["model"]
+
+
+def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
+    from experiments import real_models
+
+    rule = MltcpParams(slope=1.6, intercept=0.2)
+    cfg = load_config(real_models.case_config("pair-ecn", "bert_base", 25, 50e9, True, rule))
+    mltcp = [s for s in cfg.schemes if s.kind == "mltcp"]
+    assert {s.name for s in mltcp} == {"mltcp-dctcp", "mltcp-exact"}
+    assert all((s.slope, s.intercept) == (1.6, 0.2) for s in mltcp)
+    assert {s.mode for s in mltcp} == {"idle", "exact"}
+    default = load_config(real_models.case_config("pair-ecn", "vgg11", 25, 140e9, True))
+    assert all(
+        (s.slope, s.intercept) == (MltcpParams().slope, MltcpParams().intercept)
+        for s in default.schemes
+        if s.kind == "mltcp"
+    )
+    fair = load_config(real_models.case_config("pair-fair", "vgg11", 25, 140e9, True, rule))
+    assert not any(s.kind == "mltcp" for s in fair.schemes)
+
+
+def test_real_models_refuses_a_bad_mltcp_rule_naming_the_flag():
+    r = subprocess.run(
+        [sys.executable, "-m", "experiments.real_models", "--mltcp-intercept", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--mltcp-intercept" in r.stderr and "intercept" in r.stderr
