@@ -141,6 +141,8 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> st
     """Rows as a fixed-width table; columns are (key, header, format)."""
 
     def cell(v: Any, fmt: str) -> str:
+        if v is None:
+            return ""
         return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
 
     body = [[cell(row.get(key, ""), fmt) for key, _, fmt in columns] for row in rows]

@@ -258,3 +258,28 @@ def test_real_models_refuses_a_bad_mltcp_rule_naming_the_flag():
         text=True,
     )
     assert r.returncode == 2 and "--mltcp-intercept" in r.stderr and "intercept" in r.stderr
+
+
+def test_leader_advantage_is_the_followers_extra_largest_bucket_time(tmp_path):
+    from experiments import real_models
+
+    def job(name, launches_s, durations_s):
+        recs = [
+            {"iter": k, "buckets": [[0, 10, t - 0.01, t - 0.005], [1, 1000, t, t + d]]}
+            for k, (t, d) in enumerate(zip(launches_s, durations_s, strict=True))
+        ]
+        log = tmp_path / f"{name}.log"
+        log.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+        return JobResult(name, (0.1,) * len(recs), 0, (log,))
+
+    # iteration 0: a leads by 10 ms, 30 vs 40 ms; 1: b leads by 5 ms, 35 vs 45 ms;
+    # 2: 1 ms apart (no leader); 3: b starts after a's bucket ended (no overlap)
+    a = job("a", [0.0, 1.005, 2.0, 3.0], [0.030, 0.045, 0.030, 0.020])
+    b = job("b", [0.010, 1.0, 2.001, 3.05], [0.040, 0.035, 0.030, 0.020])
+    scheme = SchemeResult("m", "mltcp", "mltcp_dctcp", "ecn", {"a": a, "b": b})
+    assert real_models.leader_advantage_ms(scheme) == pytest.approx(10.0)
+    trio = SchemeResult("m", "mltcp", "mltcp_dctcp", "ecn", {"a": a, "b": b, "c": a})
+    assert real_models.leader_advantage_ms(trio) is None
+    assert common.table([{"x": None, "y": 1.234}], [("x", "x", ".1f"), ("y", "y", ".1f")]) == (
+        "x  y  \n   1.2"
+    )
