@@ -288,8 +288,12 @@ def main(argv: list[str] | None = None) -> int:
             print("MLTCP iterations counted by the kernel on each job's gradient flows:")
             print(table(counts, [(k, k, "s" if k != "steps" else "d") for k in counts[0]]))
         plot_cdf(res, out / f"cdf_{case}.png", case)
-        plot_timeline(res, out / f"timeline_{case}.png", case, schemes=["baseline", "cassini",
-                                                                          "mltcp-dctcp"])
+        plot_timeline(
+            res,
+            out / f"timeline_{case}.png",
+            case,
+            schemes=["baseline", "cassini", "mltcp-dctcp", "mltcp-exact"],
+        )
     print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")
     return 0
 
