@@ -93,6 +93,11 @@ def period_slack(link_load: float, low: float = 0.01, high: float = 0.03) -> flo
     return low + (high - low) * (link_load - 0.8) / 0.15
 
 
+MAX_PROPAGATED_STRETCH = 0.25
+"""How much longer than its own links ask (fraction) a job may be held so that the jobs
+it shares links with agree on one circle (:func:`held_periods_s`)."""
+
+
 def held_periods_s(
     profiles: Mapping[str, JobProfile], link_solutions: Iterable[LinkSolution]
 ) -> dict[str, float]:
@@ -105,7 +110,11 @@ def held_periods_s(
     period when that is longer), stretched by the link's :func:`bytes_stretch`; a job's
     period is the longest ``P / repeats`` over its links, and links are revisited until
     the jobs they share agree (bounded: a job on links whose repeats disagree takes the
-    longest and may drift on the others)."""
+    longest and may drift on the others).  Where links form a loop whose repeats disagree
+    no common period exists and every revisit would stretch the loop further (periods of
+    10^5 s on a 1,024-GPU simulation); so a revisit may raise a job's period by at most
+    :data:`MAX_PROPAGATED_STRETCH` over what its own links ask, and past that the job keeps
+    its period and drifts on the link that asked for more."""
     sols = list(link_solutions)
     period: dict[str, float] = {}
     for sol in sols:
@@ -120,13 +129,14 @@ def held_periods_s(
             # (x * r / r != x in floating point): never hold a job under its own period.
             own = profiles[j].iteration_time_s * stretch
             period[j] = max(period.get(j, 0.0), need * stretch / reps[k], own)
+    ceiling = {j: p * (1 + MAX_PROPAGATED_STRETCH) for j, p in period.items()}
     for _ in range(4 * len(sols) + 1):
         changed = False
         for sol in sols:
             reps = sol.unified.repeats
             circle = max(period[j] * reps[k] for k, j in enumerate(sol.job_ids))
             for k, j in enumerate(sol.job_ids):
-                if circle / reps[k] > period[j] * (1 + 1e-12):
+                if period[j] * (1 + 1e-12) < circle / reps[k] <= ceiling[j]:
                     period[j], changed = circle / reps[k], True
         if not changed:
             break

@@ -284,3 +284,41 @@ def test_period_slack_grows_with_how_full_the_link_is():
     for bad in (-0.1, float("nan")):
         with pytest.raises(InputError, match="link_load"):
             period_slack(bad)
+
+
+@given(
+    times=st.lists(st.floats(0.05, 0.5), min_size=3, max_size=7),
+    data=st.data(),
+)
+@settings(max_examples=40, deadline=None)
+def test_held_periods_stay_bounded_when_links_form_a_loop(times, data):
+    """Links whose repeats disagree around a loop have no common period; revisiting them
+    used to stretch every job without end (10^5 s periods in a 1,024-GPU simulation, where
+    the link simulation then never finished).  Every held period stays between the job's
+    own iteration time and MAX_PROPAGATED_STRETCH over what its own links ask."""
+    from cassini.predict import MAX_PROPAGATED_STRETCH, bytes_stretch
+
+    jobs = {
+        f"j{i}": JobProfile(f"j{i}", t, [Phase(0.0, 0.1 * t, 0.4 * GBPS)])
+        for i, t in enumerate(times)
+    }
+    ids = sorted(jobs)
+    ring = [(ids[i], ids[(i + 1) % len(ids)]) for i in range(len(ids))]
+    chords = data.draw(st.lists(st.sampled_from([(a, b) for a in ids for b in ids if a < b])))
+    sols = [compatibility_score([jobs[a], jobs[b]], GBPS) for a, b in ring + chords]
+    held = held_periods_s(jobs, sols)
+    asked = {}
+    for sol in sols:
+        stretch = bytes_stretch((jobs[j] for j in sol.job_ids), sol.capacity_bps)
+        reps = sol.unified.repeats
+        need = max(
+            [sol.unified.period_s]
+            + [jobs[j].iteration_time_s * reps[k] for k, j in enumerate(sol.job_ids)]
+        )
+        for k, j in enumerate(sol.job_ids):
+            own = jobs[j].iteration_time_s * stretch
+            asked[j] = max(asked.get(j, 0.0), need * stretch / reps[k], own)
+    for j, p in held.items():
+        assert jobs[j].iteration_time_s <= p <= asked[j] * (1 + MAX_PROPAGATED_STRETCH) * (
+            1 + 1e-9
+        )
