@@ -98,6 +98,29 @@ MAX_PROPAGATED_STRETCH = 0.25
 it shares links with agree on one circle (:func:`held_periods_s`)."""
 
 
+def requested_periods_s(
+    profiles: Mapping[str, JobProfile], link_solutions: Iterable[LinkSolution]
+) -> dict[str, float]:
+    """What each job's own links ask of its held period (seconds, before slack): the
+    longest ``P / repeats`` over its links, ``P`` the link's circle stretched by its
+    :func:`bytes_stretch`, never under the job's own stretched iteration time.  The
+    first pass of :func:`held_periods_s`."""
+    period: dict[str, float] = {}
+    for sol in link_solutions:
+        stretch = bytes_stretch((profiles[j] for j in sol.job_ids), sol.capacity_bps)
+        reps = sol.unified.repeats
+        need = max(
+            [sol.unified.period_s]
+            + [profiles[j].iteration_time_s * reps[k] for k, j in enumerate(sol.job_ids)]
+        )
+        for k, j in enumerate(sol.job_ids):
+            # ``need / reps[k]`` can round a hair below the job's own iteration time
+            # (x * r / r != x in floating point): never hold a job under its own period.
+            own = profiles[j].iteration_time_s * stretch
+            period[j] = max(period.get(j, 0.0), need * stretch / reps[k], own)
+    return period
+
+
 def held_periods_s(
     profiles: Mapping[str, JobProfile], link_solutions: Iterable[LinkSolution]
 ) -> dict[str, float]:
@@ -116,19 +139,7 @@ def held_periods_s(
     :data:`MAX_PROPAGATED_STRETCH` over what its own links ask, and past that the job keeps
     its period and drifts on the link that asked for more."""
     sols = list(link_solutions)
-    period: dict[str, float] = {}
-    for sol in sols:
-        stretch = bytes_stretch((profiles[j] for j in sol.job_ids), sol.capacity_bps)
-        reps = sol.unified.repeats
-        need = max(
-            [sol.unified.period_s]
-            + [profiles[j].iteration_time_s * reps[k] for k, j in enumerate(sol.job_ids)]
-        )
-        for k, j in enumerate(sol.job_ids):
-            # ``need / reps[k]`` can round a hair below the job's own iteration time
-            # (x * r / r != x in floating point): never hold a job under its own period.
-            own = profiles[j].iteration_time_s * stretch
-            period[j] = max(period.get(j, 0.0), need * stretch / reps[k], own)
+    period = requested_periods_s(profiles, sols)
     ceiling = {j: p * (1 + MAX_PROPAGATED_STRETCH) for j, p in period.items()}
     for _ in range(4 * len(sols) + 1):
         changed = False

@@ -296,7 +296,7 @@ def test_held_periods_stay_bounded_when_links_form_a_loop(times, data):
     used to stretch every job without end (10^5 s periods in a 1,024-GPU simulation, where
     the link simulation then never finished).  Every held period stays between the job's
     own iteration time and MAX_PROPAGATED_STRETCH over what its own links ask."""
-    from cassini.predict import MAX_PROPAGATED_STRETCH, bytes_stretch
+    from cassini.predict import MAX_PROPAGATED_STRETCH, requested_periods_s
 
     jobs = {
         f"j{i}": JobProfile(f"j{i}", t, [Phase(0.0, 0.1 * t, 0.4 * GBPS)])
@@ -307,17 +307,7 @@ def test_held_periods_stay_bounded_when_links_form_a_loop(times, data):
     chords = data.draw(st.lists(st.sampled_from([(a, b) for a in ids for b in ids if a < b])))
     sols = [compatibility_score([jobs[a], jobs[b]], GBPS) for a, b in ring + chords]
     held = held_periods_s(jobs, sols)
-    asked = {}
-    for sol in sols:
-        stretch = bytes_stretch((jobs[j] for j in sol.job_ids), sol.capacity_bps)
-        reps = sol.unified.repeats
-        need = max(
-            [sol.unified.period_s]
-            + [jobs[j].iteration_time_s * reps[k] for k, j in enumerate(sol.job_ids)]
-        )
-        for k, j in enumerate(sol.job_ids):
-            own = jobs[j].iteration_time_s * stretch
-            asked[j] = max(asked.get(j, 0.0), need * stretch / reps[k], own)
+    asked = requested_periods_s(jobs, sols)
     for j, p in held.items():
         assert jobs[j].iteration_time_s <= p <= asked[j] * (1 + MAX_PROPAGATED_STRETCH) * (
             1 + 1e-9
