@@ -129,6 +129,11 @@ def run(spec: dict[str, Any]) -> None:
                 record["realignments"] = shift.agent.realignments
                 record["released"] = shift.agent.released
             out.write(json.dumps(record) + "\n")
+    # two barriers: after the first, every rank is past the last step (and rank 0 past its
+    # MLTCP mark); the second then sends on every flow after that mark, so the kernel sees
+    # the last iteration end on each of them (with one barrier, the other rank's barrier
+    # bytes could leave before the mark, and that flow counted one iteration short)
+    dist.barrier()
     dist.barrier()
     dist.destroy_process_group()
 
