@@ -24,11 +24,7 @@ skip costs nearly a whole period.  After ``max_realignments`` re-alignments with
 ``window`` iterations the agent *releases* the job: from then on it runs free (no
 waiting, no skips), as if it had no time-shift, and says why (``release_reason``).
 Releasing costs at most what the shift was meant to save; holding a job that cannot keep
-pace costs a skipped period every few iterations.  The release itself waits for the
-job's next slot, like a re-alignment, so the job starts running free from its shifted
-place: released at once, two jobs late together (they are late because they collide)
-went on colliding as if started together (140-150 ms iterations against 115 ms for the
-same start, which had meanwhile settled apart; two PyTorch DDP jobs on the testbed).
+pace costs a skipped period every few iterations.
 
 Pure: the clock and sleep are injectable; no I/O.
 """
@@ -45,8 +41,7 @@ from dataclasses import dataclass, field
 class SlotDecision:
     """The planner's decision for one iteration: start at ``target_s`` (wall clock,
     seconds), which is slot ``slot``; ``realigned`` when that skipped slots; ``released``
-    when the job runs free from now on.  The releasing decision (``realigned`` too) still
-    waits for its slot; later ones have the planner's now as ``target_s``."""
+    when the job runs free from now on (then ``target_s`` is the planner's now)."""
 
     target_s: float
     slot: int
@@ -139,9 +134,10 @@ class TimeShiftAgent:
             return SlotDecision(target, self.slot)
         self.late_streak = 0
         recent = [i for i in self.realigned_at if i > self.iteration - self.window]
+        if len(recent) + 1 >= self.max_realignments:
+            return SlotDecision(now, self.slot, realigned=True, released=True)
         slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
-        released = len(recent) + 1 >= self.max_realignments
-        return SlotDecision(self.slot_time(slot), slot, realigned=True, released=released)
+        return SlotDecision(self.slot_time(slot), slot, realigned=True)
 
     # -- every rank --------------------------------------------------------------------
     def follow(self, decision: SlotDecision) -> None:
@@ -183,9 +179,7 @@ class TimeShiftAgent:
         else:
             decision = SlotDecision.from_floats(broadcast(None))
             self.follow(decision)
-        if decision.released and not decision.realigned:
-            return 0.0  # running free
-        return self.wait_until(decision.target_s)
+        return 0.0 if decision.released else self.wait_until(decision.target_s)
 
     def status(self) -> dict[str, object]:
         """What the agent did so far (JSON-ready)."""
