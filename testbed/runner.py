@@ -555,20 +555,13 @@ def payload_efficiency(cfg: RunConfig, ideal: SchemeResult) -> float:
 
 
 def iteration_jitter(ideal: SchemeResult) -> float:
-    """The largest relative jitter of a job's iteration time alone: 2 sigma over the
-    median, sigma estimated from the interquartile range (IQR / 1.349; 0 with fewer than
-    3 iterations).  Robust on purpose: the jitter pads the agent's period for every
-    iteration of the run, while one slow iteration (a 133 ms one among 105 ms ones, seen
-    in an ideal run here) is a single late slot that the drift tolerance absorbs; with
-    the standard deviation that one iteration made the jitter 10 % instead of 5 % and
-    held both jobs 6 % longer for the whole run.  (Not the median absolute deviation:
-    a job alternating two iteration times would read 0.)"""
+    """The largest relative jitter of a job's iteration time alone: 2 standard deviations
+    over the mean (0 with fewer than 3 iterations)."""
     out = 0.0
     for job in ideal.jobs.values():
         times = job.iteration_times_s[1:]
         if len(times) >= 3:
-            q1, _, q3 = statistics.quantiles(times, n=4)
-            out = max(out, 2 * (q3 - q1) / 1.349 / statistics.median(times))
+            out = max(out, 2 * statistics.stdev(times) / statistics.mean(times))
     return out
 
 

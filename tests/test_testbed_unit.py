@@ -457,31 +457,3 @@ def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     crossed = [d for d in cfg.topology.ring_links(("h1", "h3")) if "tbp" in d]
     assert len(crossed) == 4  # leaf->spine and spine->leaf, both ways: not half as efficient
     assert payload_efficiency(cfg, ideal_of(cfg, 550_000)) == pytest.approx(1 / 1.1)
-
-
-def test_iteration_jitter_is_not_padded_by_one_slow_iteration():
-    """The agent's period is padded by the jobs' jitter alone for the whole run: one slow
-    iteration (133 ms among ~105 ms ones, as an ideal run here once had) must not double
-    it; the spread of the others still counts."""
-    from testbed.runner import iteration_jitter
-
-    def ideal(times_ms):
-        times = tuple(t / 1e3 for t in times_ms)
-        job = JobResult("a", times, 0, ())
-        return SchemeResult("ideal", "synthetic", "reno", "fair", {"a": job})
-
-    import statistics
-
-    steady = [105, 107, 104, 106, 108, 105, 103, 106, 107, 104] * 3
-    with_outlier = steady[:-1] + [133]
-    two_sigma = 2 * statistics.stdev(steady[1:]) / statistics.mean(steady[1:])
-    assert 0.5 * two_sigma < iteration_jitter(ideal(steady)) < 1.5 * two_sigma
-    assert iteration_jitter(ideal(with_outlier)) == pytest.approx(
-        iteration_jitter(ideal(steady)), abs=0.005
-    )
-    # the standard deviation would have more than doubled
-    assert 2 * statistics.stdev(with_outlier[1:]) / statistics.mean(with_outlier[1:]) > (
-        2 * two_sigma
-    )
-    assert iteration_jitter(ideal([100, 120, 100, 120, 100, 120])) > 0.15
-    assert iteration_jitter(ideal([100, 100])) == 0.0
