@@ -283,3 +283,35 @@ def test_leader_advantage_is_the_followers_extra_largest_bucket_time(tmp_path):
     assert common.table([{"x": None, "y": 1.234}], [("x", "x", ".1f"), ("y", "y", ".1f")]) == (
         "x  y  \n   1.2"
     )
+
+
+def test_cassini_repeats_row_reports_whole_run_and_after_startup(monkeypatch, tmp_path):
+    """One repeat's row: CASSINI and same start over ideal, their ratio over the whole run
+    (the target) and without the first STARTUP iterations, and what the agent did."""
+    from experiments import cassini_repeats
+    from testbed.results import ExperimentResult, JobResult, SchemeResult
+
+    def scheme(name, times_ms, **job):
+        jobs = {
+            j: JobResult(j, tuple(t / 1e3 for t in times_ms), 0, (), **job) for j in ("a", "b")
+        }
+        return SchemeResult(name, name, "reno", "fair", jobs)
+
+    startup = [200.0] * cassini_repeats.STARTUP
+    result = ExperimentResult(
+        {
+            "ideal": scheme("ideal", [100.0] * 20),
+            "baseline": scheme("baseline", [140.0] * 5 + [110.0] * 15),
+            "cassini": scheme(
+                "cassini", startup + [115.0] * 15, period_s=0.115, released=False, realignments=1
+            ),
+        },
+        {},
+    )
+    monkeypatch.setattr(cassini_repeats, "run_config", lambda cfg, where, label: result)
+    row = cassini_repeats.one_run({"jobs": []}, tmp_path, "test")
+    whole = (5 * 200 + 15 * 115) / (5 * 140 + 15 * 110)
+    assert row["cassini_vs_baseline"] == pytest.approx(whole)
+    assert row["after_startup_cassini_vs_baseline"] == pytest.approx(115 / 110)
+    assert row["held"] == 2 and row["released"] == 0 and row["realignments"] == 2
+    assert row["declined"] is False
