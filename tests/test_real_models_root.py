@@ -101,9 +101,11 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     records of the same run give the hook's profile.  They must agree on the bytes per
     iteration (within 5 %) and on the iteration time (within 2 %).  The runner folds the
     capture at the worker's period; the capture's own period, from its autocorrelation
-    alone, is held to 3 % (measured 0.2-2.1 % off over 11 runs: iteration-to-iteration
-    jitter of 1-5 ms on a 62 ms iteration blurs the correlogram's peaks; one CI run read
-    8 % short before the estimator walked the multiples one by one, see test_profile)."""
+    alone, is held to 3 % of the mean iteration over the same window (iteration-to-
+    iteration jitter of 1-5 ms on a 62 ms iteration blurs the correlogram's peaks; one CI
+    run read 8 % short before the estimator walked the multiples one by one, see
+    test_profile).  Not to the hook's period: that is the median interval, and a jittery
+    run's slow tail puts the mean above it (2 % in one run here, 3.8 % between the two)."""
     from cassini.measure import profile_from_pcap
 
     cfg = resnet_pair(iterations=20)
@@ -124,5 +126,6 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     assert len(captured) == 1
     window = (records[1]["start"], records[-1]["start"])
     alone = profile_from_pcap("a", captured[0], loaded.topology.ip("h1"), window_s=window)
-    assert alone.iteration_time_s == pytest.approx(hook.iteration_time_s, rel=0.03)
+    window_mean_s = (window[1] - window[0]) / (len(records) - 2)
+    assert alone.iteration_time_s == pytest.approx(window_mean_s, rel=0.03)
     assert alone.bytes_per_iteration == pytest.approx(hook.bytes_per_iteration, rel=0.05)
