@@ -289,7 +289,6 @@ def test_cassini_repeats_row_reports_whole_run_and_after_startup(monkeypatch, tm
     """One repeat's row: CASSINI and same start over ideal, their ratio over the whole run
     (the target) and without the first STARTUP iterations, and what the agent did."""
     from experiments import cassini_repeats
-    from testbed.results import ExperimentResult, JobResult, SchemeResult
 
     def scheme(name, times_ms, **job):
         jobs = {

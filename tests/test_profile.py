@@ -149,14 +149,21 @@ def test_phases_survive_timestamp_spikes():
     assert phase_threshold(np.full(5, 3.0)) == 3.0
 
 
+def _captured_series(name: str) -> tuple[np.ndarray, dict]:
+    """A kept capture's bandwidth series (stored sparse: its length and non-zero bins) and
+    the file's other fields."""
+    data = json.loads((Path(__file__).parent / "data" / name).read_text())
+    x = np.zeros(data["length"])
+    for i, v in data["nonzero"].items():
+        x[int(i)] = v
+    return x, data
+
+
 def test_period_of_a_real_capture_that_once_gave_4_ms():
     """A series captured on the testbed (handshake, warm-up, idle, then 30 iterations of
     bursty phases; the worker log measured 79.0 ms): peaks before the autocorrelation
     first turns negative are structure inside a phase, not the iteration."""
-    data = json.loads((Path(__file__).parent / "data" / "pcap_series_79ms.json").read_text())
-    x = np.zeros(data["length"])
-    for i, v in data["nonzero"].items():
-        x[int(i)] = v
+    x, data = _captured_series("pcap_series_79ms.json")
     assert estimate_period(x, data["dt_s"]) == pytest.approx(0.079, rel=0.02)
 
 
@@ -165,12 +172,7 @@ def test_period_of_a_jittery_ddp_capture_that_once_read_8_percent_short():
     iteration, iterations 62-74 ms): every autocorrelation peak is a broad hill of small
     maxima, and the first hill's first maximum (60 ms) stretched to the 10th multiple read
     59.0 ms.  Walking the multiples one by one keeps each peak in view."""
-    data = json.loads(
-        (Path(__file__).parent / "data" / "pcap_series_resnet50_ddp.json").read_text()
-    )
-    x = np.zeros(data["length"])
-    for i, v in data["nonzero"].items():
-        x[int(i)] = v
+    x, data = _captured_series("pcap_series_resnet50_ddp.json")
     assert estimate_period(x, data["dt_s"]) == pytest.approx(data["iteration_time_s"], rel=0.02)
 
 
