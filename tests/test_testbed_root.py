@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest import require
 
+from cassini.predict import Slot, simulate_link
 from testbed import runner
 from testbed.measure import Capture, iteration_times, profile_from_pcap, read_log
 from testbed.net import Cluster, TestbedError, leftovers
@@ -101,9 +102,28 @@ def test_agent_holds_cassini_shift(tmp_path):
     assert 0.3 * period <= gap <= 0.7 * period
 
 
+def predicted_at_offsets(profiles, capacity_bps, offsets_s):
+    """Per job, the fluid model's iteration time (s) averaged over the run's iterations,
+    each simulated with the two jobs free-running at that iteration's offset (job b's
+    communication start minus job a's, seconds; rounded to 1 ms)."""
+    out = {"a": [], "b": []}
+    for offset in offsets_s:
+        late, shift = ("b", offset) if offset >= 0 else ("a", -offset)
+        # a slot with a vanishing period only delays the job's first iteration
+        slots = {late: Slot(round(shift, 3), 1e-9)}
+        run = simulate_link([profiles["a"], profiles["b"]], capacity_bps, slots, iterations=8)
+        for job in out:
+            out[job].append(run.iteration_times_s[job])
+    return {job: sum(times) / len(times) for job, times in out.items()}
+
+
 def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
     """The advisor's prediction (cassini.predict) against the same run's measurement:
-    a compatible pair (40 % communication each) shifted, and at the same start."""
+    a compatible pair (40 % communication each) shifted, and free-running from the same
+    start.  On ``fair`` a free-running pair's offset is neutral and random-walks (a few ms
+    per iteration here; one CI run wandered ~40 ms and ran at 0.113 s for a same-start
+    prediction of 0.145 s), so that side is held to the model at the offsets the run had,
+    which is the advisor's same-start number while the pair stays aligned."""
     cfg = runner.load_config(
         {**config(iterations=20, bytes=1_000_000, compute_s=0.06),
          "schemes": ["ideal", "baseline", "cassini"]}
@@ -118,8 +138,16 @@ def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
         shifted = max(predicted[job]["shifted"], held.period_s)
         measured = sum(held.iteration_times_s) / len(held.iteration_times_s)
         assert measured == pytest.approx(shifted, rel=0.10)
+    capacity = 200e6 * runner.payload_efficiency(cfg, res.schemes["ideal"])
+    aligned = predicted_at_offsets(cassini.profiles, capacity, [0.0])
+    for job in ("a", "b"):  # the model at offset 0 is the advisor's same-start prediction
+        assert aligned[job] == pytest.approx(predicted[job]["same_start"], rel=0.01)
+    pairs = zip(baseline.jobs["a"].records(0), baseline.jobs["b"].records(0), strict=True)
+    offsets = [rb["comm_start"] - ra["comm_start"] for ra, rb in pairs]
+    expected = predicted_at_offsets(cassini.profiles, capacity, offsets[1:])
+    for job in ("a", "b"):
         times = baseline.jobs[job].iteration_times_s
-        assert sum(times) / len(times) == pytest.approx(predicted[job]["same_start"], rel=0.10)
+        assert sum(times) / len(times) == pytest.approx(expected[job], rel=0.10), offsets
 
 
 def test_pcap_profile_recovers_iteration_time(tmp_path):
