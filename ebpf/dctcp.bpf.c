@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* dctcp_bpf and mltcp_dctcp, one source (as the kernel's BPF selftest bpf_dctcp.c):
- * every handler is shared; only cong_avoid differs.  The Makefile builds it twice:
- * without DCTCP_MLTCP it is dctcp_bpf (plain Reno growth), with -DDCTCP_MLTCP it is
- * mltcp_dctcp (additive increase scaled by MLTCP's F).  Each object holds one struct_ops.
+ * every handler is shared; only cong_avoid (and ssthresh's optional cut scaling) differs.
+ * The Makefile builds it twice: without DCTCP_MLTCP it is dctcp_bpf (plain Reno growth),
+ * with -DDCTCP_MLTCP it is mltcp_dctcp (additive increase scaled by MLTCP's F; with
+ * MLTCP_FLAG_SCALE_CUT in the config, the window cut on congestion divided by F as well).
+ * Each object holds one struct_ops.
  *
  * DCTCP written from the published algorithm (Alizadeh et al., SIGCOMM 2010), for kernels
  * without the dctcp module.  Sender: once per window of data, alpha <- (1 - g) alpha + g F,
@@ -103,6 +105,12 @@ static __always_inline __u32 dctcp_ssthresh(struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct dctcp_state *ca = dctcp_ca(sk);
 	__u32 cwnd = tp->snd_cwnd, cut = (cwnd * ca->alpha) >> 11;
+#ifdef DCTCP_MLTCP
+	struct mltcp_config *cfg = mltcp_cfg();
+
+	if (cfg && (cfg->flags & MLTCP_FLAG_SCALE_CUT))
+		cut = mltcp_scale_cut(cut, ca->mltcp.factor_q, cwnd);
+#endif
 
 	ca->loss_cwnd = cwnd;
 	return cwnd - cut > 2 ? cwnd - cut : 2;

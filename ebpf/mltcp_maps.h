@@ -13,6 +13,7 @@
 #define MLTCP_MODE_IDLE 0
 #define MLTCP_MODE_EXACT 1
 #define MLTCP_CC_NAME_LEN 16
+#define MLTCP_FLAG_SCALE_CUT 0x1	/* mltcp_dctcp: divide the ECN window cut by F */
 
 /* mltcp_config[0] */
 struct mltcp_config {
@@ -20,6 +21,7 @@ struct mltcp_config {
 	__u32 intercept_q;	/* Q10 */
 	__u32 idle_us;
 	__u32 mode;		/* MLTCP_MODE_* */
+	__u32 flags;		/* MLTCP_FLAG_* */
 };
 
 /* mltcp_ports: a TCP port (host order) belongs to a job */

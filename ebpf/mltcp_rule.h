@@ -46,6 +46,21 @@ static inline unsigned int mltcp_ai_window(unsigned int cwnd, unsigned int facto
 	return w ? (unsigned int)w : 1;
 }
 
+/* DCTCP with the cut scaled (MLTCP_FLAG_SCALE_CUT, an extension of the paper's rule,
+ * which scales only the increase): the segments a congestion signal takes off the window,
+ * cut = cwnd * alpha / 2, divided by F, so a flow further through its iteration backs off
+ * less; never more than the whole window. */
+static inline unsigned int mltcp_scale_cut(unsigned int cut, unsigned int factor_q,
+					   unsigned int cwnd)
+{
+	unsigned long long c;
+
+	if (factor_q == 0)
+		return cut < cwnd ? cut : cwnd;
+	c = ((unsigned long long)cut << MLTCP_SHIFT) / factor_q;
+	return c < cwnd ? (unsigned int)c : cwnd;
+}
+
 /* CUBIC: the kernel's CUBIC grows cwnd by one segment per `cnt` ACKed segments; MLTCP
  * divides that counter by F.  We reach the same growth by feeding CUBIC F times the
  * ACKed segments: `acked * F` in Q10, the fraction below one segment carried in *rem_q

@@ -75,11 +75,16 @@ def model_jobs(model: str, hosts: list[list[str]], iterations: int, nic_bps: flo
 
 def schemes_for(fabric: str, with_mltcp: bool, mltcp: MltcpParams | None = None) -> list[Any]:
     """The schemes of one case; on ``ecn`` MLTCP in both iteration modes, with ``mltcp``'s
-    slope and intercept (default: the policy's)."""
+    slope, intercept and cut scaling (default: the policy's)."""
     out: list[Any] = ["ideal", "baseline", "random", "cassini"]
     if with_mltcp and fabric == "ecn":
         p = mltcp or MltcpParams()
-        rule = {"cc": "mltcp_dctcp", "slope": p.slope, "intercept": p.intercept}
+        rule = {
+            "cc": "mltcp_dctcp",
+            "slope": p.slope,
+            "intercept": p.intercept,
+            "scale_cut": p.scale_cut,
+        }
         out.append({"scheme": "mltcp", "name": "mltcp-dctcp", **rule})
         out.append({"scheme": "mltcp", "name": "mltcp-exact", "mode": "exact", **rule})
     return out
@@ -247,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.intercept,
         help=f"... and the intercept (default {defaults.intercept:g})",
     )
+    ap.add_argument(
+        "--mltcp-scale-cut",
+        action="store_true",
+        help="MLTCP also divides DCTCP's window cut by F (beyond the paper's rule)",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     known = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
@@ -257,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.iterations < TAIL + 5:
         ap.error(f"--iterations: at least {TAIL + 5}")
     try:
-        mltcp_params = MltcpParams(slope=args.mltcp_slope, intercept=args.mltcp_intercept)
+        mltcp_params = MltcpParams(
+            slope=args.mltcp_slope,
+            intercept=args.mltcp_intercept,
+            scale_cut=args.mltcp_scale_cut,
+        )
     except ValueError as e:
         ap.error(f"--mltcp-slope/--mltcp-intercept: {e}")
     require_root()
@@ -269,7 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         "model": args.model,
         "nic_bps": args.nic_gbps * 1e9,
         "iterations": args.iterations,
-        "mltcp": {"slope": mltcp_params.slope, "intercept": mltcp_params.intercept},
+        "mltcp": {
+            "slope": mltcp_params.slope,
+            "intercept": mltcp_params.intercept,
+            "scale_cut": mltcp_params.scale_cut,
+        },
         "cases": {},
     }
     for case in cases:

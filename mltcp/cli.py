@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=d.mode if d else None,
             help="iteration boundaries: idle gaps, or marks from the trainer",
         )
+        sp.add_argument(
+            "--scale-cut",
+            action=argparse.BooleanOptionalAction,
+            default=d.scale_cut if d else None,
+            help="mltcp_dctcp: divide the window cut on ECN marks by F too, so a flow further "
+            "through its iteration backs off less (beyond the paper's rule; default off)",
+        )
 
     load = sub.add_parser("load", help="build and register (idempotent); allow in namespaces")
     load.add_argument(
@@ -108,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
                         args.intercept if args.intercept is not None else current.intercept,
                         args.idle_ms if args.idle_ms is not None else current.idle_ms,
                         args.mode or current.mode,
+                        current.scale_cut if args.scale_cut is None else args.scale_cut,
                     )
                 else:
-                    params = MltcpParams(args.slope, args.intercept, args.idle_ms, args.mode)
+                    params = MltcpParams(
+                        args.slope, args.intercept, args.idle_ms, args.mode, args.scale_cut
+                    )
             except ValueError as e:
                 print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
                 return 2
@@ -118,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
                 names = loader.load(args.variant, params)
                 print(
                     f"loaded {', '.join(names)} (slope {params.slope}, intercept "
-                    f"{params.intercept}, idle {params.idle_ms} ms, mode {params.mode})"
+                    f"{params.intercept}, idle {params.idle_ms} ms, mode {params.mode}"
+                    + (", cut scaled by 1/F)" if params.scale_cut else ")")
                 )
             else:
                 loader.set_params(params)
                 print(
                     f"set slope {params.slope}, intercept {params.intercept}, "
                     f"idle {params.idle_ms} ms, mode {params.mode}"
+                    + (", cut scaled by 1/F" if params.scale_cut else "")
                 )
         elif args.command == "select":
             loader.select(

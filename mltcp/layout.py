@@ -48,7 +48,8 @@ class Record:
 
 U32 = Record("__u32", (("", "I"),))
 CONFIG = Record(
-    "mltcp_config", (("slope_q", "I"), ("intercept_q", "I"), ("idle_us", "I"), ("mode", "I"))
+    "mltcp_config",
+    (("slope_q", "I"), ("intercept_q", "I"), ("idle_us", "I"), ("mode", "I"), ("flags", "I")),
 )
 PORT = Record("mltcp_port_t", (("", "H"),))
 JOB = Record("mltcp_job_t", (("", "I"),))

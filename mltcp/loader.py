@@ -27,7 +27,7 @@ from typing import Any
 
 from mltcp import layout
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
-from mltcp.policy import MODES, ONE, MltcpParams
+from mltcp.policy import FLAG_SCALE_CUT, MODES, ONE, MltcpParams
 
 EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
 PIN_DIR = Path("/sys/fs/bpf")
@@ -258,19 +258,20 @@ def set_params(params: MltcpParams) -> None:
         m.update(layout.U32.pack(0), layout.CONFIG.pack(*params.fixed()))
 
 
-def _read_config() -> tuple[int, int, int, int]:
+def _read_config() -> tuple[int, int, int, int, int]:
     with _map("mltcp_config") as m:
         raw = m.lookup(layout.U32.pack(0))
-    return layout.CONFIG.unpack(raw) if raw else (0, 0, 0, 0)
+    return layout.CONFIG.unpack(raw) if raw else (0, 0, 0, 0, 0)
 
 
 def get_params() -> MltcpParams:
-    slope_q, intercept_q, idle_us, mode = _read_config()
+    slope_q, intercept_q, idle_us, mode, flags = _read_config()
     return MltcpParams(
         slope_q / ONE,
         max(intercept_q, 1) / ONE,
         max(idle_us, 1) / 1000,
         MODES[mode] if mode < len(MODES) else "idle",
+        bool(flags & FLAG_SCALE_CUT),
     )
 
 
@@ -477,6 +478,7 @@ def status(flows: bool = False) -> dict[str, Any]:
             "intercept": p.intercept,
             "idle_ms": p.idle_ms,
             "mode": p.mode,
+            "scale_cut": p.scale_cut,
         }
     if loaded and (PIN_DIR / "mltcp_repairs").exists():
         with _map("mltcp_repairs") as m:

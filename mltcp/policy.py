@@ -17,6 +17,7 @@ SHIFT = 10
 ONE = 1 << SHIFT
 U32_MAX = 0xFFFFFFFF
 MODES = ("idle", "exact")
+FLAG_SCALE_CUT = 0x1  # MLTCP_FLAG_SCALE_CUT in ebpf/mltcp_maps.h
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,17 @@ class MltcpParams:
         next transmission starts a new iteration (``idle`` mode).
     mode : ``idle`` (gap detection) or ``exact`` (the training process marks iteration
         ends with :func:`mltcp.mark_iteration`).
+    scale_cut : ``mltcp_dctcp`` only: divide DCTCP's window cut on congestion
+        (``cwnd * alpha / 2`` segments) by F as well, so a flow further through its
+        iteration backs off less.  An extension beyond the MLTCP paper's rule, which
+        scales the increase only; off by default.
     """
 
     slope: float = 1.0
     intercept: float = 0.5
     idle_ms: float = 10.0
     mode: str = "idle"
+    scale_cut: bool = False
 
     def __post_init__(self) -> None:
         for name in ("slope", "intercept", "idle_ms"):
@@ -50,20 +56,23 @@ class MltcpParams:
             raise ValueError(f"idle_ms must be in (0, 60000], got {self.idle_ms}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not isinstance(self.scale_cut, bool):
+            raise ValueError(f"scale_cut must be true or false, got {self.scale_cut!r}")
 
     @property
     def k(self) -> float:
         """slope / intercept: the strength of the convergence map."""
         return self.slope / self.intercept
 
-    def fixed(self) -> tuple[int, int, int, int]:
-        """(slope_q, intercept_q, idle_us, mode) as the kernel stores them; slope and
-        intercept round to the nearest 1/1024 (intercept at least 1/1024)."""
+    def fixed(self) -> tuple[int, int, int, int, int]:
+        """(slope_q, intercept_q, idle_us, mode, flags) as the kernel stores them; slope
+        and intercept round to the nearest 1/1024 (intercept at least 1/1024)."""
         return (
             int(round(self.slope * ONE)),
             max(1, int(round(self.intercept * ONE))),
             int(round(self.idle_ms * 1000)),
             MODES.index(self.mode),
+            FLAG_SCALE_CUT if self.scale_cut else 0,
         )
 
 
@@ -93,6 +102,13 @@ def ai_window(cwnd: int, f_q: int) -> int:
         return cwnd if cwnd else 1
     w = min((cwnd << SHIFT) // f_q, U32_MAX)
     return w if w else 1
+
+
+def scale_cut(cut: int, f_q: int, cwnd: int) -> int:
+    """DCTCP with ``scale_cut``: the window cut (segments) divided by F, at most ``cwnd``."""
+    if f_q == 0:
+        return min(cut, cwnd)
+    return min((cut << SHIFT) // f_q, cwnd)
 
 
 def scale_acked(acked: int, f_q: int, rem_q: int) -> tuple[int, int]:

@@ -26,10 +26,11 @@ def job_cgroups(
     mode: str,
     slope: float | None = None,
     intercept: float | None = None,
+    scale_cut: bool | None = None,
 ) -> Iterator[dict[str, Path]]:
     """A cgroup per job (``tags``: job id -> the run-unique MLTCP job name), ``cc``
-    selected for each, the MLTCP iteration ``mode`` set, and ``slope``/``intercept``
-    where given; all undone on exit."""
+    selected for each, the MLTCP iteration ``mode`` set, and ``slope``/``intercept``/
+    ``scale_cut`` where given; all undone on exit."""
     from mltcp import loader
 
     mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
@@ -42,7 +43,8 @@ def job_cgroups(
     before = loader.get_params()
     paths: dict[str, Path] = {}
     try:
-        rule = {k: v for k, v in (("slope", slope), ("intercept", intercept)) if v is not None}
+        given = (("slope", slope), ("intercept", intercept), ("scale_cut", scale_cut))
+        rule = {k: v for k, v in given if v is not None}
         loader.set_params(replace(before, mode=mode, **rule))
         for job, tag in tags.items():
             path = Path(root) / f"{CGROUP_PREFIX}{os.getpid()}-{job}"

@@ -100,6 +100,7 @@ class SchemeSpec:
     mode: str = "idle"  # mltcp: iteration boundaries by idle gaps or exact marks
     slope: float | None = None  # mltcp: F = slope * ratio + intercept (None: loaded value)
     intercept: float | None = None
+    scale_cut: bool | None = None  # mltcp_dctcp: the window cut divided by F (None: loaded)
 
 
 @dataclass(frozen=True)
@@ -334,10 +335,9 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
         raw = {"scheme": raw}
     if not isinstance(raw, dict) or "scheme" not in raw:
         raise ConfigError(f"schemes[{index}]: a scheme name or {{scheme:, name:, cc:}}")
-    if set(raw) - {"scheme", "name", "cc", "mode", "slope", "intercept"}:
-        raise ConfigError(
-            f"schemes[{index}]: allowed keys are scheme, name, cc, mode, slope, intercept"
-        )
+    allowed = ("scheme", "name", "cc", "mode", "slope", "intercept", "scale_cut")
+    if set(raw) - set(allowed):
+        raise ConfigError(f"schemes[{index}]: allowed keys are {', '.join(allowed)}")
     kind = raw["scheme"]
     if kind not in SCHEME_KINDS:
         raise ConfigError(
@@ -346,12 +346,18 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
     mode = raw.get("mode", "idle")
     if mode not in ("idle", "exact") or (kind != "mltcp" and "mode" in raw):
         raise ConfigError(f"schemes[{index}].mode", f"idle or exact, for mltcp only, got {mode!r}")
-    rule: dict[str, float] = {}
-    for key in ("slope", "intercept"):
+    rule: dict[str, Any] = {}
+    for key in ("slope", "intercept", "scale_cut"):
         if key in raw:
             if kind != "mltcp":
                 raise ConfigError(f"schemes[{index}].{key}", "for mltcp only")
-            rule[key] = schema.number(raw[key], f"schemes[{index}].{key}")
+            field_name = f"schemes[{index}].{key}"
+            if key != "scale_cut":
+                rule[key] = schema.number(raw[key], field_name)
+            elif isinstance(raw[key], bool):
+                rule[key] = raw[key]
+            else:
+                raise ConfigError(field_name, f"true or false, got {raw[key]!r}")
     if rule:
         from mltcp.policy import MltcpParams
 
@@ -705,7 +711,9 @@ def _run_together(
             run_id = f"{os.getpid()}.{time.time():.3f}"
             tags = {j.job_id: f"{j.job_id}@{run_id}" for j in cfg.jobs}
             cgroups = stack.enter_context(
-                mltcp_jobs.job_cgroups(cc, tags, scheme.mode, scheme.slope, scheme.intercept)
+                mltcp_jobs.job_cgroups(
+                    cc, tags, scheme.mode, scheme.slope, scheme.intercept, scheme.scale_cut
+                )
             )
             marks_fd = mltcp_jobs.marks_fd() if scheme.mode == "exact" else None
             if marks_fd is not None:

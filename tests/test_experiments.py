@@ -248,6 +248,10 @@ def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
     )
     fair = load_config(real_models.case_config("pair-fair", "vgg11", 25, 140e9, True, rule))
     assert not any(s.kind == "mltcp" for s in fair.schemes)
+    assert not any(s.scale_cut for s in cfg.schemes)  # the paper's rule unless asked
+    cut = MltcpParams(slope=1.6, intercept=0.2, scale_cut=True)
+    cfg = load_config(real_models.case_config("pair-ecn", "bert_base", 25, 50e9, True, cut))
+    assert [s.scale_cut for s in cfg.schemes if s.kind == "mltcp"] == [True, True]
 
 
 def test_real_models_refuses_a_bad_mltcp_rule_naming_the_flag():

@@ -2,6 +2,7 @@
 mltcp_reno, iterations counted exactly in both boundary modes, live parameter changes,
 clear errors.  Needs root, BTF, clang and bpftool; under CI=true missing ones fail."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -269,6 +270,23 @@ def cli(*args):
 def test_bad_parameters_exit_2_with_one_line(kernel, args, message):
     r = cli(*args)
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_scale_cut_goes_through_the_config_map_and_survives_other_changes(kernel):
+    def params():
+        r = cli("status", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["params"]
+
+    try:
+        assert cli("set", "--scale-cut").returncode == 0
+        assert params()["scale_cut"] is True and loader.get_params().scale_cut
+        assert cli("set", "--slope", "2").returncode == 0  # other fields keep it
+        assert params()["scale_cut"] is True and params()["slope"] == 2.0
+        assert cli("set", "--no-scale-cut").returncode == 0
+        assert params()["scale_cut"] is False
+    finally:
+        loader.set_params(MltcpParams())
 
 
 def test_unload_refuses_while_a_socket_uses_it(kernel):

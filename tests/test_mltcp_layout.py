@@ -5,6 +5,7 @@ BTF (not root); under CI=true missing ones fail.  The kernel-side sizes of the p
 are checked in tests/test_mltcp_kernel.py."""
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import require
 
-from mltcp import layout
+from mltcp import layout, policy
 
 EBPF = Path(__file__).resolve().parent.parent / "ebpf"
 OBJECTS = ["mltcp_reno", "mltcp_cubic", "dctcp_bpf", "mltcp_dctcp", "mltcp_select"]
@@ -85,3 +86,17 @@ def test_records_pack_to_their_sizes():
     assert layout.FLOW_STATS.size == 32 and layout.CGROUP_CFG.size == 24
     raw = layout.CGROUP_CFG.pack(b"mltcp_reno", 7, layout.CGROUP_ECN)
     assert raw[:16] == b"mltcp_reno" + bytes(6) and layout.CGROUP_CFG.unpack(raw)[1:] == (7, 1)
+
+
+def test_constants_match_the_header():
+    """The header's flag, mode and length constants are the ones user space writes."""
+    text = (EBPF / "mltcp_maps.h").read_text()
+    found = re.findall(r"#define (MLTCP_\w+)\s+(0x[0-9a-f]+|\d+)", text)
+    defines = {name: int(value, 0) for name, value in found}
+    assert defines["MLTCP_FLAG_SCALE_CUT"] == policy.FLAG_SCALE_CUT
+    assert defines["MLTCP_CGROUP_ECN"] == layout.CGROUP_ECN
+    assert defines["MLTCP_REPAIR_LOG_LEN"] == layout.REPAIR_LOG_LEN
+    assert [defines["MLTCP_MODE_IDLE"], defines["MLTCP_MODE_EXACT"]] == [
+        policy.MODES.index("idle"),
+        policy.MODES.index("exact"),
+    ]

@@ -31,13 +31,16 @@ def rule(tmp_path_factory):
         "unsigned int ai(unsigned int c, unsigned int f) { return mltcp_ai_window(c, f); }\n"
         "unsigned int acked(unsigned int a, unsigned int f, unsigned int *r) "
         "{ return mltcp_scale_acked(a, f, r); }\n"
+        "unsigned int cut(unsigned int c, unsigned int f, unsigned int w) "
+        "{ return mltcp_scale_cut(c, f, w); }\n"
     )
     lib = d / "librule.so"
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
     c = ctypes.CDLL(str(lib))
     c.ratio.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
-    for fn in (c.ratio, c.factor, c.ai, c.acked):
+    for fn in (c.ratio, c.factor, c.ai, c.acked, c.cut):
         fn.restype = ctypes.c_uint
+    c.cut.argtypes = [ctypes.c_uint] * 3
     c.factor.argtypes = [ctypes.c_uint] * 3
     c.ai.argtypes = [ctypes.c_uint] * 2
     c.acked.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint)]
@@ -67,6 +70,8 @@ def test_c_header_and_python_agree_bit_for_bit(
     assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
     r_c = ctypes.c_uint(rem)
     assert (rule.acked(cwnd, f, ctypes.byref(r_c)), r_c.value) == policy.scale_acked(cwnd, f, rem)
+    cut = (cwnd * 1024) >> 11 & policy.U32_MAX  # DCTCP's cut at alpha = 1
+    assert rule.cut(cut, f, cwnd) == policy.scale_cut(cut, f, cwnd)
 
 
 @given(f_q=st.integers(1, 4 * 1024), acks=st.lists(st.integers(0, 64), max_size=200))
@@ -84,18 +89,36 @@ def test_edge_vectors(rule):
         assert rule.ratio(sent, per_iter) == policy.ratio_q(sent, per_iter)
     for cwnd, f in [(0, 0), (1, 0), (0, 1024), (10, 1), (2**32 - 1, 1), (10, 10**6)]:
         assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
+        for cut in (0, 1, cwnd // 2, cwnd, 2**32 - 1):
+            assert rule.cut(cut, f, cwnd) == policy.scale_cut(cut, f, cwnd)
+
+
+@given(cwnd=st.integers(2, 2**20), alpha=st.integers(0, 1024), f_q=st.integers(1, 64 * 1024))
+def test_scaled_cut_backs_off_less_further_through_the_iteration(cwnd, alpha, f_q):
+    """The window left after a scaled cut is never negative, is the unscaled one at F = 1,
+    and grows with F."""
+    cut = (cwnd * alpha) >> 11
+    scaled = policy.scale_cut(cut, f_q, cwnd)
+    assert 0 <= scaled <= cwnd
+    assert policy.scale_cut(cut, policy.ONE, cwnd) == cut
+    assert policy.scale_cut(cut, f_q + 1, cwnd) <= scaled
 
 
 @given(ratio=st.floats(-1, 2), slope=st.floats(0, 8), intercept=st.floats(0.01, 4))
 def test_fixed_point_tracks_real_factor(ratio, slope, intercept):
     p = MltcpParams(slope, intercept)
-    slope_q, intercept_q, _, _ = p.fixed()
+    slope_q, intercept_q, _, _, _ = p.fixed()
     r = min(1.0, max(0.0, ratio))
     r_q = policy.ratio_q(int(r * 10**9), 10**9)
     f_q = policy.factor_q(r_q, slope_q, intercept_q)
     assert f_q / policy.ONE == pytest.approx(
         policy.factor(ratio, p), abs=3 / policy.ONE + slope / 1024
     )
+
+
+def test_scale_cut_is_a_flag_in_the_kernel_config():
+    assert MltcpParams().fixed()[4] == 0
+    assert MltcpParams(scale_cut=True).fixed()[4] == policy.FLAG_SCALE_CUT
 
 
 @pytest.mark.parametrize(
@@ -107,6 +130,7 @@ def test_fixed_point_tracks_real_factor(ratio, slope, intercept):
         ({"slope": float("nan")}, "slope must be a finite number"),
         ({"idle_ms": 0}, "idle_ms"),
         ({"mode": "psychic"}, "mode"),
+        ({"scale_cut": 1}, "scale_cut must be true or false"),
     ],
 )
 def test_bad_parameters(kwargs, message):

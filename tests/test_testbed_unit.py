@@ -409,6 +409,12 @@ def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
 
     with pytest.raises(InputError, match=r"schemes\[0\].slope"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "slope": "steep"}]})
+    cut = load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "scale_cut": True}]})
+    assert cut.schemes[0].scale_cut is True and s.scale_cut is None
+    with pytest.raises(InputError, match=r"schemes\[0\].scale_cut.*true or false"):
+        load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "scale_cut": "yes"}]})
+    with pytest.raises(ConfigError, match=r"schemes\[0\].scale_cut.*mltcp only"):
+        load_config({**EXAMPLE, "schemes": [{"scheme": "baseline", "scale_cut": True}]})
 
 
 def test_agent_slack_is_auto_by_default_and_the_load_it_follows():
