@@ -11,6 +11,8 @@ Schemes
               held by the time-shift agent.
 ``mltcp``     all jobs start together with an MLTCP congestion control (``mltcp_dctcp``
               on the ``ecn`` fabric, ``mltcp_reno`` otherwise; see ``mltcp load``).
+              A scheme given as a mapping takes ``name``, ``cc`` and, for ``mltcp``,
+              ``mode`` (idle/exact), ``slope``, ``intercept`` and ``scale_cut``.
 
 Job kinds: ``synthetic`` (sleep, then a TCP ring all-reduce of ``bytes``), ``ddp`` (a
 small MLP under PyTorch DDP), ``model`` (a real architecture under PyTorch DDP: ResNet-50,
