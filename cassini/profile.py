@@ -177,7 +177,6 @@ class JobProfile:
         threshold_bps: float | None = None,
         min_iterations: int = 2,
         conserve_bytes: bool = False,
-        align: bool = True,
     ) -> JobProfile:
         """Build a profile from a measured bandwidth time series of several iterations.
 
@@ -195,9 +194,6 @@ class JobProfile:
             every bit of the folded series, the bits in samples under the threshold (a
             burst's partly filled first and last bins, short gaps' stragglers) included;
             otherwise each phase keeps the mean rate of its own samples.
-        align : fold with each iteration aligned on the others (:func:`fold_aligned`), so
-            iterations whose start wanders do not smear the phases; otherwise a plain
-            fold at the period (:func:`fold`).
 
         Returns
         -------
@@ -222,7 +218,7 @@ class JobProfile:
                 "samples_bps",
                 f"spans {x.size * dt_s:g} s, less than {min_iterations} iterations of {period:g} s",
             )
-        folded = fold_aligned(x, dt_s, period) if align else fold(x, dt_s, period)
+        folded = fold(x, dt_s, period)
         if threshold_bps is None:
             threshold_bps = phase_threshold(folded)
         phases = _phases_above(folded, period, threshold_bps)
@@ -318,46 +314,6 @@ def fold(samples: np.ndarray, dt_s: float, period_s: float) -> np.ndarray:
     sums = np.bincount(idx, weights=x, minlength=n_bins)
     counts = np.bincount(idx, minlength=n_bins)
     return np.divide(sums, counts, out=np.zeros(n_bins), where=counts > 0)
-
-
-def fold_aligned(
-    samples: np.ndarray, dt_s: float, period_s: float, *, max_shift: float = 0.25, rounds: int = 2
-) -> np.ndarray:
-    """Average a series over its iterations as :func:`fold` does, but with each iteration
-    aligned first: round(period/dt) bins from where the iteration best matches the folded
-    template (the largest dot product with it, mean removed), looked for within
-    ``max_shift`` periods of where the previous iteration's end puts it; ``rounds`` times,
-    each against the last round's template.  A run whose iterations drift (e.g. 80 ms
-    iterations becoming 78 ms ones) moves its phases by several ms against any one period,
-    and a plain fold smears them: a 16 ms burst at 119 Mbit/s read as 22 ms at 86 Mbit/s
-    plus stragglers.  Bins outside whole iterations are left out.  Fewer than two whole
-    iterations: the plain fold."""
-    x = np.asarray(samples, float)
-    n = max(1, int(round(period_s / dt_s)))
-    template = fold(x, dt_s, period_s)
-    step = period_s / dt_s  # bins per iteration, fractional
-    span = int(max_shift * n)
-    if x.size < 2 * n or span < 1:
-        return template
-    windows = np.lib.stride_tricks.sliding_window_view(x, n)  # windows[s] = x[s:s+n]
-    last = windows.shape[0] - 1
-    for _ in range(rounds):
-        shape = template - template.mean()
-        if not np.any(shape):
-            break
-        starts, expected = [], 0.0
-        while round(expected) - span <= last:
-            lo = max(0, int(round(expected)) - span)
-            hi = min(last, int(round(expected)) + span)
-            if lo > hi:
-                break
-            best = lo + int(np.argmax(windows[lo : hi + 1] @ shape))
-            starts.append(best)
-            expected = best + step
-        if len(starts) < 2:
-            break
-        template = windows[starts].mean(axis=0)
-    return template
 
 
 def _phases_above(folded: np.ndarray, period_s: float, threshold: float) -> tuple[Phase, ...]:

@@ -7,14 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cassini.errors import InputError
-from cassini.profile import (
-    JobProfile,
-    Phase,
-    estimate_period,
-    fold,
-    fold_aligned,
-    phase_threshold,
-)
+from cassini.profile import JobProfile, Phase, estimate_period, phase_threshold
 
 
 def test_wrapping_phase_is_split_and_integrates():
@@ -199,52 +192,3 @@ def test_period_of_jittered_bucketed_iterations(seed, period_ms):
         t += period * (1 + 0.01 * rng.standard_normal())
     x = x[: int(t / dt)]
     assert estimate_period(x, dt) == pytest.approx(t / iterations, rel=0.02)
-
-
-def drifting_bursts(iteration_ms, burst_ms=16, rate=120e6, dt=0.001):
-    """1 ms bins of iterations of the given lengths (ms), each starting with a burst."""
-    out = []
-    for length in iteration_ms:
-        one = np.zeros(length)
-        one[:burst_ms] = rate
-        out.append(one)
-    return np.concatenate(out)
-
-
-def test_aligned_fold_keeps_the_phases_of_a_run_whose_iterations_drift():
-    """The shape of a CI failure: 20 iterations of 80 ms then 9 of 78 ms.  At the mean
-    period a plain fold smears the 16 ms burst over the drift; aligned, it stays 16 ms at
-    its rate, and the period is the same."""
-    x = drifting_bursts([80] * 20 + [78] * 9)
-    plain = JobProfile.from_samples(x, 0.001, align=False)
-    aligned = JobProfile.from_samples(x, 0.001)
-    assert aligned.iteration_time_s == plain.iteration_time_s
-    assert plain.communication_share > 0.25  # what the fold without alignment reads
-    assert aligned.communication_share == pytest.approx(16 / 79.4, abs=0.02)
-    assert max(p.rate_bps for p in aligned.phases) == pytest.approx(120e6, rel=0.05)
-
-
-def test_aligned_fold_of_an_exactly_periodic_series_is_the_plain_fold():
-    one = np.zeros(100)
-    one[30:55] = 4e8
-    x = np.tile(one, 8)
-    assert np.array_equal(fold_aligned(x, 0.001, 0.1), fold(x, 0.001, 0.1))
-    assert np.array_equal(fold_aligned(x[:150], 0.001, 0.1), fold(x[:150], 0.001, 0.1))
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    steps=st.lists(st.integers(-3, 3), min_size=12, max_size=40),
-    burst=st.integers(8, 30),
-)
-def test_aligned_fold_recovers_a_burst_under_random_walk_jitter(steps, burst):
-    """Iterations of 100 ms +- a random walk of up to 3 ms per iteration: the aligned
-    profile's burst is within 2 bins of its true length."""
-    lengths, length = [], 100
-    for s in steps:
-        length = min(max(length + s, 85), 115)
-        lengths.append(length)
-    x = drifting_bursts(lengths, burst_ms=burst)
-    period = sum(lengths) / len(lengths) / 1000
-    got = JobProfile.from_samples(x, 0.001, iteration_time_s=period)
-    assert sum(p.duration_s for p in got.phases) == pytest.approx(burst / 1000, abs=0.0021)
