@@ -28,6 +28,9 @@ and the mean over the last 20 iterations (MLTCP converges over the run).
     sudo .venv/bin/python -m experiments.real_models                  # pair, fair + ecn
     sudo .venv/bin/python -m experiments.real_models --full
     sudo .venv/bin/python -m experiments.real_models --model bert_base --nic-gbps 50
+    sudo .venv/bin/python -m experiments.real_models --model bert_base --nic-gbps 50 \
+        --iterations 60 --cases pair-ecn --mltcp-slope 1.6 --mltcp-intercept 0.2 \
+        --mltcp-compare-cut --schemes baseline mltcp-exact mltcp-exact-cut
 
 Writes results/real_models/results.json, cdf_<case>.png and timeline_<case>.png.
 """
@@ -73,9 +76,12 @@ def model_jobs(model: str, hosts: list[list[str]], iterations: int, nic_bps: flo
     ]
 
 
-def schemes_for(fabric: str, with_mltcp: bool, mltcp: MltcpParams | None = None) -> list[Any]:
+def schemes_for(
+    fabric: str, with_mltcp: bool, mltcp: MltcpParams | None = None, compare_cut: bool = False
+) -> list[Any]:
     """The schemes of one case; on ``ecn`` MLTCP in both iteration modes, with ``mltcp``'s
-    slope, intercept and cut scaling (default: the policy's)."""
+    slope, intercept and cut scaling (default: the policy's), and with ``compare_cut`` an
+    exact-mode run with the cut scaled too (``mltcp-exact-cut``)."""
     out: list[Any] = ["ideal", "baseline", "random", "cassini"]
     if with_mltcp and fabric == "ecn":
         p = mltcp or MltcpParams()
@@ -87,6 +93,9 @@ def schemes_for(fabric: str, with_mltcp: bool, mltcp: MltcpParams | None = None)
         }
         out.append({"scheme": "mltcp", "name": "mltcp-dctcp", **rule})
         out.append({"scheme": "mltcp", "name": "mltcp-exact", "mode": "exact", **rule})
+        if compare_cut:
+            cut = {**rule, "scale_cut": True}
+            out.append({"scheme": "mltcp", "name": "mltcp-exact-cut", "mode": "exact", **cut})
     return out
 
 
@@ -97,8 +106,11 @@ def case_config(
     nic_bps: float,
     with_mltcp: bool,
     mltcp: MltcpParams | None = None,
+    compare_cut: bool = False,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The testbed config of one case (see the module docstring)."""
+    """The testbed config of one case (see the module docstring); ``only``: run just
+    these schemes (by name) besides ``ideal``, which every figure is relative to."""
     if case == "leafspine":
         topo = {
             "kind": "leaf_spine",
@@ -119,10 +131,18 @@ def case_config(
     return {
         "topology": topo,
         "jobs": model_jobs(model, hosts, iterations, nic_bps),
-        "schemes": schemes_for(fabric, with_mltcp, mltcp),
+        "schemes": [
+            s
+            for s in schemes_for(fabric, with_mltcp, mltcp, compare_cut)
+            if not only or _scheme_name(s) in ("ideal", *only)
+        ],
         "cc": "dctcp_bpf" if fabric == "ecn" else "cubic",
         "seed": 1,
     }
+
+
+def _scheme_name(scheme: Any) -> str:
+    return scheme if isinstance(scheme, str) else scheme.get("name", scheme["scheme"])
 
 
 def leader_advantage_ms(scheme: SchemeResult, min_offset_s: float = 0.002) -> float | None:
@@ -257,8 +277,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="MLTCP also divides DCTCP's window cut by F (beyond the paper's rule)",
     )
+    ap.add_argument(
+        "--mltcp-compare-cut",
+        action="store_true",
+        help="add mltcp-exact-cut: exact mode with the cut scaled, beside the other MLTCP runs",
+    )
+    ap.add_argument(
+        "--schemes",
+        nargs="+",
+        metavar="NAME",
+        help="run only these schemes (ideal always runs): baseline random cassini "
+        "mltcp-dctcp mltcp-exact mltcp-exact-cut",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    names = ("baseline", "random", "cassini", "mltcp-dctcp", "mltcp-exact", "mltcp-exact-cut")
+    for name in args.schemes or ():
+        if name not in names and name != "ideal":
+            ap.error(f"--schemes: unknown scheme {name!r} (one of {', '.join(names)})")
     known = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
     cases = args.cases or (list(known) if args.full else ["pair-fair", "pair-ecn"])
     for c in cases:
@@ -292,7 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     for case in cases:
         cfg = case_config(
-            case, args.model, args.iterations, args.nic_gbps * 1e9, with_mltcp, mltcp_params
+            case,
+            args.model,
+            args.iterations,
+            args.nic_gbps * 1e9,
+            with_mltcp,
+            mltcp_params,
+            compare_cut=args.mltcp_compare_cut,
+            only=args.schemes,
         )
         res = run_config(cfg, out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
         rows = summarise(res)
@@ -306,12 +349,13 @@ def main(argv: list[str] | None = None) -> int:
             print("MLTCP iterations counted by the kernel on each job's gradient flows:")
             print(table(counts, [(k, k, "s" if k != "steps" else "d") for k in counts[0]]))
         plot_cdf(res, out / f"cdf_{case}.png", case)
-        plot_timeline(
-            res,
-            out / f"timeline_{case}.png",
-            case,
-            schemes=["baseline", "cassini", "mltcp-dctcp", "mltcp-exact"],
-        )
+        shown = [
+            n
+            for n in ("baseline", "cassini", "mltcp-dctcp", "mltcp-exact", "mltcp-exact-cut")
+            if n in res.schemes
+        ]
+        if shown:
+            plot_timeline(res, out / f"timeline_{case}.png", case, schemes=shown)
     print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")
     return 0
 

@@ -254,6 +254,31 @@ def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
     assert [s.scale_cut for s in cfg.schemes if s.kind == "mltcp"] == [True, True]
 
 
+def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
+    from experiments import real_models
+
+    rule = MltcpParams(slope=1.6, intercept=0.2)
+    only = ["baseline", "mltcp-exact", "mltcp-exact-cut"]
+    cfg = load_config(
+        real_models.case_config(
+            "pair-ecn", "bert_base", 25, 50e9, True, rule, compare_cut=True, only=only
+        )
+    )
+    assert [s.name for s in cfg.schemes] == ["ideal", *only]
+    assert [s.scale_cut for s in cfg.schemes[2:]] == [False, True]
+    assert all((s.mode, s.slope, s.intercept) == ("exact", 1.6, 0.2) for s in cfg.schemes[2:])
+
+
+def test_real_models_refuses_an_unknown_scheme_naming_the_flag():
+    r = subprocess.run(
+        [sys.executable, "-m", "experiments.real_models", "--schemes", "mltcp-turbo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--schemes" in r.stderr and "mltcp-turbo" in r.stderr
+
+
 def test_real_models_refuses_a_bad_mltcp_rule_naming_the_flag():
     r = subprocess.run(
         [sys.executable, "-m", "experiments.real_models", "--mltcp-intercept", "0"],
