@@ -119,7 +119,7 @@ def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
         )
         if r.returncode != 0 or name not in available():
             raise MltcpError(f"the kernel rejected {name}:\n{_verifier_lines(r.stderr + r.stdout)}")
-    if params is not None or _read_config() == (0, 0, 0, 0):
+    if params is not None or not any(_read_config()):  # a new config map: all zeros
         set_params(params or MltcpParams())
     now = allowed()
     missing = [n for n in names if n not in now]

@@ -124,6 +124,7 @@ def test_load_unload_idempotent_and_load_after_a_crash_that_left_pins(kernel):
     assert loader.unload() == []
     names = loader.load("all")
     assert sorted(names) == sorted(OURS)
+    assert loader.get_params() == MltcpParams()  # a new config map gets the defaults
     assert loader.load("all") == names
     assert all(loader.allowed().count(n) == 1 for n in names)
     # crash 1: the congestion controls went away (unregistered behind our back), the
