@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    names = ("baseline", "random", "cassini", "mltcp-dctcp", "mltcp-exact", "mltcp-exact-cut")
+    names = [_scheme_name(s) for s in schemes_for("ecn", True, compare_cut=True)][1:]
     for name in args.schemes or ():
         if name not in names and name != "ideal":
             ap.error(f"--schemes: unknown scheme {name!r} (one of {', '.join(names)})")

@@ -124,20 +124,16 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
                 return 2
+            said = (
+                f"slope {params.slope}, intercept {params.intercept}, idle {params.idle_ms} ms, "
+                f"mode {params.mode}" + (", cut scaled by 1/F" if params.scale_cut else "")
+            )
             if args.command == "load":
                 names = loader.load(args.variant, params)
-                print(
-                    f"loaded {', '.join(names)} (slope {params.slope}, intercept "
-                    f"{params.intercept}, idle {params.idle_ms} ms, mode {params.mode}"
-                    + (", cut scaled by 1/F)" if params.scale_cut else ")")
-                )
+                print(f"loaded {', '.join(names)} ({said})")
             else:
                 loader.set_params(params)
-                print(
-                    f"set slope {params.slope}, intercept {params.intercept}, "
-                    f"idle {params.idle_ms} ms, mode {params.mode}"
-                    + (", cut scaled by 1/F" if params.scale_cut else "")
-                )
+                print(f"set {said}")
         elif args.command == "select":
             loader.select(
                 args.cc,

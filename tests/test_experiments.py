@@ -269,24 +269,21 @@ def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
     assert all((s.mode, s.slope, s.intercept) == ("exact", 1.6, 0.2) for s in cfg.schemes[2:])
 
 
-def test_real_models_refuses_an_unknown_scheme_naming_the_flag():
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--schemes", "mltcp-turbo"], ["--schemes", "mltcp-turbo"]),
+        (["--mltcp-intercept", "0"], ["--mltcp-intercept", "intercept"]),
+    ],
+)
+def test_real_models_refuses_bad_flags_naming_them(args, named):
     r = subprocess.run(
-        [sys.executable, "-m", "experiments.real_models", "--schemes", "mltcp-turbo"],
+        [sys.executable, "-m", "experiments.real_models", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
-    assert r.returncode == 2 and "--schemes" in r.stderr and "mltcp-turbo" in r.stderr
-
-
-def test_real_models_refuses_a_bad_mltcp_rule_naming_the_flag():
-    r = subprocess.run(
-        [sys.executable, "-m", "experiments.real_models", "--mltcp-intercept", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 2 and "--mltcp-intercept" in r.stderr and "intercept" in r.stderr
+    assert r.returncode == 2 and all(word in r.stderr for word in named)
 
 
 def test_leader_advantage_is_the_followers_extra_largest_bucket_time(tmp_path):
