@@ -215,7 +215,10 @@ sources:
   pcap        a tcpdump capture; --src-ip selects the job's host; rates count TCP/UDP
               payload (not headers) and every payload byte; --window START END (wall
               clock s, e.g. the first and last iteration starts) leaves out set-up and
-              idle time, which would otherwise dilute the rates
+              idle time, which would otherwise dilute the rates; --starts-log LOG
+              folds each iteration from its own start in the job's worker or
+              recorder log (phases stay where they are in the iteration when
+              iterations vary; a fold at one period slides them)
 output: the JOB object of `cassini advise` ({"id", "iteration_time_s", "phases": [...]}).
 
 examples:
@@ -248,6 +251,12 @@ def _add_profile_parser(sub: Any) -> None:
         metavar=("START_S", "END_S"),
         help="pcap: only packets in [START_S, END_S) (wall clock seconds)",
     )
+    p.add_argument(
+        "--starts-log",
+        default=None,
+        metavar="LOG",
+        help="pcap: fold each iteration from its start in this worker or recorder log",
+    )
     p.add_argument("--skip", type=int, default=1, help="warm-up iterations left out (default 1)")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="draw rate over an iteration")
     p.add_argument("--out", default=None, metavar="FILE", help="write the JSON here, not stdout")
@@ -263,8 +272,19 @@ def _profile_command(args: argparse.Namespace) -> int:
             if not args.src_ip:
                 raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
             window = tuple(args.window) if args.window else None
+            starts = None
+            if args.starts_log:
+                if window:
+                    raise InputError("window", "not with --starts-log, which sets it")
+                lines = measure.read_jsonl(args.starts_log, "starts_log")
+                starts = measure.iteration_starts(lines, args.skip, "starts_log")
             profile = measure.profile_from_pcap(
-                args.job_id, args.file, args.src_ip, args.dt_s, window_s=window
+                args.job_id,
+                args.file,
+                args.src_ip,
+                args.dt_s,
+                window_s=window,
+                iteration_starts_s=starts,
             )
         elif args.source == "worker-log":
             records = measure.read_jsonl(args.file, "log")

@@ -236,6 +236,27 @@ def iteration_times(records: Sequence[Mapping[str, Any]]) -> list[float]:
     return [b - a for a, b in zip(ends, ends[1:], strict=False)]
 
 
+def iteration_starts(lines: Sequence[Any], skip: int = 1, source: str = "log") -> list[float]:
+    """Iteration starts (wall clock, seconds) from a testbed worker log (``start`` of each
+    record) or a recorder log (its ``iteration`` lines), the first ``skip`` left out.
+
+    Raises InputError naming the line without a start, or ``source`` when none is left."""
+    starts = []
+    for i, obj in enumerate(lines):
+        obj = schema.require_object(obj, f"{source}[{i}]")
+        kind = obj.get("type")
+        if kind == "iteration":
+            starts.append(schema.number(obj.get("start_s"), f"{source}[{i}].start_s"))
+        elif kind is None:
+            if "start" not in obj:
+                raise InputError(f"{source}[{i}].start", "missing required field")
+            starts.append(schema.number(obj["start"], f"{source}[{i}].start"))
+    starts = starts[skip:]
+    if len(starts) < 2:
+        raise InputError(source, f"need at least {skip + 2} iteration starts, got {len(starts)}")
+    return starts
+
+
 def profile_from_log(
     job_id: str, records: Sequence[Mapping[str, Any]], skip: int = 1, source: str = "log"
 ) -> JobProfile:
@@ -298,6 +319,45 @@ def series_from_packets(
         bins = np.minimum(bins, n_bins - 1)
     series = np.bincount(bins, weights=sizes * 8, minlength=n_bins or 0) / dt_s
     return series, start
+
+
+def fold_by_iteration(
+    stamps_s: Sequence[float] | np.ndarray,
+    sizes_bytes: Sequence[float] | np.ndarray,
+    iteration_starts_s: Sequence[float],
+    dt_s: float,
+) -> tuple[np.ndarray, float]:
+    """One iteration's mean rate (bits/s) in ``dt_s`` bins, every packet placed at its
+    time since the start of its own iteration.
+
+    ``iteration_starts_s`` (wall clock, seconds, increasing): N + 1 starts bound N
+    iterations; packets outside ``[first, last)`` are left out.  The period is the median
+    interval.  Unlike a fold at one period (:func:`cassini.profile.fold`), iterations
+    that run longer or shorter than the period do not slide the phases of the ones after
+    them: 0.8 ms per iteration over 20 iterations moved a 55 ms phase 16 ms earlier and
+    smeared it over 60 ms.  A packet later than the period in a long iteration wraps to
+    the start of the circle, where the next iteration's start would put it.  Returns the
+    folded series (``round(period / dt_s)`` bins) and the period (seconds)."""
+    dt_s = schema.number(dt_s, "dt_s", positive=True)
+    starts = np.asarray(
+        [schema.number(v, f"iteration_starts_s[{i}]") for i, v in enumerate(iteration_starts_s)]
+    )
+    if starts.size < 2:
+        raise InputError("iteration_starts_s", f"need >= 2 starts, got {starts.size}")
+    if not np.all(np.diff(starts) > 0):
+        raise InputError("iteration_starts_s", "must increase")
+    period = float(np.median(np.diff(starts)))
+    n_bins = max(1, int(round(period / dt_s)))
+    t = np.asarray(stamps_s, float)
+    sizes = np.asarray(sizes_bytes, float)
+    keep = (t >= starts[0]) & (t < starts[-1])
+    t, sizes = t[keep], sizes[keep]
+    if t.size == 0:
+        raise InputError("packets", "no packets between the first and the last iteration start")
+    since = t - starts[np.searchsorted(starts, t, side="right") - 1]
+    bins = np.floor(since / period * n_bins).astype(np.int64) % n_bins
+    bits = np.bincount(bins, weights=sizes * 8, minlength=n_bins)
+    return bits / (starts.size - 1) / (period / n_bins), period
 
 
 def profile_from_series(
@@ -413,6 +473,7 @@ def profile_from_pcap(
     origin_s: float | None = None,
     *,
     window_s: tuple[float, float] | None = None,
+    iteration_starts_s: Sequence[float] | None = None,
     **kwargs: Any,
 ) -> JobProfile:
     """The job's profile as seen on the wire from one of its hosts: payload rates (bits/s
@@ -423,7 +484,24 @@ def profile_from_pcap(
     the last's) keeps only the packets of the iterations: a capture also holds the
     process group's set-up, the model broadcast and idle time, which folded with the
     iterations would dilute every rate (a 15-iteration DDP job in a 2.5 s capture read as
-    a third of its bytes).  See :func:`profile_from_series` for ``origin_s``."""
-    series, start = pcap_series(pcap, src_ip, dt_s, payload=True, window_s=window_s)
+    a third of its bytes).  See :func:`profile_from_series` for ``origin_s``.
+
+    With ``iteration_starts_s`` (wall clock, seconds, e.g. from the job's own log) each
+    iteration is folded from its own start (:func:`fold_by_iteration`): the window, the
+    origin and the period all come from the starts, so ``window_s``, ``origin_s`` and
+    ``iteration_time_s`` must not be given too."""
     kwargs.setdefault("conserve_bytes", True)
-    return profile_from_series(job_id, series, start, dt_s, origin_s, **kwargs)
+    if iteration_starts_s is None:
+        series, start = pcap_series(pcap, src_ip, dt_s, payload=True, window_s=window_s)
+        return profile_from_series(job_id, series, start, dt_s, origin_s, **kwargs)
+    for name, value in (
+        ("window_s", window_s),
+        ("origin_s", origin_s),
+        ("iteration_time_s", kwargs.pop("iteration_time_s", None)),
+    ):
+        if value is not None:
+            raise InputError(name, "not with iteration_starts_s, which sets it")
+    kwargs.pop("min_iterations", None)
+    stamps, sizes = pcap_packets(pcap, src_ip, payload=True)
+    folded, period = fold_by_iteration(stamps, sizes, iteration_starts_s, dt_s)
+    return JobProfile.from_folded(folded, period, job_id=job_id, **kwargs)

@@ -218,7 +218,31 @@ class JobProfile:
                 "samples_bps",
                 f"spans {x.size * dt_s:g} s, less than {min_iterations} iterations of {period:g} s",
             )
-        folded = fold(x, dt_s, period)
+        return cls.from_folded(
+            fold(x, dt_s, period),
+            period,
+            job_id=job_id,
+            threshold_bps=threshold_bps,
+            conserve_bytes=conserve_bytes,
+        )
+
+    @classmethod
+    def from_folded(
+        cls,
+        folded_bps: Sequence[float] | np.ndarray,
+        iteration_time_s: float,
+        *,
+        job_id: str = "job",
+        threshold_bps: float | None = None,
+        conserve_bytes: bool = False,
+    ) -> JobProfile:
+        """A profile from one iteration's mean rate (bits/s), ``folded_bps`` in equal bins
+        spanning ``iteration_time_s`` from an iteration start; phases are the runs of bins
+        above ``threshold_bps`` (see :meth:`from_samples` for it and ``conserve_bytes``)."""
+        folded = np.asarray(folded_bps, float).ravel()
+        if folded.size == 0 or not np.all(np.isfinite(folded)) or np.any(folded < 0):
+            raise InputError("folded_bps", "must be a non-empty series of finite rates >= 0")
+        period = schema.number(iteration_time_s, "iteration_time_s", positive=True)
         if threshold_bps is None:
             threshold_bps = phase_threshold(folded)
         phases = _phases_above(folded, period, threshold_bps)

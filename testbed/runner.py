@@ -513,15 +513,14 @@ def _measured_profile(
     ip = cfg.topology.ip(job.hosts[0])
     # the capture gives the shape and the bytes, over whole iterations after the first
     # (warm-up): set-up, model broadcast and idle time before them would dilute the rates;
-    # the period comes from the worker's iteration ends (the autocorrelation alone once
+    # each iteration is folded from its own start in the worker's log (a fold at one
+    # period slid a job's phase 16 ms earlier over 20 iterations, and the advice put the
+    # other job's phase on top of where it really was; the autocorrelation alone once
     # took 3 periods on a DDP job's bursty capture)
     if len(records) < 3:
         raise InputError("profile_source", f"pcap: job {job.job_id} needs >= 3 iterations")
-    period = statistics.median(result.iteration_times_s)
-    window = (records[1]["start"], records[-1]["start"])
-    return measure.profile_from_pcap(
-        job.job_id, pcap, ip, origin_s=window[0], window_s=window, iteration_time_s=period
-    )
+    starts = [r["start"] for r in records[1:]]
+    return measure.profile_from_pcap(job.job_id, pcap, ip, iteration_starts_s=starts)
 
 
 def _profile_from_buckets(job_id: str, records: list[dict[str, Any]], world_size: int) -> Any:

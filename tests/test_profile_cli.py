@@ -10,11 +10,15 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import testbed.measure
 from cassini import measure
 from cassini.cli import main
+from cassini.errors import InputError
 from cassini.profile import JobProfile
 
 DATA = Path(__file__).parent / "data"
@@ -193,3 +197,110 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(
 def test_testbed_measure_is_the_cassini_implementation():
     for name in ("profile_from_log", "profile_from_pcap", "pcap_series", "iteration_times"):
         assert getattr(testbed.measure, name) is getattr(measure, name)
+
+
+def drifting_iterations(lengths_s, offset_s, burst_s, gap_s=1e-4, size=1446):
+    """Packet stamps and sizes of iterations of the given lengths (s), each sending a
+    burst from ``offset_s`` to ``offset_s + burst_s`` after its own start, plus the
+    starts (one more than iterations)."""
+    starts = 1000.0 + np.concatenate(([0.0], np.cumsum(lengths_s)))
+    per = int(round(burst_s / gap_s))
+    stamps = np.concatenate([s + offset_s + np.arange(per) * gap_s for s in starts[:-1]])
+    return stamps, np.full(stamps.size, float(size)), starts
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    drift=st.floats(-0.002, 0.002),
+    jitter=st.lists(st.floats(-0.003, 0.003), min_size=20, max_size=20),
+    offset=st.floats(0.0, 0.04),
+)
+def test_fold_by_iteration_keeps_a_phase_where_it_is_in_each_iteration(drift, jitter, offset):
+    """Iterations of 100 ms drifting by up to 2 ms each (+- 3 ms jitter), a 50 ms burst
+    ``offset`` after each start: folded from each iteration's own start the profile has
+    one phase there, of the burst's length, with every byte."""
+    lengths = [0.1 + drift * k / 20 + j for k, j in enumerate(jitter)]
+    stamps, sizes, starts = drifting_iterations(lengths, offset, 0.05)
+    folded, period = measure.fold_by_iteration(stamps, sizes, starts, 0.001)
+    assert period == pytest.approx(float(np.median(np.diff(starts))))
+    p = JobProfile.from_folded(folded, period, conserve_bytes=True)
+    assert len(p.phases) == 1
+    assert p.phases[0].start_s == pytest.approx(offset, abs=0.0011)
+    assert p.phases[0].duration_s == pytest.approx(0.05, abs=0.0021)
+    assert p.bytes_per_iteration == pytest.approx(sizes.sum() / 20)
+
+
+def test_fold_at_one_period_slides_a_drifting_phase_and_by_iteration_does_not():
+    """The experiment-4 failure: iterations growing from 100 to 104 ms, a 50 ms burst
+    45 ms after each start.  The fold at the median period moves the burst's bytes away
+    from 45 ms; the fold from each iteration's start keeps them there."""
+    lengths = list(np.linspace(0.100, 0.104, 21))
+    stamps, sizes, starts = drifting_iterations(lengths, 0.045, 0.05)
+    period = float(np.median(lengths))
+    series, first = measure.series_from_packets(stamps, sizes, 0.001, (starts[0], starts[-1]))
+    one_period = measure.profile_from_series(
+        "a", series, first, 0.001, starts[0], iteration_time_s=period, conserve_bytes=True
+    )
+    folded, _ = measure.fold_by_iteration(stamps, sizes, starts, 0.001)
+    by_iteration = JobProfile.from_folded(folded, period, conserve_bytes=True)
+
+    def bits_in_burst(p):  # bits the profile sends in [45, 95) ms
+        return (
+            sum(
+                ph.rate_bps
+                * max(0.0, min(ph.start_s + ph.duration_s, 0.095) - max(ph.start_s, 0.045))
+                for ph in p.phases
+            )
+            / p.bits_per_iteration
+        )
+
+    assert bits_in_burst(by_iteration) > 0.97
+    assert bits_in_burst(one_period) < 0.85
+
+
+def test_pcap_folded_from_the_worker_logs_starts(tmp_path, capsys):
+    pytest.importorskip("scapy")
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import PcapWriter
+
+    lengths = list(np.linspace(0.100, 0.104, 12))
+    stamps, _, starts = drifting_iterations(lengths, 0.045, 0.05, gap_s=5e-4)
+    w = PcapWriter(str(tmp_path / "x.pcap"))
+    for t in stamps:
+        pkt = Ether() / IP(src="10.0.0.1", dst="10.0.0.3") / TCP() / (b"x" * 1446)
+        pkt.time = float(t)
+        w.write(pkt)
+    w.close()
+    log = tmp_path / "rank0.jsonl"
+    log.write_text(
+        "".join(json.dumps({"iter": k, "start": s}) + "\n" for k, s in enumerate(starts))
+    )
+    argv = ["profile", "--from", "pcap", str(tmp_path / "x.pcap"), "--src-ip", "10.0.0.1"]
+    code, out, _ = run([*argv, "--starts-log", str(log)], capsys)
+    assert code == 0
+    p = JobProfile.from_dict(json.loads(out))
+    assert [round(ph.start_s, 3) for ph in p.phases] == [0.045]
+    assert p.iteration_time_s == pytest.approx(float(np.median(lengths[1:])))
+    assert p.bytes_per_iteration == pytest.approx(100 * 1446)
+    code, out, err = run([*argv, "--starts-log", str(log), "--window", "0", "1"], capsys)
+    assert code == 2 and err.startswith("cassini: error: window:")
+    log.write_text('{"iter": 0, "start": 1}\n{"iter": 1}\n')
+    code, out, err = run([*argv, "--starts-log", str(log)], capsys)
+    assert code == 2 and err.startswith("cassini: error: starts_log[1].start:")
+
+
+@pytest.mark.parametrize(
+    ("starts", "field"),
+    [
+        ([1000.0], "iteration_starts_s"),
+        ([1000.1, 1000.0], "iteration_starts_s"),
+        ([1000.0, "x"], "iteration_starts_s[1]"),
+        ([0.0, 1.0], "packets"),
+    ],
+)
+def test_fold_by_iteration_names_bad_starts(starts, field):
+    stamps, sizes, _ = drifting_iterations([0.1, 0.1], 0.0, 0.05)
+    with pytest.raises(InputError) as e:
+        measure.fold_by_iteration(stamps, sizes, starts, 0.001)
+    assert e.value.field == field

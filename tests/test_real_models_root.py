@@ -6,6 +6,7 @@ prerequisite fails instead of skipping."""
 import os
 import shutil
 
+import numpy as np
 import pytest
 from conftest import require
 
@@ -95,6 +96,21 @@ def test_mltcp_exact_mode_counts_every_ddp_iteration(tmp_path):
 
 
 
+def bits_within(profile, spans, margin_s: float) -> float:
+    """Share of ``profile``'s bits per iteration sent inside ``spans`` (phases of the same
+    circle), each widened by ``margin_s`` seconds on both sides."""
+    period = profile.iteration_time_s
+    grid = np.arange(0.0, period, 1e-4)
+    inside = np.zeros(grid.size, bool)
+    for sp in spans:
+        since = (grid - (sp.start_s - margin_s)) % period
+        inside |= since < sp.duration_s + 2 * margin_s
+    rate = np.zeros(grid.size)
+    for ph in profile.phases:
+        rate[(grid - ph.start_s) % period < ph.duration_s] += ph.rate_bps
+    return float(rate[inside].sum() / rate.sum())
+
+
 def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     """Issue 11 §2: one ResNet-50 job alone (the ideal run) with ``profile_source: pcap``:
     the runner's profile comes from the capture on rank 0's host, and the DDP bucket
@@ -121,6 +137,9 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     hook = runner._profile_from_buckets("a", records, 2)
     assert pcap.bytes_per_iteration == pytest.approx(hook.bytes_per_iteration, rel=0.05)
     assert pcap.iteration_time_s == pytest.approx(hook.iteration_time_s, rel=0.02)
+    # and on where the bytes go in the iteration (the runner folds every iteration from its
+    # own start): nearly all the capture's bits fall within the hook's bucket all-reduces
+    assert bits_within(pcap, hook.phases, margin_s=0.003) > 0.9
     # the capture's own period (autocorrelation over the measured iterations' window)
     captured = sorted(tmp_path.rglob("rank0.pcap"))
     assert len(captured) == 1
