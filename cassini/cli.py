@@ -257,7 +257,12 @@ def _add_profile_parser(sub: Any) -> None:
         metavar="LOG",
         help="pcap: fold each iteration from its start in this worker or recorder log",
     )
-    p.add_argument("--skip", type=int, default=1, help="warm-up iterations left out (default 1)")
+    p.add_argument(
+        "--skip",
+        type=int,
+        default=1,
+        help="warm-up iterations left out (default 1; recorder, worker-log, --starts-log)",
+    )
     p.add_argument("--plot", default=None, metavar="OUT.png", help="draw rate over an iteration")
     p.add_argument("--out", default=None, metavar="FILE", help="write the JSON here, not stdout")
 

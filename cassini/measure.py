@@ -238,23 +238,30 @@ def iteration_times(records: Sequence[Mapping[str, Any]]) -> list[float]:
 
 def iteration_starts(lines: Sequence[Any], skip: int = 1, source: str = "log") -> list[float]:
     """Iteration starts (wall clock, seconds) from a testbed worker log (``start`` of each
-    record) or a recorder log (its ``iteration`` lines), the first ``skip`` left out.
+    record) or a recorder log (its ``iteration`` lines; a log with any ``type`` field is
+    read as one), the first ``skip`` left out.
 
-    Raises InputError naming the line without a start, or ``source`` when none is left."""
+    Raises InputError naming the line without a start or with an unknown type, or
+    ``source`` when fewer than two starts are left."""
+    recorder = any(isinstance(obj, Mapping) and "type" in obj for obj in lines)
     starts = []
     for i, obj in enumerate(lines):
         obj = schema.require_object(obj, f"{source}[{i}]")
-        kind = obj.get("type")
-        if kind == "iteration":
-            starts.append(schema.number(obj.get("start_s"), f"{source}[{i}].start_s"))
-        elif kind is None:
+        if not recorder:
             if "start" not in obj:
                 raise InputError(f"{source}[{i}].start", "missing required field")
             starts.append(schema.number(obj["start"], f"{source}[{i}].start"))
-    starts = starts[skip:]
-    if len(starts) < 2:
+            continue
+        kind = obj.get("type", "bucket")
+        if kind == "iteration":
+            starts.append(schema.number(obj.get("start_s"), f"{source}[{i}].start_s"))
+        elif kind not in ("meta", "bucket"):
+            raise InputError(
+                f"{source}[{i}].type", f"must be meta, iteration or bucket, got {kind!r}"
+            )
+    if len(starts) < skip + 2:
         raise InputError(source, f"need at least {skip + 2} iteration starts, got {len(starts)}")
-    return starts
+    return starts[skip:]
 
 
 def profile_from_log(
@@ -324,29 +331,38 @@ def series_from_packets(
 def fold_by_iteration(
     stamps_s: Sequence[float] | np.ndarray,
     sizes_bytes: Sequence[float] | np.ndarray,
-    iteration_starts_s: Sequence[float],
+    iteration_starts_s: Sequence[float] | Mapping[int, float],
     dt_s: float,
 ) -> tuple[np.ndarray, float]:
-    """One iteration's mean rate (bits/s) in ``dt_s`` bins, every packet placed at its
-    time since the start of its own iteration.
+    """One iteration's mean rate (bits/s), every packet placed at its time since the
+    start of its own iteration.
 
-    ``iteration_starts_s`` (wall clock, seconds, increasing): N + 1 starts bound N
+    ``iteration_starts_s`` (wall clock, seconds, increasing; or a mapping from iteration
+    index to start, as :attr:`RecorderLog.iteration_starts_s`): N + 1 starts bound N
     iterations; packets outside ``[first, last)`` are left out.  The period is the median
     interval.  Unlike a fold at one period (:func:`cassini.profile.fold`), iterations
     that run longer or shorter than the period do not slide the phases of the ones after
     them: 0.8 ms per iteration over 20 iterations moved a 55 ms phase 16 ms earlier and
-    smeared it over 60 ms.  A packet later than the period in a long iteration wraps to
-    the start of the circle, where the next iteration's start would put it.  Returns the
-    folded series (``round(period / dt_s)`` bins) and the period (seconds)."""
+    smeared it over 60 ms.  A packet sent later than one period after its iteration's
+    start (a long iteration's tail) wraps to the start of the circle, where it would
+    fall had that iteration lasted exactly one period.  Returns the folded series
+    (``round(period / dt_s)`` equal bins spanning the period, each ``period / bins``
+    seconds, about ``dt_s``) and the period (seconds)."""
     dt_s = schema.number(dt_s, "dt_s", positive=True)
+    if isinstance(iteration_starts_s, Mapping):
+        iteration_starts_s = [iteration_starts_s[k] for k in sorted(iteration_starts_s)]
     starts = np.asarray(
         [schema.number(v, f"iteration_starts_s[{i}]") for i, v in enumerate(iteration_starts_s)]
     )
     if starts.size < 2:
         raise InputError("iteration_starts_s", f"need >= 2 starts, got {starts.size}")
-    if not np.all(np.diff(starts) > 0):
-        raise InputError("iteration_starts_s", "must increase")
-    period = float(np.median(np.diff(starts)))
+    steps = np.diff(starts)
+    if not np.all(steps > 0):
+        i = int(np.argmin(steps > 0)) + 1
+        raise InputError(
+            f"iteration_starts_s[{i}]", f"must be after the start before it ({starts[i - 1]!r})"
+        )
+    period = float(np.median(steps))
     n_bins = max(1, int(round(period / dt_s)))
     t = np.asarray(stamps_s, float)
     sizes = np.asarray(sizes_bytes, float)
@@ -355,7 +371,8 @@ def fold_by_iteration(
     if t.size == 0:
         raise InputError("packets", "no packets between the first and the last iteration start")
     since = t - starts[np.searchsorted(starts, t, side="right") - 1]
-    bins = np.floor(since / period * n_bins).astype(np.int64) % n_bins
+    # bin counted in bins with a guard, as fold does: a packet on a bin edge stays there
+    bins = np.floor(since * (n_bins / period) + 1e-6).astype(np.int64) % n_bins
     bits = np.bincount(bins, weights=sizes * 8, minlength=n_bins)
     return bits / (starts.size - 1) / (period / n_bins), period
 
@@ -473,7 +490,7 @@ def profile_from_pcap(
     origin_s: float | None = None,
     *,
     window_s: tuple[float, float] | None = None,
-    iteration_starts_s: Sequence[float] | None = None,
+    iteration_starts_s: Sequence[float] | Mapping[int, float] | None = None,
     **kwargs: Any,
 ) -> JobProfile:
     """The job's profile as seen on the wire from one of its hosts: payload rates (bits/s
@@ -501,7 +518,12 @@ def profile_from_pcap(
     ):
         if value is not None:
             raise InputError(name, "not with iteration_starts_s, which sets it")
-    kwargs.pop("min_iterations", None)
+    min_iterations = kwargs.pop("min_iterations", 2)
+    if len(iteration_starts_s) - 1 < min_iterations:
+        raise InputError(
+            "iteration_starts_s",
+            f"bound {len(iteration_starts_s) - 1} iterations, fewer than {min_iterations}",
+        )
     stamps, sizes = pcap_packets(pcap, src_ip, payload=True)
     folded, period = fold_by_iteration(stamps, sizes, iteration_starts_s, dt_s)
     return JobProfile.from_folded(folded, period, job_id=job_id, **kwargs)

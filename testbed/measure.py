@@ -3,7 +3,10 @@
 
 Turning a log or a capture into a profile is :mod:`cassini.measure` (one implementation,
 also behind ``cassini profile``); its functions are re-exported here: capture -> bytes per
-time bin -> bandwidth series (bits/s) -> :meth:`cassini.profile.JobProfile.from_samples`.
+time bin -> bandwidth series (bits/s) -> :meth:`cassini.profile.JobProfile.from_samples`,
+or, given the worker's iteration starts (what the runner does), capture -> every packet
+at its time since its iteration's start (:func:`fold_by_iteration`) ->
+:meth:`cassini.profile.JobProfile.from_folded`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cassini.measure import (
+    fold_by_iteration,
     iteration_times,
     pcap_packets,
     pcap_series,
@@ -28,6 +32,7 @@ from cassini.measure import (
 __all__ = [
     "Capture",
     "comm_overlap",
+    "fold_by_iteration",
     "iteration_times",
     "pcap_packets",
     "pcap_series",

@@ -95,20 +95,29 @@ def test_mltcp_exact_mode_counts_every_ddp_iteration(tmp_path):
     assert all(f["iterations"] == counted["steps"] for f in data), counted["flows"]
 
 
+def within(spans, grid_s: np.ndarray, period_s: float, margin_s: float) -> np.ndarray:
+    """Which points of ``grid_s`` (seconds on the circle) lie inside ``spans`` (phases),
+    each widened by ``margin_s`` seconds on both sides."""
+    inside = np.zeros(grid_s.size, bool)
+    for sp in spans:
+        inside |= (grid_s - (sp.start_s - margin_s)) % period_s < sp.duration_s + 2 * margin_s
+    return inside
+
 
 def bits_within(profile, spans, margin_s: float) -> float:
     """Share of ``profile``'s bits per iteration sent inside ``spans`` (phases of the same
     circle), each widened by ``margin_s`` seconds on both sides."""
     period = profile.iteration_time_s
     grid = np.arange(0.0, period, 1e-4)
-    inside = np.zeros(grid.size, bool)
-    for sp in spans:
-        since = (grid - (sp.start_s - margin_s)) % period
-        inside |= since < sp.duration_s + 2 * margin_s
     rate = np.zeros(grid.size)
     for ph in profile.phases:
         rate[(grid - ph.start_s) % period < ph.duration_s] += ph.rate_bps
-    return float(rate[inside].sum() / rate.sum())
+    return float(rate[within(spans, grid, period, margin_s)].sum() / rate.sum())
+
+
+def covered_share(spans, period_s: float, margin_s: float) -> float:
+    """Share of the circle that ``spans``, each widened by ``margin_s``, cover."""
+    return float(within(spans, np.arange(0.0, period_s, 1e-4), period_s, margin_s).mean())
 
 
 def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
@@ -140,6 +149,8 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     # and on where the bytes go in the iteration (the runner folds every iteration from its
     # own start): nearly all the capture's bits fall within the hook's bucket all-reduces
     assert bits_within(pcap, hook.phases, margin_s=0.003) > 0.9
+    # which says something only while the hook's widened spans leave part of the circle out
+    assert covered_share(hook.phases, hook.iteration_time_s, margin_s=0.003) < 0.8
     # the capture's own period (autocorrelation over the measured iterations' window)
     captured = sorted(tmp_path.rglob("rank0.pcap"))
     assert len(captured) == 1
