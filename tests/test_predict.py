@@ -11,12 +11,14 @@ from cassini.advisor import Candidate, Link, advise
 from cassini.circle import compatibility_score
 from cassini.errors import InputError
 from cassini.predict import (
+    LINE_RATE_SHARE,
     Slot,
     agent_period_s,
     agent_periods_s,
     bytes_stretch,
     held_periods_s,
     link_load,
+    link_time_s,
     simulate_link,
 )
 from cassini.profile import JobProfile, Phase
@@ -74,6 +76,35 @@ def test_pair_whose_bytes_overfill_the_link_is_not_shifted():
         assert "period its links' bytes require" in pred.reasons[j]
     assert advice.to_dict()["shift"] == {"a": False, "b": False}
     assert pred.agent_period_s == {}
+
+
+@given(
+    rate_share=st.floats(0.05, 1.5),
+    duration=st.floats(0.001, 0.09),
+)
+def test_link_time_counts_bits_and_a_line_rate_phase_its_duration(rate_share, duration):
+    """A phase at line rate (>= LINE_RATE_SHARE of capacity) holds the link for its whole
+    duration, or its bits at capacity when it reached more than the capacity; a slower
+    phase for its bits at capacity only."""
+    p = JobProfile("a", T, [Phase(0.0, duration, rate_share * GBPS)])
+    bits_time = rate_share * duration
+    expected = max(bits_time, duration) if rate_share >= LINE_RATE_SHARE else bits_time
+    assert link_time_s(p, GBPS) == pytest.approx(expected)
+    assert link_time_s(p, GBPS) >= bits_time * (1 - 1e-12)
+    assert link_load([p], GBPS) == pytest.approx(expected / T)
+
+
+def test_two_line_rate_jobs_are_stretched_by_their_phases_durations():
+    """Two synthetic jobs of the testbed: 1.25 MB phases that take 56.5 ms at 177 Mbit/s
+    on a 182 Mbit/s payload link (97 %), 107 ms iterations.  Their bits need 2 x 54.9 ms,
+    their phases 2 x 56.5 ms: the held period has room for the phases."""
+    cap = 182e6
+    phase = Phase(0.050, 0.0565, 1.25e6 * 8 / 0.0565)
+    a = JobProfile("a", 0.107, [phase])
+    b = JobProfile("b", 0.107, [phase])
+    assert bytes_stretch([a, b], cap) == pytest.approx(2 * 0.0565 / 0.107)
+    sol = compatibility_score([a, b], cap)
+    assert agent_period_s("a", {"a": a, "b": b}, [sol]) == pytest.approx(2 * 0.0565)
 
 
 def test_ddp_bursts_below_line_rate_need_no_stretch_and_no_shift():
