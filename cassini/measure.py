@@ -238,27 +238,22 @@ def iteration_times(records: Sequence[Mapping[str, Any]]) -> list[float]:
 
 def iteration_starts(lines: Sequence[Any], skip: int = 1, source: str = "log") -> list[float]:
     """Iteration starts (wall clock, seconds) from a testbed worker log (``start`` of each
-    record) or a recorder log (its ``iteration`` lines; a log with any ``type`` field is
-    read as one), the first ``skip`` left out.
+    record) or a recorder log (its ``iteration`` lines, read by
+    :func:`bucket_records_from_dicts`; a log with any ``type`` field is read as one), in
+    order, the first ``skip`` left out.
 
-    Raises InputError naming the line without a start or with an unknown type, or
-    ``source`` when fewer than two starts are left."""
-    recorder = any(isinstance(obj, Mapping) and "type" in obj for obj in lines)
-    starts = []
-    for i, obj in enumerate(lines):
-        obj = schema.require_object(obj, f"{source}[{i}]")
-        if not recorder:
+    Raises InputError naming the line without a start or the recorder line that is
+    malformed, or ``source`` when fewer than two starts are left."""
+    if any(isinstance(obj, Mapping) and "type" in obj for obj in lines):
+        by_index = bucket_records_from_dicts(lines, source).iteration_starts_s
+        starts = [by_index[k] for k in sorted(by_index)]
+    else:
+        starts = []
+        for i, obj in enumerate(lines):
+            obj = schema.require_object(obj, f"{source}[{i}]")
             if "start" not in obj:
                 raise InputError(f"{source}[{i}].start", "missing required field")
             starts.append(schema.number(obj["start"], f"{source}[{i}].start"))
-            continue
-        kind = obj.get("type", "bucket")
-        if kind == "iteration":
-            starts.append(schema.number(obj.get("start_s"), f"{source}[{i}].start_s"))
-        elif kind not in ("meta", "bucket"):
-            raise InputError(
-                f"{source}[{i}].type", f"must be meta, iteration or bucket, got {kind!r}"
-            )
     if len(starts) < skip + 2:
         raise InputError(source, f"need at least {skip + 2} iteration starts, got {len(starts)}")
     return starts[skip:]
