@@ -95,7 +95,9 @@ def run(spec: dict[str, Any]) -> None:
     epoch = worker_ready(spec)  # every job's workers start from one epoch
     settings = None
     if spec.get("period_s"):
-        settings = ShiftSettings(True, spec.get("shift_s", 0.0), spec["period_s"], epoch)
+        settings = ShiftSettings(
+            True, spec.get("shift_s", 0.0), spec["period_s"], epoch, spec.get("tolerance_s")
+        )
     offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
     shift = TimeShift(settings, clock=lambda: time.time() + offset)
     if not shift.enabled:

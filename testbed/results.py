@@ -32,6 +32,7 @@ class JobResult:
     realignments: int | None = None
     released: bool | None = None
     period_s: float | None = None
+    tolerance_s: float | None = None
 
     @property
     def summary(self) -> dict[str, float]:
@@ -50,7 +51,7 @@ class JobResult:
             "comm_times_s": list(self.comm_times_s),
             "logs": [str(p) for p in self.logs],
         }
-        for name in ("realignments", "released", "period_s"):
+        for name in ("realignments", "released", "period_s", "tolerance_s"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
@@ -67,6 +68,7 @@ class JobResult:
             realignments=obj.get("realignments"),
             released=obj.get("released"),
             period_s=obj.get("period_s"),
+            tolerance_s=obj.get("tolerance_s"),
         )
 
 

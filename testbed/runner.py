@@ -47,6 +47,7 @@ from cassini import schema
 from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.errors import InputError
 from cassini.predict import period_slack
+from cassini.slip import slip_tolerances_s
 from testbed import measure, mltcp_jobs, startgate
 from testbed.net import Cluster, TestbedError, wait_all
 from testbed.results import ExperimentResult, JobResult, SchemeResult
@@ -613,7 +614,17 @@ def _run_cassini(
             shifts[job.job_id] = on_period[job.job_id]
         else:
             shifts[job.job_id] = 0.0  # not shifted: it starts with the others, as advised
-    held = ", ".join(f"{j} {shifts.get(j, 0.0) * 1e3:.1f} ms" for j in periods) or "none"
+    capacities = {link.link_id: link.capacity_bps for link in links}
+    tolerances = slip_tolerances_s(
+        capacities, paths, profiles, periods, {j: shifts.get(j, 0.0) for j in periods}
+    )
+    held = (
+        ", ".join(
+            f"{j} {shifts.get(j, 0.0) * 1e3:.1f} ms (slip tolerance {tolerances[j] * 1e3:.1f} ms)"
+            for j in periods
+        )
+        or "none"
+    )
     say(f"  cassini shifts: {held}")
     same = _same_schedule(cfg, scheme, shifts, periods, done or {})
     if same is not None:
@@ -626,7 +637,9 @@ def _run_cassini(
             profiles=profiles,
             measured_as=same.name,
         )
-    res = _run_together(cfg, scheme, out / scheme.name, shifts, periods, progress=say)
+    res = _run_together(
+        cfg, scheme, out / scheme.name, shifts, periods, progress=say, tolerances=tolerances
+    )
     return replace(res, advice=advice.to_dict(), profiles=profiles)
 
 
@@ -688,9 +701,12 @@ def _run_together(
     periods: dict[str, float] | None = None,
     capture: Path | None = None,
     progress: Progress | None = None,
+    tolerances: dict[str, float] | None = None,
 ) -> SchemeResult:
     """All of ``cfg``'s jobs on one freshly built cluster, each starting at its offset
-    (seconds after a common epoch) or held to ``periods`` by the agent."""
+    (seconds after a common epoch) or held to ``periods`` by the agent, which re-aligns a
+    held job once it runs later than ``tolerances[job]`` (seconds; default 5 % of its
+    period)."""
     topo = cfg.topology
     cc = _cc(cfg, scheme)
     _ensure_cc(cc)
@@ -726,7 +742,7 @@ def _run_together(
         for k, job in enumerate(cfg.jobs):
             for rank, host in enumerate(job.hosts):
                 log = logs[job.job_id][rank]
-                spec = _worker_spec(cfg, job, k, rank, offsets, periods, log)
+                spec = _worker_spec(cfg, job, k, rank, offsets, periods, log, tolerances)
                 # the epoch is the go file's, written once every worker is ready
                 spec["start_gate"] = str(logs_dir / "go.json")
                 if scheme.kind == "mltcp" and scheme.mode == "exact":
@@ -803,6 +819,7 @@ def _run_together(
             realignments=records[-1].get("realignments", 0) if held else None,
             released=records[-1].get("released", False) if held else None,
             period_s=periods[job.job_id] if held else None,
+            tolerance_s=(tolerances or {}).get(job.job_id) if held else None,
         )
     return SchemeResult(
         name=scheme.name,
@@ -834,6 +851,7 @@ def _worker_spec(
     offsets: dict[str, float],
     periods: dict[str, float] | None,
     log: Path,
+    tolerances: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "job_id": job.job_id,
@@ -865,6 +883,8 @@ def _worker_spec(
     if periods and job.job_id in periods:
         spec["period_s"] = periods[job.job_id]
         spec["shift_s"] = offsets.get(job.job_id, 0.0) % periods[job.job_id]
+        if tolerances and job.job_id in tolerances:
+            spec["tolerance_s"] = tolerances[job.job_id]
     return spec
 
 

@@ -113,7 +113,11 @@ def run(spec: dict[str, Any]) -> None:
     if spec.get("period_s"):
         offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
         agent = TimeShiftAgent(
-            spec["shift_s"], spec["period_s"], epoch, clock=lambda: time.time() + offset
+            spec["shift_s"],
+            spec["period_s"],
+            epoch,
+            slip_tolerance_s=spec.get("tolerance_s"),
+            clock=lambda: time.time() + offset,
         )
     else:
         wait = epoch + spec.get("shift_s", 0.0) - time.time()

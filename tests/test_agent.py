@@ -18,6 +18,7 @@ from cassini.torch.timeshift import (
     ENV_EPOCH_S,
     ENV_PERIOD_S,
     ENV_SHIFT_S,
+    ENV_TOLERANCE_S,
     ShiftSettings,
     TimeShift,
     TimeShiftError,
@@ -99,6 +100,37 @@ def test_agent_holds_slots_and_realigns_on_drift():
     assert not agent.released
 
 
+def test_slip_tolerance_keeps_a_late_job_that_has_room():
+    """Late by up to 15 % of a period and catching up slowly: the fixed 5 % re-aligns
+    (a skip of most of a period), the advisor's slip tolerance (20 ms of a 100 ms period)
+    lets the job catch up by itself; past the slip tolerance it re-aligns as before."""
+
+    def run(**kw):
+        clock = FakeClock()
+        agent = TimeShiftAgent(0.0, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep, **kw)
+        for late in [0.0, 0.015, 0.015, 0.014, 0.013, 0.012, 0.01, 0.008, 0.005, 0.0]:
+            clock.t = agent.slot_time(agent.slot) + late
+            agent.step()
+        return agent
+
+    assert run().realignments == 1
+    kept = run(slip_tolerance_s=0.02)
+    assert kept.realignments == 0 and kept.tolerance_s == 0.02
+    assert kept.status()["tolerance_s"] == 0.02
+    assert run(slip_tolerance_s=0.001).tolerance_s == pytest.approx(0.005)  # the floor
+    beyond = TimeShiftAgent(
+        0.0, 0.1, epoch_s=100.0, slip_tolerance_s=0.02, clock=FakeClock(), sleep=lambda s: None
+    )
+    for _ in range(3):
+        beyond.clock.t = beyond.slot_time(beyond.slot) + 0.03
+        beyond.step()
+    assert beyond.realignments == 1
+    with pytest.raises(ValueError, match="slip_tolerance_s"):
+        TimeShiftAgent(0.0, 0.1, 0.0, slip_tolerance_s=0.05)
+    with pytest.raises(ValueError, match="slip_tolerance_s"):
+        TimeShiftAgent(0.0, 0.1, 0.0, slip_tolerance_s=float("nan"))
+
+
 def test_agent_releases_a_job_that_keeps_missing_its_slots():
     """A job whose iterations take 1.3 periods would skip a slot every few iterations;
     after max_realignments skips within the window it runs free instead."""
@@ -150,6 +182,12 @@ def test_settings_from_env_names_the_missing_variable():
     assert ok == ShiftSettings(True, 0.01, 0.1, 1e9, source="env")
     off = settings_from_env({"CASSINI_SHIFT": "false", ENV_PERIOD_S: "0.1"})
     assert off is not None and not off.shift
+    grid = {ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.1", ENV_EPOCH_S: "1e9"}
+    assert settings_from_env({**grid, ENV_TOLERANCE_S: "0.02"}).tolerance_s == 0.02
+    with pytest.raises(TimeShiftError, match=f"{ENV_TOLERANCE_S}: not a number"):
+        settings_from_env({**grid, ENV_TOLERANCE_S: "soon"})
+    with pytest.raises(TimeShiftError, match=f"{ENV_TOLERANCE_S}: must be in"):
+        settings_from_env({**grid, ENV_TOLERANCE_S: "0.06"})
 
 
 def test_timeshift_without_distributed_holds_slots():
@@ -202,7 +240,12 @@ def test_settings_from_url(shift_server):
         "job_id": "b", "shift": False, "shift_s": 0.0, "period_s": 0.1, "epoch_s": 5e8,
         "reason": "shifting does not pay",
     }
+    answers["/v1/jobs/c/time_shift"] = {
+        "job_id": "c", "shift": True, "shift_s": 0.01, "period_s": 0.1, "epoch_s": 5e8,
+        "reason": None, "tolerance_s": 0.02,
+    }
     assert settings_from_url(url, "a") == ShiftSettings(True, 0.01, 0.1, 5e8, source="url")
+    assert settings_from_url(url, "c").tolerance_s == 0.02
     off = settings_from_url(url, "b")
     assert not off.shift and off.reason == "shifting does not pay"
     with pytest.raises(TimeShiftError, match="404"):
@@ -249,9 +292,15 @@ def test_from_env_resolves_on_rank_0_for_the_whole_job(tmp_path):
     import time
 
     epoch = time.time() + 0.5
-    env = {ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.05", ENV_EPOCH_S: repr(epoch)}
+    env = {
+        ENV_SHIFT_S: "0.01",
+        ENV_PERIOD_S: "0.05",
+        ENV_EPOCH_S: repr(epoch),
+        ENV_TOLERANCE_S: "0.004",
+    }
     ranks = _spawn_two(env, tmp_path)
-    assert ranks[0]["settings"] == ranks[1]["settings"] == [1.0, 0.01, 0.05, epoch]
+    assert ranks[0]["settings"] == ranks[1]["settings"] == [1.0, 0.01, 0.05, epoch, 0.004]
+    assert ranks[0]["tolerance_s"] == ranks[1]["tolerance_s"] == 0.004
     slots = ranks[0]["slots"]  # the job started late: one re-alignment, then consecutive
     assert ranks[1]["slots"] == slots and np.all(np.diff(slots) == 1)
     assert ranks[0]["realignments"] == ranks[1]["realignments"] <= 1

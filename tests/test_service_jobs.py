@@ -51,7 +51,9 @@ def served(tmp_path):
 def shift_of(srv, job_id):
     path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/time_shift"
     out = ok_json(call(srv.port, "GET", path))
-    assert set(out) == {"job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"}
+    assert set(out) == {
+        "job_id", "shift", "shift_s", "period_s", "epoch_s", "reason", "tolerance_s"
+    }  # fmt: skip
     assert out["job_id"] == job_id
     return out
 
@@ -65,6 +67,9 @@ def test_jobs_sharing_a_link_get_interleaving_shifts(served):
     # two half-iteration jobs on one link: their sending halves alternate
     gap = (a["shift_s"] - b["shift_s"]) % 0.1
     assert gap == pytest.approx(0.05, abs=0.003)
+    # how late each may run before the agent re-aligns it: a full link leaves little room
+    for s in (a, b):
+        assert 0.0 < s["tolerance_s"] < 0.25 * s["period_s"]
 
 
 def test_job_alone_on_its_links_runs_free(served):
@@ -72,6 +77,7 @@ def test_job_alone_on_its_links_runs_free(served):
     assert s["shift"] is False and s["shift_s"] == 0.0
     assert s["period_s"] == 0.1 and s["epoch_s"] == EPOCH_S
     assert "shares no link" in s["reason"]
+    assert s["tolerance_s"] is None
 
 
 def test_unknown_job_time_shift_is_404(served):
@@ -156,6 +162,7 @@ def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
         "period_s": 0.12,
         "epoch_s": EPOCH_S,
         "reason": None,
+        "tolerance_s": None,  # an explicit shift: the agent's default tolerance
     }
     assert shift_of(served, "a") == out
     body = {"shift_s": 0.01, "period_s": 0.1, "epoch_s": 1000.0}

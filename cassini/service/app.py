@@ -676,11 +676,19 @@ async def _time_shift(service: Service, call: Call) -> tuple[int, Any]:
     s = shifts.get(job_id)
     if s is None:  # registered after the computation started; not yet in its result
         s = JobShift(job_id, False, 0.0, job.profile.iteration_time_s, "not computed yet; retry")
-    return 200, _shift_json(job_id, s.shift, s.shift_s, s.period_s, registry.epoch_s, s.reason)
+    return 200, _shift_json(
+        job_id, s.shift, s.shift_s, s.period_s, registry.epoch_s, s.reason, s.tolerance_s
+    )
 
 
 def _shift_json(
-    job_id: str, shift: bool, shift_s: float, period_s: float, epoch_s: float, reason: str | None
+    job_id: str,
+    shift: bool,
+    shift_s: float,
+    period_s: float,
+    epoch_s: float,
+    reason: str | None,
+    tolerance_s: float | None = None,
 ) -> dict[str, Any]:
     return {
         "job_id": job_id,
@@ -689,6 +697,7 @@ def _shift_json(
         "period_s": float(period_s),
         "epoch_s": float(epoch_s),
         "reason": reason,
+        "tolerance_s": None if tolerance_s is None else float(tolerance_s),
     }
 
 

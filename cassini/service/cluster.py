@@ -26,7 +26,7 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -37,6 +37,7 @@ from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.circle import compatibility_score
 from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
+from cassini.slip import slip_tolerances_s
 
 #: Extender score of a node the service cannot judge (unknown node, pod without a profile,
 #: server without a cluster): the middle of kube-scheduler's 0..10, the same for every node.
@@ -407,13 +408,15 @@ def _node_score(prepared: Prepared, node: str, scores: list[float], worst: str |
 @dataclass(frozen=True)
 class JobShift:
     """A running job's time-shift: ``shift`` False means run free (``reason`` says why);
-    ``shift_s`` in [0, ``period_s``) seconds."""
+    ``shift_s`` in [0, ``period_s``) seconds; ``tolerance_s`` how late (seconds) a shifted
+    job may run before its agent re-aligns it (:mod:`cassini.slip`)."""
 
     job_id: str
     shift: bool
     shift_s: float
     period_s: float
     reason: str | None
+    tolerance_s: float | None = None
 
 
 def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShift]:
@@ -478,4 +481,16 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
             held = max(period, float(prediction.agent_period_s[jid]))
         shift = float(on_period.get(jid, result.time_shifts_s.get(jid, 0.0))) % held
         out[jid] = JobShift(jid, True, shift, held, None)
+    shifted = {j: s for j, s in out.items() if s.shift}
+    if shifted:
+        capacities = {lid: state.cluster.links[lid] for j in shifted for lid in paths[j]}
+        tolerances = slip_tolerances_s(
+            capacities,
+            {j: paths[j] for j in shifted},
+            {j: state.jobs[j].profile for j in shifted},
+            {j: s.period_s for j, s in shifted.items()},
+            {j: s.shift_s for j, s in shifted.items()},
+        )
+        for j, s in shifted.items():
+            out[j] = replace(s, tolerance_s=tolerances[j])
     return out

@@ -378,6 +378,12 @@ SCHEMAS: dict[str, Any] = {
             "period_s": {**_POS, "description": "seconds; the job's iteration time"},
             "epoch_s": {**_NONNEG, "description": "UNIX seconds slot 0 counts from"},
             "reason": {"type": ["string", "null"]},
+            "tolerance_s": {
+                "type": ["number", "null"],
+                "minimum": 0,
+                "description": "seconds an iteration may start late before the agent "
+                "re-aligns the job (the advisor's slip tolerance; null: the agent's default)",
+            },
         },
         ["job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"],
     ),

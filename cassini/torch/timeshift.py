@@ -6,14 +6,17 @@ What the scheduler hands the job (documented in ``docs/agent.md``):
 ``CASSINI_PERIOD_S``  the period its iterations are held to, seconds
 ``CASSINI_EPOCH_S``   the wall-clock time (UNIX seconds) slot 0 counts from, shared by jobs
 ``CASSINI_SHIFT``     optional, ``0``/``false``: the advisor recommends no shift (run free)
+``CASSINI_TOLERANCE_S`` optional, seconds: how late an iteration may start before the
+                      agent re-aligns the job (the advisor's slip tolerance,
+                      :mod:`cassini.slip`; default 5 % of the period)
 
 or, instead of the three numbers, ``CASSINI_URL`` (a ``cassini serve`` base URL) and
 ``CASSINI_JOB_ID``: rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift``.  With none of
 these variables set the job runs free (``TimeShift.enabled`` is False).
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
-receive both through ``torch.distributed.broadcast`` (four float64 per iteration), so the
-job takes each decision once.
+receive both through ``torch.distributed.broadcast`` (five float64 once, four per
+iteration), so the job takes each decision once.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ ENV_SHIFT_S = "CASSINI_SHIFT_S"
 ENV_PERIOD_S = "CASSINI_PERIOD_S"
 ENV_EPOCH_S = "CASSINI_EPOCH_S"
 ENV_SHIFT = "CASSINI_SHIFT"
+ENV_TOLERANCE_S = "CASSINI_TOLERANCE_S"
 ENV_URL = "CASSINI_URL"
 ENV_JOB_ID = "CASSINI_JOB_ID"
 NUMBERS = (ENV_SHIFT_S, ENV_PERIOD_S, ENV_EPOCH_S)
+SETTINGS_FLOATS = 5  # ShiftSettings.to_floats
 
 
 class TimeShiftError(ValueError):
@@ -46,12 +51,14 @@ class TimeShiftError(ValueError):
 @dataclass(frozen=True)
 class ShiftSettings:
     """A job's slot grid: iteration k starts at ``epoch_s + shift_s + k * period_s``
-    (seconds); ``shift`` False means run free (``reason`` says why)."""
+    (seconds); ``shift`` False means run free (``reason`` says why); ``tolerance_s``
+    (seconds, optional) how late an iteration may start before the job is re-aligned."""
 
     shift: bool
     shift_s: float = 0.0
     period_s: float = 0.0
     epoch_s: float = 0.0
+    tolerance_s: float | None = None
     reason: str | None = None
     source: str = "env"
 
@@ -65,16 +72,21 @@ class ShiftSettings:
             raise TimeShiftError(f"period_s: must be > 0, got {self.period_s!r}")
         if not 0 <= self.shift_s < self.period_s:
             raise TimeShiftError(f"shift_s: must be in [0, period_s), got {self.shift_s!r}")
+        tol = self.tolerance_s
+        if tol is not None and not (math.isfinite(tol) and 0 <= tol < 0.5 * self.period_s):
+            raise TimeShiftError(f"tolerance_s: must be in [0, period_s / 2), got {tol!r}")
 
-    def to_floats(self) -> tuple[float, float, float, float]:
-        return (float(self.shift), self.shift_s, self.period_s, self.epoch_s)
+    def to_floats(self) -> tuple[float, float, float, float, float]:
+        """Five floats for one broadcast; a missing tolerance travels as -1."""
+        tol = -1.0 if self.tolerance_s is None else self.tolerance_s
+        return (float(self.shift), self.shift_s, self.period_s, self.epoch_s, tol)
 
     @classmethod
     def from_floats(cls, values: Sequence[float], source: str) -> ShiftSettings:
-        flag, shift_s, period_s, epoch_s = (float(v) for v in values)
+        flag, shift_s, period_s, epoch_s, tol = (float(v) for v in values)
         if flag < 0.5:
             return cls(False, reason="rank 0 runs this job free", source=source)
-        return cls(True, shift_s, period_s, epoch_s, source=source)
+        return cls(True, shift_s, period_s, epoch_s, None if tol < 0 else tol, source=source)
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings | None:
@@ -100,9 +112,22 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings
             values[name] = float(env[name])
         except ValueError:
             raise TimeShiftError(f"{name}: not a number: {env[name]!r}") from None
+    tolerance = None
+    if env.get(ENV_TOLERANCE_S, "").strip():
+        try:
+            tolerance = float(env[ENV_TOLERANCE_S])
+        except ValueError:
+            raise TimeShiftError(
+                f"{ENV_TOLERANCE_S}: not a number: {env[ENV_TOLERANCE_S]!r}"
+            ) from None
     try:
         return ShiftSettings(
-            True, values[ENV_SHIFT_S], values[ENV_PERIOD_S], values[ENV_EPOCH_S], source="env"
+            True,
+            values[ENV_SHIFT_S],
+            values[ENV_PERIOD_S],
+            values[ENV_EPOCH_S],
+            tolerance,
+            source="env",
         )
     except TimeShiftError as e:  # name the variable, not the field
         field, _, message = str(e).partition(": ")
@@ -129,11 +154,13 @@ def settings_from_url(
     if not body["shift"]:
         return ShiftSettings(False, reason=str(body.get("reason") or "no shift"), source="url")
     try:
+        tolerance = body.get("tolerance_s")
         return ShiftSettings(
             True,
             float(body["shift_s"]),
             float(body["period_s"]),
             float(body["epoch_s"]),
+            None if tolerance is None else float(tolerance),
             source="url",
         )
     except KeyError as e:
@@ -165,8 +192,11 @@ class TimeShift:
         self.group = process_group
         self.agent: TimeShiftAgent | None = None
         if settings is not None and settings.shift:
+            options = dict(agent_options)
+            if settings.tolerance_s is not None:
+                options.setdefault("slip_tolerance_s", settings.tolerance_s)
             self.agent = TimeShiftAgent(
-                settings.shift_s, settings.period_s, settings.epoch_s, **agent_options
+                settings.shift_s, settings.period_s, settings.epoch_s, **options
             )
         self._distributed = _world(process_group) > 1
         self._rank = _rank(process_group)
@@ -190,13 +220,13 @@ class TimeShift:
             except TimeShiftError as e:
                 error = str(e)
             floats = (
-                (-1.0, 0.0, 0.0, 0.0)
+                (-1.0, 0.0, 0.0, 0.0, -1.0)
                 if error
-                else (settings.to_floats() if settings else (-2.0, 0.0, 0.0, 0.0))
+                else (settings.to_floats() if settings else (-2.0, 0.0, 0.0, 0.0, -1.0))
             )
-            _broadcast(floats, process_group)
+            _broadcast(floats, process_group, SETTINGS_FLOATS)
         else:
-            floats = tuple(_broadcast(None, process_group))
+            floats = tuple(_broadcast(None, process_group, SETTINGS_FLOATS))
         if floats[0] == -1.0:
             raise TimeShiftError(error or "rank 0 could not read its time-shift settings")
         if floats[0] == -2.0:
@@ -216,9 +246,7 @@ class TimeShift:
             return 0.0
         if not self._distributed:
             return self.agent.step()
-        return self.agent.step(
-            self._rank == 0, lambda values: _broadcast(values, self.group)
-        )
+        return self.agent.step(self._rank == 0, lambda values: _broadcast(values, self.group))
 
     def attach(self, module: Any) -> Any:
         """Wait before every forward pass of ``module`` (e.g. the DDP model); returns the
@@ -249,15 +277,15 @@ def _rank(group: Any) -> int:
     return dist.get_rank(group) if dist.is_available() and dist.is_initialized() else 0
 
 
-def _broadcast(values: Sequence[float] | None, group: Any) -> list[float]:
-    """Group rank 0's four floats to every rank of ``group``."""
+def _broadcast(values: Sequence[float] | None, group: Any, size: int = 4) -> list[float]:
+    """Group rank 0's ``size`` floats to every rank of ``group``."""
     import torch
     import torch.distributed as dist
 
     device = torch.device("cpu")
     if dist.get_backend(group) == "nccl":
         device = torch.device("cuda", torch.cuda.current_device())
-    tensor = torch.zeros(4, dtype=torch.float64, device=device)
+    tensor = torch.zeros(size, dtype=torch.float64, device=device)
     if values is not None:
         tensor.copy_(torch.tensor(list(values), dtype=torch.float64))
     dist.broadcast(tensor, group=group, group_src=0)
