@@ -10,8 +10,10 @@ and hands the :class:`SlotDecision` to every other rank, which call
 :meth:`TimeShiftAgent.follow`; then every rank sleeps until the same start time.  A rank
 that decided on its own could skip a slot the others do not skip and leave them waiting a
 whole period inside the collective.  :meth:`TimeShiftAgent.step` does both halves given a
-``broadcast`` function (``cassini.torch`` passes ``torch.distributed.broadcast``; the
-testbed's synthetic worker passes its ring).
+``broadcast`` function (the testbed's synthetic worker passes its ring);
+:meth:`TimeShiftAgent.step_ahead` exchanges each decision one iteration ahead, so no rank
+waits for a message between iterations (``cassini.torch`` posts an asynchronous
+``torch.distributed.broadcast``).
 
 Drift.  A job that stays late by more than its tolerance without catching up for
 ``patience`` iterations is *re-aligned*: it skips to the next slot it can still make,
@@ -65,6 +67,10 @@ class SlotDecision:
 Broadcast = Callable[[tuple[float, ...] | None], Sequence[float]]
 """Sends the planner's floats to every rank of the job; each rank gets them back (the
 planner passes its floats, the others pass None)."""
+Post = Callable[[tuple[float, ...] | None], None]
+"""Starts sending the planner's floats to every rank (ahead mode); does not block."""
+Take = Callable[[], Sequence[float] | None]
+"""The floats posted at the previous step, waiting for them if needed; None before any."""
 
 
 @dataclass
@@ -135,7 +141,17 @@ class TimeShiftAgent:
     def _decide(self, now: float) -> SlotDecision:
         """The slot for an iteration ready at ``now``; updates the planner's lateness."""
         target = self.slot_time(self.slot)
-        late = now - target
+        verdict = self._judge(now - target)
+        if verdict == "hold":
+            return SlotDecision(target, self.slot)
+        if verdict == "release":
+            return SlotDecision(now, self.slot, realigned=True, released=True)
+        slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
+        return SlotDecision(self.slot_time(slot), slot, realigned=True)
+
+    def _judge(self, late: float) -> str:
+        """The verdict on an iteration ``late`` seconds after its slot: ``hold``,
+        ``realign`` or ``release``; updates the planner's lateness streak."""
         tolerance = self.tolerance_s
         gain = self.last_late_s - late  # seconds caught up since the last iteration
         if late <= tolerance:
@@ -145,13 +161,10 @@ class TimeShiftAgent:
         # otherwise catching up fast enough (the period's slack is working): no count
         self.last_late_s = late
         if self.late_streak < self.patience and late <= 0.5 * self.period_s:
-            return SlotDecision(target, self.slot)
+            return "hold"
         self.late_streak = 0
         recent = [i for i in self.realigned_at if i > self.iteration - self.window]
-        if len(recent) + 1 >= self.max_realignments:
-            return SlotDecision(now, self.slot, realigned=True, released=True)
-        slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
-        return SlotDecision(self.slot_time(slot), slot, realigned=True)
+        return "release" if len(recent) + 1 >= self.max_realignments else "realign"
 
     # -- every rank --------------------------------------------------------------------
     def follow(self, decision: SlotDecision) -> None:
@@ -194,6 +207,69 @@ class TimeShiftAgent:
             decision = SlotDecision.from_floats(broadcast(None))
             self.follow(decision)
         return 0.0 if decision.released else self.wait_until(decision.target_s)
+
+    def step_ahead(
+        self, is_planner: bool, post: Post, take: Take, first: Broadcast | None = None
+    ) -> float:
+        """One iteration with the job-wide decision exchanged an iteration *ahead*, so that
+        no rank waits for a message between its iterations; returns the drift (seconds).
+
+        ``take()`` returns the floats posted at the previous step (None at the first);
+        ``post(values)`` starts sending the next iteration's decision (the planner passes
+        its floats, the others None) and must not block: ``cassini.torch`` posts an
+        asynchronous ``broadcast`` and waits for it an iteration later, when it has long
+        arrived.  A synchronous exchange costs a round trip every iteration, across the
+        links the job shares, behind the other jobs' bursts: 2-4 ms of every late
+        iteration of two VGG-11 DDP jobs on the testbed, 3 % of the period that was meant
+        to let a late job catch up.  The price is that a re-alignment or release decided
+        on an iteration's lateness applies to the iteration after it.  ``first``, when
+        given, exchanges the first iteration's decision synchronously (:meth:`step`), so a
+        job that starts long after the epoch begins on a slot.
+        """
+        if self.iteration == 0 and first is not None:
+            return self.step(is_planner, first)
+        values = take()
+        if values is not None:
+            self._adopt(SlotDecision.from_floats(values))
+        if self.released:
+            self.iteration += 1
+            return 0.0
+        current = self.slot
+        target = self.slot_time(current)
+        if is_planner:
+            post(self._decide_next(current, self.clock() - target).to_floats())
+        else:
+            post(None)
+        self.slot = current + 1  # as after step(): the next slot, unless a decision moves it
+        self.iteration += 1
+        return self.wait_until(target)
+
+    def _decide_next(self, current: int, late: float) -> SlotDecision:
+        """The slot after ``current``, from this iteration's lateness (planner, ahead
+        mode)."""
+        verdict = self._judge(late)
+        nxt = current + 1
+        if verdict == "hold":
+            return SlotDecision(self.slot_time(nxt), nxt)
+        if verdict == "release":
+            return SlotDecision(self.slot_time(nxt), nxt, realigned=True, released=True)
+        # still this late at the next slot: the first slot after it that it can make
+        nxt += max(1, math.ceil(late / self.period_s))
+        return SlotDecision(self.slot_time(nxt), nxt, realigned=True)
+
+    def _adopt(self, decision: SlotDecision) -> None:
+        """Every rank, ahead mode: this iteration's slot from the decision posted at the
+        previous step."""
+        if decision.released and not self.released:
+            self.released = True
+            self.release_reason = (
+                f"missed its slot {len(self.realigned_at) + 1} times within "
+                f"{self.window} iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
+            )
+        if decision.realigned:
+            self.realignments += 1
+            self.realigned_at.append(self.iteration)
+        self.slot = decision.slot
 
     def status(self) -> dict[str, object]:
         """What the agent did so far (JSON-ready)."""

@@ -131,6 +131,7 @@ def run(spec: dict[str, Any]) -> None:
                 record["realignments"] = shift.agent.realignments
                 record["released"] = shift.agent.released
             out.write(json.dumps(record) + "\n")
+    shift.close()
     # two barriers: after the first, every rank is past the last step (and rank 0 past its
     # MLTCP mark); the second then sends on every flow after that mark, so the kernel sees
     # the last iteration end on each of them (with one barrier, the other rank's barrier

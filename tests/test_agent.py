@@ -79,6 +79,55 @@ def test_every_rank_takes_the_planners_decisions(durations, offsets):
     assert all(s == states[0] for s in states)
 
 
+def _run_job_ahead(clocks, agents, durations):
+    """Ahead mode: rank 0's decision for iteration k+1 is posted at step k and taken by
+    every rank at step k+1; returns each iteration's (slot, realigned) as rank 0 saw it."""
+    mailbox: list[tuple[float, ...]] = []
+    seen = []
+    for d in durations:
+        taken = mailbox.pop() if mailbox else None
+
+        def post(values, _box=mailbox):
+            if values is not None:
+                _box.append(tuple(values))
+
+        for agent in agents:
+            agent.step_ahead(agent is agents[0], post, lambda t=taken: t)
+        seen.append((agents[0].slot, agents[0].realignments, agents[0].released))
+        for c in clocks:
+            c.t += d
+    return seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    durations=st.lists(st.floats(0.05, 0.25), min_size=5, max_size=40),
+    offsets=st.lists(st.floats(-0.004, 0.004), min_size=3, max_size=3),
+)
+def test_ahead_mode_takes_the_same_decisions_on_every_rank(durations, offsets):
+    clocks, agents = _job(3, [0.0, *offsets[1:]])
+    _run_job_ahead(clocks, agents, durations)
+    states = [(a.slot, a.realignments, a.released, a.iteration) for a in agents]
+    assert all(s == states[0] for s in states)
+
+
+def test_ahead_mode_realigns_one_iteration_later_and_releases():
+    """Iterations of 0.13 s against a 0.1 s period: the same verdicts as the synchronous
+    agent, each applied at the next iteration, and the job is released in the end."""
+    clocks, agents = _job(2, [0.0, 0.001])
+    seen = _run_job_ahead(clocks, agents, [0.13] * 40)
+    assert agents[0].released and agents[1].released
+    assert agents[0].realignments == agents[0].max_realignments
+    slots = [s for s, _, released in seen if not released]
+    assert all(b > a for a, b in zip(slots, slots[1:], strict=False))
+    skipped = [i for i in range(1, len(slots)) if slots[i] - slots[i - 1] > 1]
+    assert skipped, "a late job must skip slots before it is released"
+    # on time: the grid, no skips
+    clocks, agents = _job(2, [0.0, -0.002])
+    seen = _run_job_ahead(clocks, agents, [0.08] * 20)
+    assert [s for s, _, _ in seen] == list(range(1, 21)) and agents[1].realignments == 0
+
+
 def test_agent_holds_slots_and_realigns_on_drift():
     clock = FakeClock()
     agent = TimeShiftAgent(0.03, 0.1, epoch_s=100.0, clock=clock, sleep=clock.sleep)

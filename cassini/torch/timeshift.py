@@ -180,16 +180,26 @@ class TimeShift:
     """Holds a training job's iterations to its slot grid; a no-op when disabled.
 
     ``process_group`` is the job's group (default: the whole world when
-    ``torch.distributed`` is initialised, else this process alone).  Extra keyword
-    arguments go to :class:`cassini.agent.TimeShiftAgent` (``drift_tolerance``,
+    ``torch.distributed`` is initialised, else this process alone).  ``ahead`` (default)
+    exchanges each slot decision an iteration ahead with an asynchronous broadcast
+    (:meth:`cassini.agent.TimeShiftAgent.step_ahead`), so no rank waits for a message
+    between iterations; ``ahead=False`` broadcasts it synchronously at every step.  Extra
+    keyword arguments go to :class:`cassini.agent.TimeShiftAgent` (``drift_tolerance``,
     ``patience``, ``max_realignments``, ``window``, ``clock``, ``sleep``).
     """
 
     def __init__(
-        self, settings: ShiftSettings | None, process_group: Any = None, **agent_options: Any
+        self,
+        settings: ShiftSettings | None,
+        process_group: Any = None,
+        *,
+        ahead: bool = True,
+        **agent_options: Any,
     ) -> None:
         self.settings = settings
         self.group = process_group
+        self.ahead = ahead
+        self._exchange = _AheadExchange(process_group)
         self.agent: TimeShiftAgent | None = None
         if settings is not None and settings.shift:
             options = dict(agent_options)
@@ -246,7 +256,16 @@ class TimeShift:
             return 0.0
         if not self._distributed:
             return self.agent.step()
+        if self.ahead:
+            ex = self._exchange
+            first = lambda values: _broadcast(values, self.group)  # noqa: E731
+            return self.agent.step_ahead(self._rank == 0, ex.post, ex.take, first)
         return self.agent.step(self._rank == 0, lambda values: _broadcast(values, self.group))
+
+    def close(self) -> None:
+        """Wait for a decision still in flight (ahead mode); call before destroying the
+        process group.  Waiting is optional: every rank posted it, so it completes."""
+        self._exchange.take()
 
     def attach(self, module: Any) -> Any:
         """Wait before every forward pass of ``module`` (e.g. the DDP model); returns the
@@ -277,8 +296,8 @@ def _rank(group: Any) -> int:
     return dist.get_rank(group) if dist.is_available() and dist.is_initialized() else 0
 
 
-def _broadcast(values: Sequence[float] | None, group: Any, size: int = 4) -> list[float]:
-    """Group rank 0's ``size`` floats to every rank of ``group``."""
+def _tensor(values: Sequence[float] | None, group: Any, size: int) -> Any:
+    """``size`` float64 on the group's device, holding ``values`` (zeros for None)."""
     import torch
     import torch.distributed as dist
 
@@ -288,8 +307,40 @@ def _broadcast(values: Sequence[float] | None, group: Any, size: int = 4) -> lis
     tensor = torch.zeros(size, dtype=torch.float64, device=device)
     if values is not None:
         tensor.copy_(torch.tensor(list(values), dtype=torch.float64))
+    return tensor
+
+
+def _broadcast(values: Sequence[float] | None, group: Any, size: int = 4) -> list[float]:
+    """Group rank 0's ``size`` floats to every rank of ``group``."""
+    import torch.distributed as dist
+
+    tensor = _tensor(values, group, size)
     dist.broadcast(tensor, group=group, group_src=0)
     return tensor.cpu().tolist()
+
+
+class _AheadExchange:
+    """The decision exchange of :meth:`cassini.agent.TimeShiftAgent.step_ahead`: an
+    asynchronous broadcast (four float64) posted at one step, waited for at the next."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.pending: tuple[Any, Any] | None = None
+
+    def post(self, values: Sequence[float] | None) -> None:
+        import torch.distributed as dist
+
+        tensor = _tensor(values, self.group, 4)
+        work = dist.broadcast(tensor, group=self.group, group_src=0, async_op=True)
+        self.pending = (work, tensor)
+
+    def take(self) -> list[float] | None:
+        if self.pending is None:
+            return None
+        work, tensor = self.pending
+        self.pending = None
+        work.wait()
+        return tensor.cpu().tolist()
 
 
 __all__ = ["ShiftSettings", "SlotDecision", "TimeShift", "TimeShiftError", "settings_from_env"]
