@@ -19,7 +19,7 @@ Drift.  A job that stays late by more than its tolerance without catching up for
 ``patience`` iterations is *re-aligned*: it skips to the next slot it can still make,
 which restores its offset against the other jobs.  The tolerance is ``drift_tolerance *
 T``, or the advisor's ``slip_tolerance_s`` when that is larger: how late the job may run
-before its phases meet another job's (:mod:`cassini.slip`; ~24 ms for two VGG-11 jobs in a
+before its phases meet another job's (:mod:`cassini.slip`; ~20 ms for two VGG-11 jobs in a
 98 ms period, where a fixed 5 % re-aligned jobs that had room to spare).  A job that is
 late but catching up fast enough to be back within the tolerance in ``patience``
 iterations is left alone, and so is one late iteration (jitter); a job later than half a

@@ -40,8 +40,9 @@ from cassini.profile import JobProfile
 #: charges a small bucket that meets the other job's big one in full (5 ms here), which
 #: the iterations did not show.
 SLIP_ALLOWANCE = 0.1
-#: The largest tolerance reported, as a share of the job's period.
-SLIP_LIMIT = 0.25
+#: The largest tolerance reported, as a share of the job's period (the same VGG-11 pair:
+#: relative slips beyond 20 ms made iterations 2-13 ms longer, on both fabrics).
+SLIP_LIMIT = 0.2
 #: Offsets tried per period.
 SLIP_STEPS = 400
 

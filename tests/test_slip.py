@@ -31,8 +31,8 @@ def test_two_bursts_with_room_on_either_side():
     assert tight["b"] == pytest.approx(0.03, abs=0.0003)
     loose = link_slip_tolerances_s([a, b], CAP, shifts, allowance=0.1, limit=0.5)
     assert loose["b"] == pytest.approx(0.04, abs=0.0003)
-    capped = link_slip_tolerances_s([a, b], CAP, shifts)  # default limit: 25 % of the period
-    assert capped["b"] == pytest.approx(0.025)
+    capped = link_slip_tolerances_s([a, b], CAP, shifts)  # default limit: 20 % of the period
+    assert capped["b"] == pytest.approx(0.02)
 
 
 def test_a_full_link_leaves_no_room():
@@ -51,7 +51,7 @@ def test_bursts_below_capacity_may_overlap():
     a = _job("a", 0.1, (0.0, 0.05, 0.4 * CAP))
     b = _job("b", 0.1, (0.0, 0.05, 0.4 * CAP))
     tol = link_slip_tolerances_s([a, b], CAP, {"a": 0.0, "b": 0.05}, allowance=0.0)
-    assert tol["a"] == pytest.approx(0.025)
+    assert tol["a"] == pytest.approx(0.02)
 
 
 @settings(max_examples=40, deadline=None)
@@ -78,7 +78,7 @@ def test_tolerance_keeps_the_excess_within_the_allowance(
         return (1.0 - continuous_score([a, b], CAP, at, period)) * period
 
     for job in ("a", "b"):
-        assert 0.0 <= tol[job] <= 0.25 * period + 1e-12
+        assert 0.0 <= tol[job] <= 0.2 * period + 1e-12
         assert more[job] >= tol[job]
         base = over(job, 0.0)
         for d in (tol[job], -tol[job], 0.5 * tol[job]):
@@ -99,7 +99,7 @@ def test_tolerances_take_the_tightest_link_and_skip_free_jobs():
     assert tol["b"] == pytest.approx(tol["c"], abs=0.0003)  # l2 is full: the tightest
     assert tol["b"] < tol["a"]
     alone = slip_tolerances_s({"l1": CAP}, {"a": ["l1"]}, profiles, {"a": 0.12}, {"a": 0.0})
-    assert alone == {"a": pytest.approx(0.03)}  # nothing to meet: the limit, of its period
+    assert alone == {"a": pytest.approx(0.024)}  # nothing to meet: the limit, of its period
 
 
 def test_bad_input_names_the_field():
