@@ -166,9 +166,26 @@ def leader_advantage_ms(scheme: SchemeResult, min_offset_s: float = 0.002) -> fl
     return 1e3 * statistics.mean(gaps) if gaps else None
 
 
+def late_start_gap_ms(scheme: SchemeResult, late_s: float = 1e-3) -> float | None:
+    """Median time (ms) from the end of a held job's iteration to the start of the next
+    when that next one started late (more than ``late_s`` after its slot, so the agent did
+    not sleep): what the agent's decision exchange and the loop cost between iterations,
+    which a late job needs to catch up.  None for schemes without held iterations."""
+    gaps = []
+    for job in scheme.jobs.values():
+        if job.period_s is None:
+            continue
+        records = job.records()
+        for prev, rec in zip(records, records[1:], strict=False):
+            if rec.get("drift_s", 0.0) > late_s and not rec.get("released"):
+                gaps.append(rec["start"] - prev["end"])
+    return 1e3 * statistics.median(gaps) if gaps else None
+
+
 def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
     """One row per scheme: mean, p99 and last-20 mean iteration time over ideal (every
-    job's iterations together), realignments and released jobs of the agent."""
+    job's iterations together), re-alignments, released jobs and late-start gap of the
+    agent."""
     ideal = res.ideal
     assert ideal is not None
     ideal_mean = statistics.mean(t for j in ideal.jobs.values() for t in j.iteration_times_s)
@@ -187,6 +204,8 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "last20_vs_ideal": statistics.mean(tail) / ideal_mean,
                 "held": f"{len(held)}/{len(scheme.jobs)}" if scheme.kind == "cassini" else "",
                 "released": str(sum(bool(j.released) for j in held)) if held else "",
+                "realigned": str(sum(j.realignments or 0 for j in held)) if held else "",
+                "gap_ms": late_start_gap_ms(scheme) if held else None,
                 "lead_ms": leader_advantage_ms(scheme) if name != "ideal" else None,
             }
         )
@@ -201,6 +220,8 @@ COLUMNS = [
     ("last20_vs_ideal", "last20/ideal", ".2f"),
     ("held", "held", "s"),
     ("released", "released", "s"),
+    ("realigned", "realigned", "s"),
+    ("gap_ms", "gap ms", ".1f"),
     ("lead_ms", "lead ms", ".1f"),
 ]
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -340,3 +341,22 @@ def test_cassini_repeats_row_reports_whole_run_and_after_startup(monkeypatch, tm
     assert row["after_startup_cassini_vs_baseline"] == pytest.approx(115 / 110)
     assert row["held"] == 2 and row["released"] == 0 and row["realignments"] == 2
     assert row["declined"] is False
+
+
+def test_late_start_gap_counts_only_held_iterations_that_started_late(tmp_path):
+    from experiments import real_models
+
+    recs = [
+        {"iter": 0, "start": 0.0, "end": 0.09, "drift_s": 0.0},
+        {"iter": 1, "start": 0.1, "end": 0.21, "drift_s": 0.0},  # slept: not counted
+        {"iter": 2, "start": 0.213, "end": 0.31, "drift_s": 0.013},  # 3 ms after the end
+        {"iter": 3, "start": 0.311, "end": 0.4, "drift_s": 0.011},  # 1 ms
+        {"iter": 4, "start": 0.405, "end": 0.5, "drift_s": 0.02, "released": True},
+    ]
+    log = tmp_path / "a.log"
+    log.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    held = JobResult("a", (0.1,) * 5, 0, (log,), period_s=0.1)
+    scheme = SchemeResult("c", "cassini", "cubic", "fair", {"a": held})
+    assert real_models.late_start_gap_ms(scheme) == pytest.approx(2.0)
+    free = SchemeResult("b", "baseline", "cubic", "fair", {"a": replace(held, period_s=None)})
+    assert real_models.late_start_gap_ms(free) is None
