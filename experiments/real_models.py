@@ -108,9 +108,12 @@ def case_config(
     mltcp: MltcpParams | None = None,
     compare_cut: bool = False,
     only: list[str] | None = None,
+    agent_slack: float | None = None,
 ) -> dict[str, Any]:
     """The testbed config of one case (see the module docstring); ``only``: run just
-    these schemes (by name) besides ``ideal``, which every figure is relative to."""
+    these schemes (by name) besides ``ideal``, which every figure is relative to;
+    ``agent_slack``: the agent's period slack (fraction; default: the runner's, from how
+    full the link is)."""
     if case == "leafspine":
         topo = {
             "kind": "leaf_spine",
@@ -128,7 +131,9 @@ def case_config(
         fabric = case.split("-")[1]
         topo = dumbbell(count, fabric)
         hosts = [[f"h{i}", f"h{i + count}"] for i in range(1, count + 1)]
+    extra = {} if agent_slack is None else {"agent": {"slack": agent_slack}}
     return {
+        **extra,
         "topology": topo,
         "jobs": model_jobs(model, hosts, iterations, nic_bps),
         "schemes": [
@@ -166,18 +171,20 @@ def leader_advantage_ms(scheme: SchemeResult, min_offset_s: float = 0.002) -> fl
     return 1e3 * statistics.mean(gaps) if gaps else None
 
 
-def late_start_gap_ms(scheme: SchemeResult, late_s: float = 1e-3) -> float | None:
+def late_start_gap_ms(scheme: SchemeResult) -> float | None:
     """Median time (ms) from the end of a held job's iteration to the start of the next
-    when that next one started late (more than ``late_s`` after its slot, so the agent did
-    not sleep): what the agent's decision exchange and the loop cost between iterations,
-    which a late job needs to catch up.  None for schemes without held iterations."""
+    when the end came after the next one's slot (``start - drift_s``), so the agent had
+    nothing to sleep: what the agent's decision exchange and the loop cost between
+    iterations, which a late job needs to catch up.  None for schemes without such
+    iterations."""
     gaps = []
     for job in scheme.jobs.values():
         if job.period_s is None:
             continue
         records = job.records()
         for prev, rec in zip(records, records[1:], strict=False):
-            if rec.get("drift_s", 0.0) > late_s and not rec.get("released"):
+            slot = rec["start"] - rec.get("drift_s", 0.0)
+            if prev["end"] > slot and not rec.get("released"):
                 gaps.append(rec["start"] - prev["end"])
     return 1e3 * statistics.median(gaps) if gaps else None
 
@@ -310,8 +317,18 @@ def main(argv: list[str] | None = None) -> int:
         help="run only these schemes (ideal always runs): baseline random cassini "
         "mltcp-dctcp mltcp-exact mltcp-exact-cut",
     )
+    ap.add_argument(
+        "--agent-slack",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="the time-shift agent's period slack beyond the jobs' jitter (default: 1-3 %% "
+        "by how full the link is, cassini.predict.period_slack)",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.agent_slack is not None and not 0 <= args.agent_slack < 1:
+        ap.error(f"--agent-slack: a fraction in [0, 1), got {args.agent_slack}")
     names = [_scheme_name(s) for s in schemes_for("ecn", True, compare_cut=True)][1:]
     for name in args.schemes or ():
         if name not in names and name != "ideal":
@@ -345,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             "intercept": mltcp_params.intercept,
             "scale_cut": mltcp_params.scale_cut,
         },
+        "agent_slack": args.agent_slack,
         "cases": {},
     }
     for case in cases:
@@ -357,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             mltcp_params,
             compare_cut=args.mltcp_compare_cut,
             only=args.schemes,
+            agent_slack=args.agent_slack,
         )
         res = run_config(cfg, out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
         rows = summarise(res)

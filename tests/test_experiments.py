@@ -267,6 +267,9 @@ def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
     )
     assert [s.name for s in cfg.schemes] == ["ideal", *only]
     assert [s.scale_cut for s in cfg.schemes[2:]] == [False, True]
+    held = load_config(real_models.case_config("pair-ecn", "vgg11", 25, 140e9, False,
+                                               agent_slack=0.03))
+    assert held.agent_slack == 0.03 and cfg.agent_slack is None
     assert all((s.mode, s.slope, s.intercept) == ("exact", 1.6, 0.2) for s in cfg.schemes[2:])
 
 
@@ -275,6 +278,7 @@ def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
     [
         (["--schemes", "mltcp-turbo"], ["--schemes", "mltcp-turbo"]),
         (["--mltcp-intercept", "0"], ["--mltcp-intercept", "intercept"]),
+        (["--agent-slack", "1.5"], ["--agent-slack", "fraction"]),
     ],
 )
 def test_real_models_refuses_bad_flags_naming_them(args, named):
@@ -350,12 +354,13 @@ def test_late_start_gap_counts_only_held_iterations_that_started_late(tmp_path):
         {"iter": 0, "start": 0.0, "end": 0.09, "drift_s": 0.0},
         {"iter": 1, "start": 0.1, "end": 0.21, "drift_s": 0.0},  # slept: not counted
         {"iter": 2, "start": 0.213, "end": 0.31, "drift_s": 0.013},  # 3 ms after the end
-        {"iter": 3, "start": 0.311, "end": 0.4, "drift_s": 0.011},  # 1 ms
-        {"iter": 4, "start": 0.405, "end": 0.5, "drift_s": 0.02, "released": True},
+        {"iter": 3, "start": 0.311, "end": 0.39, "drift_s": 0.011},  # 1 ms
+        {"iter": 4, "start": 0.402, "end": 0.5, "drift_s": 0.002},  # overslept: not counted
+        {"iter": 5, "start": 0.505, "end": 0.6, "drift_s": 0.02, "released": True},
     ]
     log = tmp_path / "a.log"
     log.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-    held = JobResult("a", (0.1,) * 5, 0, (log,), period_s=0.1)
+    held = JobResult("a", (0.1,) * 6, 0, (log,), period_s=0.1)
     scheme = SchemeResult("c", "cassini", "cubic", "fair", {"a": held})
     assert real_models.late_start_gap_ms(scheme) == pytest.approx(2.0)
     free = SchemeResult("b", "baseline", "cubic", "fair", {"a": replace(held, period_s=None)})
