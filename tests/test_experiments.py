@@ -267,8 +267,9 @@ def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
     )
     assert [s.name for s in cfg.schemes] == ["ideal", *only]
     assert [s.scale_cut for s in cfg.schemes[2:]] == [False, True]
-    held = load_config(real_models.case_config("pair-ecn", "vgg11", 25, 140e9, False,
-                                               agent_slack=0.03))
+    held = load_config(
+        real_models.case_config("pair-ecn", "vgg11", 25, 140e9, False, agent_slack=0.03)
+    )
     assert held.agent_slack == 0.03 and cfg.agent_slack is None
     assert all((s.mode, s.slope, s.intercept) == ("exact", 1.6, 0.2) for s in cfg.schemes[2:])
 
