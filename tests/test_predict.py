@@ -306,11 +306,13 @@ def test_jobs_sharing_a_link_are_held_to_commensurate_periods():
 def test_period_slack_grows_with_how_full_the_link_is():
     from cassini.predict import period_slack
 
-    assert period_slack(0.0) == period_slack(0.8) == 0.01
-    assert period_slack(0.95) == period_slack(1.0) == 0.03
-    assert 0.01 < period_slack(0.875) < 0.03
+    assert period_slack(0.0) == period_slack(0.8) == period_slack(1.0) == 0.03  # default
+    ramp = {"low": 0.01, "high": 0.03}
+    assert period_slack(0.0, **ramp) == period_slack(0.8, **ramp) == 0.01
+    assert period_slack(0.95, **ramp) == period_slack(1.0, **ramp) == 0.03
+    assert 0.01 < period_slack(0.875, **ramp) < 0.03
     loads = [i / 100 for i in range(101)]
-    slacks = [period_slack(x) for x in loads]
+    slacks = [period_slack(x, **ramp) for x in loads]
     assert slacks == sorted(slacks)
     for bad in (-0.1, float("nan")):
         with pytest.raises(InputError, match="link_load"):
