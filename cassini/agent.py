@@ -172,6 +172,12 @@ class TimeShiftAgent:
         self._apply(decision)
 
     def _apply(self, decision: SlotDecision) -> None:
+        self._record(decision)
+        self.slot = decision.slot + 1
+        self.iteration += 1
+
+    def _record(self, decision: SlotDecision) -> None:
+        """Count a re-alignment or release the decision carries (every rank, both modes)."""
         if decision.released and not self.released:
             self.released = True
             self.release_reason = (
@@ -181,8 +187,6 @@ class TimeShiftAgent:
         if decision.realigned:
             self.realignments += 1
             self.realigned_at.append(self.iteration)
-        self.slot = decision.slot + 1
-        self.iteration += 1
 
     def wait_until(self, target_s: float) -> float:
         """Sleep until ``target_s``; returns the drift (seconds late, >= 0)."""
@@ -260,15 +264,7 @@ class TimeShiftAgent:
     def _adopt(self, decision: SlotDecision) -> None:
         """Every rank, ahead mode: this iteration's slot from the decision posted at the
         previous step."""
-        if decision.released and not self.released:
-            self.released = True
-            self.release_reason = (
-                f"missed its slot {len(self.realigned_at) + 1} times within "
-                f"{self.window} iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
-            )
-        if decision.realigned:
-            self.realignments += 1
-            self.realigned_at.append(self.iteration)
+        self._record(decision)
         self.slot = decision.slot
 
     def status(self) -> dict[str, object]:
