@@ -49,7 +49,9 @@ def _costs(args: argparse.Namespace, ahead: bool) -> list[float]:
         slept.append(time.perf_counter() - t0)
 
     period = args.step_ms / 1e3 * 1.05
-    epoch = time.time() + 1.0
+    grid = [time.time() + 1.0]
+    dist.broadcast_object_list(grid, src=0)  # one epoch for both ranks
+    epoch = grid[0]
     shift = TimeShift(ShiftSettings(True, 0.0, period, epoch), ahead=ahead, sleep=sleep)
     costs = []
     for _ in range(args.iterations):

@@ -141,7 +141,7 @@ class TimeShiftAgent:
     def _decide(self, now: float) -> SlotDecision:
         """The slot for an iteration ready at ``now``; updates the planner's lateness."""
         target = self.slot_time(self.slot)
-        verdict = self._judge(now - target)
+        verdict = self._judge(now - target, self.iteration)
         if verdict == "hold":
             return SlotDecision(target, self.slot)
         if verdict == "release":
@@ -149,9 +149,10 @@ class TimeShiftAgent:
         slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
         return SlotDecision(self.slot_time(slot), slot, realigned=True)
 
-    def _judge(self, late: float) -> str:
+    def _judge(self, late: float, applies_to: int) -> str:
         """The verdict on an iteration ``late`` seconds after its slot: ``hold``,
-        ``realign`` or ``release``; updates the planner's lateness streak."""
+        ``realign`` or ``release`` (of iteration ``applies_to``, which the window counts
+        back from); updates the planner's lateness streak."""
         tolerance = self.tolerance_s
         gain = self.last_late_s - late  # seconds caught up since the last iteration
         if late <= tolerance:
@@ -163,7 +164,7 @@ class TimeShiftAgent:
         if self.late_streak < self.patience and late <= 0.5 * self.period_s:
             return "hold"
         self.late_streak = 0
-        recent = [i for i in self.realigned_at if i > self.iteration - self.window]
+        recent = [i for i in self.realigned_at if i > applies_to - self.window]
         return "release" if len(recent) + 1 >= self.max_realignments else "realign"
 
     # -- every rank --------------------------------------------------------------------
@@ -180,8 +181,9 @@ class TimeShiftAgent:
         """Count a re-alignment or release the decision carries (every rank, both modes)."""
         if decision.released and not self.released:
             self.released = True
+            recent = [i for i in self.realigned_at if i > self.iteration - self.window]
             self.release_reason = (
-                f"missed its slot {len(self.realigned_at) + 1} times within "
+                f"missed its slot {len(recent) + 1} times within "
                 f"{self.window} iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
             )
         if decision.realigned:
@@ -233,13 +235,17 @@ class TimeShiftAgent:
         if self.iteration == 0 and first is not None:
             return self.step(is_planner, first)
         values = take()
+        target = None
         if values is not None:
-            self._adopt(SlotDecision.from_floats(values))
+            decision = SlotDecision.from_floats(values)
+            self._adopt(decision)
+            target = decision.target_s  # the planner's: every rank waits for the same time
         if self.released:
             self.iteration += 1
             return 0.0
         current = self.slot
-        target = self.slot_time(current)
+        if target is None:
+            target = self.slot_time(current)
         if is_planner:
             post(self._decide_next(current, self.clock() - target).to_floats())
         else:
@@ -251,7 +257,7 @@ class TimeShiftAgent:
     def _decide_next(self, current: int, late: float) -> SlotDecision:
         """The slot after ``current``, from this iteration's lateness (planner, ahead
         mode)."""
-        verdict = self._judge(late)
+        verdict = self._judge(late, self.iteration + 1)
         nxt = current + 1
         if verdict == "hold":
             return SlotDecision(self.slot_time(nxt), nxt)

@@ -16,7 +16,9 @@ job by any offset in ``[-d, d]`` against the other held jobs on the link adds at
 be late: the relative slip of two jobs late by ``a`` and ``b`` lies in ``[-b, a]``, so two
 jobs each within their tolerance of the symmetric window stay inside it.  Over several
 links a job takes the smallest.  Jobs that run free on a link are left out: their phase
-against the held jobs wanders anyway.
+against the held jobs wanders anyway.  Each job is moved alone: with three or more held
+jobs on a link slipping at once, the added excess can reach one allowance per slipping
+job.
 
 Pure: no I/O.
 """
@@ -65,8 +67,8 @@ def link_slip_tolerances_s(
         raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
     if not (math.isfinite(allowance) and allowance >= 0):
         raise InputError("allowance", f"must be a number >= 0, got {allowance!r}")
-    if not (math.isfinite(limit) and 0 < limit <= 0.5):
-        raise InputError("limit", f"must be in (0, 0.5], got {limit!r}")
+    if not (math.isfinite(limit) and 0 < limit < 0.5):
+        raise InputError("limit", f"must be in (0, 0.5), got {limit!r}")
     if steps < 1:
         raise InputError("steps", f"must be >= 1, got {steps!r}")
     jobs = list(profiles)
@@ -75,9 +77,15 @@ def link_slip_tolerances_s(
     span = _span_s(jobs)
     budget = allowance * span * capacity_bps  # bits of extra excess a slip may add
 
+    period_of = {j.job_id: j.iteration_time_s for j in jobs}
+    for job_id, shift in shifts_s.items():
+        if not math.isfinite(shift):
+            raise InputError(f"shifts_s.{job_id}", f"must be a finite number, got {shift!r}")
+
     def over(moved: str, by_s: float) -> float:
-        at = dict(shifts_s)
-        at[moved] = at.get(moved, 0.0) + by_s
+        # shifts within [0, period): continuous_score places edges from one period back
+        at = {j: shifts_s.get(j, 0.0) % period_of[j] for j in period_of}
+        at[moved] = (at[moved] + by_s) % period_of[moved]
         return (1.0 - continuous_score(jobs, capacity_bps, at, span)) * span * capacity_bps
 
     out = {}
@@ -109,6 +117,17 @@ def slip_tolerances_s(
     ``capacities_bps[link]`` their capacities; options go to
     :func:`link_slip_tolerances_s`."""
     limit = float(options.get("limit", SLIP_LIMIT))
+    if not (math.isfinite(limit) and 0 < limit < 0.5):
+        raise InputError("limit", f"must be in (0, 0.5), got {limit!r}")
+    for j, period in periods_s.items():
+        if j not in profiles:
+            raise InputError(f"periods_s.{j}", "no profile for this job")
+        if not (math.isfinite(period) and period >= profiles[j].iteration_time_s * (1 - 1e-9)):
+            raise InputError(
+                f"periods_s.{j}",
+                f"must be at least the job's iteration time "
+                f"({profiles[j].iteration_time_s!r} s), got {period!r}",
+            )
     out = {j: limit * p for j, p in periods_s.items()}
     on: dict[str, list[str]] = {}
     for job in periods_s:

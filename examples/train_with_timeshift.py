@@ -53,6 +53,7 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
         loss_fn(ddp(x), y).backward()
         opt.step()
+    shift.close()  # CASSINI: the next step's decision is still in flight
 
     if dist.get_rank() == 0:
         print(json.dumps({"starts_s": starts, "agent": shift.status()}), flush=True)

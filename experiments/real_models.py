@@ -322,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         metavar="FRACTION",
-        help="the time-shift agent's period slack beyond the jobs' jitter (default: 1-3 %% "
-        "by how full the link is, cassini.predict.period_slack)",
+        help="the time-shift agent's period slack beyond the jobs' jitter (default: the "
+        "runner's, cassini.predict.period_slack: 3 %%)",
     )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)

@@ -71,6 +71,8 @@ def run(spec: dict[str, Any]) -> None:
         if backend == "nccl"
         else torch.device("cpu")
     )
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # collectives on tensors of the current device
     job = build_job(spec, device)
     ddp = DistributedDataParallel(
         job.model, device_ids=[device.index] if device.index is not None else None, **job.ddp_kwargs

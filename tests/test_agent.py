@@ -84,15 +84,19 @@ def _run_job_ahead(clocks, agents, durations):
     every rank at step k+1; returns each iteration's (slot, realigned) as rank 0 saw it."""
     mailbox: list[tuple[float, ...]] = []
     seen = []
+    posts = [0] * len(agents)  # every rank must post as often as the planner (a collective)
     for d in durations:
         taken = mailbox.pop() if mailbox else None
 
-        def post(values, _box=mailbox):
-            if values is not None:
-                _box.append(tuple(values))
+        for rank, agent in enumerate(agents):
 
-        for agent in agents:
-            agent.step_ahead(agent is agents[0], post, lambda t=taken: t)
+            def post(values, _rank=rank, _box=mailbox):
+                posts[_rank] += 1
+                if values is not None:
+                    _box.append(tuple(values))
+
+            agent.step_ahead(rank == 0, post, lambda t=taken: t)
+        assert len(set(posts)) == 1, posts
         seen.append((agents[0].slot, agents[0].realignments, agents[0].released))
         for c in clocks:
             c.t += d
@@ -295,6 +299,9 @@ def test_settings_from_url(shift_server):
     }
     assert settings_from_url(url, "a") == ShiftSettings(True, 0.01, 0.1, 5e8, source="url")
     assert settings_from_url(url, "c").tolerance_s == 0.02
+    answers["/v1/jobs/d/time_shift"] = {**answers["/v1/jobs/c/time_shift"], "tolerance_s": "x"}
+    with pytest.raises(TimeShiftError, match="tolerance_s: not a number"):
+        settings_from_url(url, "d")
     off = settings_from_url(url, "b")
     assert not off.shift and off.reason == "shifting does not pay"
     with pytest.raises(TimeShiftError, match="404"):
@@ -316,6 +323,7 @@ def _two_rank_worker(rank: int, port: int, env: dict, out: str) -> None:
         for _ in range(4):
             shift.wait()
             slots.append(shift.agent.slot)
+        shift.close()
         result = {"settings": shift.settings.to_floats(), "slots": slots, **shift.status()}
     except TimeShiftError as e:
         result = {"error": str(e)}

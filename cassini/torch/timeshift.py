@@ -153,14 +153,21 @@ def settings_from_url(
         raise TimeShiftError(f"{ENV_URL}: {where}: answer has no 'shift' field")
     if not body["shift"]:
         return ShiftSettings(False, reason=str(body.get("reason") or "no shift"), source="url")
+    tolerance = body.get("tolerance_s")
+    if tolerance is not None:
+        try:
+            tolerance = float(tolerance)
+        except (TypeError, ValueError):
+            raise TimeShiftError(
+                f"{ENV_URL}: {where}: tolerance_s: not a number: {tolerance!r}"
+            ) from None
     try:
-        tolerance = body.get("tolerance_s")
         return ShiftSettings(
             True,
             float(body["shift_s"]),
             float(body["period_s"]),
             float(body["epoch_s"]),
-            None if tolerance is None else float(tolerance),
+            tolerance,
             source="url",
         )
     except KeyError as e:
