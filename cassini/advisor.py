@@ -439,13 +439,27 @@ def predict_candidate(
     same = predict_iteration_times(job_map, links)
     shifted = predict_iteration_times(job_map, links, slots_of(shared))
     held, advised, reasons = set(shared), shifted, {}
-    for _ in range(len(shared)):
+    for _ in range(len(shared) + 1):  # each pass removes a job, the last confirms
         declined = [j for j in sorted(held) if same[j] < advised[j] * (1.0 + threshold)]
-        if not declined:
-            break
         for j in declined:
             reasons[j] = _decline_reason(stretch[j], advised[j], same[j], threshold)
-        held -= set(declined)
+        # a job left without a held partner on any of its links has nothing to interleave
+        # with: its partners' phases wander against its slots
+        rest = held - set(declined)
+        alone = [
+            j
+            for j in sorted(rest)
+            if not any(k != j and k in rest for sol in solutions.values() if j in sol.job_ids
+                       for k in sol.job_ids)
+        ]  # fmt: skip
+        for j in alone:
+            reasons[j] = (
+                "no other job on its links is shifted: nothing to interleave with "
+                f"(predicted {_ms(advised[j])} shifted vs {_ms(same[j])} at the same start)"
+            )
+        if not declined and not alone:
+            break
+        held = rest - set(alone)
         advised = predict_iteration_times(job_map, links, slots_of(held))
     for j in held:
         reasons[j] = (

@@ -258,6 +258,8 @@ def test_advice_shifts_only_jobs_predicted_to_gain_the_threshold(jobs, capacity_
             assert it["same_start"] >= it["advised"] * (1 + threshold) * (1 - 1e-9)
             assert pred.agent_period_s[j.job_id] >= j.iteration_time_s
         assert pred.reasons[j.job_id]
+    # one link: a job is never held without a held partner (nothing to interleave with)
+    assert sum(pred.shift.values()) != 1
 
 
 @given(
