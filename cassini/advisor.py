@@ -439,6 +439,10 @@ def predict_candidate(
     same = predict_iteration_times(job_map, links)
     shifted = predict_iteration_times(job_map, links, slots_of(shared))
     held, advised, reasons = set(shared), shifted, {}
+    partners = {
+        j: {k for sol in solutions.values() if j in sol.job_ids for k in sol.job_ids} - {j}
+        for j in shared
+    }
     for _ in range(len(shared) + 1):  # each pass removes a job, the last confirms
         declined = [j for j in sorted(held) if same[j] < advised[j] * (1.0 + threshold)]
         for j in declined:
@@ -446,12 +450,7 @@ def predict_candidate(
         # a job left without a held partner on any of its links has nothing to interleave
         # with: its partners' phases wander against its slots
         rest = held - set(declined)
-        alone = [
-            j
-            for j in sorted(rest)
-            if not any(k != j and k in rest for sol in solutions.values() if j in sol.job_ids
-                       for k in sol.job_ids)
-        ]  # fmt: skip
+        alone = [j for j in sorted(rest) if not partners[j] & rest]
         for j in alone:
             reasons[j] = (
                 "no other job on its links is shifted: nothing to interleave with "

@@ -77,14 +77,15 @@ def link_slip_tolerances_s(
     span = _span_s(jobs)
     budget = allowance * span * capacity_bps  # bits of extra excess a slip may add
 
-    period_of = {j.job_id: j.iteration_time_s for j in jobs}
     for job_id, shift in shifts_s.items():
         if not math.isfinite(shift):
             raise InputError(f"shifts_s.{job_id}", f"must be a finite number, got {shift!r}")
+    # shifts within [0, period): continuous_score places edges from one period back
+    period_of = {j.job_id: j.iteration_time_s for j in jobs}
+    wrapped = {j: shifts_s.get(j, 0.0) % period for j, period in period_of.items()}
 
     def over(moved: str, by_s: float) -> float:
-        # shifts within [0, period): continuous_score places edges from one period back
-        at = {j: shifts_s.get(j, 0.0) % period_of[j] for j in period_of}
+        at = dict(wrapped)
         at[moved] = (at[moved] + by_s) % period_of[moved]
         return (1.0 - continuous_score(jobs, capacity_bps, at, span)) * span * capacity_bps
 

@@ -112,8 +112,8 @@ def case_config(
 ) -> dict[str, Any]:
     """The testbed config of one case (see the module docstring); ``only``: run just
     these schemes (by name) besides ``ideal``, which every figure is relative to;
-    ``agent_slack``: the agent's period slack (fraction; default: the runner's, from how
-    full the link is)."""
+    ``agent_slack``: the agent's period slack (fraction; default: the runner's,
+    :func:`cassini.predict.period_slack`)."""
     if case == "leafspine":
         topo = {
             "kind": "leaf_spine",

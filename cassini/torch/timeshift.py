@@ -106,20 +106,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings
     missing = [name for name in NUMBERS if name not in present]
     if missing:
         raise TimeShiftError(f"{missing[0]}: missing (set with {', '.join(present)})")
-    values = {}
-    for name in NUMBERS:
-        try:
-            values[name] = float(env[name])
-        except ValueError:
-            raise TimeShiftError(f"{name}: not a number: {env[name]!r}") from None
-    tolerance = None
-    if env.get(ENV_TOLERANCE_S, "").strip():
-        try:
-            tolerance = float(env[ENV_TOLERANCE_S])
-        except ValueError:
-            raise TimeShiftError(
-                f"{ENV_TOLERANCE_S}: not a number: {env[ENV_TOLERANCE_S]!r}"
-            ) from None
+    values = {name: _env_number(env, name) for name in NUMBERS}
+    tolerance = _env_number(env, ENV_TOLERANCE_S) if env.get(ENV_TOLERANCE_S, "").strip() else None
     try:
         return ShiftSettings(
             True,
@@ -132,6 +120,13 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings
     except TimeShiftError as e:  # name the variable, not the field
         field, _, message = str(e).partition(": ")
         raise TimeShiftError(f"CASSINI_{field.upper()}: {message}") from None
+
+
+def _env_number(env: Mapping[str, str], name: str) -> float:
+    try:
+        return float(env[name])
+    except ValueError:
+        raise TimeShiftError(f"{name}: not a number: {env[name]!r}") from None
 
 
 def settings_from_url(
@@ -263,11 +258,12 @@ class TimeShift:
             return 0.0
         if not self._distributed:
             return self.agent.step()
+        planner = self._rank == 0
+        sync = lambda values: _broadcast(values, self.group)  # noqa: E731
         if self.ahead:
             ex = self._exchange
-            first = lambda values: _broadcast(values, self.group)  # noqa: E731
-            return self.agent.step_ahead(self._rank == 0, ex.post, ex.take, first)
-        return self.agent.step(self._rank == 0, lambda values: _broadcast(values, self.group))
+            return self.agent.step_ahead(planner, ex.post, ex.take, first=sync)
+        return self.agent.step(planner, sync)
 
     def close(self) -> None:
         """Wait for a decision still in flight (ahead mode); call before destroying the
