@@ -108,16 +108,13 @@ def period_slack(link_load: float, low: float = 0.03, high: float = 0.03) -> flo
     ``low`` below 80 % load, ``high`` from 95 %, linear in between; 3 % at any load by
     default.
 
-    On a link the bytes (nearly) fill, phases sit back to back and a late one overlaps
-    its neighbour: two synthetic 50 % jobs (~105 % with headers) needed 3 % (at 1 %, 4 of
-    5 runs released both jobs after repeated re-alignments).  With free time on the circle
-    a late phase lands in a gap, so the default used to be 1 % below 80 % load (two
-    VGG-11 DDP jobs at 72 % load held it with no missed slot on 2026-11-24).  But the slack
-    is also what lets a late job catch up, and held jobs that share a cluster run a little
-    longer than alone: on 2026-11-25 the VGG-11 pair's held iterations ran 3-4 % over
-    their time alone, a 1 % slack left them no room to catch up, and they re-aligned 0-4
-    times per run (CASSINI 1.07-1.10x ideal on ``fair``); with 3 %, 0-1 times (1.07-1.08x),
-    and a BERT-base pair that had both jobs released at 1 % kept them held."""
+    Why 3 % at every load: on a link the bytes (nearly) fill, phases sit back to back and
+    a late one overlaps its neighbour (two synthetic 50 % jobs at 1 %: both jobs released
+    in 4 of 5 runs).  With free time on the circle a late phase lands in a gap, but the
+    slack is also what lets a late job catch up, and held jobs that share a cluster run a
+    little longer than alone (a VGG-11 DDP pair at 72 % load: 3-4 %), so 1 % there left
+    no room to catch up (0-4 re-alignments per run against 0-1 at 3 %).  The runs are in
+    ``docs/results.md``, section 3."""
     if not math.isfinite(link_load) or link_load < 0:
         raise InputError("link_load", f"must be a finite number >= 0, got {link_load!r}")
     if link_load <= 0.8:
