@@ -1,0 +1,273 @@
+"""Host tables: a CSV with one row per host naming its ToR, aggregation and core switch.
+
+Two headers are accepted (columns in any order):
+
+* The Alibaba Lingjun 2023 ``topo.csv`` (``alibaba/alibaba-lingjun-dataset-2023``), as
+  published: ``ip,DSW,PSW,ASW`` -- the host, its core switch (DSW), aggregation switch
+  (PSW) and ToR switch (ASW).  The file has no speeds or GPU counts: they come from the
+  parameters (``gpus_per_server``, ``server_link_bps``, ``oversubscription``,
+  ``pod_oversubscription``).
+* Ours: ``host,tor`` required; ``agg``, ``core``, ``gpus``, ``host_bps``,
+  ``tor_uplink_bps``, ``agg_uplink_bps`` optional.  ``host_bps`` is the host's link
+  (bits/s), ``tor_uplink_bps`` / ``agg_uplink_bps`` the summed uplink capacity of the
+  host's ToR / aggregation switch (repeated on each of its rows, and they must agree).
+  Without ``agg`` the fabric is two-tier (every ToR under one spine); without ``core``
+  every aggregation switch is under one core.  A column and the parameter of the same
+  quantity may not both be given.
+
+A switch is identified by its full path (core, aggregation, ToR): names may repeat under
+different parents (Lingjun's ASW names do), and such ToRs are different racks.  Racks may
+hold any number of hosts.  Defaults where neither column nor parameter says:
+``server_link_bps`` 50e9, ``oversubscription`` 2 (ToR uplinks = hosts' links / 2),
+``pod_oversubscription`` 1 (aggregation uplinks = its ToRs' uplinks).
+
+Bad input raises :class:`cassini.errors.InputError` whose field is ``file:line:column``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cassini.errors import InputError
+from cassini.sim.topologies.fabric import FabricBuilder, Topology
+from cassini.sim.topologies.params import check_int, check_positive
+
+#: The Lingjun header's columns and the role of each.
+LINGJUN_COLUMNS = {"ip": "host", "DSW": "core", "PSW": "agg", "ASW": "tor"}
+#: Our header's columns.
+OUR_COLUMNS = ("host", "tor", "agg", "core", "gpus", "host_bps", "tor_uplink_bps",
+               "agg_uplink_bps")
+#: Parameters and the column that gives the same quantity.
+PARAMETER_COLUMN = {
+    "gpus_per_server": "gpus",
+    "server_link_bps": "host_bps",
+    "oversubscription": "tor_uplink_bps",
+    "pod_oversubscription": "agg_uplink_bps",
+}
+DEFAULTS = {"server_link_bps": 50e9, "oversubscription": 2.0, "pod_oversubscription": 1.0}
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """One host as its row gives it; ``cells`` maps a role to (value, column number)."""
+
+    line: int
+    cells: dict[str, tuple[str, int]]
+
+    def text(self, role: str, default: str = "") -> str:
+        return self.cells[role][0] if role in self.cells else default
+
+
+def read_host_table(
+    path: Path | str,
+    *,
+    gpus_per_server: int | None = None,
+    server_link_bps: float | None = None,
+    oversubscription: float | None = None,
+    pod_oversubscription: float | None = None,
+) -> Topology:
+    """Read a host table (Lingjun ``topo.csv`` or ours) into a :class:`Topology`."""
+    path = Path(path)
+    params: dict[str, Any] = {
+        "gpus_per_server": gpus_per_server,
+        "server_link_bps": server_link_bps,
+        "oversubscription": oversubscription,
+        "pod_oversubscription": pod_oversubscription,
+    }
+    rows, roles, fmt = _read_rows(path)
+    for name, value in params.items():
+        if value is None:
+            continue
+        if PARAMETER_COLUMN[name] in roles:
+            raise InputError(name, f"{path} has a {PARAMETER_COLUMN[name]} column; give one")
+        if name == "gpus_per_server":
+            check_int(name, value)
+        else:
+            check_positive(name, value)
+    if "gpus" not in roles and gpus_per_server is None:
+        raise InputError("gpus_per_server", f"required: {path} has no gpus column")
+    given = {k: v for k, v in params.items() if v is not None}
+    settings = DEFAULTS | given
+    topo = _build(path, rows, roles, settings)
+    source = {"hosts": str(path.resolve()), **given}
+    return replace(topo, kind=fmt, source=source)
+
+
+def _read_rows(path: Path) -> tuple[list[HostRow], set[str], str]:
+    try:
+        f = path.open(newline="")
+    except OSError as e:
+        raise InputError("hosts", f"cannot read {path}: {e.strerror}") from None
+    with f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header:
+            raise InputError(f"{path}:1:1", "empty file; expected a header row")
+        names = [h.strip() for h in header]
+        if set(names) == set(LINGJUN_COLUMNS) and len(names) == len(LINGJUN_COLUMNS):
+            fmt, roles = "lingjun", [LINGJUN_COLUMNS[n] for n in names]
+        else:
+            fmt, roles = "hosts", _our_roles(path, names)
+        rows = []
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) > len(roles):
+                raise InputError(
+                    f"{path}:{line}:{len(roles) + 1}",
+                    f"extra cell {row[len(roles)]!r}: the header has {len(roles)} columns",
+                )
+            cells = {}
+            for col, role in enumerate(roles, start=1):
+                if col > len(row):
+                    raise InputError(f"{path}:{line}:{col}", f"{names[col - 1]}: missing")
+                value = row[col - 1].strip()
+                if not value:
+                    raise InputError(f"{path}:{line}:{col}", f"{names[col - 1]}: empty")
+                cells[role] = (value, col)
+            rows.append(HostRow(line, cells))
+    if not rows:
+        raise InputError(f"{path}:2:1", "no hosts: a host table needs one row per host")
+    return rows, set(roles), fmt
+
+
+def _our_roles(path: Path, names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for col, name in enumerate(names, start=1):
+        if name not in OUR_COLUMNS:
+            raise InputError(
+                f"{path}:1:{col}",
+                f"unknown column {name!r}: expected the Lingjun header ip,DSW,PSW,ASW or "
+                f"columns from {', '.join(OUR_COLUMNS)}",
+            )
+        if name in seen:
+            raise InputError(f"{path}:1:{col}", f"column {name!r} appears twice")
+        seen.add(name)
+    for name in ("host", "tor"):
+        if name not in seen:
+            raise InputError(f"{path}:1:1", f"missing column {name!r} (host,tor are required)")
+    if "core" in seen and "agg" not in seen:
+        raise InputError(f"{path}:1:{names.index('core') + 1}", "a core column needs an agg column")
+    return names
+
+
+def _number(path: Path, row: HostRow, role: str, integer: bool = False) -> float:
+    text, col = row.cells[role]
+    where = f"{path}:{row.line}:{col}"
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(where, f"{role}: not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(where, f"{role}: must be > 0, got {text}")
+    if integer and value != int(value):
+        raise InputError(where, f"{role}: must be a whole number, got {text}")
+    return value
+
+
+def _natural(key: Iterable[str]) -> tuple[tuple[Any, ...], ...]:
+    """Sort key that puts S2 before S10."""
+    return tuple(
+        tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", part)) for part in key
+    )
+
+
+def _agreed(
+    path: Path, rows: list[HostRow], role: str, group: Any
+) -> dict[Any, float]:
+    """One value of ``role`` per group (a ToR or aggregation switch); InputError when two
+    rows of a group disagree."""
+    out: dict[Any, tuple[float, int]] = {}
+    for row in rows:
+        value, key = _number(path, row, role), group(row)
+        if key in out and out[key][0] != value:
+            first_value, first_line = out[key]
+            raise InputError(
+                f"{path}:{row.line}:{row.cells[role][1]}",
+                f"{role}: {value:g} differs from {first_value:g} on line {first_line} "
+                f"for the same switch {'/'.join(k for k in key if k)}",
+            )
+        out.setdefault(key, (value, row.line))
+    return {k: v for k, (v, _) in out.items()}
+
+
+def _build(
+    path: Path, rows: list[HostRow], roles: set[str], settings: dict[str, Any]
+) -> Topology:
+    seen: dict[str, int] = {}
+    for row in rows:
+        name, col = row.cells["host"]
+        if name in seen:
+            raise InputError(
+                f"{path}:{row.line}:{col}", f"host {name!r} already on line {seen[name]}"
+            )
+        seen[name] = row.line
+
+    def tor_key(row: HostRow) -> tuple[str, str, str]:
+        return (row.text("core"), row.text("agg"), row.text("tor"))
+
+    def agg_key(row: HostRow) -> tuple[str, str]:
+        return (row.text("core"), row.text("agg"))
+
+    three_tier = "agg" in roles
+    gpus = {
+        row.line: int(_number(path, row, "gpus", integer=True)) if "gpus" in roles
+        else int(settings["gpus_per_server"])
+        for row in rows
+    }
+    host_bps = {
+        row.line: _number(path, row, "host_bps") if "host_bps" in roles
+        else float(settings["server_link_bps"])
+        for row in rows
+    }
+    tor_rows: dict[tuple[str, str, str], list[HostRow]] = {}
+    for row in rows:
+        tor_rows.setdefault(tor_key(row), []).append(row)
+    if "tor_uplink_bps" in roles:
+        tor_up = _agreed(path, rows, "tor_uplink_bps", tor_key)
+    else:
+        tor_up = {
+            k: sum(host_bps[r.line] for r in members) / settings["oversubscription"]
+            for k, members in tor_rows.items()
+        }
+    tors_of_agg: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for key in sorted(tor_rows, key=_natural):
+        tors_of_agg.setdefault(key[:2], []).append(key)
+    if "agg_uplink_bps" in roles:
+        agg_up = _agreed(path, rows, "agg_uplink_bps", agg_key)
+    else:
+        agg_up = {
+            a: sum(tor_up[t] for t in tors) / settings["pod_oversubscription"]
+            for a, tors in tors_of_agg.items()
+        }
+
+    b = FabricBuilder(("tor", "agg", "core") if three_tier else ("tor", "spine"))
+    if three_tier:
+        cores = {c: b.switch("core", c or "core") for c in sorted({a[0] for a in tors_of_agg},
+                                                                  key=lambda c: _natural([c]))}
+    else:
+        spine = b.switch("spine", "spine")
+    for pod, (agg, tors) in enumerate(tors_of_agg.items()):
+        if three_tier:
+            upper = b.switch("agg", "/".join(p for p in agg if p))
+            b.link(upper, cores[agg[0]], agg_up[agg])
+        else:
+            upper, pod = spine, 0
+        for key in tors:
+            tor = b.switch("tor", "/".join(p for p in key if p))
+            b.link(tor, upper, tor_up[key])
+            members = tor_rows[key]
+            b.rack(
+                [(r.text("host"), gpus[r.line]) for r in members],
+                (tor,),
+                pod,
+                [host_bps[r.line] for r in members],
+            )
+    return b.build("hosts", {})
