@@ -34,6 +34,7 @@ examples:
   cassini sim run experiments/configs/sim_paper.yaml --out results/sim
   cassini sim sweep experiments/configs/sim_paper.yaml --out results/sweep --workers 2
   cassini sim trace experiments/configs/sim_paper.yaml --out jobs.csv
+  cassini sim topo show topo.csv --gpus-per-server 8     (host tables: docs/topologies.md)
 """
 
 
@@ -69,6 +70,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write the jobs CONFIG's workload generates as a trace file (CSV, or "
         "JSON when the name ends in .json) that a config can replay with workload.trace.",
     )
+    topo = ssub.add_parser(
+        "topo",
+        help="inspect a cluster topology (host table or config)",
+        description="Inspect a topology: a host table (CSV: Lingjun topo.csv or ours) or a "
+        "config's cluster (YAML/JSON).  See docs/topologies.md.",
+    )
+    tsub = topo.add_subparsers(dest="topo_command", required=True, metavar="SUBCOMMAND")
+    show = tsub.add_parser(
+        "show",
+        help="hosts, GPUs, switches per tier, uplink oversubscription per ToR, irregularities",
+        description="Print hosts, GPUs, switches and links per tier, uplink "
+        "oversubscription per ToR and anything irregular (table, or --json).",
+    )
+    show.add_argument("file", help="host table (.csv) or config (.yaml/.json)")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    show.add_argument("--gpus-per-server", type=int, help="host table without a gpus column")
+    show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
+    show.add_argument("--oversubscription", type=float, help="ToR downlinks / uplinks")
+    show.add_argument("--pod-oversubscription", type=float, help="aggregation down / up")
     for p in (run, sweep, trace):
         p.add_argument("config", help="configuration file (YAML or JSON)")
         p.add_argument("--out", required=True, help="output directory (trace: file)")
@@ -103,6 +123,10 @@ def main(args: argparse.Namespace) -> int:
     from cassini.sim.schedulers import Scheduler
     from cassini.sim.workload import write_trace
 
+    if args.sim_command == "topo":
+        from cassini.sim.topologies.show import main as topo_main
+
+        return topo_main(args)
     try:
         cfg = read_config(args.config)
         out = Path(args.out)

@@ -5,6 +5,8 @@
     name: poisson-90                 # optional label
     cluster: {racks: 16, servers_per_rack: 8, gpus_per_server: 8,
               server_link_bps: 5.0e+10, oversubscription: 2}     # + racks_per_pod
+      # or: {hosts: topo.csv, gpus_per_server: 8, ...}  (relative to the config file)
+      # or: {generate: fat-tree, k: 4, ...}               (see docs/topologies.md)
     workload:
       poisson: {jobs: 1000, load: 0.9, gpus: {8: 1, 16: 1, 32: 1},
                 iterations: [200, 1000], models: [vgg16, bert]}  # models optional
@@ -33,6 +35,8 @@ from cassini import schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.schedulers import Scheduler
+from cassini.sim.topologies import Topology, is_topology_form
+from cassini.sim.topologies import build as build_topology
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
 
@@ -43,7 +47,7 @@ SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
 class SimConfig:
     """A parsed configuration; ``poisson`` or ``trace`` says where jobs come from."""
 
-    cluster: Cluster
+    cluster: Cluster | Topology
     schedulers: tuple[str, ...]
     poisson: Mapping[str, Any] | None = None
     trace: Path | None = None
@@ -85,7 +89,11 @@ class SimConfig:
         if "scheduler" in axes:
             out = replace(out, schedulers=(axes["scheduler"],))
         if "oversubscription" in axes:
-            c = replace(out.cluster, oversubscription=float(axes["oversubscription"]))
+            over = float(axes["oversubscription"])
+            if isinstance(out.cluster, Topology):
+                c = out.cluster.with_parameters(oversubscription=over)
+            else:
+                c = replace(out.cluster, oversubscription=over)
             out = replace(out, cluster=c)
         return out
 
@@ -112,7 +120,10 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         ("cluster", "workload", "schedulers"),
         ("name", "profiles", "candidates", "seed", "precision_deg", "sweep"),
     )
-    cluster = Cluster.from_dict(obj["cluster"], "cluster")
+    if is_topology_form(obj["cluster"]):
+        cluster = build_topology(obj["cluster"], "cluster", base)
+    else:
+        cluster = Cluster.from_dict(obj["cluster"], "cluster")
     schedulers = tuple(
         schema.identifier(s, f"schedulers[{i}]")
         for i, s in enumerate(schema.array(obj["schedulers"], "schedulers", non_empty=True))
@@ -157,7 +168,7 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
     )
 
 
-def _poisson(obj: Any, cluster: Cluster) -> dict[str, Any]:
+def _poisson(obj: Any, cluster: Cluster | Topology) -> dict[str, Any]:
     f = "workload.poisson"
     obj = schema.require_object(obj, f)
     schema.check_fields(obj, f, ("jobs", "load", "gpus"), ("iterations", "models"))

@@ -16,6 +16,7 @@ from typing import Any
 from cassini.errors import InputError
 from cassini.sim.topologies.fabric import FabricBuilder, Topology
 from cassini.sim.topologies.params import check_int, check_positive
+from cassini.sim.topology import Cluster
 
 
 def two_tier(
@@ -28,8 +29,12 @@ def two_tier(
 ) -> Topology:
     """``racks`` ToRs, each linked to every one of ``spines`` spines (ECMP has ``spines``
     paths between two racks)."""
-    for name, v in (("racks", racks), ("servers_per_rack", servers_per_rack),
-                    ("gpus_per_server", gpus_per_server), ("spines", spines)):
+    for name, v in (
+        ("racks", racks),
+        ("servers_per_rack", servers_per_rack),
+        ("gpus_per_server", gpus_per_server),
+        ("spines", spines),
+    ):
         check_int(name, v)
     check_positive("server_link_bps", server_link_bps)
     check_positive("oversubscription", oversubscription)
@@ -43,9 +48,13 @@ def two_tier(
         hosts = [(f"r{r}h{k}", gpus_per_server) for k in range(servers_per_rack)]
         b.rack(hosts, (tor,), 0, server_link_bps)
     source: dict[str, Any] = {
-        "generate": "two-tier", "racks": racks, "servers_per_rack": servers_per_rack,
-        "gpus_per_server": gpus_per_server, "server_link_bps": server_link_bps,
-        "oversubscription": oversubscription, "spines": spines,
+        "generate": "two-tier",
+        "racks": racks,
+        "servers_per_rack": servers_per_rack,
+        "gpus_per_server": gpus_per_server,
+        "server_link_bps": server_link_bps,
+        "oversubscription": oversubscription,
+        "spines": spines,
     }
     return b.build("two-tier", source)
 
@@ -63,14 +72,22 @@ def three_tier(
 ) -> Topology:
     """``racks / racks_per_pod`` pods; each ToR linked to every aggregation switch of its
     pod, each aggregation switch to every core switch."""
-    for name, v in (("racks", racks), ("servers_per_rack", servers_per_rack),
-                    ("racks_per_pod", racks_per_pod), ("gpus_per_server", gpus_per_server),
-                    ("aggs_per_pod", aggs_per_pod), ("cores", cores)):
+    for name, v in (
+        ("racks", racks),
+        ("servers_per_rack", servers_per_rack),
+        ("racks_per_pod", racks_per_pod),
+        ("gpus_per_server", gpus_per_server),
+        ("aggs_per_pod", aggs_per_pod),
+        ("cores", cores),
+    ):
         check_int(name, v)
     if racks % racks_per_pod:
         raise InputError("racks_per_pod", f"must divide racks ({racks}), got {racks_per_pod}")
-    for name, x in (("server_link_bps", server_link_bps), ("oversubscription", oversubscription),
-                    ("pod_oversubscription", pod_oversubscription)):
+    for name, x in (
+        ("server_link_bps", server_link_bps),
+        ("oversubscription", oversubscription),
+        ("pod_oversubscription", pod_oversubscription),
+    ):
         check_positive(name, x)
     b = FabricBuilder(("tor", "agg", "core"))
     core_ids = [b.switch("core") for _ in range(cores)]
@@ -89,10 +106,35 @@ def three_tier(
             hosts = [(f"r{r}h{j}", gpus_per_server) for j in range(servers_per_rack)]
             b.rack(hosts, (tor,), p, server_link_bps)
     source: dict[str, Any] = {
-        "generate": "three-tier", "racks": racks, "servers_per_rack": servers_per_rack,
-        "racks_per_pod": racks_per_pod, "gpus_per_server": gpus_per_server,
-        "server_link_bps": server_link_bps, "oversubscription": oversubscription,
-        "pod_oversubscription": pod_oversubscription, "aggs_per_pod": aggs_per_pod,
+        "generate": "three-tier",
+        "racks": racks,
+        "servers_per_rack": servers_per_rack,
+        "racks_per_pod": racks_per_pod,
+        "gpus_per_server": gpus_per_server,
+        "server_link_bps": server_link_bps,
+        "oversubscription": oversubscription,
+        "pod_oversubscription": pod_oversubscription,
+        "aggs_per_pod": aggs_per_pod,
         "cores": cores,
     }
     return b.build("three-tier", source)
+
+
+def from_cluster(cluster: Cluster) -> Topology:
+    """The generated fabric equivalent to a uniform :class:`Cluster` (one spine, or one
+    aggregation switch per pod under one core): same racks, same links per ring job, same
+    capacities."""
+    common = {
+        "racks": cluster.racks,
+        "servers_per_rack": cluster.servers_per_rack,
+        "gpus_per_server": cluster.gpus_per_server,
+        "server_link_bps": cluster.server_link_bps,
+        "oversubscription": cluster.oversubscription,
+    }
+    if cluster.racks_per_pod is None:
+        return two_tier(**common)
+    return three_tier(
+        **common,
+        racks_per_pod=cluster.racks_per_pod,
+        pod_oversubscription=cluster.pod_oversubscription,
+    )

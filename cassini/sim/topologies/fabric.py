@@ -145,9 +145,7 @@ class Topology:
         """The servers of every rack; InputError when racks differ in size."""
         sizes = {len(r) for r in self.racks}
         if len(sizes) != 1:
-            raise InputError(
-                "servers_per_rack", f"racks have different sizes ({sorted(sizes)})"
-            )
+            raise InputError("servers_per_rack", f"racks have different sizes ({sorted(sizes)})")
         return sizes.pop()
 
     @property

@@ -29,7 +29,7 @@ def fat_tree(k: int, gpus_per_server: int = 8, server_link_bps: float = 50e9) ->
     for p in range(k):
         aggs = [b.switch("agg", f"pod{p}/agg{a}") for a in range(half)]
         for a, agg in enumerate(aggs):
-            for c in cores[a * half:(a + 1) * half]:
+            for c in cores[a * half : (a + 1) * half]:
                 b.link(agg, c, bps)
         for e in range(half):
             tor = b.switch("tor", f"pod{p}/edge{e}")
@@ -38,7 +38,9 @@ def fat_tree(k: int, gpus_per_server: int = 8, server_link_bps: float = 50e9) ->
             hosts = [(f"p{p}e{e}h{h}", gpus_per_server) for h in range(half)]
             b.rack(hosts, (tor,), p, bps)
     source: dict[str, Any] = {
-        "generate": "fat-tree", "k": k, "gpus_per_server": gpus_per_server,
+        "generate": "fat-tree",
+        "k": k,
+        "gpus_per_server": gpus_per_server,
         "server_link_bps": bps,
     }
     return b.build("fat-tree", source)

@@ -41,8 +41,7 @@ from cassini.sim.topologies.params import check_int, check_positive
 #: The Lingjun header's columns and the role of each.
 LINGJUN_COLUMNS = {"ip": "host", "DSW": "core", "PSW": "agg", "ASW": "tor"}
 #: Our header's columns.
-OUR_COLUMNS = ("host", "tor", "agg", "core", "gpus", "host_bps", "tor_uplink_bps",
-               "agg_uplink_bps")
+OUR_COLUMNS = ("host", "tor", "agg", "core", "gpus", "host_bps", "tor_uplink_bps", "agg_uplink_bps")
 #: Parameters and the column that gives the same quantity.
 PARAMETER_COLUMN = {
     "gpus_per_server": "gpus",
@@ -179,9 +178,7 @@ def _natural(key: Iterable[str]) -> tuple[tuple[Any, ...], ...]:
     )
 
 
-def _agreed(
-    path: Path, rows: list[HostRow], role: str, group: Any
-) -> dict[Any, float]:
+def _agreed(path: Path, rows: list[HostRow], role: str, group: Any) -> dict[Any, float]:
     """One value of ``role`` per group (a ToR or aggregation switch); InputError when two
     rows of a group disagree."""
     out: dict[Any, tuple[float, int]] = {}
@@ -198,9 +195,7 @@ def _agreed(
     return {k: v for k, (v, _) in out.items()}
 
 
-def _build(
-    path: Path, rows: list[HostRow], roles: set[str], settings: dict[str, Any]
-) -> Topology:
+def _build(path: Path, rows: list[HostRow], roles: set[str], settings: dict[str, Any]) -> Topology:
     seen: dict[str, int] = {}
     for row in rows:
         name, col = row.cells["host"]
@@ -218,12 +213,14 @@ def _build(
 
     three_tier = "agg" in roles
     gpus = {
-        row.line: int(_number(path, row, "gpus", integer=True)) if "gpus" in roles
+        row.line: int(_number(path, row, "gpus", integer=True))
+        if "gpus" in roles
         else int(settings["gpus_per_server"])
         for row in rows
     }
     host_bps = {
-        row.line: _number(path, row, "host_bps") if "host_bps" in roles
+        row.line: _number(path, row, "host_bps")
+        if "host_bps" in roles
         else float(settings["server_link_bps"])
         for row in rows
     }
@@ -250,8 +247,10 @@ def _build(
 
     b = FabricBuilder(("tor", "agg", "core") if three_tier else ("tor", "spine"))
     if three_tier:
-        cores = {c: b.switch("core", c or "core") for c in sorted({a[0] for a in tors_of_agg},
-                                                                  key=lambda c: _natural([c]))}
+        cores = {
+            c: b.switch("core", c or "core")
+            for c in sorted({a[0] for a in tors_of_agg}, key=lambda c: _natural([c]))
+        }
     else:
         spine = b.switch("spine", "spine")
     for pod, (agg, tors) in enumerate(tors_of_agg.items()):

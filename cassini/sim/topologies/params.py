@@ -17,8 +17,10 @@ def check_int(name: str, value: Any, minimum: int = 1) -> int:
 
 def check_positive(name: str, value: Any) -> float:
     """A finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-        math.isfinite(value) and value > 0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
     ):
         raise InputError(name, f"must be a finite number > 0, got {value!r}")
     return float(value)

@@ -30,8 +30,12 @@ def rail_optimised(
     spines: int = 1,
 ) -> Topology:
     """``groups`` groups of ``servers_per_group`` servers, ``gpus_per_server`` rails."""
-    for name, v in (("groups", groups), ("servers_per_group", servers_per_group),
-                    ("gpus_per_server", gpus_per_server), ("spines", spines)):
+    for name, v in (
+        ("groups", groups),
+        ("servers_per_group", servers_per_group),
+        ("gpus_per_server", gpus_per_server),
+        ("spines", spines),
+    ):
         check_int(name, v)
     bps = check_positive("server_link_bps", server_link_bps)
     check_positive("oversubscription", oversubscription)
@@ -47,8 +51,12 @@ def rail_optimised(
         hosts = [(f"g{g}h{k}", gpus_per_server) for k in range(servers_per_group)]
         b.rack(hosts, tors, 0, bps)
     source: dict[str, Any] = {
-        "generate": "rail-optimised", "groups": groups, "servers_per_group": servers_per_group,
-        "gpus_per_server": gpus_per_server, "server_link_bps": bps,
-        "oversubscription": oversubscription, "spines": spines,
+        "generate": "rail-optimised",
+        "groups": groups,
+        "servers_per_group": servers_per_group,
+        "gpus_per_server": gpus_per_server,
+        "server_link_bps": bps,
+        "oversubscription": oversubscription,
+        "spines": spines,
     }
     return b.build("rail-optimised", source)

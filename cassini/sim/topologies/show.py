@@ -1,0 +1,241 @@
+"""``cassini sim topo show FILE``: what a topology holds -- hosts, GPUs, switches per tier,
+links per tier, uplink oversubscription per ToR -- and everything irregular about it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cassini.errors import InputError
+from cassini.sim.topologies.clos import from_cluster
+from cassini.sim.topologies.fabric import Topology
+from cassini.sim.topologies.hosts import read_host_table
+from cassini.sim.topologies.registry import build, is_topology_form
+
+#: GPUs per host assumed for a host table that names none (the Lingjun hosts have 8).
+ASSUMED_GPUS_PER_SERVER = 8
+
+
+def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
+    """The topology in ``path`` -- a host table (``.csv``, with ``params`` as
+    :func:`read_host_table` takes them) or a YAML/JSON config (its ``cluster:``, or the
+    whole file as a ``cluster:`` object) -- and the assumptions made reading it."""
+    path = Path(path)
+    notes: list[str] = []
+    given = {k: v for k, v in params.items() if v is not None}
+    if path.suffix.lower() == ".csv":
+        try:
+            return read_host_table(path, **given), notes
+        except InputError as e:
+            if e.field != "gpus_per_server" or "gpus_per_server" in given:
+                raise
+        notes.append(
+            f"gpus_per_server {ASSUMED_GPUS_PER_SERVER} assumed (the file names none; "
+            "--gpus-per-server)"
+        )
+        topo = read_host_table(path, **given, gpus_per_server=ASSUMED_GPUS_PER_SERVER)
+        return topo, notes
+    if given:
+        raise InputError("topo show", "link speed and GPU options apply to .csv host tables")
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InputError("topo show", f"cannot read {path}: {e.strerror}") from None
+    try:
+        obj = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise InputError("topo show", f"{path}: malformed: {e}") from None
+    field = "cluster" if isinstance(obj, Mapping) and "cluster" in obj else ""
+    cluster = obj["cluster"] if field else obj
+    if is_topology_form(cluster):
+        return build(cluster, field or "cluster", path.parent), notes
+    from cassini.sim.topology import Cluster
+
+    notes.append("today's uniform Cluster form, shown as the equivalent generated fabric")
+    return from_cluster(Cluster.from_dict(cluster, field or "cluster")), notes
+
+
+def _link_tier(topo: Topology, lower: str, upper: str) -> str:
+    tier = {s.id: s.tier for s in topo.switches}
+    return f"{tier.get(lower, 'host')}-{tier[upper]}"
+
+
+def summarise(topo: Topology, notes: list[str] | None = None) -> dict[str, Any]:
+    """A JSON-ready summary of ``topo``, with ``irregular`` listing what is not uniform."""
+    links: dict[str, dict[str, Any]] = {}
+    for link in topo.fabric_links:
+        entry = links.setdefault(
+            _link_tier(topo, link.lower, link.upper), {"count": 0, "bps": Counter()}
+        )
+        entry["count"] += 1
+        entry["bps"][link.bps] += 1
+    tors = []
+    for r, members in enumerate(topo.racks):
+        for tor in topo.rack_tors[r]:
+            sw = next(s for s in topo.switches if s.id == tor)
+            tors.append(
+                {
+                    "tor": tor,
+                    "name": sw.name,
+                    "pod": topo.rack_pods[r],
+                    "hosts": len(members),
+                    "gpus": sum(topo.gpus_per_host[s] for s in members),
+                    "downlink_bps": topo.downlink_bps[tor],
+                    "uplink_bps": topo.uplink_bps[tor],
+                    "oversubscription": topo.oversubscription(tor),
+                }
+            )
+    upper = [
+        {
+            "switch": s.id,
+            "name": s.name,
+            "tier": s.tier,
+            "downlink_bps": topo.downlink_bps[s.id],
+            "uplink_bps": topo.uplink_bps[s.id],
+            "oversubscription": topo.oversubscription(s.id),
+        }
+        for s in topo.switches
+        if s.tier != "tor"
+    ]
+    return {
+        "kind": topo.kind,
+        "source": topo.to_dict(),
+        "hosts": topo.servers,
+        "gpus": topo.gpus,
+        "gpus_per_host": _counts(Counter(topo.gpus_per_host)),
+        "racks": len(topo.racks),
+        "rack_sizes": _counts(topo.rack_sizes()),
+        "pods": topo.pods,
+        "planes": topo.planes,
+        "switches": {t: len(topo.switches_in(t)) for t in topo.tiers},
+        "links": {
+            t: {"count": v["count"], "bps": _counts(v["bps"])} for t, v in sorted(links.items())
+        },
+        "tors": tors,
+        "upper_switches": upper,
+        "irregular": irregularities(topo),
+        "notes": list(notes or []),
+    }
+
+
+def _counts(counter: Counter[Any]) -> dict[str, int]:
+    return {f"{k:g}" if isinstance(k, float) else str(k): v for k, v in sorted(counter.items())}
+
+
+def irregularities(topo: Topology) -> list[str]:
+    """What is not uniform, one sentence each (empty for a uniform fabric)."""
+    out = []
+    sizes = topo.rack_sizes()
+    if len(sizes) > 1:
+        spread = ", ".join(f"{n} of {k}" for k, n in sorted(sizes.items(), reverse=True))
+        out.append(f"racks of different sizes: {min(sizes)}-{max(sizes)} hosts ({spread})")
+    repeated = topo.repeated_tor_names()
+    if repeated:
+        shown = ", ".join(f"{k} x{n}" for k, n in list(repeated.items())[:6])
+        more = "" if len(repeated) <= 6 else f", ... ({len(repeated)} names)"
+        out.append(f"ToR names repeated under different parents: {shown}{more}")
+    gpus = Counter(topo.gpus_per_host)
+    if len(gpus) > 1:
+        out.append(f"hosts with different GPU counts (GPUs: hosts): {_pairs(_counts(gpus))}")
+    host_bps = Counter(topo.links[h] for hl in topo.host_links for h in hl)
+    if len(host_bps) > 1:
+        out.append(f"host links of different speeds (bits/s: links): {_pairs(_counts(host_bps))}")
+    for tier in topo.tiers[:-1]:
+        ratios = Counter(
+            round(topo.oversubscription(s.id) or 0.0, 3) for s in topo.switches_in(tier)
+        )
+        if len(ratios) > 1:
+            out.append(
+                f"{tier} uplink oversubscription differs (ratio: switches): "
+                f"{_pairs(_counts(ratios))}"
+            )
+    for lower, tier in itertools.pairwise(topo.tiers):
+        below = {s.id for s in topo.switches_in(lower)}
+        children = Counter(
+            sum(1 for link in topo.fabric_links if link.upper == s.id and link.lower in below)
+            for s in topo.switches_in(tier)
+        )
+        if len(children) > 1:
+            out.append(
+                f"{tier} switches with different numbers of {lower} switches below: "
+                f"{_pairs(_counts(children))} (children: switches)"
+            )
+    return out
+
+
+def format_text(summary: Mapping[str, Any]) -> str:
+    """The summary for people: totals, tiers, links, irregularities, then one row per
+    ToR."""
+    s = summary
+    lines = [
+        f"kind: {s['kind']}   hosts: {s['hosts']}   GPUs: {s['gpus']} "
+        f"(per host: {_pairs(s['gpus_per_host'])})   racks: {s['racks']}   pods: {s['pods']}"
+        + (f"   planes (rails): {s['planes']}" if s["planes"] > 1 else ""),
+        f"rack sizes (hosts: racks): {_pairs(s['rack_sizes'])}",
+        "switches: " + ", ".join(f"{t} {n}" for t, n in s["switches"].items()),
+        "links:",
+    ]
+    for tier, v in s["links"].items():
+        lines.append(f"  {tier:<12} {v['count']:>6}  bits/s: {_pairs(v['bps'])}")
+    lines.append("irregular:" + ("" if s["irregular"] else " nothing (uniform)"))
+    lines += [f"  - {x}" for x in s["irregular"]]
+    for note in s["notes"]:
+        lines.append(f"note: {note}")
+    if s["upper_switches"]:
+        lines.append("")
+        lines.append(f"{'switch':<10} {'name':<24} {'down Gb/s':>10} {'up Gb/s':>10} {'over':>6}")
+        for u in s["upper_switches"]:
+            lines.append(_switch_row(u["switch"], u["name"], u))
+    lines.append("")
+    lines.append(
+        f"{'ToR':<10} {'name':<24} {'pod':>4} {'hosts':>5} {'GPUs':>5} "
+        f"{'down Gb/s':>10} {'up Gb/s':>10} {'over':>6}"
+    )
+    for t in s["tors"]:
+        lines.append(
+            f"{t['tor']:<10} {t['name']:<24} {t['pod']:>4} {t['hosts']:>5} {t['gpus']:>5} "
+            f"{t['downlink_bps'] / 1e9:>10.1f} {t['uplink_bps'] / 1e9:>10.1f} "
+            f"{_ratio(t['oversubscription']):>6}"
+        )
+    return "\n".join(lines)
+
+
+def _switch_row(sid: str, name: str, u: Mapping[str, Any]) -> str:
+    return (
+        f"{sid:<10} {name:<24} {u['downlink_bps'] / 1e9:>10.1f} {u['uplink_bps'] / 1e9:>10.1f} "
+        f"{_ratio(u['oversubscription']):>6}"
+    )
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _pairs(d: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in d.items())
+
+
+def main(args: Any) -> int:
+    """``cassini sim topo show``: 0, or 2 with one line on stderr for bad input."""
+    import sys
+
+    try:
+        topo, notes = load(
+            args.file,
+            gpus_per_server=args.gpus_per_server,
+            server_link_bps=args.server_link_bps,
+            oversubscription=args.oversubscription,
+            pod_oversubscription=args.pod_oversubscription,
+        )
+    except InputError as e:
+        print(f"cassini sim topo: error: {e}", file=sys.stderr)
+        return 2
+    summary = summarise(topo, notes)
+    print(json.dumps(summary, indent=1) if args.json else format_text(summary))
+    return 0
