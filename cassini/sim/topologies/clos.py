@@ -94,13 +94,13 @@ def three_tier(
     tor_up = servers_per_rack * server_link_bps / oversubscription
     agg_up = racks_per_pod * tor_up / pod_oversubscription / aggs_per_pod
     for p in range(racks // racks_per_pod):
-        aggs = [b.switch("agg", f"pod{p}/agg{a}") for a in range(aggs_per_pod)]
+        aggs = [b.switch("agg", f"pod{p}-agg{a}") for a in range(aggs_per_pod)]
         for a in aggs:
             for c in core_ids:
                 b.link(a, c, agg_up / cores)
         for k in range(racks_per_pod):
             r = p * racks_per_pod + k
-            tor = b.switch("tor", f"pod{p}/tor{k}")
+            tor = b.switch("tor", f"pod{p}-tor{k}")
             for a in aggs:
                 b.link(tor, a, tor_up / aggs_per_pod)
             hosts = [(f"r{r}h{j}", gpus_per_server) for j in range(servers_per_rack)]

@@ -27,12 +27,12 @@ def fat_tree(k: int, gpus_per_server: int = 8, server_link_bps: float = 50e9) ->
     b = FabricBuilder(("tor", "agg", "core"))
     cores = [b.switch("core") for _ in range(half * half)]
     for p in range(k):
-        aggs = [b.switch("agg", f"pod{p}/agg{a}") for a in range(half)]
+        aggs = [b.switch("agg", f"pod{p}-agg{a}") for a in range(half)]
         for a, agg in enumerate(aggs):
             for c in cores[a * half : (a + 1) * half]:
                 b.link(agg, c, bps)
         for e in range(half):
-            tor = b.switch("tor", f"pod{p}/edge{e}")
+            tor = b.switch("tor", f"pod{p}-edge{e}")
             for agg in aggs:
                 b.link(tor, agg, bps)
             hosts = [(f"p{p}e{e}h{h}", gpus_per_server) for h in range(half)]

@@ -13,7 +13,8 @@ Two headers are accepted (columns in any order):
   host's ToR / aggregation switch (repeated on each of its rows, and they must agree).
   Without ``agg`` the fabric is two-tier (every ToR under one spine); without ``core``
   every aggregation switch is under one core.  A column and the parameter of the same
-  quantity may not both be given.
+  quantity may not both be given.  A table names at most one core switch (one row per
+  host cannot say how several cores are joined; Lingjun's names one DSW).
 
 A switch is identified by its full path (core, aggregation, ToR): names may repeat under
 different parents (Lingjun's ASW names do), and such ToRs are different racks.  Racks may
@@ -111,6 +112,8 @@ def _read_rows(path: Path) -> tuple[list[HostRow], set[str], str]:
         names = [h.strip() for h in header]
         if set(names) == set(LINGJUN_COLUMNS) and len(names) == len(LINGJUN_COLUMNS):
             fmt, roles = "lingjun", [LINGJUN_COLUMNS[n] for n in names]
+        elif set(names) & set(LINGJUN_COLUMNS):
+            raise _not_lingjun(path, names)
         else:
             fmt, roles = "hosts", _our_roles(path, names)
         rows = []
@@ -135,6 +138,23 @@ def _read_rows(path: Path) -> tuple[list[HostRow], set[str], str]:
     if not rows:
         raise InputError(f"{path}:2:1", "no hosts: a host table needs one row per host")
     return rows, set(roles), fmt
+
+
+def _not_lingjun(path: Path, names: list[str]) -> InputError:
+    """The error for a header with some of Lingjun's columns but not exactly them."""
+    expected = ",".join(LINGJUN_COLUMNS)
+    seen: set[str] = set()
+    for col, name in enumerate(names, start=1):
+        if name not in LINGJUN_COLUMNS or name in seen:
+            what = "appears twice" if name in seen else "is not one of them"
+            return InputError(
+                f"{path}:1:{col}", f"expected the Lingjun header {expected}: {name!r} {what}"
+            )
+        seen.add(name)
+    missing = [n for n in LINGJUN_COLUMNS if n not in seen]
+    return InputError(
+        f"{path}:1:{len(names) + 1}", f"expected the Lingjun header {expected}: missing {missing}"
+    )
 
 
 def _our_roles(path: Path, names: list[str]) -> list[str]:
@@ -204,6 +224,17 @@ def _build(path: Path, rows: list[HostRow], roles: set[str], settings: dict[str,
                 f"{path}:{row.line}:{col}", f"host {name!r} already on line {seen[name]}"
             )
         seen[name] = row.line
+
+    if "core" in roles:
+        first = rows[0]
+        for row in rows:
+            if row.text("core") != first.text("core"):
+                raise InputError(
+                    f"{path}:{row.line}:{row.cells['core'][1]}",
+                    f"core {row.text('core')!r} differs from {first.text('core')!r} on line "
+                    f"{first.line}: a host table may name one core switch (hosts under "
+                    "different cores would have no path between them)",
+                )
 
     def tor_key(row: HostRow) -> tuple[str, str, str]:
         return (row.text("core"), row.text("agg"), row.text("tor"))

@@ -44,7 +44,7 @@ def rail_optimised(
     spine_ids = [b.switch("spine") for _ in range(spines)]
     uplink = servers_per_group * bps / oversubscription / spines
     for g in range(groups):
-        tors = tuple(b.switch("tor", f"group{g}/rail{r}") for r in range(rails))
+        tors = tuple(b.switch("tor", f"group{g}-rail{r}") for r in range(rails))
         for tor in tors:
             for s in spine_ids:
                 b.link(tor, s, uplink)
