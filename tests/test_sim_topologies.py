@@ -238,6 +238,9 @@ def test_rail_optimised_puts_each_gpu_on_its_own_rail() -> None:
     rails = {k for k in shares if "-spine" in k}
     assert len(rails) == 2 * 8  # each rail's ToR uplink in both groups
     assert set(shares.values()) == {1 / 8}
+    # the engine compares full job rates with `links`: physical capacity x 8 planes
+    assert topo.links["srv0.3"] == 8 * topo.link_bps["srv0.3"] == 8 * 400e9
+    assert topo.rack_servers == (range(0, 4), range(4, 8), range(8, 12))
 
 
 # -- the uniform Cluster, rebuilt as a generated fabric ------------------------------------

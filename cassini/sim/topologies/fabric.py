@@ -16,7 +16,9 @@ Model (the same as ``Cluster``'s, generalised):
   link to its rack's ToR.  A rail-optimised fabric has one plane per rail: server i has a
   link to its rack's ToR of each rail.  A job's traffic is spread evenly over the planes,
   so each link of a job's route carries ``1 / planes`` of the job's rate
-  (:meth:`Topology.path_shares`).
+  (:meth:`Topology.path_shares`); ``links`` therefore gives every link's capacity times
+  ``planes`` (in units of a job's full rate, what the engine compares rates with) and
+  ``link_bps`` the physical capacity.
 * Links are full duplex with ``bps`` bits/s in each direction.  A data-parallel job's
   ring visits its servers rack by rack (racks in pod order, then index order) and wraps
   around; each hop between racks is routed on one of the equal-cost shortest paths
@@ -181,8 +183,23 @@ class Topology:
     # -- switches and links ---------------------------------------------------------------
     @cached_property
     def links(self) -> dict[str, float]:
-        """Every link id with its capacity in bits per second (each direction)."""
+        """Every link id with its capacity as the simulator's network model sees it, in
+        bits/s of a job's full rate: the physical capacity (``fabric_links``, each
+        direction) times ``planes``.  Every job puts ``1 / planes`` of its rate on each
+        link of its route (:meth:`path_shares`), so a link of C bits/s is, for all of
+        them alike, a link of ``C * planes`` carrying their full rates; with one plane
+        these are the physical capacities."""
+        return {link.id: float(link.bps) * self.planes for link in self.fabric_links}
+
+    @cached_property
+    def link_bps(self) -> dict[str, float]:
+        """Every link id with its physical capacity in bits/s (each direction)."""
         return {link.id: float(link.bps) for link in self.fabric_links}
+
+    @property
+    def rack_servers(self) -> tuple[range, ...]:
+        """Every rack's servers as a range of indices (racks are contiguous)."""
+        return tuple(range(r[0], r[-1] + 1) for r in self.racks)
 
     def switches_in(self, tier: str) -> tuple[Switch, ...]:
         return tuple(s for s in self.switches if s.tier == tier)

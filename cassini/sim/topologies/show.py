@@ -143,7 +143,7 @@ def irregularities(topo: Topology) -> list[str]:
     gpus = Counter(topo.gpus_per_host)
     if len(gpus) > 1:
         out.append(f"hosts with different GPU counts (GPUs: hosts): {_pairs(_counts(gpus))}")
-    host_bps = Counter(topo.links[h] for hl in topo.host_links for h in hl)
+    host_bps = Counter(topo.link_bps[h] for hl in topo.host_links for h in hl)
     if len(host_bps) > 1:
         out.append(f"host links of different speeds (bits/s: links): {_pairs(_counts(host_bps))}")
     for tier in topo.tiers[:-1]:
