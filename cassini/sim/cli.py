@@ -24,6 +24,8 @@ schedulers: themis, pollux (each optionally +cassini or +random), ideal (dedicat
 config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,
               racks_per_pod (three-tier), pod_oversubscription}
+             or {hosts: topo.csv, gpus_per_server, ...} or {generate: fat-tree, k, ...}
+             (two-tier, three-tier, fat-tree, rail-optimised; docs/topologies.md)
   workload:  {poisson: {jobs, load, gpus: {count: weight}, iterations: [lo, hi], models}}
              or {trace: file.csv}   (fields: job_id, arrival_s, gpus, iterations|duration_s,
                                      model; see cassini/sim/workload.py)

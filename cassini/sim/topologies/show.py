@@ -163,8 +163,8 @@ def irregularities(topo: Topology) -> list[str]:
         )
         if len(children) > 1:
             out.append(
-                f"{tier} switches with different numbers of {lower} switches below: "
-                f"{_pairs(_counts(children))} (children: switches)"
+                f"{tier} switches with different numbers of {lower} switches below "
+                f"({lower}s below: {tier} switches): {_pairs(_counts(children))}"
             )
     return out
 
