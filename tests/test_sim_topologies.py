@@ -382,3 +382,13 @@ def test_topo_show_bad_row_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
     f.write_text("ip,DSW,PSW,ASW\nh1,G1,P1,S1\nh2,G1,P1\n")
     assert cli.main(["sim", "topo", "show", str(f)]) == 2
     assert f"{f}:3:4: ASW: missing" in capsys.readouterr().err
+
+
+def test_sim_run_refuses_a_topology_until_the_schedulers_take_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(BASE_CONFIG | {"cluster": {"generate": "fat-tree", "k": 4}}))
+    assert cli.main(["sim", "run", str(f), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "cluster: host-table and generated topologies" in capsys.readouterr().err
+    assert cli.main(["sim", "trace", str(f), "--out", str(tmp_path / "jobs.csv")]) == 0
