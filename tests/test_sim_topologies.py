@@ -244,7 +244,7 @@ def test_rail_optimised_puts_each_gpu_on_its_own_rail() -> None:
 
 
 # -- the uniform Cluster, rebuilt as a generated fabric ------------------------------------
-def _cluster_link(cluster: Cluster, topo: Topology, link: str) -> str:
+def _cluster_link(link: str) -> str:
     """Our link id -> Cluster's (srv<i>, tor<r>, pod<p>)."""
     if link.startswith("srv"):
         return link
@@ -269,11 +269,11 @@ def test_one_spine_fabrics_route_like_the_uniform_cluster(
     topo = from_cluster(cluster)
     servers = data.draw(st.sets(st.integers(0, cluster.servers - 1), min_size=1, max_size=8))
     ours = topo.path(servers)
-    mapped = {_cluster_link(cluster, topo, link) for link in ours}
+    mapped = {_cluster_link(link) for link in ours}
     assert len(mapped) == len(ours)
     assert mapped == set(cluster.path(servers))
     for link in ours:
-        assert topo.links[link] == pytest.approx(cluster.links[_cluster_link(cluster, topo, link)])
+        assert topo.links[link] == pytest.approx(cluster.links[_cluster_link(link)])
     for s in servers:
         assert (topo.rack_of(s), topo.pod_of(s)) == (cluster.rack_of(s), cluster.pod_of(s))
 
