@@ -26,8 +26,8 @@ class Variant:
     ``source``: its C file in ``ebpf/``; ``define``: a preprocessor symbol the source is
     built with (one source, several controls), or None; ``base``: the kernel's own control
     its sockets move to on ``mltcp unload --force``; ``needs_ecn``: it needs ECN negotiated
-    (TCP_CONG_NEEDS_ECN), so ``select --cgroup`` asks for it; ``mltcp``: its growth is
-    scaled by MLTCP's F (False for a plain base control we ship for kernels without it).
+    (TCP_CONG_NEEDS_ECN), so ``select --cgroup`` asks for it.  (``dctcp_bpf`` is plain
+    DCTCP, no MLTCP, shipped for kernels without the dctcp module.)
     """
 
     name: str
@@ -36,7 +36,6 @@ class Variant:
     define: str | None
     base: str
     needs_ecn: bool
-    mltcp: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < len(self.cc) < TCP_CA_NAME_MAX:
@@ -54,7 +53,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("reno", "mltcp_reno", "mltcp_reno.bpf.c", None, "reno", needs_ecn=False),
     Variant("cubic", "mltcp_cubic", "mltcp_cubic.bpf.c", None, "cubic", needs_ecn=False),
     Variant("dctcp", "mltcp_dctcp", "dctcp.bpf.c", "DCTCP_MLTCP", "reno", needs_ecn=True),
-    Variant("dctcp_bpf", "dctcp_bpf", "dctcp.bpf.c", None, "reno", needs_ecn=True, mltcp=False),
+    Variant("dctcp_bpf", "dctcp_bpf", "dctcp.bpf.c", None, "reno", needs_ecn=True),
 )
 NAMES: tuple[str, ...] = tuple(v.name for v in VARIANTS)  # ``--variant`` choices, "all" aside
 CCS: tuple[str, ...] = tuple(v.cc for v in VARIANTS)
