@@ -7,17 +7,19 @@ Training code marks iteration ends for the kernel's exact mode::
     ...
     mltcp.mark_iteration("job-a")         # after every optimizer step
 
-or wraps its optimizer: ``optimizer = mltcp.torch_hook(optimizer, "job-a")``.
+or wraps its optimizer: ``optimizer = mltcp.torch_hook(optimizer, "job-a")``.  None of
+this needs root or starts a process (:mod:`mltcp.marks`); loading the congestion controls
+does (:mod:`mltcp.admin`, the ``mltcp`` command).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mltcp.loader import assign_port, mark_iteration
+from mltcp.marks import assign_port, mark_iteration, use_marks_fd
 from mltcp.policy import MltcpParams
 
-__all__ = ["MltcpParams", "assign_port", "mark_iteration", "torch_hook"]
+__all__ = ["MltcpParams", "assign_port", "mark_iteration", "torch_hook", "use_marks_fd"]
 
 
 def torch_hook(optimizer: Any, job_id: int | str) -> Any:

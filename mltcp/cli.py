@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
+from mltcp import variants
 from mltcp.policy import MltcpParams
 
 DEFAULTS = MltcpParams()
@@ -22,67 +24,14 @@ def build_parser() -> argparse.ArgumentParser:
         "into an interleaved schedule.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def params(sp: argparse.ArgumentParser, defaults: bool) -> None:
-        d = DEFAULTS if defaults else None
-        sp.add_argument(
-            "--slope",
-            type=float,
-            default=d.slope if d else None,
-            help=f"F's slope, >= 0 (default {DEFAULTS.slope})",
-        )
-        sp.add_argument(
-            "--intercept",
-            type=float,
-            default=d.intercept if d else None,
-            help=f"F's intercept, > 0 (default {DEFAULTS.intercept})",
-        )
-        sp.add_argument(
-            "--idle-ms",
-            type=float,
-            default=d.idle_ms if d else None,
-            help=f"idle gap that ends an iteration, ms (default {DEFAULTS.idle_ms})",
-        )
-        sp.add_argument(
-            "--mode",
-            choices=("idle", "exact"),
-            default=d.mode if d else None,
-            help="iteration boundaries: idle gaps, or marks from the trainer",
-        )
-        sp.add_argument(
-            "--scale-cut",
-            action=argparse.BooleanOptionalAction,
-            default=d.scale_cut if d else None,
-            help="mltcp_dctcp: divide the window cut on ECN marks by F too, so a flow further "
-            "through its iteration backs off less (beyond the paper's rule; default off)",
-        )
-
     load = sub.add_parser("load", help="build and register (idempotent); allow in namespaces")
-    load.add_argument(
-        "--variant", default="all", choices=("reno", "cubic", "dctcp", "dctcp_bpf", "all")
-    )
-    params(load, defaults=True)
-    setp = sub.add_parser("set", help="change parameters at run time (no reload)")
-    params(setp, defaults=False)
-    sel = sub.add_parser(
-        "select", help="use a variant in a netns, for one cgroup's sockets, or host-wide"
-    )
-    sel.add_argument("cc", nargs="?", default="mltcp_reno", help="congestion control name")
-    where = sel.add_mutually_exclusive_group(required=True)
-    where.add_argument("--netns", help="named network namespace (ip netns)")
-    where.add_argument(
-        "--cgroup",
-        metavar="PATH",
-        help="a cgroup v2 directory: only its processes' TCP sockets (a sock_ops program)",
-    )
-    where.add_argument("--default", action="store_true", help="the host's default")
-    sel.add_argument("--job", help="with --cgroup: tie those sockets to JOB (exact mode)")
-    sel.add_argument(
-        "--ecn",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="with --cgroup: negotiate ECN for those sockets, whatever net.ipv4.tcp_ecn says "
-        "(default: when the congestion control needs it, e.g. dctcp_bpf, mltcp_dctcp)",
+    load.add_argument("--variant", default="all", choices=(*variants.NAMES, "all"))
+    _add_params(load, defaults=True)
+    _add_params(sub.add_parser("set", help="change parameters at run time (no reload)"), False)
+    _add_select(
+        sub.add_parser(
+            "select", help="use a variant in a netns, for one cgroup's sockets, or host-wide"
+        )
     )
     st = sub.add_parser("status", help="what is loaded, parameters, per-flow statistics")
     st.add_argument("--flows", action="store_true")
@@ -101,84 +50,185 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from mltcp import loader
+def _add_params(sp: argparse.ArgumentParser, defaults: bool) -> None:
+    """The rule's parameters; with ``defaults``, MltcpParams' defaults, else None (keep)."""
+    d = DEFAULTS if defaults else None
+    sp.add_argument(
+        "--slope",
+        type=float,
+        default=d.slope if d else None,
+        help=f"F's slope, >= 0 (default {DEFAULTS.slope})",
+    )
+    sp.add_argument(
+        "--intercept",
+        type=float,
+        default=d.intercept if d else None,
+        help=f"F's intercept, > 0 (default {DEFAULTS.intercept})",
+    )
+    sp.add_argument(
+        "--idle-ms",
+        type=float,
+        default=d.idle_ms if d else None,
+        help=f"idle gap that ends an iteration, ms (default {DEFAULTS.idle_ms})",
+    )
+    sp.add_argument(
+        "--mode",
+        choices=("idle", "exact"),
+        default=d.mode if d else None,
+        help="iteration boundaries: idle gaps, or marks from the trainer",
+    )
+    sp.add_argument(
+        "--scale-cut",
+        action=argparse.BooleanOptionalAction,
+        default=d.scale_cut if d else None,
+        help="mltcp_dctcp: divide the window cut on ECN marks by F too, so a flow further "
+        "through its iteration backs off less (beyond the paper's rule; default off)",
+    )
+
+
+def _add_select(sel: argparse.ArgumentParser) -> None:
+    sel.add_argument("cc", nargs="?", default="mltcp_reno", help="congestion control name")
+    where = sel.add_mutually_exclusive_group(required=True)
+    where.add_argument("--netns", help="named network namespace (ip netns)")
+    where.add_argument(
+        "--cgroup",
+        metavar="PATH",
+        help="a cgroup v2 directory: only its processes' TCP sockets (a sock_ops program)",
+    )
+    where.add_argument("--default", action="store_true", help="the host's default")
+    sel.add_argument("--job", help="with --cgroup: tie those sockets to JOB (exact mode)")
+    ecn_ccs = ", ".join(v.cc for v in variants.VARIANTS if v.needs_ecn)
+    sel.add_argument(
+        "--ecn",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --cgroup: negotiate ECN for those sockets, whatever net.ipv4.tcp_ecn says "
+        f"(default: when the congestion control needs it, e.g. {ecn_ccs})",
+    )
+
+
+def _params(args: argparse.Namespace) -> MltcpParams:
+    """The parameters ``load`` or ``set`` asks for (``set``: unset ones stay as loaded)."""
+    if args.command == "load":
+        return MltcpParams(args.slope, args.intercept, args.idle_ms, args.mode, args.scale_cut)
+    from mltcp import admin
+
+    current = admin.get_params()
+    return MltcpParams(
+        args.slope if args.slope is not None else current.slope,
+        args.intercept if args.intercept is not None else current.intercept,
+        args.idle_ms if args.idle_ms is not None else current.idle_ms,
+        args.mode or current.mode,
+        current.scale_cut if args.scale_cut is None else args.scale_cut,
+    )
+
+
+def _load_or_set(args: argparse.Namespace) -> int:
+    from mltcp import admin
 
     try:
-        if args.command in ("load", "set"):
-            try:
-                if args.command == "set":
-                    current = loader.get_params()
-                    params = MltcpParams(
-                        args.slope if args.slope is not None else current.slope,
-                        args.intercept if args.intercept is not None else current.intercept,
-                        args.idle_ms if args.idle_ms is not None else current.idle_ms,
-                        args.mode or current.mode,
-                        current.scale_cut if args.scale_cut is None else args.scale_cut,
-                    )
-                else:
-                    params = MltcpParams(
-                        args.slope, args.intercept, args.idle_ms, args.mode, args.scale_cut
-                    )
-            except ValueError as e:
-                print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
-                return 2
-            said = (
-                f"slope {params.slope}, intercept {params.intercept}, idle {params.idle_ms} ms, "
-                f"mode {params.mode}" + (", cut scaled by 1/F" if params.scale_cut else "")
-            )
-            if args.command == "load":
-                names = loader.load(args.variant, params)
-                print(f"loaded {', '.join(names)} ({said})")
-            else:
-                loader.set_params(params)
-                print(f"set {said}")
-        elif args.command == "select":
-            loader.select(
-                args.cc,
-                netns=args.netns,
-                default=args.default,
-                cgroup=args.cgroup,
-                job=args.job,
-                ecn=args.ecn,
-            )
-            where = (
-                f"netns {args.netns}"
-                if args.netns
-                else f"cgroup {args.cgroup}" + (f" (job {args.job})" if args.job else "")
-                if args.cgroup
-                else "the host"
-            )
-            print(f"{args.cc} selected for {where}")
-        elif args.command == "status":
-            s = loader.status(flows=args.flows)
-            if args.json:
-                print(json.dumps(s, indent=1))
-            else:
-                print(f"loaded: {', '.join(s['loaded']) or 'nothing'}; default {s['default']}")
-                if "params" in s:
-                    print("params: " + ", ".join(f"{k} {v}" for k, v in s["params"].items()))
-                for problem in s.get("problems", []):
-                    print(f"problem: {problem}")
-                if s.get("window_repairs"):
-                    print(f"windows repaired (impossible kernel values): {s['window_repairs']}")
-                for f in s.get("flows", []):
-                    print(
-                        f"  {f['local_port']}->{f['remote_port']} job {f['job']} iterations "
-                        f"{f['iterations']} last {f['last_iteration_bytes']} B F {f['factor']:.3f}"
-                    )
-        elif args.command == "unload":
-            names = loader.unload(force=args.force)
-            print(f"unloaded {', '.join(names) or 'nothing'}")
-        elif args.command == "mark":
-            print(loader.mark_iteration(args.job))
-        elif args.command == "assign-port":
-            loader.assign_port(args.port, args.job)
-    except loader.MltcpError as e:
+        params = _params(args)
+    except ValueError as e:
+        print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
+        return 2
+    said = (
+        f"slope {params.slope}, intercept {params.intercept}, idle {params.idle_ms} ms, "
+        f"mode {params.mode}" + (", cut scaled by 1/F" if params.scale_cut else "")
+    )
+    if args.command == "load":
+        names = admin.load(args.variant, params)
+        print(f"loaded {', '.join(names)} ({said})")
+    else:
+        admin.set_params(params)
+        print(f"set {said}")
+    return 0
+
+
+def _select(args: argparse.Namespace) -> int:
+    from mltcp import admin
+
+    admin.select(
+        args.cc,
+        netns=args.netns,
+        default=args.default,
+        cgroup=args.cgroup,
+        job=args.job,
+        ecn=args.ecn,
+    )
+    if args.netns:
+        where = f"netns {args.netns}"
+    elif args.cgroup:
+        where = f"cgroup {args.cgroup}" + (f" (job {args.job})" if args.job else "")
+    else:
+        where = "the host"
+    print(f"{args.cc} selected for {where}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from mltcp import admin
+
+    s = admin.status(flows=args.flows)
+    if args.json:
+        print(json.dumps(s, indent=1))
+        return 0
+    print(f"loaded: {', '.join(s['loaded']) or 'nothing'}; default {s['default']}")
+    if "params" in s:
+        print("params: " + ", ".join(f"{k} {v}" for k, v in s["params"].items()))
+    for problem in s.get("problems", []):
+        print(f"problem: {problem}")
+    if s.get("window_repairs"):
+        print(f"windows repaired (impossible kernel values): {s['window_repairs']}")
+    for f in s.get("flows", []):
+        print(
+            f"  {f['local_port']}->{f['remote_port']} job {f['job']} iterations "
+            f"{f['iterations']} last {f['last_iteration_bytes']} B F {f['factor']:.3f}"
+        )
+    return 0
+
+
+def _unload(args: argparse.Namespace) -> int:
+    from mltcp import admin
+
+    names = admin.unload(force=args.force)
+    print(f"unloaded {', '.join(names) or 'nothing'}")
+    return 0
+
+
+def _mark(args: argparse.Namespace) -> int:
+    from mltcp import marks
+
+    print(marks.mark_iteration(args.job))
+    return 0
+
+
+def _assign_port(args: argparse.Namespace) -> int:
+    from mltcp import marks
+
+    marks.assign_port(args.port, args.job)
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "load": _load_or_set,
+    "set": _load_or_set,
+    "select": _select,
+    "status": _status,
+    "unload": _unload,
+    "mark": _mark,
+    "assign-port": _assign_port,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from mltcp.pinned import MltcpError
+
+    try:
+        return COMMANDS[args.command](args)
+    except MltcpError as e:
         print(f"mltcp: {e}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -75,18 +75,9 @@ def simulate(
     """
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-    compute = np.atleast_2d(np.asarray(compute_s, float))
-    comm = np.atleast_2d(np.asarray(comm_s, float))
-    start = np.atleast_2d(np.asarray(start_s, float))
-    if not (compute.shape == comm.shape == start.shape):
-        raise ValueError("compute_s, comm_s and start_s must have the same shape")
-    if np.any(comm <= 0) or np.any(compute < 0):
-        raise ValueError("comm_s must be > 0 and compute_s >= 0")
+    compute, comm, start = _scenarios(compute_s, comm_s, start_s)
     m, n = comm.shape
-    slope = np.broadcast_to(np.asarray(slope, float), (m,))[:, None]
-    intercept = np.broadcast_to(np.asarray(intercept, float), (m,))[:, None]
-    if np.any(intercept <= 0) or np.any(slope < 0):
-        raise ValueError("need intercept > 0 and slope >= 0")
+    slope, intercept = _rule(slope, intercept, m)
     dt = dt_s or float(comm.min()) / 400
     gamma = 0.75 if policy == "mltcp-cubic" else 1.0
 
@@ -122,11 +113,8 @@ def simulate(
         if policy == "fair":
             weight = active.astype(float)
         else:
-            ratio = np.clip(1 - left / comm, 0, 1)
-            weight = np.where(active, (slope * ratio + intercept) ** gamma, 0.0)
-        total = weight.sum(axis=1, keepdims=True)
-        share = np.divide(weight, total, out=np.zeros_like(weight), where=total > 0)
-        left = left - share * dt
+            weight = _mltcp_weight(active, left, comm, slope, intercept, gamma)
+        left = left - _shares(weight) * dt
         done = active & (left <= 0)
         if done.any():
             k = np.minimum(count, iterations - 1)
@@ -140,6 +128,55 @@ def simulate(
         t += dt
     overlap = _overlap(starts, ends) if n > 1 else np.zeros((m, iterations))
     return ModelResult(times, starts, overlap)
+
+
+def _scenarios(
+    compute_s: np.ndarray, comm_s: np.ndarray, start_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Compute, communication and start times (seconds) as (configs, jobs) arrays, checked
+    to have one shape, communication > 0 and compute >= 0."""
+    compute = np.atleast_2d(np.asarray(compute_s, float))
+    comm = np.atleast_2d(np.asarray(comm_s, float))
+    start = np.atleast_2d(np.asarray(start_s, float))
+    if not (compute.shape == comm.shape == start.shape):
+        raise ValueError("compute_s, comm_s and start_s must have the same shape")
+    if np.any(comm <= 0) or np.any(compute < 0):
+        raise ValueError("comm_s must be > 0 and compute_s >= 0")
+    return compute, comm, start
+
+
+def _rule(
+    slope: float | np.ndarray, intercept: float | np.ndarray, configs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """MLTCP's slope and intercept as (configs, 1) columns, checked: intercept > 0,
+    slope >= 0."""
+    slope = np.broadcast_to(np.asarray(slope, float), (configs,))[:, None]
+    intercept = np.broadcast_to(np.asarray(intercept, float), (configs,))[:, None]
+    if np.any(intercept <= 0) or np.any(slope < 0):
+        raise ValueError("need intercept > 0 and slope >= 0")
+    return slope, intercept
+
+
+def _mltcp_weight(
+    active: np.ndarray,
+    left: np.ndarray,
+    comm: np.ndarray,
+    slope: np.ndarray,
+    intercept: np.ndarray,
+    gamma: float,
+) -> np.ndarray:
+    """Each communicating job's weight F ** gamma, F = slope * ratio + intercept with ratio
+    the fraction of its phase done (``left`` and ``comm`` in seconds at full rate); 0 for
+    a job not communicating."""
+    ratio = np.clip(1 - left / comm, 0, 1)
+    return np.where(active, (slope * ratio + intercept) ** gamma, 0.0)
+
+
+def _shares(weight: np.ndarray) -> np.ndarray:
+    """Each communicating job's fraction of the link: its weight over its scenario's total
+    (0 in a scenario where no one communicates)."""
+    total = weight.sum(axis=1, keepdims=True)
+    return np.divide(weight, total, out=np.zeros_like(weight), where=total > 0)
 
 
 def _overlap(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

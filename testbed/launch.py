@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from mltcp import variants
+
 
 def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(node, shell command) for every node; the first node is the rendezvous master."""
@@ -82,16 +84,9 @@ def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
     return out
 
 
-MLTCP_VARIANTS = {
-    "mltcp_reno": "reno",
-    "mltcp_cubic": "cubic",
-    "mltcp_dctcp": "dctcp",
-    "dctcp_bpf": "dctcp_bpf",
-}
-
-
 def is_mltcp(cc: str) -> bool:
-    return cc in MLTCP_VARIANTS
+    """Is ``cc`` one of our congestion controls (loaded with ``mltcp load``)?"""
+    return variants.by_cc(cc) is not None
 
 
 def mltcp_setup(cc: str, job: str) -> str:
@@ -104,7 +99,7 @@ def mltcp_setup(cc: str, job: str) -> str:
         [
             f"CG=$(awk '$3==\"cgroup2\"{{print $2; exit}}' /proc/mounts)/{name}",
             'sudo mkdir -p "$CG"',
-            f"{mltcp} load --variant {MLTCP_VARIANTS[cc]} --mode exact",
+            f"{mltcp} load --variant {variants.by_cc(cc).name} --mode exact",
             f'{mltcp} select {q(cc)} --cgroup "$CG" --job {q(job)}',
             'echo $$ | sudo tee "$CG/cgroup.procs" >/dev/null',
         ]

@@ -48,6 +48,7 @@ from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.errors import InputError
 from cassini.predict import period_slack
 from cassini.slip import slip_tolerances_s
+from mltcp import variants
 from testbed import measure, mltcp_jobs, startgate
 from testbed.net import Cluster, TestbedError, wait_all
 from testbed.results import ExperimentResult, JobResult, SchemeResult
@@ -427,12 +428,10 @@ def _ensure_cc(cc: str) -> None:
     available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     if cc in available:
         return
-    if cc.startswith("mltcp_") or cc == "dctcp_bpf":
-        try:
-            from mltcp import loader
-        except ImportError as e:
-            raise TestbedError(f"{cc} needs the mltcp package: {e}") from None
-        loader.load(variant="all")
+    if variants.by_cc(cc) is not None:
+        from mltcp import admin
+
+        admin.load(variant="all")
         return
     raise TestbedError(f"congestion control {cc!r} is not available (have {' '.join(available)})")
 

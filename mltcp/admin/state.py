@@ -1,0 +1,71 @@
+"""What ``mltcp load`` and ``select`` changed in the kernel, kept in ``/run/mltcp/state.json``
+so ``unload`` can put it back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mltcp.pinned import MltcpError
+
+STATE = Path("/run/mltcp/state.json")
+
+
+@dataclass(frozen=True)
+class LoaderState:
+    """``allowed_before`` / ``default_before``: the allowed list and the default congestion
+    control found by the first ``load`` (None until then); ``loaded``: the congestion
+    controls ``load`` registered; ``cgroups``: the cgroup directories given to ``select``."""
+
+    allowed_before: tuple[str, ...] | None = None
+    default_before: str | None = None
+    loaded: tuple[str, ...] = ()
+    cgroups: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LoaderState:
+        """The state as saved; a field of the wrong type is an :class:`MltcpError` naming
+        it."""
+        if not isinstance(raw, dict):
+            raise MltcpError(f"{STATE}: expected a JSON object, got {type(raw).__name__}")
+        before = raw.get("allowed_before")
+        default = raw.get("default_before")
+        if default is not None and not isinstance(default, str):
+            raise MltcpError(f"{STATE}: default_before must be a string, got {default!r}")
+        return cls(
+            None if before is None else _names(before, "allowed_before"),
+            default,
+            _names(raw.get("loaded", []), "loaded"),
+            _names(raw.get("cgroups", []), "cgroups"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"loaded": list(self.loaded), "cgroups": list(self.cgroups)}
+        if self.allowed_before is not None:
+            out["allowed_before"] = list(self.allowed_before)
+        if self.default_before is not None:
+            out["default_before"] = self.default_before
+        return out
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MltcpError(f"{STATE}: {name} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def read_state() -> LoaderState:
+    """The saved state; an empty one when there is none or it is not JSON (a crash while
+    writing it)."""
+    try:
+        raw = json.loads(STATE.read_text())
+    except (OSError, ValueError):
+        return LoaderState()
+    return LoaderState.from_json(raw)
+
+
+def save_state(state: LoaderState) -> None:
+    STATE.parent.mkdir(parents=True, exist_ok=True)
+    STATE.write_text(json.dumps(state.to_json()))
