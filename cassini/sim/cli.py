@@ -25,8 +25,12 @@ config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,
               racks_per_pod (three-tier), pod_oversubscription}
   workload:  {poisson: {jobs, load, gpus: {count: weight}, iterations: [lo, hi], models}}
-             or {trace: file.csv}   (fields: job_id, arrival_s, gpus, iterations|duration_s,
-                                     model; see cassini/sim/workload.py)
+             or {trace: FILE, format: F, bad_rows: error|skip}   (format detected if absent)
+trace formats (cassini/sim/traces/<format>.py documents columns and assumptions):
+  philly (cluster_job_log JSON), helios (cluster_log.csv), acme (trace_seren/kalos.csv),
+  pai2020 (pai_job_table + pai_task_table), lingjun (job.csv + worker.csv),
+  pollux (adaptdl workload CSV), tiresias (*_job.csv), csv (ours: job_id, arrival_s, gpus,
+  iterations|duration_s, model[, hosts])
   schedulers: [themis, themis+cassini]    candidates: 10   seed: 0
   sweep:     {load: [...], seed: [...], scheduler: [...], oversubscription: [...]}
 
@@ -34,6 +38,7 @@ examples:
   cassini sim run experiments/configs/sim_paper.yaml --out results/sim
   cassini sim sweep experiments/configs/sim_paper.yaml --out results/sweep --workers 2
   cassini sim trace experiments/configs/sim_paper.yaml --out jobs.csv
+  cassini sim trace convert cluster_job_log --format philly --out jobs.csv
 """
 
 
@@ -65,13 +70,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     trace = ssub.add_parser(
         "trace",
-        help="write the jobs CONFIG generates as a CSV/JSON trace",
-        description="Write the jobs CONFIG's workload generates as a trace file (CSV, or "
-        "JSON when the name ends in .json) that a config can replay with workload.trace.",
+        help="write CONFIG's jobs, or convert a published trace, as our CSV/JSON trace",
+        description="`trace CONFIG --out F`: write the jobs CONFIG's workload generates. "
+        "`trace convert IN --format FMT --out F`: read a published trace (philly, helios, "
+        "acme, pai2020, lingjun, pollux, tiresias, csv; detected when --format is absent) "
+        "and write our trace (CSV, or JSON when F ends in .json).  Bad rows are skipped, "
+        "each reported as file:line:column, and counted (--strict: stop at the first, "
+        "exit 2); a file not in the named format exits 2 saying what was expected.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    for p in (run, sweep, trace):
+    for p in (run, sweep):
         p.add_argument("config", help="configuration file (YAML or JSON)")
-        p.add_argument("--out", required=True, help="output directory (trace: file)")
+        p.add_argument("--out", required=True, help="output directory")
+    trace.add_argument("what", nargs="+", metavar="CONFIG | convert IN")
+    trace.add_argument("--out", required=True, help="trace file to write")
+    trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
+    trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
+    trace.add_argument("--seed", type=int, default=0, help="convert: seed of the model rule")
+    trace.add_argument(
+        "--profiles", action="append", default=[], help="convert: extra profile JSON files"
+    )
     for p in (run, sweep):
         p.add_argument(
             "--format",
@@ -80,6 +99,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             help="stdout: table for people (default) or JSON summary",
         )
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument(
+        "--timeline-link",
+        help="link whose timeline (which job sends when) the report draws "
+        "(default: the most congested)",
+    )
     run.add_argument(
         "--scheduler",
         action="append",
@@ -104,14 +128,19 @@ def main(args: argparse.Namespace) -> int:
     from cassini.sim.workload import write_trace
 
     try:
-        cfg = read_config(args.config)
         out = Path(args.out)
         if args.sim_command == "trace":
+            if args.what[0] == "convert":
+                return _convert(args, out)
+            if len(args.what) != 1:
+                raise InputError("trace", "give CONFIG, or: convert IN --format F --out FILE")
+            cfg = read_config(args.what[0])
             jobs = cfg.jobs(cfg.library())
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trace(jobs, out)
             print(f"wrote {len(jobs)} jobs to {out}", file=sys.stderr)
             return 0
+        cfg = read_config(args.config)
         if args.sim_command == "run":
             if args.scheduler:
                 for s in args.scheduler:
@@ -151,3 +180,35 @@ def main(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"cassini sim: error: {e}", file=sys.stderr)
         return 1
+
+
+def _convert(args: argparse.Namespace, out: Path) -> int:
+    """``trace convert``: a published trace to our CSV; bad rows reported, never dropped
+    silently."""
+    from cassini.sim.traces import read
+    from cassini.sim.workload import load_library, write_trace
+
+    if len(args.what) != 2:
+        raise InputError("trace", "usage: cassini sim trace convert IN [--format F] --out FILE")
+    got = read(
+        args.what[1],
+        load_library(args.profiles),
+        format=args.trace_format,
+        seed=args.seed,
+        strict=args.strict,
+    )
+    for bad in got.bad:
+        print(f"bad row: {bad}", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_trace(got.jobs, out)
+    for note in got.notes:
+        print(f"assumed: {note}", file=sys.stderr)
+    skipped = ", ".join(f"{n} {why}" for why, n in got.skipped.items())
+    print(
+        f"wrote {len(got.jobs)} jobs ({got.format}) to {out}; "
+        f"{len(got.bad)} bad row{'s' if len(got.bad) != 1 else ''}"
+        + (" (skipped, each listed above)" if got.bad else "")
+        + (f"; skipped {sum(got.skipped.values())} by rule: {skipped}" if got.skipped else ""),
+        file=sys.stderr,
+    )
+    return 0
