@@ -30,6 +30,7 @@ import numpy as np
 from cassini.plugin import choose_placement
 from cassini.profile import JobProfile
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
+from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
@@ -200,6 +201,8 @@ class Simulation:
             if j.gpus > cluster.gpus:
                 raise ValueError(f"job {j.job_id}: {j.gpus} GPUs, cluster has {cluster.gpus}")
         self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
+        recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
+        self.host_server = host_servers(self.jobs, cluster) if recorded else None
         self.free = np.full(cluster.servers, cluster.gpus_per_server, int)
         self.running: dict[str, _Running] = {}
         self.on_link: dict[str, set[str]] = {}
@@ -320,9 +323,12 @@ class Simulation:
             self.scheduler.policy, self.queue, int(self.free.sum()), self.now, self.dedicated
         )
         for d in decisions:
-            options = candidate_placements(
-                self.cluster, self.free, d.gpus, self.n_candidates, self.rng
-            )
+            if self.host_server is not None:
+                options = recorded_options(d.job, self.host_server, self.free)
+            else:
+                options = candidate_placements(
+                    self.cluster, self.free, d.gpus, self.n_candidates, self.rng
+                )
             if not options:
                 continue
             profile = _as_job(self.library[d.job.model], d.job.job_id)
