@@ -20,7 +20,8 @@ DESCRIPTION = (
 )
 
 EPILOG = """\
-schedulers: themis, pollux (each optionally +cassini or +random), ideal (dedicated network)
+schedulers: themis, pollux (each optionally +cassini or +random), ideal (dedicated network),
+            recorded (+cassini): each job on the hosts its trace names (philly, lingjun, pai2020)
 config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,
               racks_per_pod (three-tier), pod_oversubscription}
@@ -55,7 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "run",
         help="simulate every scheduler of CONFIG on the same jobs",
         description="Simulate every scheduler of CONFIG on the same jobs; write "
-        "results.json and cdf.png under --out, print a table (or JSON with --format json).",
+        "results.json, cdf.png, the report's pictures (link_heatmap.png, link_timeline.png, "
+        "slowdown_cdf.png, gpu_utilisation.png) and report.html (one static page, opens "
+        "offline) under --out; print a table (or JSON with --format json).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -147,13 +150,15 @@ def main(args: argparse.Namespace) -> int:
                     Scheduler.parse(s)
                 cfg = replace(cfg, schedulers=tuple(args.scheduler))
             progress = None if args.quiet else report.stderr_progress
-            results = report.run_config(cfg, progress=progress)
-            data = report.write_run(cfg, results, out)
+            done = report.simulate_config(cfg, progress=progress, record=True)
+            data = report.write_run(
+                cfg, done.results, out, run=done, timeline_link=args.timeline_link
+            )
             if args.format == "json":
                 print(json.dumps({k: data[k] for k in ("summaries", "ratios")}, indent=1))
             else:
                 print(report.table(data["summaries"]))
-                print(f"results: {out / 'results.json'}, plot: {out / 'cdf.png'}")
+                print(f"results: {out / 'results.json'}, report: {out / 'report.html'}")
             return 0
 
         def tick(done: int, total: int) -> None:

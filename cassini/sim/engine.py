@@ -171,6 +171,9 @@ class Simulation:
     window : how long the network model looks at each group of jobs.
     precision_deg : CASSINI's angle step.
     progress : called as ``progress(finished, total)`` now and then.
+    recorder : optional observer of the network model (for reports), e.g.
+        :class:`cassini.sim.recording.NetworkRecorder`: gets
+        ``window(now_s, flows, horizon_s, warmup_s, result)`` after every evaluation.
     """
 
     def __init__(
@@ -185,6 +188,7 @@ class Simulation:
         window: NetworkWindow = NetworkWindow(),
         precision_deg: float = 5.0,
         progress: Callable[[int, int], None] | None = None,
+        recorder: Any = None,
     ) -> None:
         self.cluster = cluster
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
@@ -195,6 +199,7 @@ class Simulation:
         self.window = window
         self.precision_deg = precision_deg
         self.progress = progress
+        self.recorder = recorder
         for j in self.jobs:
             if j.model not in self.library:
                 raise ValueError(f"job {j.job_id}: unknown model {j.model!r}")
@@ -499,6 +504,8 @@ class Simulation:
             tolerance=AGENT_TOLERANCE,
         )
         self.evaluations += 1
+        if self.recorder is not None:
+            self.recorder.window(self.now, tuple(flows), horizon, warmup, result)
         self.network_events += result.events
         return result
 
