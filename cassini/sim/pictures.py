@@ -68,20 +68,17 @@ def heatmap(util: Mapping[str, Utilisation], path: Path, title: str = "") -> Pat
     return path
 
 
-def timeline(lines: Mapping[str, LinkTimeline | None], link: str, path: Path) -> Path:
+def timeline(lines: Mapping[str, LinkTimeline | str], link: str, path: Path) -> Path:
     """Who sends when on ``link``: stacked rates per job over the window in which the
-    link was most congested, one panel per scheme."""
+    link was most congested, one panel per scheme (a string: why there is none)."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(lines), 1, figsize=(11, 2.8 * len(lines)), squeeze=False)
     for ax, (name, tl) in zip(axes[:, 0], lines.items(), strict=True):
-        if tl is None or not tl.steps:
+        if isinstance(tl, str) or not tl.steps:
             ax.set_title(f"{name}: {link}")
-            ax.text(
-                0.5, 0.5,
-                f"no network window crossed {link} under {name}: its jobs' summed peak "
-                "demand never exceeded its capacity, so it never slowed anyone",
-                ha="center", va="center", wrap=True, transform=ax.transAxes,
-            )  # fmt: skip
+            why = tl if isinstance(tl, str) else "no traffic in the window"
+            ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True, transform=ax.transAxes)
+            ax.set_xticks([])
             ax.set_yticks([])
             continue
         t = np.array([[a, b] for a, b, _ in tl.steps]).ravel()

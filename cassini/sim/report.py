@@ -28,6 +28,7 @@ from cassini.profile import JobProfile
 from cassini.sim.config import SimConfig, Workload
 from cassini.sim.engine import AGENT_TOLERANCE, SimResult, run
 from cassini.sim.recording import NetworkRecorder
+from cassini.sim.schedulers import Scheduler
 
 RATIO_METRICS = (
     "mean_iteration_s",
@@ -241,17 +242,25 @@ def write_report(
         how = "the busiest (no link was ever congested)"
     files = [
         (pictures.heatmap(util, out_dir / "link_heatmap.png", cfg.name),
-         "Per-link utilisation over time, the busiest links on top"),
+         "Per-link utilisation over time, the busiest links on top (ideal: the demand a "
+         "dedicated network would carry; colours stop at 1)"),
         (pictures.slowdown_cdf(run.results, out_dir / "slowdown_cdf.png"),
          "Per-job slowdown (mean iteration time over dedicated), CDF per scheme"),
         (pictures.gpu_utilisation(util, out_dir / "gpu_utilisation.png"),
          "GPU utilisation over time: computing (solid) and allocated (dashed)"),
     ]  # fmt: skip
     if link is not None:
-        lines = {
-            name: link_timeline(rec.windows, link, cfg.cluster.links, tolerance=AGENT_TOLERANCE)
-            for name, rec in run.recorders.items()
-        }
+        lines: dict[str, Any] = {}
+        for name, rec in run.recorders.items():
+            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=AGENT_TOLERANCE)
+            if Scheduler.parse(name).dedicated_network:
+                tl = f"{name} runs every job on a dedicated network: no network model to draw"
+            elif tl is None:
+                tl = (
+                    f"no network window crossed {link} under {name}: its jobs' summed peak "
+                    "demand never exceeded its capacity, so it never slowed anyone"
+                )
+            lines[name] = tl
         path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
         files.insert(1, (path, f"Who sends when on link {link} ({how}), in the network "
                                "window where it was most congested"))  # fmt: skip
