@@ -19,12 +19,13 @@ import csv
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
@@ -102,11 +103,14 @@ class Row:
         return BadRow(self.file, line, col, name, problem)
 
     def raw(self, name: str) -> Any:
-        value = self.cells.get(name)
-        return value.strip() if isinstance(value, str) else value
+        """The cell as read (CSV cells come stripped of surrounding blanks)."""
+        return self.cells.get(name)
 
     def present(self, name: str) -> bool:
-        return self.raw(name) not in (None, "", "None", "NULL", "null", "NaN", "nan")
+        value = self.cells.get(name)
+        if isinstance(value, str):
+            return value.strip() not in _ABSENT
+        return value is not None
 
     def text(self, name: str) -> str:
         if not self.present(name):
@@ -145,6 +149,8 @@ class Row:
             raise self.error(name, f"not a time: {value!r} (expected e.g. 2017-10-07 01:12:09)")
         return t
 
+
+_ABSENT = frozenset({"", "None", "NULL", "null", "NaN", "nan"})
 
 TIME_FORMATS = ("%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%Y-%m-%d %H:%M", "%m/%d/%Y %H:%M:%S")
 
@@ -198,14 +204,30 @@ def csv_rows(
     (PAI's): then ``columns`` is the full column list, in order; a first row equal to it
     is taken as a header all the same.  ``others=False``: a column outside ``columns``
     and ``optional`` is a bad header cell."""
-    text = read_text(path)
-    reader = csv.reader(text.splitlines(keepends=True))
     name = str(path)
+    try:
+        f = path.open(encoding="utf-8-sig", newline="")
+    except OSError as e:
+        raise InputError("trace", f"cannot read {path}: {e.strerror}") from None
+    with f:
+        yield from _csv_rows(f, name, columns, expected, header, optional, others)
+
+
+def _csv_rows(
+    f: TextIO,
+    name: str,
+    columns: Sequence[str],
+    expected: str,
+    header: bool,
+    optional: Sequence[str],
+    others: bool,
+) -> Iterator[Row]:
+    reader = csv.reader(f)  # streamed: PAI's instance table has millions of rows
     try:
         first = next(reader)
     except StopIteration:
         raise NotThisFormat("trace", f"{name}: empty file; expected {expected}") from None
-    except csv.Error as e:
+    except (csv.Error, UnicodeDecodeError) as e:
         raise NotThisFormat("trace", f"{name}: not CSV ({e}); expected {expected}") from None
     if header or [c.strip() for c in first] == list(columns):
         names = [c.strip() for c in first]
@@ -237,7 +259,7 @@ def csv_rows(
     cols = {c: i for c, i in index.items() if c in wanted}
 
     def make(values: list[str], at: int) -> Row:
-        cells = {c: values[i - 1] for c, i in cols.items() if i - 1 < len(values)}
+        cells = {c: values[i - 1].strip() for c, i in cols.items() if i - 1 < len(values)}
         return Row(name, at, cells, cols)
 
     for values in pending:
@@ -248,7 +270,7 @@ def csv_rows(
             values = next(reader)
         except StopIteration:
             return
-        except csv.Error as e:
+        except (csv.Error, UnicodeDecodeError) as e:
             raise BadRow(name, start, 1, "row", f"malformed CSV: {e}") from None
         if not values or all(not v.strip() for v in values):
             continue
@@ -313,7 +335,7 @@ class _LineIndex:
     """1-based (line, column) of a character offset."""
 
     def __init__(self, text: str) -> None:
-        self.starts = [0] + [k + 1 for k, c in enumerate(text) if c == "\n"]
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def at(self, offset: int) -> tuple[int, int]:
         import bisect
