@@ -57,3 +57,27 @@ def test_recorded_placement_refuses_what_it_cannot_replay() -> None:
         run(CLUSTER, many, LIBRARY, "recorded")
     with pytest.raises(InputError, match="16 GPUs on host"):
         run(CLUSTER, [JobSpec("x", 0.0, 16, 10, "vgg16", (("h", 16),))], LIBRARY, "recorded")
+
+
+def test_a_config_replays_lingjun_beside_a_scheduler_and_reports_the_mapping(tmp_path) -> None:
+    from cassini.sim.config import config_from_dict
+    from cassini.sim.recorded import MAPPING_RULE
+    from cassini.sim.report import simulate_config, write_run
+
+    cfg = config_from_dict(
+        {
+            "cluster": {"racks": 2, "servers_per_rack": 4, "gpus_per_server": 8},
+            "workload": {"trace": str(DATA / "lingjun"), "format": "lingjun"},
+            "schedulers": ["recorded", "themis"],
+        }
+    )
+    done = simulate_config(cfg, record=True)
+    data = write_run(cfg, done.results, tmp_path, run=done)
+    assert data["workload"]["format"] == "lingjun" and data["workload"]["jobs"] == 4
+    assert MAPPING_RULE in data["report"]["notes"]
+    assert MAPPING_RULE in (tmp_path / "report.html").read_text()
+    hosts = {j.job_id: dict(j.hosts) for j in done.workload.jobs}
+    server_of = host_servers(done.workload.jobs, CLUSTER)
+    host_of = {s: h for h, s in server_of.items()}
+    for record in data["jobs"]["recorded"]:
+        assert {host_of[s]: g for s, g in record["placement"]} == hosts[record["job_id"]]

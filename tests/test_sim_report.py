@@ -80,6 +80,16 @@ def test_the_link_timeline_replays_the_most_congested_window(small_run) -> None:
         assert all(b > a for a, b, _ in tl.steps)
 
 
+def test_a_timeline_link_given_by_hand_is_drawn(small_run, tmp_path: Path) -> None:
+    from cassini.sim.report import write_run
+
+    cfg, run = small_run
+    data = write_run(cfg, run.results, tmp_path, run=run, timeline_link="srv0")
+    assert data["report"]["timeline_link"] == "srv0"
+    assert data["report"]["timeline_link_chosen"] == "given with --timeline-link"
+    assert (tmp_path / "link_timeline.png").stat().st_size > 1000
+
+
 class _Page(HTMLParser):
     """Images with their load marks, and every table cell with a data-key."""
 
