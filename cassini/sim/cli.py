@@ -73,6 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     trace = ssub.add_parser(
         "trace",
+        usage="cassini sim trace CONFIG --out FILE\n"
+        "       cassini sim trace convert IN [--format F] [--strict] [--seed N] --out FILE",
         help="write CONFIG's jobs, or convert a published trace, as our CSV/JSON trace",
         description="`trace CONFIG --out F`: write the jobs CONFIG's workload generates. "
         "`trace convert IN --format FMT --out F`: read a published trace (philly, helios, "
@@ -86,7 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for p in (run, sweep):
         p.add_argument("config", help="configuration file (YAML or JSON)")
         p.add_argument("--out", required=True, help="output directory")
-    trace.add_argument("what", nargs="+", metavar="CONFIG | convert IN")
+    trace.add_argument("what", nargs="+", metavar="ARG", help="CONFIG, or: convert IN")
     trace.add_argument("--out", required=True, help="trace file to write")
     trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
     trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
