@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Idempotent setup: Debian packages, a .venv that can import Debian's mininet module,
 # and an editable install of the project with its dev extras.  A second run takes seconds.
+# chromium: headless, for the browser test of the simulator's report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mininet bridge-utils clang llvm libbpf-dev bpftool iperf3 iputils-ping tcpdump iproute2 ethtool)
+APT_PACKAGES=(mininet bridge-utils clang llvm libbpf-dev bpftool iperf3 iputils-ping tcpdump iproute2 ethtool chromium)
 PYTHON=${PYTHON:-python3}
 
 missing=()

@@ -20,15 +20,20 @@ DESCRIPTION = (
 )
 
 EPILOG = """\
-schedulers: themis, pollux (each optionally +cassini or +random), ideal (dedicated network)
+schedulers: themis, pollux (each optionally +cassini or +random), ideal (dedicated network),
+            recorded (+cassini): each job on the hosts its trace names (philly, lingjun, pai2020)
 config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,
               racks_per_pod (three-tier), pod_oversubscription}
              or {hosts: topo.csv, gpus_per_server, ...} or {generate: fat-tree, k, ...}
              (two-tier, three-tier, fat-tree, rail-optimised; docs/topologies.md)
   workload:  {poisson: {jobs, load, gpus: {count: weight}, iterations: [lo, hi], models}}
-             or {trace: file.csv}   (fields: job_id, arrival_s, gpus, iterations|duration_s,
-                                     model; see cassini/sim/workload.py)
+             or {trace: FILE, format: F, bad_rows: error|skip}   (format detected if absent)
+trace formats (cassini/sim/traces/<format>.py documents columns and assumptions):
+  philly (cluster_job_log JSON), helios (cluster_log.csv), acme (trace_seren/kalos.csv),
+  pai2020 (pai_job_table + pai_task_table), lingjun (job.csv + worker.csv),
+  pollux (adaptdl workload CSV), tiresias (*_job.csv), csv (ours: job_id, arrival_s, gpus,
+  iterations|duration_s, model[, hosts])
   schedulers: [themis, themis+cassini]    candidates: 10   seed: 0
   sweep:     {load: [...], seed: [...], scheduler: [...], oversubscription: [...]}
 
@@ -36,6 +41,7 @@ examples:
   cassini sim run experiments/configs/sim_paper.yaml --out results/sim
   cassini sim sweep experiments/configs/sim_paper.yaml --out results/sweep --workers 2
   cassini sim trace experiments/configs/sim_paper.yaml --out jobs.csv
+  cassini sim trace convert cluster_job_log --format philly --out jobs.csv
   cassini sim topo show topo.csv --gpus-per-server 8     (host tables: docs/topologies.md)
 """
 
@@ -53,7 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "run",
         help="simulate every scheduler of CONFIG on the same jobs",
         description="Simulate every scheduler of CONFIG on the same jobs; write "
-        "results.json and cdf.png under --out, print a table (or JSON with --format json).",
+        "results.json, cdf.png, the report's pictures (link_heatmap.png, link_timeline.png, "
+        "slowdown_cdf.png, gpu_utilisation.png) and report.html (one static page, opens "
+        "offline) under --out; print a table (or JSON with --format json).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -68,9 +76,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     trace = ssub.add_parser(
         "trace",
-        help="write the jobs CONFIG generates as a CSV/JSON trace",
-        description="Write the jobs CONFIG's workload generates as a trace file (CSV, or "
-        "JSON when the name ends in .json) that a config can replay with workload.trace.",
+        usage="cassini sim trace CONFIG --out FILE\n"
+        "       cassini sim trace convert IN [--format F] [--strict] [--seed N] --out FILE",
+        help="write CONFIG's jobs, or convert a published trace, as our CSV/JSON trace",
+        description="`trace CONFIG --out F`: write the jobs CONFIG's workload generates. "
+        "`trace convert IN --format FMT --out F`: read a published trace (philly, helios, "
+        "acme, pai2020, lingjun, pollux, tiresias, csv; detected when --format is absent) "
+        "and write our trace (CSV, or JSON when F ends in .json).  Bad rows are skipped, "
+        "each reported as file:line:column, and counted (--strict: stop at the first, "
+        "exit 2); a file not in the named format exits 2 saying what was expected.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     topo = ssub.add_parser(
         "topo",
@@ -91,9 +107,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
     show.add_argument("--oversubscription", type=float, help="ToR downlinks / uplinks")
     show.add_argument("--pod-oversubscription", type=float, help="aggregation down / up")
-    for p in (run, sweep, trace):
+    for p in (run, sweep):
         p.add_argument("config", help="configuration file (YAML or JSON)")
-        p.add_argument("--out", required=True, help="output directory (trace: file)")
+        p.add_argument("--out", required=True, help="output directory")
+    trace.add_argument("what", nargs="+", metavar="ARG", help="CONFIG, or: convert IN")
+    trace.add_argument("--out", required=True, help="trace file to write")
+    trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
+    trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
+    trace.add_argument("--seed", type=int, default=0, help="convert: seed of the model rule")
+    trace.add_argument(
+        "--profiles", action="append", default=[], help="convert: extra profile JSON files"
+    )
     for p in (run, sweep):
         p.add_argument(
             "--format",
@@ -102,6 +126,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             help="stdout: table for people (default) or JSON summary",
         )
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument(
+        "--timeline-link",
+        help="link whose timeline (which job sends when) the report draws "
+        "(default: the most congested)",
+    )
     run.add_argument(
         "--scheduler",
         action="append",
@@ -131,7 +160,8 @@ def main(args: argparse.Namespace) -> int:
 
         return topo_main(args)
     try:
-        cfg = read_config(args.config)
+        if args.sim_command != "trace":
+            cfg = read_config(args.config)
         if args.sim_command != "trace" and not isinstance(cfg.cluster, Cluster):
             # until the schedulers pack racks of any size (docs/topologies.md, Status)
             raise InputError(
@@ -141,6 +171,11 @@ def main(args: argparse.Namespace) -> int:
             )
         out = Path(args.out)
         if args.sim_command == "trace":
+            if args.what[0] == "convert":
+                return _convert(args, out)
+            if len(args.what) != 1:
+                raise InputError("trace", "give CONFIG, or: convert IN --format F --out FILE")
+            cfg = read_config(args.what[0])
             jobs = cfg.jobs(cfg.library())
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trace(jobs, out)
@@ -152,13 +187,15 @@ def main(args: argparse.Namespace) -> int:
                     Scheduler.parse(s)
                 cfg = replace(cfg, schedulers=tuple(args.scheduler))
             progress = None if args.quiet else report.stderr_progress
-            results = report.run_config(cfg, progress=progress)
-            data = report.write_run(cfg, results, out)
+            done = report.simulate_config(cfg, progress=progress, record=True)
+            data = report.write_run(
+                cfg, done.results, out, run=done, timeline_link=args.timeline_link
+            )
             if args.format == "json":
                 print(json.dumps({k: data[k] for k in ("summaries", "ratios")}, indent=1))
             else:
                 print(report.table(data["summaries"]))
-                print(f"results: {out / 'results.json'}, plot: {out / 'cdf.png'}")
+                print(f"results: {out / 'results.json'}, report: {out / 'report.html'}")
             return 0
 
         def tick(done: int, total: int) -> None:
@@ -185,3 +222,35 @@ def main(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"cassini sim: error: {e}", file=sys.stderr)
         return 1
+
+
+def _convert(args: argparse.Namespace, out: Path) -> int:
+    """``trace convert``: a published trace to our CSV; bad rows reported, never dropped
+    silently."""
+    from cassini.sim.traces import read
+    from cassini.sim.workload import load_library, write_trace
+
+    if len(args.what) != 2:
+        raise InputError("trace", "usage: cassini sim trace convert IN [--format F] --out FILE")
+    got = read(
+        args.what[1],
+        load_library(args.profiles),
+        format=args.trace_format,
+        seed=args.seed,
+        strict=args.strict,
+    )
+    for bad in got.bad:
+        print(f"bad row: {bad}", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_trace(got.jobs, out)
+    for note in got.notes:
+        print(f"assumed: {note}", file=sys.stderr)
+    skipped = ", ".join(f"{n} {why}" for why, n in got.skipped.items())
+    print(
+        f"wrote {len(got.jobs)} jobs ({got.format}) to {out}; "
+        f"{len(got.bad)} bad row{'s' if len(got.bad) != 1 else ''}"
+        + (" (skipped, each listed above)" if got.bad else "")
+        + (f"; skipped {sum(got.skipped.values())} by rule: {skipped}" if got.skipped else ""),
+        file=sys.stderr,
+    )
+    return 0

@@ -11,6 +11,8 @@
       poisson: {jobs: 1000, load: 0.9, gpus: {8: 1, 16: 1, 32: 1},
                 iterations: [200, 1000], models: [vgg16, bert]}  # models optional
       # or: trace: jobs.csv          (relative to the config file)
+      #     format: philly           (optional, detected when absent; see cassini.sim.traces)
+      #     bad_rows: error          (error: stop at the first; skip: count, report, go on)
     profiles: [measured.json]        # optional extra profiles
     schedulers: [themis, themis+cassini]
     candidates: 10                   # placements per job (paper: up to 10)
@@ -38,9 +40,19 @@ from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
 from cassini.sim.topologies import build as build_topology
 from cassini.sim.topology import Cluster
-from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
+from cassini.sim.workload import JobSpec, load_library, poisson_jobs
 
 SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
+BAD_ROWS = ("error", "skip")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The jobs of a run and where they came from: ``summary`` is JSON for the report
+    (a trace's format, bad and skipped rows, every assumption its reader applied)."""
+
+    jobs: list[JobSpec]
+    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,8 @@ class SimConfig:
     schedulers: tuple[str, ...]
     poisson: Mapping[str, Any] | None = None
     trace: Path | None = None
+    trace_format: str | None = None
+    bad_rows: str = "error"
     profiles: tuple[Path, ...] = ()
     candidates: int = 10
     seed: int = 0
@@ -62,10 +76,23 @@ class SimConfig:
         return load_library(self.profiles)
 
     def jobs(self, library: Mapping[str, JobProfile]) -> list[JobSpec]:
+        return self.read_workload(library).jobs
+
+    def read_workload(self, library: Mapping[str, JobProfile]) -> Workload:
+        """The jobs, from the trace (any format of :mod:`cassini.sim.traces`) or drawn."""
         if self.trace is not None:
-            return read_trace(self.trace, library)
+            from cassini.sim.traces import read
+
+            got = read(
+                self.trace,
+                library,
+                format=self.trace_format,
+                seed=self.seed,
+                strict=self.bad_rows == "error",
+            )
+            return Workload(got.jobs, {"trace": str(self.trace), **got.summary()})
         p = dict(self.poisson or {})
-        return poisson_jobs(
+        jobs = poisson_jobs(
             p["jobs"],
             p["load"],
             self.cluster.gpus,
@@ -75,6 +102,7 @@ class SimConfig:
             models=p.get("models"),
             seed=self.seed,
         )
+        return Workload(jobs, {"poisson": self.poisson})
 
     def variant(self, **axes: Any) -> SimConfig:
         """This configuration with sweep axes (load, seed, scheduler, oversubscription)
@@ -131,12 +159,26 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
     for s in schedulers:
         Scheduler.parse(s)
     workload = schema.require_object(obj["workload"], "workload")
-    schema.check_fields(workload, "workload", (), ("poisson", "trace"))
-    if len(workload) != 1:
+    schema.check_fields(workload, "workload", (), ("poisson", "trace", "format", "bad_rows"))
+    if ("poisson" in workload) == ("trace" in workload):
         raise InputError("workload", "give exactly one of poisson and trace")
-    poisson, trace = None, None
+    poisson, trace, trace_format, bad_rows = None, None, None, "error"
     if "trace" in workload:
+        from cassini.sim.traces import READERS
+
         trace = base / schema.identifier(workload["trace"], "workload.trace")
+        if "format" in workload:
+            trace_format = schema.identifier(workload["format"], "workload.format")
+            if trace_format not in READERS:
+                raise InputError(
+                    "workload.format",
+                    f"unknown trace format {trace_format!r} (one of {', '.join(READERS)})",
+                )
+        bad_rows = workload.get("bad_rows", "error")
+        if bad_rows not in BAD_ROWS:
+            raise InputError("workload.bad_rows", f"must be one of {', '.join(BAD_ROWS)}")
+    elif "format" in workload or "bad_rows" in workload:
+        raise InputError("workload.format", "only with a trace")
     else:
         poisson = _poisson(workload["poisson"], cluster)
     profiles = tuple(
@@ -159,6 +201,8 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         schedulers=schedulers,
         poisson=poisson,
         trace=trace,
+        trace_format=trace_format,
+        bad_rows=bad_rows,
         profiles=profiles,
         candidates=_count(obj.get("candidates", 10), "candidates"),
         seed=int(schema.number(obj.get("seed", 0), "seed", non_negative=True)),

@@ -30,6 +30,7 @@ import numpy as np
 from cassini.plugin import choose_placement
 from cassini.profile import JobProfile
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
+from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
@@ -170,6 +171,9 @@ class Simulation:
     window : how long the network model looks at each group of jobs.
     precision_deg : CASSINI's angle step.
     progress : called as ``progress(finished, total)`` now and then.
+    recorder : optional observer of the network model (for reports), e.g.
+        :class:`cassini.sim.recording.NetworkRecorder`: gets
+        ``window(now_s, flows, horizon_s, warmup_s, result)`` after every evaluation.
     """
 
     def __init__(
@@ -184,6 +188,7 @@ class Simulation:
         window: NetworkWindow = NetworkWindow(),
         precision_deg: float = 5.0,
         progress: Callable[[int, int], None] | None = None,
+        recorder: Any = None,
     ) -> None:
         self.cluster = cluster
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
@@ -194,12 +199,15 @@ class Simulation:
         self.window = window
         self.precision_deg = precision_deg
         self.progress = progress
+        self.recorder = recorder
         for j in self.jobs:
             if j.model not in self.library:
                 raise ValueError(f"job {j.job_id}: unknown model {j.model!r}")
             if j.gpus > cluster.gpus:
                 raise ValueError(f"job {j.job_id}: {j.gpus} GPUs, cluster has {cluster.gpus}")
         self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
+        recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
+        self.host_server = host_servers(self.jobs, cluster) if recorded else None
         self.free = np.full(cluster.servers, cluster.gpus_per_server, int)
         self.running: dict[str, _Running] = {}
         self.on_link: dict[str, set[str]] = {}
@@ -320,9 +328,12 @@ class Simulation:
             self.scheduler.policy, self.queue, int(self.free.sum()), self.now, self.dedicated
         )
         for d in decisions:
-            options = candidate_placements(
-                self.cluster, self.free, d.gpus, self.n_candidates, self.rng
-            )
+            if self.host_server is not None:
+                options = recorded_options(d.job, self.host_server, self.free)
+            else:
+                options = candidate_placements(
+                    self.cluster, self.free, d.gpus, self.n_candidates, self.rng
+                )
             if not options:
                 continue
             profile = _as_job(self.library[d.job.model], d.job.job_id)
@@ -493,6 +504,8 @@ class Simulation:
             tolerance=AGENT_TOLERANCE,
         )
         self.evaluations += 1
+        if self.recorder is not None:
+            self.recorder.window(self.now, tuple(flows), horizon, warmup, result)
         self.network_events += result.events
         return result
 

@@ -22,7 +22,7 @@ switch would mark) and the bits each link carried.  Pure logic: no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -202,6 +202,7 @@ def simulate(
     warmup_s: float = 0.0,
     tolerance: float = 0.05,
     max_events: int = 2_000_000,
+    on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
 ) -> NetworkResult:
     """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
 
@@ -215,6 +216,9 @@ def simulate(
     tolerance : a job on a slot grid that is later than ``tolerance`` of its grid period
         waits for its next slot (the agent's re-alignment); within it, it starts late.
     max_events : guard against runaway simulations.
+    on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
+        every step of the whole window: the indices (into ``jobs``) of the jobs sending
+        from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
 
     Returns
     -------
@@ -327,6 +331,8 @@ def simulate(
         left[active] /= got
         left[waiting] = until[waiting] - t
         dt = max(0.0, min(horizon_s - t, float(left.min()) if n else math.inf))
+        if on_step is not None and dt > 0:
+            on_step(t, dt, active, got)
         lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
         if hi > lo and len(active):
             excess += over * (hi - lo)

@@ -1,4 +1,10 @@
-"""Run a configuration and report: JSON for machines, a table and CDF plots for people.
+"""Run a configuration and report: JSON for machines, a table, plots and ``report.html``
+for people.
+
+``write_run`` writes ``results.json`` and ``cdf.png``; given the :class:`Run` of
+:func:`simulate_config` it also writes the pictures of :mod:`cassini.sim.pictures`
+(per-link utilisation heat map, one link's timeline, slowdown CDF, GPU utilisation) and
+``report.html`` (:mod:`cassini.sim.html_report`) beside them.
 
 ``ratios`` compares every scheduler ``X`` with ``X+cassini`` run on the same jobs:
 baseline over CASSINI for mean and p99 iteration time (> 1 means CASSINI is faster),
@@ -11,13 +17,18 @@ import json
 import math
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cassini.sim.config import SimConfig
-from cassini.sim.engine import SimResult, run
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+from cassini.sim.config import SimConfig, Workload
+from cassini.sim.engine import AGENT_TOLERANCE, SimResult, run
+from cassini.sim.recording import NetworkRecorder
+from cassini.sim.schedulers import Scheduler
 
 RATIO_METRICS = (
     "mean_iteration_s",
@@ -29,26 +40,49 @@ RATIO_METRICS = (
 )
 
 
-def run_config(
-    cfg: SimConfig, *, progress: Callable[[str, int, int], None] | None = None
-) -> dict[str, SimResult]:
-    """Simulate every scheduler of ``cfg`` on the same jobs."""
+@dataclass
+class Run:
+    """Every scheme's result on the same jobs, with what the report needs besides."""
+
+    results: dict[str, SimResult]
+    workload: Workload
+    library: dict[str, JobProfile]
+    recorders: dict[str, NetworkRecorder] = field(default_factory=dict)
+
+
+def simulate_config(
+    cfg: SimConfig,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+    record: bool = False,
+) -> Run:
+    """Simulate every scheduler of ``cfg`` on the same jobs; ``record`` keeps the network
+    windows that the report's link timeline replays."""
     library = cfg.library()
-    jobs = cfg.jobs(library)
-    out = {}
+    workload = cfg.read_workload(library)
+    out = Run({}, workload, library)
     for name in cfg.schedulers:
         tick = (lambda done, total, name=name: progress(name, done, total)) if progress else None
-        out[name] = run(
+        recorder = out.recorders.setdefault(name, NetworkRecorder()) if record else None
+        out.results[name] = run(
             cfg.cluster,
-            jobs,
+            workload.jobs,
             library,
             name,
             n_candidates=cfg.candidates,
             seed=cfg.seed,
             precision_deg=cfg.precision_deg,
             progress=tick,
+            recorder=recorder,
         )
     return out
+
+
+def run_config(
+    cfg: SimConfig, *, progress: Callable[[str, int, int], None] | None = None
+) -> dict[str, SimResult]:
+    """Simulate every scheduler of ``cfg`` on the same jobs."""
+    return simulate_config(cfg, progress=progress).results
 
 
 def ratios(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -63,12 +97,18 @@ def ratios(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, fl
     return out
 
 
-def results_json(cfg: SimConfig, results: Mapping[str, SimResult]) -> dict[str, Any]:
+def results_json(
+    cfg: SimConfig,
+    results: Mapping[str, SimResult],
+    workload: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     summaries = {name: r.summary() for name, r in results.items()}
+    if workload is None:
+        workload = {"trace": str(cfg.trace)} if cfg.trace else {"poisson": cfg.poisson}
     return {
         "name": cfg.name,
         "cluster": cfg.cluster.to_dict() | {"gpus": cfg.cluster.gpus},
-        "workload": {"trace": str(cfg.trace)} if cfg.trace else {"poisson": cfg.poisson},
+        "workload": dict(workload),
         "seed": cfg.seed,
         "candidates": cfg.candidates,
         "summaries": summaries,
@@ -138,15 +178,127 @@ def plot_cdfs(results: Mapping[str, SimResult], out_dir: Path, title: str = "") 
     return [path]
 
 
-def write_run(cfg: SimConfig, results: Mapping[str, SimResult], out_dir: Path) -> dict[str, Any]:
-    """Write ``results.json`` and ``cdf.png`` under ``out_dir``; return the JSON."""
+def write_run(
+    cfg: SimConfig,
+    results: Mapping[str, SimResult],
+    out_dir: Path,
+    *,
+    run: Run | None = None,
+    timeline_link: str | None = None,
+) -> dict[str, Any]:
+    """Write ``results.json`` and ``cdf.png`` under ``out_dir`` — and, given ``run``, the
+    report's pictures and ``report.html`` — and return the JSON."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = results_json(cfg, results)
+    data = results_json(cfg, results, run.workload.summary if run else None)
+    if run is not None:
+        data["report"] = write_report(cfg, run, data, out_dir, timeline_link)
     tmp = out_dir / "results.json.tmp"
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(out_dir / "results.json")
     plot_cdfs(results, out_dir, title=cfg.name)
+    if run is not None:
+        _html(cfg, data, out_dir)
     return data
+
+
+#: Rows of each scheme's busiest-links table in the report.
+BUSIEST_LINKS = 10
+
+
+def most_congested_link(cfg: SimConfig, run: Run) -> str | None:
+    """The link with the most excess demand summed over the schemes; without any, the
+    busiest link (highest mean utilisation) of the first scheme that used one."""
+    excess: dict[str, float] = {}
+    for r in run.results.values():
+        for link, s in r.excess_s.items():
+            excess[link] = excess.get(link, 0.0) + s
+    if any(v > 0 for v in excess.values()):
+        return max(sorted(excess), key=lambda link: excess[link])
+    return None
+
+
+def write_report(
+    cfg: SimConfig, run: Run, data: Mapping[str, Any], out_dir: Path, timeline_link: str | None
+) -> dict[str, Any]:
+    """The pictures; returns what ``report.html`` will show besides results.json."""
+    from cassini.sim import pictures
+    from cassini.sim.recorded import MAPPING_RULE
+    from cassini.sim.recording import link_timeline
+    from cassini.sim.utilisation import utilisation
+
+    if timeline_link is not None and timeline_link not in cfg.cluster.links:
+        raise InputError(
+            "--timeline-link", f"no link {timeline_link!r} (links: srv<i>, tor<r>, pod<p>)"
+        )
+    end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
+    util = {
+        name: utilisation(r, cfg.cluster, run.library, end_s=end)
+        for name, r in run.results.items()
+    }
+    link = timeline_link or most_congested_link(cfg, run)
+    how = "given with --timeline-link" if timeline_link else "the most congested"
+    if link is None:  # nothing congested: the busiest link
+        link = next((u.links[0] for u in util.values() if u.links), None)
+        how = "the busiest (no link was ever congested)"
+    files = [
+        (pictures.heatmap(util, out_dir / "link_heatmap.png", cfg.name),
+         "Per-link utilisation over time, the busiest links on top (ideal: the demand a "
+         "dedicated network would carry; colours stop at 1)"),
+        (pictures.slowdown_cdf(run.results, out_dir / "slowdown_cdf.png"),
+         "Per-job slowdown (mean iteration time over dedicated), CDF per scheme"),
+        (pictures.gpu_utilisation(util, out_dir / "gpu_utilisation.png"),
+         "GPU utilisation over time: computing (solid) and allocated (dashed)"),
+    ]  # fmt: skip
+    if link is not None:
+        lines: dict[str, Any] = {}
+        for name, rec in run.recorders.items():
+            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=AGENT_TOLERANCE)
+            if Scheduler.parse(name).dedicated_network:
+                tl = f"{name} runs every job on a dedicated network: no network model to draw"
+            elif tl is None:
+                tl = (
+                    f"no network window crossed {link} under {name}: its jobs' summed peak "
+                    "demand never exceeded its capacity, so it never slowed anyone"
+                )
+            lines[name] = tl
+        path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
+        files.insert(1, (path, f"Who sends when on link {link} ({how}), in the network "
+                               "window where it was most congested"))  # fmt: skip
+    files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))
+    busiest = {
+        name: [
+            {
+                "link": lk,
+                "capacity_gbps": cfg.cluster.links[lk] / 1e9,
+                "mean_utilisation": mean,
+                "peak_utilisation": peak,
+                "excess_s": run.results[name].excess_s.get(lk, 0.0),
+            }
+            for lk, mean, peak in u.busiest(BUSIEST_LINKS)
+        ]
+        for name, u in util.items()
+    }
+    notes = []
+    if any(name.startswith("recorded") for name in run.results):
+        notes.append(MAPPING_RULE)
+    return {
+        "timeline_link": link,
+        "timeline_link_chosen": how,
+        "pictures": [[p.name, caption] for p, caption in files],
+        "busiest_links": busiest,
+        "notes": notes,
+    }
+
+
+def _html(cfg: SimConfig, data: Mapping[str, Any], out_dir: Path) -> Path:
+    from cassini.sim import html_report
+
+    rep = data["report"]
+    pictures = [(out_dir / name, caption) for name, caption in rep["pictures"]]
+    notes = [f"timeline link: {rep['timeline_link']} ({rep['timeline_link_chosen']})"]
+    return html_report.write(
+        out_dir / "report.html", data, pictures, rep["busiest_links"], notes + rep["notes"]
+    )
 
 
 def stderr_progress(name: str, done: int, total: int) -> None:

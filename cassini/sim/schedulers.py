@@ -18,6 +18,9 @@ first of up to N candidates; the others start packing from other racks or take r
 free GPUs.  ``+cassini`` picks among the candidates with :func:`cassini.plugin.
 choose_placement` and applies its time-shifts; ``+random`` picks a random candidate;
 ``ideal`` is Themis on a dedicated network (no contention at all).
+
+``recorded`` replays a trace's own placement (:mod:`cassini.sim.recorded`): jobs in
+arrival order, each on exactly the hosts the trace names, once their GPUs are free.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from cassini.errors import InputError
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 
-POLICIES = ("themis", "pollux")
+POLICIES = ("themis", "pollux", "recorded")
 PLACEMENTS = ("first", "random", "cassini")
 #: Statistical-efficiency loss per doubling-equivalent of batch size (Pollux-like policy).
 EFFICIENCY_LOSS = 0.25
@@ -103,6 +106,8 @@ def decide(
             ),
         )
         return [Decision(j, j.gpus, j.iterations) for j in ranked]
+    if policy == "recorded":  # the trace's own order and sizes
+        return [Decision(j, j.gpus, j.iterations) for j in sorted(queue, key=lambda j: j.arrival_s)]
     if policy == "pollux":
         out = []
         budget = free_gpus

@@ -13,15 +13,19 @@ modelled on the Philly trace's fields:
                model's iteration time
 ``model``      a profile id from the library (``cassini/data/profiles.json`` or a
                file given with ``--profiles``)
+``hosts``      optional: the hosts the job ran on, ``host:gpus;host:gpus``
+               (for the ``recorded`` scheduler)
 =============  ===========================================================
+
+Readers for the published traces (Philly, Helios, Acme, PAI 2020, Lingjun, Pollux,
+Tiresias) are in :mod:`cassini.sim.traces`; ``cassini sim trace convert`` turns any of
+them into this format.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -40,13 +44,18 @@ TRACE_FIELDS = ("job_id", "arrival_s", "gpus", "iterations", "model")
 @dataclass(frozen=True)
 class JobSpec:
     """A job as submitted: arrives at ``arrival_s`` seconds asking for ``gpus`` GPUs to
-    train ``iterations`` iterations of ``model`` (a profile id)."""
+    train ``iterations`` iterations of ``model`` (a profile id).
+
+    ``hosts``: where a trace recorded the job ran, ``(host name, GPUs on it)`` pairs
+    (Philly's machines, Lingjun's worker host_ip, PAI's instance machines); empty when
+    the trace records none.  Only the ``recorded`` scheduler uses it."""
 
     job_id: str
     arrival_s: float
     gpus: int
     iterations: int
     model: str
+    hosts: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,76 +145,40 @@ def poisson_jobs(
 
 # -- trace files --------------------------------------------------------------------------
 def read_trace(path: Path | str, library: Mapping[str, JobProfile]) -> list[JobSpec]:
-    """Read a CSV or JSON trace (see the module docstring); raises InputError naming the
-    row and field of the first problem."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError("trace", f"cannot read {path}: {e.strerror}") from None
-    if path.suffix.lower() == ".json":
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(
-                "trace", f"{path}: malformed JSON at line {e.lineno}: {e.msg}"
-            ) from None
-        rows = schema.array(rows, "trace", non_empty=True)
-    else:
-        rows = list(csv.DictReader(io.StringIO(text)))
-        if not rows:
-            raise InputError("trace", f"{path}: no rows (CSV needs a header and one row per job)")
-    return jobs_from_rows(rows, library)
+    """Read our CSV or JSON trace (see the module docstring); raises InputError naming
+    file, line, column and field of the first problem.  Other published formats:
+    :mod:`cassini.sim.traces`."""
+    from cassini.sim.traces import read
 
-
-def jobs_from_rows(rows: Sequence[Any], library: Mapping[str, JobProfile]) -> list[JobSpec]:
-    jobs, seen = [], set()
-    for k, row in enumerate(rows):
-        f = f"trace[{k}]"
-        row = schema.require_object(row, f)
-        optional = ("iterations", "duration_s")
-        schema.check_fields(row, f, ("job_id", "arrival_s", "gpus", "model"), optional)
-        job_id = schema.identifier(row["job_id"], f"{f}.job_id")
-        if job_id in seen:
-            raise InputError(f"{f}.job_id", f"duplicate job id {job_id!r}")
-        seen.add(job_id)
-        model = schema.identifier(row["model"], f"{f}.model")
-        if model not in library:
-            raise InputError(f"{f}.model", f"unknown model {model!r}")
-        arrival = schema.number(_num(row["arrival_s"]), f"{f}.arrival_s", non_negative=True)
-        gpus = schema.number(_num(row["gpus"]), f"{f}.gpus", positive=True)
-        if gpus != int(gpus):
-            raise InputError(f"{f}.gpus", f"must be a whole number, got {gpus:g}")
-        given = [name for name in optional if row.get(name) not in (None, "")]
-        if len(given) != 1:
-            raise InputError(f, "give exactly one of iterations and duration_s")
-        if given[0] == "iterations":
-            iters = schema.number(_num(row["iterations"]), f"{f}.iterations", positive=True)
-        else:
-            duration = schema.number(_num(row["duration_s"]), f"{f}.duration_s", positive=True)
-            iters = max(1.0, duration / library[model].iteration_time_s)
-        jobs.append(JobSpec(job_id, arrival, int(gpus), int(math.ceil(iters)), model))
-    return sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+    return read(path, library, format="csv").jobs
 
 
 def write_trace(jobs: Sequence[JobSpec], path: Path | str) -> None:
-    """Write jobs as a CSV (``.csv``) or JSON trace that :func:`read_trace` reads back."""
+    """Write jobs as a CSV (``.csv``) or JSON trace that :func:`read_trace` reads back.
+    A ``hosts`` column (``host:gpus;host:gpus``) is written only when a job has
+    recorded hosts."""
     path = Path(path)
+    with_hosts = any(j.hosts for j in jobs)
     if path.suffix.lower() == ".json":
-        path.write_text(json.dumps([j.to_dict() for j in jobs], indent=1))
+        rows = []
+        for j in jobs:
+            row = {k: getattr(j, k) for k in TRACE_FIELDS}
+            if with_hosts:
+                row["hosts"] = [[h, g] for h, g in j.hosts]
+            rows.append(row)
+        path.write_text(json.dumps(rows, indent=1))
         return
+    fields = TRACE_FIELDS + (("hosts",) if with_hosts else ())
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=TRACE_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for j in jobs:
-            writer.writerow(j.to_dict())
+            row = {k: getattr(j, k) for k in TRACE_FIELDS}
+            if with_hosts:
+                row["hosts"] = format_hosts(j.hosts)
+            writer.writerow(row)
 
 
-def _num(value: Any) -> Any:
-    """CSV cells are strings: turn numeric ones into numbers, leave the rest to fail."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
+def format_hosts(hosts: Sequence[tuple[str, int]]) -> str:
+    """``(("m1", 8), ("m2", 4))`` -> ``"m1:8;m2:4"`` (the CSV trace's ``hosts`` cell)."""
+    return ";".join(f"{h}:{g}" for h, g in hosts)

@@ -1,0 +1,178 @@
+"""``report.html``: one static page gathering a run's tables and pictures.
+
+Self-contained: the pictures are embedded as base64 PNG (they are also written beside
+it), the style is inline, nothing is fetched — it opens offline from a file.  Numbers
+are printed with four significant digits (whole numbers from 10,000 up) in cells marked
+``data-key``, so a reader (or a test) can find each metric.  A few lines of script mark
+every picture ``data-loaded="true"`` once it decoded, and the body
+``data-images-loaded`` with the count.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Summary columns: (key in a scheme's summary, header, scale, unit).
+SUMMARY_COLUMNS = (
+    ("jobs", "jobs", 1, ""),
+    ("mean_iteration_s", "mean iteration", 1e3, "ms"),
+    ("p99_iteration_s", "p99 iteration", 1e3, "ms"),
+    ("mean_slowdown", "mean slowdown", 1, "×"),
+    ("p99_slowdown", "p99 slowdown", 1, "×"),
+    ("mean_jct_s", "mean JCT", 1, "s"),
+    ("p99_jct_s", "p99 JCT", 1, "s"),
+    ("makespan_s", "makespan", 1, "s"),
+    ("excess_demand_s_total", "excess demand", 1, "link·s"),
+    ("wall_s", "wall time", 1, "s"),
+)
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222 }
+h1 { font-size: 1.5em } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc }
+table { border-collapse: collapse; margin: .6em 0; font-size: .9em }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right }
+th:first-child, td:first-child { text-align: left }
+td.num { font-variant-numeric: tabular-nums }
+figure { margin: 1em 0 } img { max-width: 100%; border: 1px solid #eee }
+figcaption { font-size: .85em; color: #555 } ul.notes li { font-size: .9em }
+"""
+
+SCRIPT = """
+window.addEventListener('load', function () {
+  var ok = 0;
+  document.querySelectorAll('img').forEach(function (img) {
+    var good = img.complete && img.naturalWidth > 0;
+    img.setAttribute('data-loaded', good ? 'true' : 'false');
+    if (good) { ok += 1; }
+  });
+  document.body.setAttribute('data-images-loaded', String(ok));
+});
+"""
+
+
+def number(value: Any) -> str:
+    """How the page prints a number (see the module docstring)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def _cell(value: Any, key: str | None = None) -> str:
+    attr = f' data-key="{html.escape(key)}"' if key else ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f'<td class="num"{attr}>{number(value)}</td>'
+    return f"<td{attr}>{html.escape(str(value))}</td>"
+
+
+def _table(head: Sequence[str], rows: Sequence[str], table_id: str) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(rows)
+    return f'<table id="{table_id}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _figure(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}" '
+        f'data-file="{html.escape(path.name)}"><figcaption>{html.escape(caption)} '
+        f"({html.escape(path.name)})</figcaption></figure>"
+    )
+
+
+def write(
+    path: Path,
+    data: Mapping[str, Any],
+    pictures: Sequence[tuple[Path, str]],
+    busiest: Mapping[str, Sequence[Mapping[str, Any]]],
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write the page.  ``data``: the run's results.json; ``pictures``: (PNG, caption);
+    ``busiest``: per scheme, rows of the busiest-links table."""
+    summaries = data["summaries"]
+    head = ["scheme"] + [f"{h} ({u})" if u else h for _, h, _, u in SUMMARY_COLUMNS]
+    rows = []
+    for name, s in summaries.items():
+        cells = "".join(
+            _cell(s[key] * scale if scale != 1 else s[key], key)
+            for key, _, scale, _ in SUMMARY_COLUMNS
+        )
+        rows.append(f'<tr data-scheme="{html.escape(name)}">{_cell(name)}{cells}</tr>')
+    parts = [
+        f"<h1>Simulation report: {html.escape(str(data.get('name', 'sim')))}</h1>",
+        "<h2>Schemes</h2>",
+        "<p>Iteration times over every iteration of every job; slowdown = iteration time "
+        "over the job's dedicated iteration time; excess demand: seconds a link's demand "
+        "exceeded its capacity, summed over links.</p>",
+        _table(head, rows, "summary"),
+    ]
+    if data.get("ratios"):
+        metrics = sorted({m for r in data["ratios"].values() for m in r})
+        rows = [
+            f'<tr data-pair="{html.escape(pair)}">{_cell(pair)}'
+            + "".join(_cell(r.get(m), m) for m in metrics)
+            + "</tr>"
+            for pair, r in data["ratios"].items()
+        ]
+        parts += [
+            "<h2>Baseline over CASSINI</h2><p>&gt; 1: CASSINI is better.</p>",
+            _table(["pair", *metrics], rows, "ratios"),
+        ]
+    parts.append("<h2>Pictures</h2>")
+    parts += [_figure(p, caption) for p, caption in pictures]
+    parts.append("<h2>Busiest links</h2>")
+    for name, table in busiest.items():
+        rows = [
+            f'<tr data-scheme="{html.escape(name)}" data-link="{html.escape(r["link"])}">'
+            + _cell(r["link"])
+            + "".join(_cell(r[k], k) for k in ("capacity_gbps", "mean_utilisation",
+                                                "peak_utilisation", "excess_s"))  # fmt: skip
+            + "</tr>"
+            for r in table
+        ]
+        parts += [
+            f"<h3>{html.escape(name)}</h3>",
+            _table(
+                ["link", "capacity (Gbit/s)", "mean utilisation", "peak utilisation (bin)",
+                 "excess demand (s)"],
+                rows,
+                f"links-{html.escape(name)}",
+            ),  # fmt: skip
+        ]
+    parts.append("<h2>Cluster and workload</h2>")
+    cluster = data.get("cluster", {})
+    parts.append(
+        _table(["cluster", "value"], [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in
+                                      cluster.items()], "cluster")  # fmt: skip
+    )
+    workload = data.get("workload", {})
+    flat = {k: v for k, v in workload.items() if not isinstance(v, list | dict)}
+    parts.append(
+        _table(["workload", "value"], [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in
+                                       flat.items()], "workload")  # fmt: skip
+    )
+    lists = [
+        *(f"skipped {n}: {why}" for why, n in workload.get("skipped", {}).items()),
+        *(f"bad row: {b}" for b in workload.get("bad_row_examples", [])),
+        *(f"assumed: {a}" for a in workload.get("assumptions", [])),
+        *notes,
+    ]
+    if "poisson" in workload:
+        lists.append(f"poisson workload: {workload['poisson']}")
+    if lists:
+        parts.append('<ul class="notes">' + "".join(
+            f"<li>{html.escape(str(x))}</li>" for x in lists) + "</ul>")  # fmt: skip
+    body = "\n".join(parts)
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(str(data.get('name', 'sim')))}: simulation report</title>"
+        f"<style>{STYLE}</style><script>{SCRIPT}</script></head>\n<body>\n{body}\n</body></html>\n"
+    )
+    path.write_text(page)
+    return path

@@ -1,0 +1,103 @@
+"""``helios``: SenseTime Helios ``cluster_log.csv`` (S-Lab-System-Group/HeliosData, SC 2021).
+
+Source: https://github.com/S-Lab-System-Group/HeliosData — one ``cluster_log.csv`` per
+cluster (Venus is the one published; Earth, Saturn, Uranus share the schema).  Header::
+
+    job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue
+
+Columns used: ``job_id``; ``gpu_num`` (GPUs); ``submit_time`` (arrival,
+``2020-06-09 18:41:01``); ``duration`` (run time in seconds, ``end_time - start_time``
+per the README; when empty, ``end_time - start_time`` is used).  Required in the header
+as well, to tell the format apart: ``vc``, ``node_num``, ``state``, ``start_time``,
+``end_time``.
+
+Assumptions:
+
+* Every final ``state`` (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL) is replayed
+  for its recorded run time: a failed job held its GPUs that long too.
+* Skipped (counted): ``gpu_num`` 0 (CPU jobs, about half the trace), run time <= 0.
+* ``node_num`` is not a placement (no machine names): the scheduler places the job.
+* The trace names no model: the seeded rule of :class:`~.common.ModelRule` picks one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cassini.profile import JobProfile
+from cassini.sim.traces.common import (
+    DURATION_NOTE,
+    ModelRule,
+    Row,
+    Skip,
+    TraceRead,
+    collect,
+    csv_rows,
+    finish,
+    iterations_for,
+)
+from cassini.sim.workload import JobSpec
+
+NAME = "helios"
+SOURCE = "S-Lab-System-Group/HeliosData: data/<cluster>/cluster_log.csv"
+COLUMNS = (
+    "job_id", "vc", "gpu_num", "node_num", "state", "submit_time", "start_time", "end_time",
+    "duration",
+)  # fmt: skip
+EXPECTED = "a Helios cluster_log.csv (header: " + ",".join(COLUMNS) + ", ...)"
+
+
+def sniff(path: Path, head: str) -> bool:
+    cols = [c.strip() for c in (head.splitlines() or [""])[0].split(",")]
+    return all(c in cols for c in COLUMNS) and "gpu_time" not in cols
+
+
+def read_job_log(
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    name: str,
+    columns: Sequence[str],
+    expected: str,
+    seed: int,
+    strict: bool,
+    model_column: str | None = None,
+) -> TraceRead:
+    """Shared by Helios and Acme (same Slurm-derived job log): one job per row."""
+    out = TraceRead(name, str(path), [])
+    models = ModelRule(library, seed)
+    rows = csv_rows(path, columns, expected=expected)
+
+    def parse(row: Row) -> JobSpec:
+        job_id = row.text("job_id")
+        gpus = row.count("gpu_num")
+        arrival = row.time("submit_time")
+        if row.present("duration"):
+            run = row.number("duration")
+        elif row.present("end_time"):
+            run = row.time("end_time") - row.time("start_time")
+        else:
+            raise Skip("no duration and no end_time")
+        if gpus == 0:
+            raise Skip("no GPUs (gpu_num 0)")
+        if run <= 0:
+            raise Skip("run time <= 0")
+        model = models.choose(job_id, row.raw(model_column) if model_column else None)
+        return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
+
+    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    out.notes += [
+        "run time: the duration column (end_time - start_time when empty); all final states",
+        DURATION_NOTE,
+        *models.notes(),
+    ]
+    return finish(out, jobs)
+
+
+def read(
+    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+) -> TraceRead:
+    return read_job_log(
+        path, library, name=NAME, columns=COLUMNS, expected=EXPECTED, seed=seed, strict=strict
+    )

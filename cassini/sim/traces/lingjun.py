@@ -1,0 +1,157 @@
+"""``lingjun``: Alibaba Lingjun GPU cluster dataset 2023 (alibaba/alibaba-lingjun-dataset-2023,
+the Crux paper, SIGCOMM 2024).
+
+Source: https://github.com/alibaba/alibaba-lingjun-dataset-2023, ``data/job.csv``,
+``data/worker.csv``, ``data/topo.csv``.  The repository's README describes the tables
+but not their columns, and ``job.csv``/``worker.csv`` are stored out of git; the column
+names below are those that public loaders of the dataset read [unconfirmed against the
+files themselves]:
+
+* ``job.csv``: ``job_name``, ``kind``, ``model``, ``status``, ``gmt_job_submitted``,
+  ``gmt_job_running``, ``gmt_job_finished``, ``gmt_job_stopped``, ... (times like
+  ``2023/7/15 02:19``)
+* ``worker.csv``: ``job_name``, ``worker_name``, ``replica_type``, ``host_ip``,
+  ``gmt_created``, ``RES`` (a JSON object of resources, GPUs under ``nvidia.com/gpu``)
+* ``topo.csv``: ``ip,DSW,PSW,ASW`` — not read here: the host-table topology belongs to
+  the cluster reader (issue 22 §2).
+
+Give ``job.csv`` or the directory holding it; ``worker.csv`` must sit beside it.
+
+Columns used: job ``job_name`` (id), ``model``, ``gmt_job_submitted`` (arrival),
+``gmt_job_running`` and ``gmt_job_finished`` (else ``gmt_job_stopped``) for the run
+time; worker ``job_name``, ``worker_name``, ``host_ip`` and ``RES``.
+
+Assumptions:
+
+* GPUs of a worker: the value of the first ``RES`` key ending in ``/gpu``
+  (``nvidia.com/gpu``); workers with none (e.g. a CPU master) are not in the ring and
+  not in the placement.  A job's GPUs are its workers' sum; its recorded placement is
+  each GPU worker's ``host_ip`` with its GPUs (workers on one host are summed).
+* Skipped (counted): jobs without GPU workers, never running (no ``gmt_job_running``),
+  without an end (no ``gmt_job_finished`` nor ``gmt_job_stopped``), run time <= 0.
+  Worker rows of jobs not in ``job.csv`` are ignored.
+* ``model``: by name when the library has it, otherwise (and when empty) the seeded
+  rule of :class:`~.common.ModelRule`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+from cassini.sim.traces.common import (
+    DURATION_NOTE,
+    ModelRule,
+    Row,
+    Skip,
+    TraceRead,
+    collect,
+    csv_rows,
+    finish,
+    iterations_for,
+    merge_hosts,
+)
+from cassini.sim.workload import JobSpec
+
+NAME = "lingjun"
+SOURCE = "alibaba/alibaba-lingjun-dataset-2023: data/job.csv, data/worker.csv"
+JOB_COLUMNS = ("job_name", "model", "gmt_job_submitted", "gmt_job_running", "gmt_job_finished")
+WORKER_COLUMNS = ("job_name", "worker_name", "host_ip", "RES")
+EXPECTED = "a Lingjun job.csv (header with " + ", ".join(JOB_COLUMNS) + ")"
+
+
+def tables(path: Path) -> tuple[Path, Path]:
+    job = path / "job.csv" if path.is_dir() else path
+    return job, job.parent / "worker.csv"
+
+
+def sniff(path: Path, head: str) -> bool:
+    if path.is_dir():
+        return (path / "job.csv").exists() and (path / "worker.csv").exists()
+    return "gmt_job_submitted" in (head.splitlines() or [""])[0]
+
+
+def worker_gpus(row: Row) -> int:
+    raw = row.raw("RES")
+    if not row.present("RES"):
+        return 0
+    try:
+        res = json.loads(raw)
+    except (TypeError, json.JSONDecodeError):
+        raise row.error("RES", f"not a JSON object: {raw!r}") from None
+    if not isinstance(res, dict):
+        raise row.error("RES", f"not a JSON object: {raw!r}")
+    for key, value in res.items():
+        if str(key).endswith("/gpu"):
+            try:
+                n = float(value)
+            except (TypeError, ValueError):
+                raise row.error("RES", f"{key} not a number: {value!r}") from None
+            if n < 0 or n != int(n):
+                raise row.error("RES", f"{key} must be a whole number >= 0, got {value!r}")
+            return int(n)
+    return 0
+
+
+def read(
+    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+) -> TraceRead:
+    job_path, worker_path = tables(path)
+    out = TraceRead(NAME, str(job_path), [])
+    models = ModelRule(library, seed)
+    # the job table first, so that a file in another format fails saying what was expected
+    job_rows = csv_rows(job_path, JOB_COLUMNS, expected=EXPECTED, optional=("gmt_job_stopped",))
+    first = next(job_rows, None)
+    if not worker_path.exists():
+        raise InputError(
+            "trace", f"{worker_path}: missing; the Lingjun reader needs worker.csv beside job.csv"
+        )
+    workers: dict[str, list[tuple[str, str, int]]] = {}
+
+    def parse_worker(row: Row) -> None:
+        gpus = worker_gpus(row)
+        job = row.text("job_name")
+        name = row.text("worker_name")
+        if gpus:
+            workers.setdefault(job, []).append((name, row.text("host_ip"), gpus))
+
+    rows = csv_rows(worker_path, WORKER_COLUMNS, expected="a Lingjun worker.csv (header with "
+                    + ", ".join(WORKER_COLUMNS) + ")")
+    collect(rows, parse_worker, out, strict=strict)
+
+    def parse_job(row: Row) -> JobSpec:
+        job = row.text("job_name")
+        arrival = row.time("gmt_job_submitted")
+        if not row.present("gmt_job_running"):
+            raise Skip("never ran (no gmt_job_running)")
+        start = row.time("gmt_job_running")
+        end_column = next(
+            (c for c in ("gmt_job_finished", "gmt_job_stopped") if row.present(c)), None
+        )
+        if end_column is None:
+            raise Skip("no gmt_job_finished nor gmt_job_stopped")
+        run = row.time(end_column) - start
+        mine = sorted(workers.get(job, ()))
+        if not mine:
+            raise Skip("no GPU workers")
+        if run <= 0:
+            raise Skip("run time <= 0")
+        hosts = merge_hosts([(host, gpus) for _, host, gpus in mine])
+        name = row.raw("model") if row.present("model") else None
+        model = models.choose(job, name)
+        gpus = sum(g for _, g in hosts)
+        return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
+
+    rows_again = itertools.chain([first] if first else [], job_rows)
+    jobs = [job for _, job in collect(rows_again, parse_job, out, strict=strict)]
+    out.notes += [
+        "GPUs and placement: each GPU worker's host_ip with its RES GPUs (workers by name)",
+        "run time: gmt_job_finished (else gmt_job_stopped) minus gmt_job_running",
+        DURATION_NOTE,
+        *models.notes(),
+    ]
+    return finish(out, jobs)

@@ -1,0 +1,123 @@
+"""``philly``: Microsoft Philly ``cluster_job_log`` (msr-fiddle/philly-traces, ATC 2019).
+
+Source: ``trace-data.tar.gz`` of https://github.com/msr-fiddle/philly-traces; its README
+gives the schema.  The file is a JSON array of job objects (one object per line is
+accepted too)::
+
+    {"status": "Pass", "vc": "ee9e8c", "jobid": "application_1506638472019_14199",
+     "attempts": [{"start_time": "2017-10-07 01:13:30", "end_time": "2017-10-09 06:53:12",
+                   "detail": [{"ip": "m412", "gpus": ["gpu0", ..., "gpu7"]}]}],
+     "submitted_time": "2017-10-07 01:11:39", "user": "ce2f4c"}
+
+Fields used: ``jobid`` (job id), ``submitted_time`` (arrival), ``attempts`` — of the
+**last attempt that has both times**: ``end_time - start_time`` is the run time, and its
+``detail`` gives the recorded placement, ``ip`` (machine) with ``len(gpus)`` GPUs each.
+``status``, ``vc``, ``user`` are not used.
+
+Assumptions:
+
+* Earlier attempts were runs that failed or were preempted; only the last complete one is
+  replayed (its machines, its run time).
+* Skipped (counted, per the README's notes): jobs with no attempts, with no attempt that
+  has both times (logging gaps), whose last attempt has no ``end_time`` (still running
+  when the trace was cut), with no GPUs, or with a run time <= 0.
+* The trace names no model: the seeded rule of :class:`~.common.ModelRule` picks one.
+* Times are the cluster's local time without a zone; only differences are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from cassini.profile import JobProfile
+from cassini.sim.traces.common import (
+    DURATION_NOTE,
+    ModelRule,
+    Row,
+    Skip,
+    TraceRead,
+    collect,
+    finish,
+    iterations_for,
+    json_records,
+    merge_hosts,
+    parse_time,
+)
+from cassini.sim.workload import JobSpec
+
+NAME = "philly"
+SOURCE = "msr-fiddle/philly-traces: trace-data.tar.gz, cluster_job_log"
+EXPECTED = (
+    "a Philly cluster_job_log (JSON objects with jobid, submitted_time and attempts "
+    "[{start_time, end_time, detail [{ip, gpus}]}])"
+)
+
+
+def sniff(path: Path, head: str) -> bool:
+    return '"jobid"' in head and '"attempts"' in head
+
+
+def read(
+    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+) -> TraceRead:
+    out = TraceRead(NAME, str(path), [])
+    models = ModelRule(library, seed)
+    rows = json_records(path, expected=EXPECTED)
+
+    def parse(row: Row) -> JobSpec:
+        for name in ("jobid", "submitted_time", "attempts"):
+            if name not in row.cells:
+                raise row.error(name, "missing field; " + EXPECTED)
+        job_id = row.text("jobid")
+        arrival = row.time("submitted_time")
+        attempts = row.raw("attempts")
+        if attempts is None:
+            attempts = []
+        if not isinstance(attempts, list):
+            raise row.error("attempts", f"must be an array, got {type(attempts).__name__}")
+        if not attempts:
+            raise Skip("no attempts")
+        last_end = attempts[-1].get("end_time") if isinstance(attempts[-1], dict) else None
+        if last_end in (None, "None", ""):
+            raise Skip("still running (last attempt has no end_time)")
+        chosen = None
+        for k, attempt in enumerate(attempts):
+            if not isinstance(attempt, dict):
+                raise row.error("attempts", f"attempt {k} is not an object")
+            start, end = attempt.get("start_time"), attempt.get("end_time")
+            if start in (None, "None", "") or end in (None, "None", ""):
+                continue
+            t0, t1 = parse_time(start), parse_time(end)
+            if t0 is None or t1 is None:
+                bad = start if t0 is None else end
+                raise row.error("attempts", f"attempt {k}: not a time: {bad!r}")
+            detail = attempt.get("detail", [])
+            if not isinstance(detail, list):
+                raise row.error("attempts", f"attempt {k}: detail must be an array")
+            pairs = []
+            for d in detail:
+                if not (isinstance(d, dict) and isinstance(d.get("gpus"), list) and d.get("ip")):
+                    raise row.error("attempts", f"attempt {k}: detail entries need ip and gpus[]")
+                if d["gpus"]:
+                    pairs.append((str(d["ip"]), len(d["gpus"])))
+            chosen = (t0, t1, merge_hosts(pairs))
+        if chosen is None:
+            raise Skip("no attempt with both start_time and end_time")
+        t0, t1, hosts = chosen
+        gpus = sum(g for _, g in hosts)
+        if gpus == 0:
+            raise Skip("no GPUs")
+        if t1 <= t0:
+            raise Skip("run time <= 0")
+        model = models.choose(job_id)
+        iterations = iterations_for(t1 - t0, library[model])
+        return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
+
+    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    out.notes += [
+        "run time and machines: the last attempt with both start_time and end_time",
+        DURATION_NOTE,
+        *models.notes(),
+    ]
+    return finish(out, jobs)

@@ -1,0 +1,78 @@
+"""``pollux``: Pollux/AdaptDL simulator workloads (petuum/adaptdl, OSDI 2021).
+
+Source: https://github.com/petuum/adaptdl, ``simulator/workloads*/workload-<n>.csv``
+(also copied into msr-fiddle/blox ``workload_pollux/``).  Header::
+
+    name,time,application,num_replicas,batch_size
+
+Columns used: ``name`` (job id), ``time`` (arrival, seconds from the start),
+``application`` (the model), ``num_replicas`` (GPUs: one replica per GPU).
+``batch_size`` is not used (our profiles fix the batch).
+
+Assumptions:
+
+* ``application`` -> profile: by name, then aliases after the Pollux paper's Table 1:
+  ``imagenet`` is ResNet-50 -> ``resnet50``; ``bert`` is BERT -> ``bert``.  ``cifar10``
+  (ResNet-18), ``deepspeech2``, ``yolov3`` and ``ncf`` have no profile in the library:
+  the seeded rule of :class:`~.common.ModelRule` picks one.
+* The workload gives no length (Pollux jobs train to a target): iterations are drawn
+  uniformly in [200, 1000] (the CASSINI paper's range) by a seeded hash of the job id.
+* Skipped (counted): ``num_replicas`` 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from cassini.profile import JobProfile
+from cassini.sim.traces.common import (
+    DEFAULT_ITERATIONS,
+    ModelRule,
+    Row,
+    Skip,
+    TraceRead,
+    collect,
+    csv_rows,
+    finish,
+)
+from cassini.sim.workload import JobSpec
+
+NAME = "pollux"
+SOURCE = "petuum/adaptdl: simulator/workloads/workload-<n>.csv"
+COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+EXPECTED = "a Pollux workload CSV (header: " + ",".join(COLUMNS) + ")"
+ALIASES = {"imagenet": "resnet50", "bert": "bert"}
+
+
+def sniff(path: Path, head: str) -> bool:
+    cols = [c.strip() for c in (head.splitlines() or [""])[0].split(",")]
+    return all(c in cols for c in COLUMNS)
+
+
+def read(
+    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+) -> TraceRead:
+    out = TraceRead(NAME, str(path), [])
+    models = ModelRule(library, seed, ALIASES)
+    rows = csv_rows(path, COLUMNS, expected=EXPECTED)
+
+    def parse(row: Row) -> JobSpec:
+        job_id = row.text("name")
+        arrival = row.number("time", non_negative=True)
+        app = row.text("application")
+        gpus = row.count("num_replicas")
+        row.count("batch_size")  # checked, not used
+        if gpus == 0:
+            raise Skip("no GPUs (num_replicas 0)")
+        model = models.choose(job_id, app)
+        return JobSpec(job_id, arrival, gpus, models.draw(job_id), model)
+
+    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    lo, hi = DEFAULT_ITERATIONS
+    out.notes += [
+        f"iterations: drawn uniformly in [{lo}, {hi}] by sha256('{seed}:<job id>:iterations') "
+        "(the workload gives no length)",
+        *models.notes(),
+    ]
+    return finish(out, jobs)

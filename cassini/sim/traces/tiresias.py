@@ -1,0 +1,77 @@
+"""``tiresias``: Tiresias simulator job traces (SymbioticLab/Tiresias, NSDI 2019), also
+used by Blox-era simulators.
+
+Source: https://github.com/SymbioticLab/Tiresias, ``simulator/*_job.csv`` (e.g.
+``60_job.csv``); its ``simulator/README.md`` defines the fields.  Header::
+
+    job_id,num_gpu,submit_time,iterations,model_name,duration,interval
+
+Columns used: ``job_id``; ``num_gpu`` (GPUs); ``submit_time`` (arrival, seconds from
+0); ``model_name``; ``duration`` (run time, seconds).  ``iterations`` is checked to be a
+count but not used (it counts iterations of the TensorFlow-benchmark model the trace
+names, whose speed our profiles do not share); ``interval`` (gap to the next submission)
+is implied by ``submit_time``.  Extra columns (a Blox fork adds ``liar``) are ignored.
+
+Assumptions:
+
+* ``model_name`` -> profile by name (``vgg11``, ``vgg16``, ``vgg19``, ``resnet50`` match);
+  the others (``alexnet``, ``googlenet``, ``inception3``/``4``, ``resnet101``/``152``)
+  get the seeded rule of :class:`~.common.ModelRule`.
+* Iterations from ``duration`` at the chosen profile's dedicated pace.
+* Skipped (counted): ``num_gpu`` 0, ``duration`` <= 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from cassini.profile import JobProfile
+from cassini.sim.traces.common import (
+    DURATION_NOTE,
+    ModelRule,
+    Row,
+    Skip,
+    TraceRead,
+    collect,
+    csv_rows,
+    finish,
+    iterations_for,
+)
+from cassini.sim.workload import JobSpec
+
+NAME = "tiresias"
+SOURCE = "SymbioticLab/Tiresias: simulator/<n>_job.csv"
+COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
+EXPECTED = "a Tiresias job CSV (header: " + ",".join(COLUMNS) + ")"
+
+
+def sniff(path: Path, head: str) -> bool:
+    cols = [c.strip() for c in (head.splitlines() or [""])[0].split(",")]
+    return all(c in cols for c in COLUMNS)
+
+
+def read(
+    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+) -> TraceRead:
+    out = TraceRead(NAME, str(path), [])
+    models = ModelRule(library, seed)
+    rows = csv_rows(path, COLUMNS, expected=EXPECTED)
+
+    def parse(row: Row) -> JobSpec:
+        job_id = row.text("job_id")
+        gpus = row.count("num_gpu")
+        arrival = row.number("submit_time", non_negative=True)
+        row.count("iterations")
+        name = row.text("model_name")
+        run = row.number("duration")
+        if gpus == 0:
+            raise Skip("no GPUs (num_gpu 0)")
+        if run <= 0:
+            raise Skip("duration <= 0")
+        model = models.choose(job_id, name)
+        return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
+
+    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    out.notes += [DURATION_NOTE, *models.notes()]
+    return finish(out, jobs)

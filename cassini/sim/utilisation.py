@@ -1,0 +1,96 @@
+"""Utilisation over time, from a run's job records: per link and of the GPUs.
+
+Between two events a job runs at a steady mean iteration time (its record's
+``timeline``), so on every link of its ring it carries its profile's bits per iteration
+over that iteration time.  Summing the jobs on a link and dividing by its capacity gives
+the link's utilisation, averaged over each time bin.  The GPUs: *allocated* is the share
+of the cluster's GPUs held by running jobs; *effective* weighs each job's GPUs by
+dedicated / current iteration time (the share of time they compute rather than wait for
+the network, as Crux counts GPU utilisation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from cassini.profile import JobProfile
+from cassini.sim.engine import JobRecord, SimResult
+from cassini.sim.topology import Cluster
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """``edges``: bin edges in seconds (n + 1); ``links``: link ids, busiest (highest
+    mean) first; ``link_share[i, k]``: mean utilisation of ``links[i]`` in bin k (0..1);
+    ``gpu_allocated`` / ``gpu_effective``: fractions of all GPUs per bin."""
+
+    edges: np.ndarray
+    links: tuple[str, ...]
+    link_share: np.ndarray
+    gpu_allocated: np.ndarray
+    gpu_effective: np.ndarray
+
+    def busiest(self, n: int) -> list[tuple[str, float, float]]:
+        """``(link, mean, peak)`` of the ``n`` busiest links."""
+        return [
+            (link, float(self.link_share[i].mean()), float(self.link_share[i].max()))
+            for i, link in enumerate(self.links[:n])
+        ]
+
+
+def segments(job: JobRecord) -> Iterator[tuple[float, float, float]]:
+    """``(t0, t1, mean iteration time)`` over the job's run."""
+    points = list(job.timeline) or [(job.start_s, job.mean_iteration_s)]
+    for k, (t0, it) in enumerate(points):
+        t1 = points[k + 1][0] if k + 1 < len(points) else job.finish_s
+        if t1 > t0:
+            yield t0, t1, it
+
+
+def _spread(out: np.ndarray, edges: np.ndarray, t0: float, t1: float, value: float) -> None:
+    """Add ``value`` times the overlap of [t0, t1) with each bin, over the bin's width."""
+    width = edges[1:] - edges[:-1]
+    overlap = np.clip(np.minimum(edges[1:], t1) - np.maximum(edges[:-1], t0), 0, None)
+    out += value * overlap / width
+
+
+def utilisation(
+    result: SimResult,
+    cluster: Cluster,
+    library: Mapping[str, JobProfile],
+    *,
+    end_s: float | None = None,
+    bins: int = 200,
+) -> Utilisation:
+    """Per-link and GPU utilisation of ``result`` in ``bins`` bins over [0, ``end_s``]
+    (default: the last finish)."""
+    end = end_s or max((j.finish_s for j in result.jobs), default=1.0) or 1.0
+    edges = np.linspace(0.0, end, bins + 1)
+    carried: dict[str, np.ndarray] = {}
+    allocated = np.zeros(bins)
+    effective = np.zeros(bins)
+    for job in result.jobs:
+        bits = library[job.model].bits_per_iteration
+        path = cluster.path(s for s, _ in job.placement)
+        for t0, t1, it in segments(job):
+            _spread(allocated, edges, t0, t1, job.gpus)
+            _spread(effective, edges, t0, t1, job.gpus * job.dedicated_iteration_s / it)
+            if path and bits > 0:
+                rate = np.zeros(bins)
+                _spread(rate, edges, t0, t1, bits / it)
+                for link in path:
+                    if link not in carried:
+                        carried[link] = np.zeros(bins)
+                    carried[link] += rate
+    links = sorted(carried, key=lambda link: -carried[link].sum() / cluster.links[link])
+    share = (
+        np.array([carried[link] / cluster.links[link] for link in links])
+        if links
+        else np.zeros((0, bins))
+    )
+    return Utilisation(
+        edges, tuple(links), share, allocated / cluster.gpus, effective / cluster.gpus
+    )

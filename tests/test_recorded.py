@@ -1,0 +1,83 @@
+"""Recorded placement: every job replayed on exactly the hosts its trace names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cassini.errors import InputError
+from cassini.sim.engine import run
+from cassini.sim.recorded import host_servers
+from cassini.sim.topology import Cluster
+from cassini.sim.traces import read
+from cassini.sim.workload import JobSpec, load_library
+
+LIBRARY = load_library()
+DATA = Path(__file__).parent / "data" / "traces"
+CLUSTER = Cluster(racks=2, servers_per_rack=4, gpus_per_server=8)
+
+
+@pytest.mark.parametrize("trace", ["lingjun", "philly/cluster_job_log", "pai2020"])
+@pytest.mark.parametrize("scheduler", ["recorded", "recorded+cassini"])
+def test_every_job_runs_on_exactly_its_recorded_hosts(trace: str, scheduler: str) -> None:
+    jobs = read(DATA / trace, LIBRARY).jobs
+    # shorter jobs keep the test fast; placement does not depend on length
+    jobs = [JobSpec(j.job_id, j.arrival_s, j.gpus, 50, j.model, j.hosts) for j in jobs]
+    result = run(CLUSTER, jobs, LIBRARY, scheduler)
+    server_of = host_servers(jobs, CLUSTER)
+    host_of = {s: h for h, s in server_of.items()}
+    assert len(set(server_of.values())) == len(server_of)  # one server per host
+    by_id = {j.job_id: j for j in jobs}
+    assert {r.job_id for r in result.jobs} == set(by_id)
+    for r in result.jobs:
+        placed = {host_of[s]: g for s, g in r.placement}
+        assert placed == dict(by_id[r.job_id].hosts), r.job_id
+
+
+def test_a_job_waits_for_its_own_hosts_not_for_any_free_gpus() -> None:
+    jobs = [
+        JobSpec("a", 0.0, 16, 200, "vgg16", (("m1", 8), ("m2", 8))),
+        JobSpec("b", 1.0, 8, 200, "vgg16", (("m2", 8),)),  # m2 is busy with a
+        JobSpec("c", 2.0, 8, 200, "vgg16", (("m3", 8),)),  # free: starts at once
+    ]
+    done = {r.job_id: r for r in run(CLUSTER, jobs, LIBRARY, "recorded").jobs}
+    assert done["b"].start_s == pytest.approx(done["a"].finish_s)
+    assert done["c"].start_s == pytest.approx(2.0)
+    # a scheduler of its own places b at once on any free GPUs
+    themis = {r.job_id: r for r in run(CLUSTER, jobs, LIBRARY, "themis").jobs}
+    assert themis["b"].start_s == pytest.approx(1.0)
+
+
+def test_recorded_placement_refuses_what_it_cannot_replay() -> None:
+    with pytest.raises(InputError, match="hosts"):
+        run(CLUSTER, [JobSpec("x", 0.0, 8, 10, "vgg16")], LIBRARY, "recorded")
+    many = [JobSpec(f"j{k}", float(k), 1, 10, "vgg16", ((f"h{k}", 1),)) for k in range(9)]
+    with pytest.raises(InputError, match="9 hosts, the cluster has 8 servers"):
+        run(CLUSTER, many, LIBRARY, "recorded")
+    with pytest.raises(InputError, match="16 GPUs on host"):
+        run(CLUSTER, [JobSpec("x", 0.0, 16, 10, "vgg16", (("h", 16),))], LIBRARY, "recorded")
+
+
+def test_a_config_replays_lingjun_beside_a_scheduler_and_reports_the_mapping(tmp_path) -> None:
+    from cassini.sim.config import config_from_dict
+    from cassini.sim.recorded import MAPPING_RULE
+    from cassini.sim.report import simulate_config, write_run
+
+    cfg = config_from_dict(
+        {
+            "cluster": {"racks": 2, "servers_per_rack": 4, "gpus_per_server": 8},
+            "workload": {"trace": str(DATA / "lingjun"), "format": "lingjun"},
+            "schedulers": ["recorded", "themis"],
+        }
+    )
+    done = simulate_config(cfg, record=True)
+    data = write_run(cfg, done.results, tmp_path, run=done)
+    assert data["workload"]["format"] == "lingjun" and data["workload"]["jobs"] == 4
+    assert MAPPING_RULE in data["report"]["notes"]
+    assert MAPPING_RULE in (tmp_path / "report.html").read_text()
+    hosts = {j.job_id: dict(j.hosts) for j in done.workload.jobs}
+    server_of = host_servers(done.workload.jobs, CLUSTER)
+    host_of = {s: h for h, s in server_of.items()}
+    for record in data["jobs"]["recorded"]:
+        assert {host_of[s]: g for s, g in record["placement"]} == hosts[record["job_id"]]
