@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -120,7 +120,6 @@ class Experiment:
     check: Check | None = None
     needs_root: NeedsRoot = True
     results_name: str | Callable[[argparse.Namespace], str] = "results.json"
-    out_help: str = field(default="")
 
     def parser(self) -> argparse.ArgumentParser:
         ap = argparse.ArgumentParser(
@@ -131,7 +130,7 @@ class Experiment:
         for opt in self.options:
             ap.add_argument(*opt.flags, **opt.settings)
         ap.add_argument(
-            "--out", default=None, help=self.out_help or f"output folder (results/{self.name})"
+            "--out", default=None, help=f"output folder (default results/{self.name})"
         )
         return ap
 
