@@ -23,19 +23,9 @@ from typing import Any
 
 import yaml
 
+from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
 from experiments.common import progress, run_config
-from experiments.harness import (
-    CASSINI_VS_IDEAL,
-    REALIGNED,
-    RELEASED,
-    SAME_START_VS_IDEAL,
-    Column,
-    Experiment,
-    Run,
-    UsageError,
-    iterations,
-    option,
-)
+from experiments.harness import Experiment, Run, UsageError, iterations, option
 
 TARGET = 1.02  # CASSINI / same start, at most, in every run
 STARTUP = 5  # iterations left out of the "after start-up" ratios

@@ -19,18 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
 from experiments.common import PAIR, dumbbell, run_config
-from experiments.harness import (
-    CASSINI_VS_IDEAL,
-    REALIGNED,
-    RELEASED,
-    SAME_START_VS_IDEAL,
-    Column,
-    Experiment,
-    Run,
-    iterations,
-    option,
-)
+from experiments.harness import Experiment, Run, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult
 

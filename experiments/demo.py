@@ -14,6 +14,7 @@ import statistics
 import sys
 from typing import Any
 
+from experiments.columns import SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     PAIR,
     calibrate_comm_s,
@@ -22,16 +23,7 @@ from experiments.common import (
     p99,
     run_config,
 )
-from experiments.harness import (
-    MEAN_MS,
-    MEAN_VS_IDEAL,
-    P99_MS,
-    P99_VS_IDEAL,
-    SCHEME,
-    Column,
-    Experiment,
-    Run,
-)
+from experiments.harness import Experiment, Run
 from experiments.plots import plot_cdf, plot_timeline
 from testbed.results import ExperimentResult
 
@@ -71,15 +63,7 @@ def rows_of(
     return out
 
 
-COLUMNS = (
-    Column("experiment", "experiment"),
-    SCHEME,
-    Column("cc", "cc"),
-    MEAN_MS,
-    P99_MS,
-    MEAN_VS_IDEAL,
-    P99_VS_IDEAL,
-)
+COLUMNS = (Column("experiment", "experiment"), SCHEME, Column("cc", "cc"), *TIMES_VS_IDEAL)
 
 
 def run_demo(run: Run) -> None:

@@ -8,9 +8,10 @@ run; the harness gives it the command line (``--help`` from the module docstring
     main = EXPERIMENT.main
 
 ``run_regimes(run)`` reads ``run.args``, writes under ``run.out`` and calls
-``run.save(report)`` and ``run.show(rows, COLUMNS)``.  Plots are in
-:mod:`experiments.plots`; the job sets and testbed configs several experiments share are in
-:mod:`experiments.common`.  See docs/extending.md, "Add an experiment".
+``run.save(report)`` and ``run.show(rows, COLUMNS)`` (columns from
+:mod:`experiments.columns`).  Plots are in :mod:`experiments.plots`; the job sets and
+testbed configs several experiments share are in :mod:`experiments.common`.  See
+docs/extending.md, "Add an experiment".
 """
 
 from __future__ import annotations
@@ -19,35 +20,15 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from experiments.columns import Column
 from experiments.common import out_dir, require_root, table, write_json
 
 
 class UsageError(Exception):
     """A bad command line, raised by an experiment's ``check``; its message names the flag
     and is reported as argparse reports its own errors (exit status 2)."""
-
-
-class Column(NamedTuple):
-    """One table column: the row's ``key``, the ``header`` printed, the ``fmt`` for numbers."""
-
-    key: str
-    header: str
-    fmt: str = "s"
-
-
-# columns several experiments' tables share
-SCHEME = Column("scheme", "scheme")
-MEAN_MS = Column("mean_ms", "mean ms", ".1f")
-P99_MS = Column("p99_ms", "p99 ms", ".1f")
-MEAN_VS_IDEAL = Column("mean_vs_ideal", "mean/ideal", ".2f")
-P99_VS_IDEAL = Column("p99_vs_ideal", "p99/ideal", ".2f")
-SAME_START_VS_IDEAL = Column("baseline_vs_ideal", "same start/ideal", ".2f")
-CASSINI_VS_IDEAL = Column("cassini_vs_ideal", "CASSINI/ideal", ".2f")
-REALIGNED = Column("realignments", "realigned", "d")
-RELEASED = Column("released", "released", "d")
-ITERATION_TIMES = (SCHEME, MEAN_MS, P99_MS, MEAN_VS_IDEAL, P99_VS_IDEAL)
 
 
 @dataclass(frozen=True)

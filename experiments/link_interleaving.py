@@ -22,6 +22,7 @@ import statistics
 import sys
 from typing import Any
 
+from experiments.columns import SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     JOB_SETS,
     mltcp_available,
@@ -30,20 +31,11 @@ from experiments.common import (
     run_config,
 )
 from experiments.common import job_set_config as experiment_config
-from experiments.harness import (
-    ITERATION_TIMES,
-    Column,
-    Experiment,
-    Run,
-    UsageError,
-    full,
-    iterations,
-    option,
-)
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import plot_cdf, plot_timeline
 from testbed.results import ExperimentResult
 
-COLUMNS = (*ITERATION_TIMES, Column("steady_vs_ideal", "2nd half/ideal", ".2f"))
+COLUMNS = (SCHEME, *TIMES_VS_IDEAL, Column("steady_vs_ideal", "2nd half/ideal", ".2f"))
 
 
 def schemes_for(fabric: str, with_mltcp: bool) -> list:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.columns import MEAN_VS_IDEAL, SCHEME, Column
 from experiments.common import (
     FILLING_IDS,
     calibrate_comm_s,
@@ -38,7 +39,7 @@ from experiments.common import (
     progress,
     run_config,
 )
-from experiments.harness import Column, Experiment, Run, UsageError, full, iterations, option
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import figure
 from mltcp.model import simulate, two_job_offsets
 from mltcp.policy import MltcpParams
@@ -58,20 +59,17 @@ CASES = {
     "fifo-reno": ("fifo", "reno", "mltcp_reno", 2),
     "fifo-cubic": ("fifo", "cubic", "mltcp_cubic", 2),
 }
-CASE = Column("case", "case")
-SCHEME = Column("scheme", "scheme")
+CASE_AND_SCHEME = (Column("case", "case"), SCHEME)  # what names a row
 RUN_COLUMNS = (
-    CASE,
-    SCHEME,
-    Column("mean_vs_ideal", "mean/ideal", ".2f"),
+    *CASE_AND_SCHEME,
+    MEAN_VS_IDEAL,
     Column("ideal_ms", "ideal ms", ".1f"),
     Column("last_ms", "last third ms", ".1f"),
     Column("last_vs_ideal", "last third/ideal", ".2f"),
     Column("interleaved_at", "interleaved at iteration", ""),
 )
 REPEAT_COLUMNS = (
-    CASE,
-    SCHEME,
+    *CASE_AND_SCHEME,
     Column("last_median", "last third/ideal, median", ".2f"),
     Column("last_range", "range"),
     Column("interleaved", "interleaved (runs)"),

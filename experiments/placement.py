@@ -27,19 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from cassini.advisor import Candidate, Link, advise
+from experiments.columns import JOB, SCHEME, TIMES_VS_IDEAL
 from experiments.common import progress, run_config
-from experiments.harness import (
-    MEAN_MS,
-    MEAN_VS_IDEAL,
-    P99_MS,
-    P99_VS_IDEAL,
-    SCHEME,
-    Column,
-    Experiment,
-    Run,
-    iterations,
-    option,
-)
+from experiments.harness import Experiment, Run, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult
 from testbed.topo import from_config
@@ -87,7 +77,7 @@ def config(
     return {"topology": {**TOPOLOGY, "fabric": fabric}, "jobs": jobs, "schemes": schemes, "seed": 3}
 
 
-COLUMNS = (SCHEME, Column("job", "job"), MEAN_MS, P99_MS, MEAN_VS_IDEAL, P99_VS_IDEAL)
+COLUMNS = (SCHEME, JOB, *TIMES_VS_IDEAL)
 SCHEMES = ("ideal", "first", "random", "cassini")
 
 

@@ -41,8 +41,9 @@ import statistics
 import sys
 from typing import Any
 
+from experiments.columns import MEAN_MS, MEAN_VS_IDEAL, P99_VS_IDEAL, RELEASED, SCHEME, Column
 from experiments.common import dumbbell, mltcp_available, p99, progress, run_config
-from experiments.harness import Column, Experiment, Run, UsageError, full, iterations, option
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import plot_cdf, plot_timeline
 from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult, SchemeResult
@@ -211,13 +212,13 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
 
 
 COLUMNS = (
-    Column("scheme", "scheme"),
-    Column("mean_ms", "mean ms", ".1f"),
-    Column("mean_vs_ideal", "mean/ideal", ".2f"),
-    Column("p99_vs_ideal", "p99/ideal", ".2f"),
+    SCHEME,
+    MEAN_MS,
+    MEAN_VS_IDEAL,
+    P99_VS_IDEAL,
     Column("last20_vs_ideal", "last20/ideal", ".2f"),
     Column("held", "held"),
-    Column("released", "released"),
+    RELEASED,  # a count as text, empty where no job is held
     Column("realigned", "realigned"),
     Column("gap_ms", "gap ms", ".1f"),
     Column("lead_ms", "lead ms", ".1f"),

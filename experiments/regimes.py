@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from experiments.columns import Column
 from experiments.common import HALF_PAIR, dumbbell, equal_shares, run_config
-from experiments.harness import Column, Experiment, Run, full, iterations
+from experiments.harness import Experiment, Run, full, iterations
 from experiments.plots import figure
 from testbed.measure import comm_overlap
 from testbed.results import ExperimentResult

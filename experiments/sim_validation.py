@@ -43,8 +43,9 @@ from typing import Any
 
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network import FlowJob, cycle_of, simulate
+from experiments.columns import JOB, SCHEME, Column
 from experiments.common import JOB_SETS, job_set_config, progress, run_config
-from experiments.harness import Column, Experiment, Run, UsageError, iterations, option
+from experiments.harness import Experiment, Run, UsageError, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult, SchemeResult
 from testbed.runner import RunConfig, load_config
@@ -308,8 +309,8 @@ def _job_dict(job: FlowJob) -> dict[str, Any]:
 
 
 COLUMNS = (
-    Column("scheme", "scheme"),
-    Column("job", "job"),
+    SCHEME,
+    JOB,
     Column("measured_ms", "measured ms", ".1f"),
     Column("model_ms", "model ms", ".1f"),
     Column("model_error_pct", "err %", "+.1f"),
