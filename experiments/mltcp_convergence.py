@@ -46,7 +46,8 @@ from mltcp.policy import MltcpParams
 from testbed.measure import comm_overlap
 from testbed.results import ExperimentResult
 
-# experiment 2's setup lives in experiments.common (the demo runs it too)
+# experiment 2's setup, under this experiment's names (it lives in experiments.common
+# because the demo runs it too)
 config = filling_config
 calibrate = calibrate_comm_s
 JOBS = FILLING_IDS
