@@ -231,6 +231,69 @@ def advise(
     InputError for unknown jobs or links in a path, duplicate ids, no candidates, bad
     precision or aggregate.
     """
+    _check_options(aggregate, loops, predict, shift_threshold, agent_slack)
+    n_angles(precision_deg)  # validates
+    link_map = _link_map(links)
+    job_map = profile_map(jobs)
+    candidates = _checked_candidates(candidates, link_map, job_map)
+    solutions_of = _link_solutions(
+        candidates, link_map, job_map, precision_deg, resolution_s, workers
+    )
+    results = [
+        _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
+        for cand in candidates
+    ]
+    ranked = _ranked(results, aggregate)
+    if predict != "none":
+        capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
+        ranked = _with_predictions(
+            ranked, predict, solutions_of, job_map, capacity, shift_threshold, agent_slack
+        )
+    best = ranked[0] if ranked[0].status == "ok" else None
+    return Advice(
+        best=best.candidate_id if best else None,
+        time_shifts_s=dict(best.time_shifts_s) if best else {},
+        candidates=ranked,
+        precision_deg=float(precision_deg),
+        aggregate=aggregate,
+        loops=loops,
+        link_solutions=solutions_of[best.candidate_id] if best else {},
+    )
+
+
+def _with_predictions(
+    ranked: tuple[CandidateResult, ...],
+    predict: str,
+    solutions_of: Mapping[str, Mapping[str, LinkSolution]],
+    job_map: Mapping[str, JobProfile],
+    capacity_bps: Mapping[str, float],
+    threshold: float,
+    slack: float,
+) -> tuple[CandidateResult, ...]:
+    """The ranked candidates with their predictions: the best one's (``predict`` "best")
+    or every accepted one's ("all")."""
+    return tuple(
+        replace(
+            r,
+            prediction=predict_candidate(
+                r.time_shifts_s,
+                solutions_of[r.candidate_id],
+                job_map,
+                capacity_bps,
+                threshold=threshold,
+                slack=slack,
+            ),
+        )
+        if (predict == "all" or i == 0) and r.status == "ok"
+        else r
+        for i, r in enumerate(ranked)
+    )
+
+
+def _check_options(
+    aggregate: str, loops: str, predict: str, shift_threshold: float, agent_slack: float
+) -> None:
+    """:func:`advise`'s modes and numbers, each error naming its parameter."""
     if aggregate not in ("mean", "min"):
         raise InputError("aggregate", f"must be 'mean' or 'min', got {aggregate!r}")
     if loops not in ("reject", "score"):
@@ -241,13 +304,25 @@ def advise(
         raise InputError("shift_threshold", f"must be a number >= 0, got {shift_threshold!r}")
     if not (math.isfinite(agent_slack) and agent_slack >= 0):
         raise InputError("agent_slack", f"must be a number >= 0, got {agent_slack!r}")
-    n_angles(precision_deg)  # validates
+
+
+def _link_map(links: Iterable[Link]) -> dict[str, Link]:
+    """The links by id; a duplicate id is an error."""
     link_map: dict[str, Link] = {}
     for link in links:
         if link.link_id in link_map:
             raise InputError("links", f"duplicate link id {link.link_id!r}")
         link_map[link.link_id] = link
-    job_map = profile_map(jobs)
+    return link_map
+
+
+def _checked_candidates(
+    candidates: Iterable[Candidate],
+    link_map: Mapping[str, Link],
+    job_map: Mapping[str, JobProfile],
+) -> list[Candidate]:
+    """The candidates as a list: at least one, ids unique, paths naming known jobs and
+    links."""
     candidates = list(candidates)
     if not candidates:
         raise InputError("candidates", "must not be empty")
@@ -257,22 +332,36 @@ def advise(
             raise InputError(f"candidates[{i}].id", f"duplicate candidate id {cand.candidate_id!r}")
         seen.add(cand.candidate_id)
         _check_paths(cand, i, link_map, job_map)
+    return candidates
 
-    # distinct link problems across all candidates
+
+def _link_solutions(
+    candidates: Sequence[Candidate],
+    link_map: Mapping[str, Link],
+    job_map: Mapping[str, JobProfile],
+    precision_deg: float,
+    resolution_s: float,
+    workers: int | None,
+) -> dict[str, dict[str, LinkSolution]]:
+    """Candidate id -> shared link id -> its solution; each distinct link problem
+    (capacity, jobs) across all candidates is solved once."""
     problems: dict[tuple[float, tuple[str, ...]], None] = {}
     for cand in candidates:
         for link, job_ids in _shared_links(cand).items():
             problems[(link_map[link].capacity_bps, job_ids)] = None
     solved = _solve_all(list(problems), job_map, precision_deg, resolution_s, workers)
-
-    results, solutions_of = [], {}
-    for cand in candidates:
-        shared = _shared_links(cand)
-        sols = {
-            link: solved[(link_map[link].capacity_bps, job_ids)] for link, job_ids in shared.items()
+    return {
+        cand.candidate_id: {
+            link: solved[(link_map[link].capacity_bps, job_ids)]
+            for link, job_ids in _shared_links(cand).items()
         }
-        solutions_of[cand.candidate_id] = sols
-        results.append(_evaluate(cand, sols, job_map, loops, repair))
+        for cand in candidates
+    }
+
+
+def _ranked(results: list[CandidateResult], aggregate: str) -> tuple[CandidateResult, ...]:
+    """Accepted candidates first, by ``aggregate`` score then the other, ties in the
+    scheduler's order; rejected ones last, in that order."""
 
     def rank_key(item: tuple[int, CandidateResult]) -> tuple:
         i, r = item
@@ -288,35 +377,7 @@ def advise(
         )
         return (0, -first, -second, i)
 
-    ranked = tuple(r for _, r in sorted(enumerate(results), key=rank_key))
-    if predict != "none":
-        capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
-        ranked = tuple(
-            replace(
-                r,
-                prediction=predict_candidate(
-                    r.time_shifts_s,
-                    solutions_of[r.candidate_id],
-                    job_map,
-                    capacity,
-                    threshold=shift_threshold,
-                    slack=agent_slack,
-                ),
-            )
-            if (predict == "all" or i == 0) and r.status == "ok"
-            else r
-            for i, r in enumerate(ranked)
-        )
-    best = ranked[0] if ranked[0].status == "ok" else None
-    return Advice(
-        best=best.candidate_id if best else None,
-        time_shifts_s=dict(best.time_shifts_s) if best else {},
-        candidates=ranked,
-        precision_deg=float(precision_deg),
-        aggregate=aggregate,
-        loops=loops,
-        link_solutions=solutions_of[best.candidate_id] if best else {},
-    )
+    return tuple(r for _, r in sorted(enumerate(results), key=rank_key))
 
 
 def _check_paths(
@@ -419,14 +480,7 @@ def predict_candidate(
     every = agent_periods_s(job_map, solutions.values(), slack=slack)
     periods = {j: every[j] for j in shared if j in every}
 
-    stretch = {
-        j: max(
-            bytes_stretch((job_map[k] for k in sol.job_ids), sol.capacity_bps)
-            for sol in solutions.values()
-            if j in sol.job_ids
-        )
-        for j in periods
-    }
+    stretch = _bytes_stretches(periods, solutions, job_map)
 
     def slots_of(held: Iterable[str]) -> dict[str, Slot]:
         return {
@@ -439,10 +493,7 @@ def predict_candidate(
     same = predict_iteration_times(job_map, links)
     shifted = predict_iteration_times(job_map, links, slots_of(shared))
     held, advised, reasons = set(shared), shifted, {}
-    partners = {
-        j: {k for sol in solutions.values() if j in sol.job_ids for k in sol.job_ids} - {j}
-        for j in shared
-    }
+    partners = _link_partners(shared, solutions)
     for _ in range(len(shared) + 1):  # each pass removes a job, the last confirms
         declined = [j for j in sorted(held) if same[j] < advised[j] * (1.0 + threshold)]
         for j in declined:
@@ -480,6 +531,31 @@ def predict_candidate(
         agent_period_s={j: periods[j] for j in sorted(held)},
         threshold=threshold,
     )
+
+
+def _bytes_stretches(
+    jobs: Iterable[str], solutions: Mapping[str, LinkSolution], job_map: Mapping[str, JobProfile]
+) -> dict[str, float]:
+    """Per job: the largest bytes stretch (:func:`cassini.predict.bytes_stretch`) of the
+    links it shares."""
+    return {
+        j: max(
+            bytes_stretch((job_map[k] for k in sol.job_ids), sol.capacity_bps)
+            for sol in solutions.values()
+            if j in sol.job_ids
+        )
+        for j in jobs
+    }
+
+
+def _link_partners(
+    jobs: Iterable[str], solutions: Mapping[str, LinkSolution]
+) -> dict[str, set[str]]:
+    """Per job: the other jobs sharing one of its links."""
+    return {
+        j: {k for sol in solutions.values() if j in sol.job_ids for k in sol.job_ids} - {j}
+        for j in jobs
+    }
 
 
 def _ms(seconds: float) -> str:

@@ -230,16 +230,8 @@ def compatibility_score(
     >>> compatibility_score([a, b], 1e9).score
     1.0
     """
-    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
-        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
-    if len(jobs) == 0:
-        raise InputError("jobs", "must not be empty")
-    if method not in ("auto", "exact", "heuristic"):
-        raise InputError("method", f"must be auto, exact or heuristic, got {method!r}")
-    jobs = sorted(jobs, key=lambda j: j.job_id)
+    jobs = _checked_jobs(jobs, capacity_bps, method)
     ids = tuple(j.job_id for j in jobs)
-    if len(set(ids)) != len(ids):
-        raise InputError("jobs", "duplicate job ids on one link")
     angles = n_angles(precision_deg)
     unified = unified_period(
         [j.iteration_time_s for j in jobs],
@@ -247,26 +239,11 @@ def compatibility_score(
         max_period_factor=max_period_factor,
     )
     vectors = demand_vectors(jobs, unified, angles)
-    periods = [rotation_period(v) for v in vectors]
-    search_size = math.prod(periods[1:]) * angles
-    if method == "exact" or (method == "auto" and search_size <= EXACT_BUDGET):
-        rotations, used = _exact(vectors, periods, capacity_bps), "exact"
-    else:
-        rotations, used = (
-            _coordinate_descent(vectors, periods, capacity_bps, restarts, seed),
-            ("heuristic"),
-        )
-    rotations = _centre(vectors, periods, capacity_bps, rotations)
+    rotations, used = _best_rotations(vectors, angles, capacity_bps, method, restarts, seed)
     demand = rotated_sum(vectors, rotations)
-    step_s = unified.period_s / angles
-    # a rotation is a shift on the (possibly stretched) circle; map it back to real time
-    shifts = {
-        j.job_id: float(np.mod(k * step_s, t_eff) / t_eff * j.iteration_time_s) % j.iteration_time_s
-        for j, k, t_eff in zip(jobs, rotations, unified.effective_iteration_times_s(), strict=True)
-    }
     return LinkSolution(
         score=float(score_of_demand(demand, capacity_bps)),
-        time_shifts_s=shifts,
+        time_shifts_s=_time_shifts(jobs, rotations, unified, angles),
         unified=unified,
         capacity_bps=float(capacity_bps),
         demand_bps=demand,
@@ -274,6 +251,52 @@ def compatibility_score(
         job_ids=ids,
         vectors=vectors,
     )
+
+
+def _checked_jobs(
+    jobs: Sequence[JobProfile], capacity_bps: float, method: str
+) -> list[JobProfile]:
+    """:func:`compatibility_score`'s inputs checked, each error naming its field; the jobs
+    sorted by id."""
+    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
+        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    if len(jobs) == 0:
+        raise InputError("jobs", "must not be empty")
+    if method not in ("auto", "exact", "heuristic"):
+        raise InputError("method", f"must be auto, exact or heuristic, got {method!r}")
+    jobs = sorted(jobs, key=lambda j: j.job_id)
+    ids = [j.job_id for j in jobs]
+    if len(set(ids)) != len(ids):
+        raise InputError("jobs", "duplicate job ids on one link")
+    return jobs
+
+
+def _best_rotations(
+    vectors: np.ndarray, angles: int, capacity_bps: float, method: str, restarts: int, seed: int
+) -> tuple[list[int], str]:
+    """The rotations (angles per job) that score best, centred, and the search used:
+    exhaustive when ``method`` asks or ``"auto"`` finds it within :data:`EXACT_BUDGET`,
+    else coordinate descent."""
+    periods = [rotation_period(v) for v in vectors]
+    search_size = math.prod(periods[1:]) * angles
+    if method == "exact" or (method == "auto" and search_size <= EXACT_BUDGET):
+        rotations, used = _exact(vectors, periods, capacity_bps), "exact"
+    else:
+        rotations = _coordinate_descent(vectors, periods, capacity_bps, restarts, seed)
+        used = "heuristic"
+    return _centre(vectors, periods, capacity_bps, rotations), used
+
+
+def _time_shifts(
+    jobs: Sequence[JobProfile], rotations: Sequence[int], unified: UnifiedPeriod, angles: int
+) -> dict[str, float]:
+    """Each job's rotation as a time-shift in seconds within its own iteration."""
+    step_s = unified.period_s / angles
+    # a rotation is a shift on the (possibly stretched) circle; map it back to real time
+    return {
+        j.job_id: float(np.mod(k * step_s, t_eff) / t_eff * j.iteration_time_s) % j.iteration_time_s
+        for j, k, t_eff in zip(jobs, rotations, unified.effective_iteration_times_s(), strict=True)
+    }
 
 
 def rotation_period(vector: np.ndarray) -> int:

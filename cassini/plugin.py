@@ -9,6 +9,26 @@ time-shift per job.  It never blocks a scheduler: when CASSINI rejects every can
 the scheduler's first candidate comes back with zero shifts.
 
 Pure: no I/O, no processes, no global state; everything it needs comes in as arguments.
+It runs in the calling process (the advisor's process pool is not used) and solves each
+distinct (link capacity, set of jobs) problem once per call.  Time-shift convention: a job
+shifted by ``t`` sends at time ``x`` what it sent at ``x - t`` unshifted.
+
+Example: two jobs that each send half of every 100 ms iteration at the full 1 Gbps of a
+link interleave perfectly when they share it; a third identical job cannot fit beside
+them, so the candidate that keeps it apart wins:
+
+>>> from cassini.plugin import choose_placement
+>>> from cassini.profile import JobProfile, Phase
+>>> half = [Phase(start_s=0.0, duration_s=0.05, rate_bps=1e9)]
+>>> jobs = {j: JobProfile(j, 0.1, half) for j in ("a", "b", "c")}
+>>> links = {"l1": 1e9, "l2": 1e9}
+>>> together = {"a": ["l1"], "b": ["l1"], "c": ["l1"]}
+>>> apart = {"a": ["l1"], "b": ["l1"], "c": ["l2"]}
+>>> choice = choose_placement(jobs, links, [together, apart])
+>>> choice.index, choice.candidate_id, round(choice.score, 3)
+(1, '1', 1.0)
+>>> {j: round(t, 3) for j, t in choice.time_shifts_s.items()}
+{'a': 0.0, 'b': 0.05, 'c': 0.0}
 """
 
 from __future__ import annotations
@@ -16,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cassini.advisor import Candidate, CandidateResult, Link, advise
+from cassini.advisor import Advice, Candidate, CandidateResult, Link, advise
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 
@@ -120,30 +140,7 @@ def choose_placement(
         a path names but ``jobs`` or ``links`` lacks, ``candidate_ids`` of the wrong
         length or with duplicates, or bad ``precision_deg``, ``aggregate`` or ``loops``.
 
-    Notes
-    -----
-    Runs in the calling process (the advisor's process pool is not used) and solves each
-    distinct (link capacity, set of jobs) problem once per call.  Time-shift convention:
-    a job shifted by ``t`` sends at time ``x`` what it sent at ``x - t`` unshifted.
-
-    Example
-    -------
-    Two jobs that each send half of every 100 ms iteration at the full 1 Gbps of a link
-    interleave perfectly when they share it; a third identical job cannot fit beside
-    them, so the candidate that keeps it apart wins:
-
-    >>> from cassini.plugin import choose_placement
-    >>> from cassini.profile import JobProfile, Phase
-    >>> half = [Phase(start_s=0.0, duration_s=0.05, rate_bps=1e9)]
-    >>> jobs = {j: JobProfile(j, 0.1, half) for j in ("a", "b", "c")}
-    >>> links = {"l1": 1e9, "l2": 1e9}
-    >>> together = {"a": ["l1"], "b": ["l1"], "c": ["l1"]}
-    >>> apart = {"a": ["l1"], "b": ["l1"], "c": ["l2"]}
-    >>> choice = choose_placement(jobs, links, [together, apart])
-    >>> choice.index, choice.candidate_id, round(choice.score, 3)
-    (1, '1', 1.0)
-    >>> {j: round(t, 3) for j, t in choice.time_shifts_s.items()}
-    {'a': 0.0, 'b': 0.05, 'c': 0.0}
+    The module docstring has the notes (process, time-shift convention) and an example.
     """
     job_map = _read_jobs(jobs)
     link_list = _read_links(links)
@@ -158,7 +155,14 @@ def choose_placement(
         workers=1,
         repair=repair,
     )
-    index_of = {c.candidate_id: i for i, c in enumerate(cands)}
+    return _choice(advice, cands, job_map)
+
+
+def _choice(
+    advice: Advice, cands: Sequence[Candidate], job_map: Mapping[str, JobProfile]
+) -> PlacementChoice:
+    """The advice's best candidate, or the scheduler's first with zero shifts when every
+    candidate was rejected."""
     if advice.best is None:
         return PlacementChoice(
             index=0,
@@ -167,6 +171,7 @@ def choose_placement(
             score=None,
             ranked=advice.candidates,
         )
+    index_of = {c.candidate_id: i for i, c in enumerate(cands)}
     best = advice.candidates[0]
     return PlacementChoice(
         index=index_of[best.candidate_id],

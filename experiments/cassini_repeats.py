@@ -16,7 +16,6 @@ Writes results/cassini_repeats/<config name>.json.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -24,7 +23,9 @@ from typing import Any
 
 import yaml
 
-from experiments.common import out_dir, progress, require_root, run_config, table, write_json
+from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
+from experiments.common import progress, run_config
+from experiments.harness import Experiment, Run, UsageError, iterations, option
 
 TARGET = 1.02  # CASSINI / same start, at most, in every run
 STARTUP = 5  # iterations left out of the "after start-up" ratios
@@ -58,33 +59,41 @@ def one_run(raw: dict[str, Any], where: Path, label: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("config", help="a testbed config (YAML/JSON)")
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--iterations", type=int, help="override every job's iterations")
-    ap.add_argument("--out", default=None)
-    ap.add_argument(
-        "--rerun-declined",
-        action="store_true",
-        help="run CASSINI's schedule again even when it declines every shift (= same start)",
-    )
-    args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error("--runs: at least 1")
+COLUMNS = (
+    Column("run", "run", "d"),
+    SAME_START_VS_IDEAL,
+    CASSINI_VS_IDEAL,
+    Column("cassini_vs_baseline", "CASSINI/same start", ".3f"),
+    Column("after_startup_cassini_vs_baseline", f"... after {STARTUP} its", ".3f"),
+    Column("declined", "declined", ""),
+    Column("held", "held", "d"),
+    RELEASED,
+    REALIGNED,
+)
+
+
+def read_config(args: Any) -> dict[str, Any]:
+    """The testbed config, with ``--iterations`` and ``--rerun-declined`` applied."""
     raw = yaml.safe_load(Path(args.config).read_text())
     if args.iterations:
         raw["jobs"] = [{**j, "iterations": args.iterations} for j in raw["jobs"]]
     if args.rerun_declined:
         raw["agent"] = {**(raw.get("agent") or {}), "rerun_declined": True}
-    require_root()
+    return raw
+
+
+def check(args: Any) -> None:
+    if args.runs < 1:
+        raise UsageError("--runs: at least 1")
+
+
+def run_repeats(run: Run) -> None:
+    args = run.args
+    raw = read_config(args)
     name = Path(args.config).stem
-    out = out_dir("cassini_repeats", args.out)
     rows = []
     for k in range(1, args.runs + 1):
-        row = one_run(raw, out / name / f"run{k}", f"{name} run {k}/{args.runs}")
+        row = one_run(raw, run.out / name / f"run{k}", f"{name} run {k}/{args.runs}")
         rows.append({"run": k, **row})
         ratios = [r["cassini_vs_baseline"] for r in rows]
         report = {
@@ -95,32 +104,36 @@ def main(argv: list[str] | None = None) -> int:
             "target": TARGET,
             "met": max(ratios) <= TARGET,
         }
-        write_json(out / f"{name}.json", report)
+        run.save(report)
         progress(
             f"run {k}: same start {row['baseline_vs_ideal']:.2f}x, "
             f"CASSINI {row['cassini_vs_ideal']:.2f}x ideal"
         )
-    print(
-        table(
-            rows,
-            [
-                ("run", "run", "d"),
-                ("baseline_vs_ideal", "same start/ideal", ".2f"),
-                ("cassini_vs_ideal", "CASSINI/ideal", ".2f"),
-                ("cassini_vs_baseline", "CASSINI/same start", ".3f"),
-                ("after_startup_cassini_vs_baseline", f"... after {STARTUP} its", ".3f"),
-                ("declined", "declined", ""),
-                ("held", "held", "d"),
-                ("released", "released", "d"),
-                ("realignments", "realigned", "d"),
-            ],
-        )
-    )
+    run.show(rows, COLUMNS)
     print(
         f"worst CASSINI/same start {report['worst_cassini_vs_baseline']:.3f} "
         f"(target <= {TARGET}): {'met' if report['met'] else 'NOT met'}"
     )
-    return 0
+
+
+EXPERIMENT = Experiment(
+    "cassini_repeats",
+    __doc__,
+    run_repeats,
+    options=(
+        option("config", help="a testbed config (YAML/JSON)"),
+        option("--runs", type=int, default=5),
+        iterations(None, "override every job's iterations"),
+        option(
+            "--rerun-declined",
+            action="store_true",
+            help="run CASSINI's schedule again even when it declines every shift (= same start)",
+        ),
+    ),
+    check=check,
+    results_name=lambda args: f"{Path(args.config).stem}.json",
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

@@ -14,20 +14,24 @@ Writes results/clock_offset/results.json and offset.png.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.common import (
-    PAIR,
-    dumbbell,
-    out_dir,
-    require_root,
-    run_config,
-    table,
-    write_json,
+from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
+from experiments.common import PAIR, dumbbell, run_config
+from experiments.harness import Experiment, Run, iterations, option
+from experiments.plots import figure
+from testbed.results import ExperimentResult
+
+COLUMNS = (
+    Column("offset_ms", "offset ms", "g"),
+    Column("offset_of_period", "of period", ".3f"),
+    SAME_START_VS_IDEAL,
+    CASSINI_VS_IDEAL,
+    REALIGNED,
+    RELEASED,
 )
 
 
@@ -42,67 +46,55 @@ def offset_config(offset_s: float, iterations: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--offsets-ms", type=float, nargs="+", default=[0, 2, 5, 10, 20])
-    ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
-    require_root()
-    out = out_dir("clock_offset", args.out)
+def offset_row(ms: float, res: ExperimentResult) -> dict[str, Any]:
+    """One offset's run: same start and CASSINI over ideal, and what the agent did."""
+    ideal, baseline = res.schemes["ideal"], res.schemes["baseline"]
+    cassini = res.schemes["cassini"]
+    period = next((j.period_s for j in cassini.jobs.values() if j.period_s), None)
+    return {
+        "offset_ms": ms,
+        "offset_of_period": ms / 1e3 / period if period else float("nan"),
+        "baseline_vs_ideal": statistics.mean(baseline.ratios(ideal).values()),
+        "cassini_vs_ideal": statistics.mean(cassini.ratios(ideal).values()),
+        "realignments": sum(j.realignments or 0 for j in cassini.jobs.values()),
+        "released": sum(bool(j.released) for j in cassini.jobs.values()),
+    }
+
+
+def run_offsets(run: Run) -> None:
     rows = []
-    for ms in args.offsets_ms:
-        res = run_config(offset_config(ms / 1e3, args.iterations), out / f"{ms:g}ms",
-                         f"clock offset {ms:g} ms")
-        ideal, baseline = res.schemes["ideal"], res.schemes["baseline"]
-        cassini = res.schemes["cassini"]
-        period = next((j.period_s for j in cassini.jobs.values() if j.period_s), None)
-        rows.append(
-            {
-                "offset_ms": ms,
-                "offset_of_period": ms / 1e3 / period if period else float("nan"),
-                "baseline_vs_ideal": statistics.mean(baseline.ratios(ideal).values()),
-                "cassini_vs_ideal": statistics.mean(cassini.ratios(ideal).values()),
-                "realignments": sum(j.realignments or 0 for j in cassini.jobs.values()),
-                "released": sum(bool(j.released) for j in cassini.jobs.values()),
-            }
+    for ms in run.args.offsets_ms:
+        res = run_config(
+            offset_config(ms / 1e3, run.args.iterations),
+            run.out / f"{ms:g}ms",
+            f"clock offset {ms:g} ms",
         )
-        write_json(out / "results.json", {"pair": PAIR.name, "rows": rows})
-    print(
-        table(
-            rows,
-            [
-                ("offset_ms", "offset ms", "g"),
-                ("offset_of_period", "of period", ".3f"),
-                ("baseline_vs_ideal", "same start/ideal", ".2f"),
-                ("cassini_vs_ideal", "CASSINI/ideal", ".2f"),
-                ("realignments", "realigned", "d"),
-                ("released", "released", "d"),
-            ],
-        )
-    )
-    plot(rows, out / "offset.png")
-    return 0
+        rows.append(offset_row(ms, res))
+        run.save({"pair": PAIR.name, "rows": rows})
+    run.show(rows, COLUMNS)
+    plot(rows, run.out / "offset.png")
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
+    with figure(path, figsize=(5, 3.2)) as (_, ax):
+        x = [r["offset_ms"] for r in rows]
+        ax.plot(x, [r["cassini_vs_ideal"] for r in rows], "o-", label="CASSINI")
+        ax.plot(x, [r["baseline_vs_ideal"] for r in rows], "s--", label="same start")
+        ax.set_xlabel("clock offset between the two jobs (ms)")
+        ax.set_ylabel("mean iteration / ideal")
+        ax.legend()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    x = [r["offset_ms"] for r in rows]
-    ax.plot(x, [r["cassini_vs_ideal"] for r in rows], "o-", label="CASSINI")
-    ax.plot(x, [r["baseline_vs_ideal"] for r in rows], "s--", label="same start")
-    ax.set_xlabel("clock offset between the two jobs (ms)")
-    ax.set_ylabel("mean iteration / ideal")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+EXPERIMENT = Experiment(
+    "clock_offset",
+    __doc__,
+    run_offsets,
+    options=(
+        option("--offsets-ms", type=float, nargs="+", default=[0, 2, 5, 10, 20]),
+        iterations(30),
+    ),
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

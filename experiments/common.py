@@ -1,6 +1,9 @@
-"""Shared plumbing for the experiments: the job sets several of them run, testbed configs
-on a dumbbell, running a config (a typed :class:`testbed.results.ExperimentResult`),
-results and plots under ``results/<name>/``, tables, progress.
+"""Shared plumbing for the experiments: the job sets several of them run, the testbed
+configs several of them build (experiment 1's job sets on a dumbbell, the filling jobs of
+experiment 2), running a config (a typed :class:`testbed.results.ExperimentResult`),
+results under ``results/<name>/``, tables, progress.  The command line, results file and
+tables of an experiment come from :mod:`experiments.harness`, its figures from
+:mod:`experiments.plots`.
 
 Every experiment runs as a module from the repository root, e.g.
 ``sudo .venv/bin/python -m experiments.link_interleaving``.
@@ -100,6 +103,81 @@ def dumbbell(
         "buffer_packets": buffer_packets,
         "ecn_threshold_bytes": ecn_threshold_bytes,
     }
+
+
+def mltcp_available() -> tuple[bool, str]:
+    """Whether the MLTCP congestion controls can be used here, and why not."""
+    try:
+        from mltcp import loader
+    except ImportError as e:
+        return False, f"mltcp package not importable ({e})"
+    check = getattr(loader, "check_prerequisites", None)
+    if check is None:
+        return True, ""
+    try:
+        check()
+    except Exception as e:  # noqa: BLE001 - report any reason
+        return False, str(e)
+    return True, ""
+
+
+def job_set_config(job_set: str, fabric: str, iterations: int, schemes: list) -> dict:
+    """Experiment 1's named job set (``pair`` or ``trio``) on the dumbbell's ``fabric``."""
+    jobs = JOB_SETS[job_set]
+    return {
+        "topology": dumbbell(jobs.count, fabric, buffer_packets=100),
+        "jobs": jobs.jobs(iterations),
+        "schemes": schemes,
+        "cc": "dctcp_bpf" if fabric == "ecn" and mltcp_available()[0] else "cubic",
+        "seed": 1,
+    }
+
+
+NOMINAL_COMM_S = HALF_PAIR.comm_s  # one 2-host ring all-reduce, payload only
+FILLING_IDS = "abcdef"  # the filling jobs' ids
+
+
+def filling(jobs: int, comm_s: float) -> JobSet:
+    """``jobs`` identical jobs sending the 50 % pair's bytes per iteration, with
+    ``jobs - 1`` phases of ``comm_s`` seconds of compute: each communicates 1/jobs of its
+    iteration (for two jobs at the nominal rate: :data:`HALF_PAIR`)."""
+    return JobSet(f"{jobs} x 1/{jobs}", jobs, round((jobs - 1) * comm_s, 4), HALF_PAIR.bytes)
+
+
+def filling_config(
+    fabric: str,
+    base_cc: str,
+    mltcp_cc: str,
+    iterations: int,
+    jobs: int = 2,
+    comm_s: float | None = None,
+) -> dict[str, Any]:
+    """Experiment 2's run: ``jobs`` identical synthetic jobs starting together, each
+    communicating 1/jobs of its iteration (50 % for two, 33 % for three): together they
+    fill the bottleneck; ideal, ``base_cc`` and MLTCP's ``mltcp_cc``.  ``comm_s`` is one
+    communication phase alone on the link (seconds; see :func:`calibrate_comm_s`), by
+    default the payload's time at the bottleneck rate."""
+    return {
+        "topology": dumbbell(jobs, fabric, buffer_packets=1000),
+        "jobs": filling(jobs, comm_s or NOMINAL_COMM_S).jobs(iterations, FILLING_IDS),
+        "schemes": [
+            "ideal",
+            {"scheme": "baseline", "name": base_cc, "cc": base_cc},
+            {"scheme": "mltcp", "name": mltcp_cc, "cc": mltcp_cc},
+        ],
+        "cc": base_cc,
+    }
+
+
+def calibrate_comm_s(fabric: str, cc: str, where: Path) -> float:
+    """Measure one job's communication phase alone on the link (median, seconds).  Headers
+    and the window's ramp make it 5-30 % longer than the payload at line rate, and a share
+    above 1/jobs leaves no interleaved schedule to find, so the compute phases are sized
+    from this measurement, not from the nominal rate."""
+    cfg = filling_config(fabric, cc, cc, 8, 1)
+    cfg["schemes"] = ["ideal"]
+    res = run_config(cfg, where, f"calibrating: one job alone on {fabric} with {cc}")
+    return float(res.schemes["ideal"].profiles["a"].phases[0].duration_s)
 
 
 def out_dir(name: str, override: str | None = None) -> Path:

@@ -14,8 +14,17 @@ import statistics
 import sys
 from typing import Any
 
-from experiments import link_interleaving, mltcp_convergence
-from experiments.common import PAIR, out_dir, p99, run_config, table, write_json
+from experiments.columns import SCHEME, TIMES_VS_IDEAL, Column
+from experiments.common import (
+    PAIR,
+    calibrate_comm_s,
+    filling_config,
+    job_set_config,
+    p99,
+    run_config,
+)
+from experiments.harness import Experiment, Run
+from experiments.plots import plot_cdf, plot_timeline
 from testbed.results import ExperimentResult
 
 ITERATIONS_2 = 45  # MLTCP needs a few to a few tens of iterations to interleave
@@ -54,18 +63,19 @@ def rows_of(
     return out
 
 
-def main() -> int:
-    out = out_dir("demo")
-    cfg1 = link_interleaving.experiment_config(
-        PAIR.name, "fair", 25, ["ideal", "baseline", "cassini"]
-    )
+COLUMNS = (Column("experiment", "experiment"), SCHEME, Column("cc", "cc"), *TIMES_VS_IDEAL)
+
+
+def run_demo(run: Run) -> None:
+    out = run.out
+    cfg1 = job_set_config(PAIR.name, "fair", 25, ["ideal", "baseline", "cassini"])
     res1 = run_config(cfg1, out / "cassini", "1/2 CASSINI: two jobs, fair fabric")
-    link_interleaving.plot_timeline(res1, out / "cassini_timeline.png", "CASSINI, fair fabric")
-    link_interleaving.plot_cdf(res1, out / "cassini_cdf.png", "CASSINI, fair fabric")
-    comm_s = mltcp_convergence.calibrate("ecn", "dctcp_bpf", out / "ecn" / "calibration")
-    cfg2 = mltcp_convergence.config("ecn", "dctcp_bpf", "mltcp_dctcp", ITERATIONS_2, 2, comm_s)
+    plot_timeline(res1, out / "cassini_timeline.png", "CASSINI, fair fabric")
+    plot_cdf(res1, out / "cassini_cdf.png", "CASSINI, fair fabric")
+    comm_s = calibrate_comm_s("ecn", "dctcp_bpf", out / "ecn" / "calibration")
+    cfg2 = filling_config("ecn", "dctcp_bpf", "mltcp_dctcp", ITERATIONS_2, 2, comm_s)
     res2 = run_config(cfg2, out / "ecn", "2/2 MLTCP: two jobs starting together, ecn fabric")
-    link_interleaving.plot_timeline(
+    plot_timeline(
         res2,
         out / "mltcp_timeline.png",
         "MLTCP, ecn fabric",
@@ -74,28 +84,18 @@ def main() -> int:
     rows = rows_of(res1, "1 cassini (fair)") + rows_of(
         res2, f"2 mltcp (ecn), last {LAST_2}", ITERATIONS_2 - 1 - LAST_2, identical=True
     )
-    write_json(out / "results.json", {"rows": rows})
+    run.save({"rows": rows})
     print()
-    print(
-        table(
-            rows,
-            [
-                ("experiment", "experiment", "s"),
-                ("scheme", "scheme", "s"),
-                ("cc", "cc", "s"),
-                ("mean_ms", "mean ms", ".1f"),
-                ("p99_ms", "p99 ms", ".1f"),
-                ("mean_vs_ideal", "mean/ideal", ".2f"),
-                ("p99_vs_ideal", "p99/ideal", ".2f"),
-            ],
-        )
-    )
+    run.show(rows, COLUMNS)
     print(
         f"\nplots: {out / 'cassini_timeline.png'}  {out / 'cassini_cdf.png'}  "
         f"{out / 'mltcp_timeline.png'}"
     )
-    print(f"results: {out / 'results.json'}")
-    return 0
+    print(f"results: {run.results_path}")
+
+
+EXPERIMENT = Experiment("demo", __doc__, run_demo)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

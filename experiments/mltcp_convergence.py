@@ -23,7 +23,6 @@ Writes results/mltcp_convergence/results.json, convergence.png and sweep.png.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -31,23 +30,29 @@ from typing import Any
 
 import numpy as np
 
+from experiments.columns import MEAN_VS_IDEAL, SCHEME, Column
 from experiments.common import (
-    HALF_PAIR,
-    JobSet,
-    dumbbell,
-    out_dir,
+    FILLING_IDS,
+    calibrate_comm_s,
+    filling,
+    filling_config,
     progress,
-    require_root,
     run_config,
-    table,
-    write_json,
 )
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option
+from experiments.plots import figure
 from mltcp.model import simulate, two_job_offsets
 from mltcp.policy import MltcpParams
 from testbed.measure import comm_overlap
+from testbed.results import ExperimentResult
 
-NOMINAL_COMM_S = HALF_PAIR.comm_s  # one 2-host ring all-reduce, payload only
-JOBS = "abcdef"
+# experiment 2's setup, under this experiment's names (it lives in experiments.common
+# because the demo runs it too)
+config = filling_config
+calibrate = calibrate_comm_s
+JOBS = FILLING_IDS
+__all__ = ["calibrate", "config", "filling", "CASES"]
+
 # (name, fabric, base congestion control, MLTCP variant, jobs)
 CASES = {
     "ecn": ("ecn", "dctcp_bpf", "mltcp_dctcp", 2),
@@ -55,37 +60,22 @@ CASES = {
     "fifo-reno": ("fifo", "reno", "mltcp_reno", 2),
     "fifo-cubic": ("fifo", "cubic", "mltcp_cubic", 2),
 }
-
-
-def config(
-    fabric: str,
-    base_cc: str,
-    mltcp_cc: str,
-    iterations: int,
-    jobs: int = 2,
-    comm_s: float | None = None,
-) -> dict[str, Any]:
-    """``jobs`` identical synthetic jobs starting together, each communicating 1/jobs of
-    its iteration (50 % for two, 33 % for three): together they fill the bottleneck.
-    ``comm_s`` is one communication phase alone on the link (seconds; see
-    :func:`calibrate`), by default the payload's time at the bottleneck rate."""
-    return {
-        "topology": dumbbell(jobs, fabric, buffer_packets=1000),
-        "jobs": filling(jobs, comm_s or NOMINAL_COMM_S).jobs(iterations, JOBS),
-        "schemes": [
-            "ideal",
-            {"scheme": "baseline", "name": base_cc, "cc": base_cc},
-            {"scheme": "mltcp", "name": mltcp_cc, "cc": mltcp_cc},
-        ],
-        "cc": base_cc,
-    }
-
-
-def filling(jobs: int, comm_s: float) -> JobSet:
-    """``jobs`` identical jobs sending the 50 % pair's bytes per iteration, with
-    ``jobs - 1`` phases of ``comm_s`` seconds of compute: each communicates 1/jobs of its
-    iteration (for two jobs at the nominal rate: :data:`experiments.common.HALF_PAIR`)."""
-    return JobSet(f"{jobs} x 1/{jobs}", jobs, round((jobs - 1) * comm_s, 4), HALF_PAIR.bytes)
+CASE_AND_SCHEME = (Column("case", "case"), SCHEME)  # what names a row
+RUN_COLUMNS = (
+    *CASE_AND_SCHEME,
+    MEAN_VS_IDEAL,
+    Column("ideal_ms", "ideal ms", ".1f"),
+    Column("last_ms", "last third ms", ".1f"),
+    Column("last_vs_ideal", "last third/ideal", ".2f"),
+    Column("interleaved_at", "interleaved at iteration", ""),
+)
+REPEAT_COLUMNS = (
+    *CASE_AND_SCHEME,
+    Column("last_median", "last third/ideal, median", ".2f"),
+    Column("last_range", "range"),
+    Column("interleaved", "interleaved (runs)"),
+    Column("at_median", "at iteration, median", ""),
+)
 
 
 def summarise_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -108,17 +98,6 @@ def summarise_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["last_range"] = f"{min(lasts):.2f}-{max(lasts):.2f}"
         out.append(row)
     return out
-
-
-def calibrate(fabric: str, cc: str, where: Path) -> float:
-    """Measure one job's communication phase alone on the link (median, seconds).  Headers
-    and the window's ramp make it 5-30 % longer than the payload at line rate, and a share
-    above 1/jobs leaves no interleaved schedule to find, so the compute phases are sized
-    from this measurement, not from the nominal rate."""
-    cfg = config(fabric, cc, cc, 8, 1)
-    cfg["schemes"] = ["ideal"]
-    res = run_config(cfg, where, f"calibrating: one job alone on {fabric} with {cc}")
-    return float(res.schemes["ideal"].profiles["a"].phases[0].duration_s)
 
 
 def interleaved_at(overlap: list[float], threshold: float = 0.2, hold: int = 3) -> int | None:
@@ -201,156 +180,139 @@ def sweep(iterations: int = 30) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def measure_case(run: Run, case: str, rep: int, params: MltcpParams) -> tuple[dict, list]:
+    """Repeat ``rep`` (from 0) of one case on the testbed: calibrate, run ideal, base and
+    MLTCP, and model MLTCP from the measured start; the case's report entry and its rows."""
+    fabric, base, ml, n = CASES[case]
+    where = run.out / case_key(case, rep, run.args.repeat)
+    measured_comm = calibrate(fabric, base, where / "calibration")
+    res = run_config(
+        config(fabric, base, ml, run.args.iterations, n, measured_comm),
+        where,
+        f"{case}: {n} jobs, {base} vs {ml}",
     )
-    ap.add_argument(
-        "--full", action="store_true", help="every case, 60 iterations (default: ecn, 30)"
+    entry = ideal_entry(res, fabric, n, run.args.iterations)
+    rows = [{"case": case, **scheme_entry(res, name, entry)} for name in (base, ml)]
+    logs = {j: res.schemes[ml].jobs[j].records(0) for j in JOBS[:n]}
+    entry["model"], policy = model_of_run(logs, ml, entry, run.args.iterations, params)
+    at_m = entry["model"]["interleaved_at"]
+    rows.append(
+        {
+            "case": case,
+            "run": rep + 1,
+            "scheme": f"model ({policy})",
+            "interleaved_at": "never" if at_m is None else at_m,
+        }
     )
-    ap.add_argument("--cases", nargs="+", choices=list(CASES), help="run these cases")
-    ap.add_argument(
-        "--repeat", type=int, default=1, help="run every case N times and summarise (default 1)"
-    )
-    ap.add_argument("--iterations", type=int, default=None)
-    ap.add_argument("--model-only", action="store_true", help="only the model sweep")
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
-    if args.iterations is None:
-        args.iterations = 60 if args.full else 30
-    if args.iterations < 6:
-        ap.error("--iterations must be at least 6")
-    if args.repeat < 1:
-        ap.error("--repeat must be at least 1")
-    out = out_dir("mltcp_convergence", args.out)
+    return entry, rows
+
+
+def case_key(case: str, rep: int, repeats: int) -> str:
+    """The case's name in the report and its folder: with repeats, ``<case>-<run>``."""
+    return case if repeats == 1 else f"{case}-{rep + 1}"
+
+
+def ideal_entry(res: ExperimentResult, fabric: str, n: int, iterations: int) -> dict[str, Any]:
+    """A case's report entry from its ideal run: the phase lengths of job a alone and the
+    one ideal iteration time the identical jobs share (seconds)."""
+    # phase lengths of job a alone: medians, so a few slow iterations do not skew
+    # the model (see the README's known problems)
+    alone = res.schemes["ideal"].jobs["a"].records(0)
+    # the jobs are identical, so one ideal serves all: the fastest job's median
+    # alone (a job that ran slower alone hit a fault of its own, e.g. the
+    # window fault described in the README; it is reported, not hidden)
+    alone_medians = {
+        j: statistics.median(v.iteration_times_s) for j, v in res.schemes["ideal"].jobs.items()
+    }
+    return {
+        "ideal_s": min(alone_medians.values()),
+        "ideal_medians_s": alone_medians,
+        "fabric": fabric,
+        "jobs": n,
+        "comm_s": statistics.median(r["end"] - r["comm_start"] for r in alone),
+        "compute_s": statistics.median(r["comm_start"] - r["start"] for r in alone),
+        "last_n": max(5, iterations // 3),
+        "schemes": {},
+    }
+
+
+def scheme_entry(res: ExperimentResult, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """Scheme ``name``'s overlap, offsets and iteration times into the case's ``entry``;
+    its table row (without the case)."""
+    scheme = res.schemes[name]
+    jobs = JOBS[: entry["jobs"]]
+    ideal, last_n = entry["ideal_s"], entry["last_n"]
+    logs = {j: scheme.jobs[j].records(0) for j in jobs}
+    overlap = comm_overlap(logs)
+    per_job = {j: list(scheme.jobs[j].iteration_times_s) for j in jobs}
+    times = [t for j in jobs for t in per_job[j]]
+    last = [t for j in jobs for t in per_job[j][-last_n:]]
+    at = interleaved_at(overlap)
+    measured = {"overlap": overlap, "interleaved_at": at, "iteration_times_s": per_job}
+    if len(jobs) == 2:
+        measured["offsets"] = measured_offsets(logs, entry["comm_s"])
+    entry["schemes"][name] = measured
+    return {
+        "scheme": name,
+        "mean_vs_ideal": statistics.mean(times) / ideal,
+        "last_vs_ideal": statistics.mean(last) / ideal,
+        "last_ms": statistics.mean(last) * 1e3,
+        "ideal_ms": ideal * 1e3,
+        "last_n": last_n,
+        "interleaved_at": "never" if at is None else at,
+    }
+
+
+def model_of_run(
+    logs: dict[str, list[dict]],
+    mltcp_cc: str,
+    entry: dict[str, Any],
+    iterations: int,
+    params: MltcpParams,
+) -> tuple[dict[str, Any], str]:
+    """The fluid model started where the MLTCP run's jobs started (``logs``: their
+    rank-0 records); its prediction and the model policy's name."""
+    comm_s = entry["comm_s"]
+    first = [recs[0]["comm_start"] for recs in logs.values()]
+    if max(first) - min(first) < 0.005 * comm_s:
+        # x = 0 is the model's fixed point: start it 1 % of a phase apart
+        first = [first[0] + 0.01 * comm_s * i for i in range(len(first))]
+    policy = "mltcp-cubic" if "cubic" in mltcp_cc else "mltcp"
+    return model_run(first, entry["compute_s"], comm_s, iterations, params, policy), policy
+
+
+def measure(run: Run, report: dict[str, Any]) -> None:
+    """Every case asked for, ``--repeat`` times, on the testbed, into ``report``; tables and
+    the convergence plot."""
+    from mltcp import loader
+
+    args = run.args
+    loader.load("all")
+    params = loader.get_params()
+    names = args.cases or (list(CASES) if args.full else ["ecn"])
+    rows = []
+    for rep in range(args.repeat):
+        for case in names:
+            entry, case_rows = measure_case(run, case, rep, params)
+            rows += case_rows
+            report["runs"][case_key(case, rep, args.repeat)] = entry
+            run.save(report)
+    run.show(rows, RUN_COLUMNS)
+    report["rows"] = rows
+    if args.repeat > 1:
+        report["summary"] = summarise_repeats(rows)
+        run.show(report["summary"], REPEAT_COLUMNS, f"\nover {args.repeat} runs:")
+    first = [case_key(c, 0, args.repeat) for c in names]
+    plot_runs({k: report["runs"][k] for k in first}, run.out / "convergence.png")
+
+
+def run_all(run: Run) -> None:
     progress("model sweep (slope x intercept x start offset)")
     report: dict[str, Any] = {"sweep": sweep(), "runs": {}}
-    plot_sweep(report["sweep"], out / "sweep.png")
-    if not args.model_only:
-        require_root()
-        from mltcp import loader
-
-        loader.load("all")
-        params = loader.get_params()
-        names = args.cases or (list(CASES) if args.full else ["ecn"])
-        rows = []
-        for rep in range(args.repeat):
-            for case in names:
-                key = case if args.repeat == 1 else f"{case}-{rep + 1}"
-                where = out / key
-                fabric, base, ml, n = CASES[case]
-                jobs = JOBS[:n]
-                measured_comm = calibrate(fabric, base, where / "calibration")
-                res = run_config(
-                    config(fabric, base, ml, args.iterations, n, measured_comm),
-                    where,
-                    f"{case}: {n} jobs, {base} vs {ml}",
-                )
-                # phase lengths of job a alone: medians, so a few slow iterations do not skew
-                # the model (see the README's known problems)
-                alone = res.schemes["ideal"].jobs["a"].records(0)
-                comm_s = statistics.median(r["end"] - r["comm_start"] for r in alone)
-                compute_s = statistics.median(r["comm_start"] - r["start"] for r in alone)
-                # the jobs are identical, so one ideal serves all: the fastest job's median
-                # alone (a job that ran slower alone hit a fault of its own, e.g. the
-                # window fault described in the README; it is reported, not hidden)
-                alone_medians = {
-                    j: statistics.median(v.iteration_times_s)
-                    for j, v in res.schemes["ideal"].jobs.items()
-                }
-                ideal = min(alone_medians.values())
-                last_n = max(5, args.iterations // 3)
-                run: dict[str, Any] = {
-                    "ideal_s": ideal,
-                    "ideal_medians_s": alone_medians,
-                    "fabric": fabric,
-                    "jobs": n,
-                    "comm_s": comm_s,
-                    "compute_s": compute_s,
-                    "last_n": last_n,
-                    "schemes": {},
-                }
-                for name in (base, ml):
-                    scheme = res.schemes[name]
-                    logs = {j: scheme.jobs[j].records(0) for j in jobs}
-                    overlap = comm_overlap(logs)
-                    per_job = {j: list(scheme.jobs[j].iteration_times_s) for j in jobs}
-                    times = [t for j in jobs for t in per_job[j]]
-                    last = [t for j in jobs for t in per_job[j][-last_n:]]
-                    at = interleaved_at(overlap)
-                    run["schemes"][name] = {
-                        "overlap": overlap,
-                        "interleaved_at": at,
-                        "iteration_times_s": per_job,
-                    }
-                    if n == 2:
-                        run["schemes"][name]["offsets"] = measured_offsets(logs, comm_s)
-                    rows.append(
-                        {
-                            "case": case,
-                            "scheme": name,
-                            "mean_vs_ideal": statistics.mean(times) / ideal,
-                            "last_vs_ideal": statistics.mean(last) / ideal,
-                            "last_ms": statistics.mean(last) * 1e3,
-                            "ideal_ms": ideal * 1e3,
-                            "last_n": last_n,
-                            "interleaved_at": "never" if at is None else at,
-                        }
-                    )
-                    if name == ml:
-                        first = [logs[j][0]["comm_start"] for j in jobs]
-                        if max(first) - min(first) < 0.005 * comm_s:
-                            # x = 0 is the model's fixed point: start it 1 % of a phase apart
-                            first = [first[0] + 0.01 * comm_s * i for i in range(n)]
-                        policy = "mltcp-cubic" if "cubic" in ml else "mltcp"
-                        run["model"] = model_run(
-                            first, compute_s, comm_s, args.iterations, params, policy
-                        )
-                        at_m = run["model"]["interleaved_at"]
-                        rows.append(
-                            {
-                                "case": case,
-                                "run": rep + 1,
-                                "scheme": f"model ({policy})",
-                                "interleaved_at": "never" if at_m is None else at_m,
-                            }
-                        )
-                report["runs"][key] = run
-                write_json(out / "results.json", report)
-        print(
-            table(
-                rows,
-                [
-                    ("case", "case", "s"),
-                    ("scheme", "scheme", "s"),
-                    ("mean_vs_ideal", "mean/ideal", ".2f"),
-                    ("ideal_ms", "ideal ms", ".1f"),
-                    ("last_ms", "last third ms", ".1f"),
-                    ("last_vs_ideal", "last third/ideal", ".2f"),
-                    ("interleaved_at", "interleaved at iteration", ""),
-                ],
-            )
-        )
-        report["rows"] = rows
-        if args.repeat > 1:
-            report["summary"] = summarise_repeats(rows)
-            print(f"\nover {args.repeat} runs:")
-            print(
-                table(
-                    report["summary"],
-                    [
-                        ("case", "case", "s"),
-                        ("scheme", "scheme", "s"),
-                        ("last_median", "last third/ideal, median", ".2f"),
-                        ("last_range", "range", "s"),
-                        ("interleaved", "interleaved (runs)", "s"),
-                        ("at_median", "at iteration, median", ""),
-                    ],
-                )
-            )
-        first = [c if args.repeat == 1 else f"{c}-1" for c in names]
-        plot_runs({k: report["runs"][k] for k in first}, out / "convergence.png")
-    write_json(out / "results.json", report)
+    plot_sweep(report["sweep"], run.out / "sweep.png")
+    if not run.args.model_only:
+        measure(run, report)
+    run.save(report)
     s = report["sweep"]
     k = np.array(s["iterations_to_interleave"])
     print(
@@ -358,62 +320,74 @@ def main(argv: list[str] | None = None) -> int:
         f"offset, intercept 0.5: "
         + ", ".join(f"slope {sl}: {k[i, 1, 1]}" for i, sl in enumerate(s["slopes"]))
     )
-    print(f"results: {out / 'results.json'}  plots: {out}/*.png")
-    return 0
+    print(f"results: {run.results_path}  plots: {run.out}/*.png")
+
+
+def check(args: Any) -> None:
+    if args.iterations is None:
+        args.iterations = 60 if args.full else 30
+    if args.iterations < 6:
+        raise UsageError("--iterations must be at least 6")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
 
 
 def plot_runs(runs: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(runs), 2, figsize=(11, 3.4 * len(runs)), squeeze=False)
-    for row, (case, run) in enumerate(runs.items()):
-        ax_x, ax_t = axes[row]
-        key = "offsets" if run["jobs"] == 2 else "overlap"
-        for name, s in run["schemes"].items():
-            ax_x.plot(s[key], marker="o", ms=3, label=f"{name} (measured)")
-            ax_t.plot([t * 1e3 for t in s["iteration_times_s"]["a"]], label=name)
-        if "model" in run:
-            ax_x.plot(run["model"][key], "k--", label="model (MLTCP)")
-        ax_x.set_ylabel(
-            "offset x (fraction of a comm phase)" if key == "offsets" else "overlap of job a"
-        )
-        ax_x.set_xlabel("iteration")
-        ax_x.set_title(
-            f"{case} ({run['jobs']} jobs): {'offset' if key == 'offsets' else 'overlap'}"
-        )
-        ax_x.legend(fontsize=7)
-        ax_t.set_ylabel("iteration time, job a (ms)")
-        ax_t.set_xlabel("iteration")
-        ax_t.set_title(f"{case}: iteration time")
-        ax_t.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    with figure(path, len(runs), 2, figsize=(11, 3.4 * len(runs)), squeeze=False) as (_, axes):
+        for row, (case, run) in enumerate(runs.items()):
+            ax_x, ax_t = axes[row]
+            key = "offsets" if run["jobs"] == 2 else "overlap"
+            for name, s in run["schemes"].items():
+                ax_x.plot(s[key], marker="o", ms=3, label=f"{name} (measured)")
+                ax_t.plot([t * 1e3 for t in s["iteration_times_s"]["a"]], label=name)
+            if "model" in run:
+                ax_x.plot(run["model"][key], "k--", label="model (MLTCP)")
+            ax_x.set_ylabel(
+                "offset x (fraction of a comm phase)" if key == "offsets" else "overlap of job a"
+            )
+            ax_x.set_xlabel("iteration")
+            ax_x.set_title(
+                f"{case} ({run['jobs']} jobs): {'offset' if key == 'offsets' else 'overlap'}"
+            )
+            ax_x.legend(fontsize=7)
+            ax_t.set_ylabel("iteration time, job a (ms)")
+            ax_t.set_xlabel("iteration")
+            ax_t.set_title(f"{case}: iteration time")
+            ax_t.legend(fontsize=7)
 
 
 def plot_sweep(s: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     k = np.array(s["iterations_to_interleave"], float)
     k[k < 0] = np.nan
-    fig, axes = plt.subplots(1, len(s["offsets"]), figsize=(4 * len(s["offsets"]), 3.2))
-    for i, (ax, x0) in enumerate(zip(axes, s["offsets"], strict=True)):
-        im = ax.imshow(k[:, :, i].T, origin="lower", aspect="auto", cmap="viridis")
-        ax.set_xticks(range(len(s["slopes"])), s["slopes"])
-        ax.set_yticks(range(len(s["intercepts"])), s["intercepts"])
-        ax.set_xlabel("slope")
-        ax.set_ylabel("intercept")
-        ax.set_title(f"start offset {x0}")
-        fig.colorbar(im, ax=ax, label="iterations to interleave")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    n = len(s["offsets"])
+    with figure(path, 1, n, figsize=(4 * n, 3.2)) as (fig, axes):
+        for i, (ax, x0) in enumerate(zip(axes, s["offsets"], strict=True)):
+            im = ax.imshow(k[:, :, i].T, origin="lower", aspect="auto", cmap="viridis")
+            ax.set_xticks(range(len(s["slopes"])), s["slopes"])
+            ax.set_yticks(range(len(s["intercepts"])), s["intercepts"])
+            ax.set_xlabel("slope")
+            ax.set_ylabel("intercept")
+            ax.set_title(f"start offset {x0}")
+            fig.colorbar(im, ax=ax, label="iterations to interleave")
+
+
+EXPERIMENT = Experiment(
+    "mltcp_convergence",
+    __doc__,
+    run_all,
+    options=(
+        full("every case, 60 iterations (default: ecn, 30)"),
+        option("--cases", nargs="+", choices=list(CASES), help="run these cases"),
+        option(
+            "--repeat", type=int, default=1, help="run every case N times and summarise (default 1)"
+        ),
+        iterations(None),
+        option("--model-only", action="store_true", help="only the model sweep"),
+    ),
+    check=check,
+    needs_root=lambda args: not args.model_only,
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

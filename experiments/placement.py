@@ -20,7 +20,6 @@ scheme.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -28,7 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from cassini.advisor import Candidate, Link, advise
-from experiments.common import out_dir, progress, require_root, run_config, table, write_json
+from experiments.columns import JOB, SCHEME, TIMES_VS_IDEAL
+from experiments.common import progress, run_config
+from experiments.harness import Experiment, Run, iterations, option
+from experiments.plots import figure
+from testbed.results import ExperimentResult
 from testbed.topo import from_config
 
 TOPOLOGY = {
@@ -74,29 +77,15 @@ def config(
     return {"topology": {**TOPOLOGY, "fabric": fabric}, "jobs": jobs, "schemes": schemes, "seed": 3}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--candidates", type=int, default=8)
-    ap.add_argument("--iterations", type=int, default=25)
-    ap.add_argument("--fabric", default="fair", choices=("fair", "ecn", "fifo"))
-    ap.add_argument("--no-ddp", action="store_true", help="synthetic jobs only")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
-    require_root()
-    out = out_dir("placement", args.out)
-    topo = from_config(dict(TOPOLOGY))
-    offers = candidates(args.candidates, list(topo.hosts), args.seed)
-    ddp = not args.no_ddp
-    first, rand = offers[0], offers[1 + random.Random(args.seed).randrange(len(offers) - 1)]
+COLUMNS = (SCHEME, JOB, *TIMES_VS_IDEAL)
+SCHEMES = ("ideal", "first", "random", "cassini")
 
-    ideal = run_config(
-        config(first, ["ideal"], args.iterations, ddp, args.fabric),
-        out / "ideal",
-        "ideal: every job alone (profiles)",
-    )
+
+def advise_placement(
+    ideal: ExperimentResult, topo: Any, offers: list[dict[str, list[str]]]
+) -> tuple[Any, dict[str, list[str]]]:
+    """The advisor on the scheduler's offers, with the profiles the ideal run measured:
+    its advice and the placement it ranks best."""
     profiles = list(ideal.schemes["ideal"].profiles.values())
     links = [Link(d["id"], d["capacity_bps"]) for d in topo.advisor_links()]
     cands = [
@@ -116,25 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         f"advisor: best {advice.best} (score {advice.candidates[0].score:.2f}); "
         f"first c0 {next(c.score for c in advice.candidates if c.candidate_id == 'c0'):.2f}"
     )
+    return advice, best
 
-    runs = {
-        "first": run_config(
-            config(first, ["baseline"], args.iterations, ddp, args.fabric),
-            out / "first",
-            "first candidate (scheduler's choice)",
-        ),
-        "random": run_config(
-            config(rand, ["baseline"], args.iterations, ddp, args.fabric),
-            out / "random",
-            "random candidate",
-        ),
-        "cassini": run_config(
-            config(best, ["cassini"], args.iterations, ddp, args.fabric)
-            | {"profile_iterations": 8},
-            out / "cassini",
-            "cassini: best candidate with time-shifts",
-        ),
-    }
+
+def job_rows(ideal: ExperimentResult, runs: dict[str, ExperimentResult]) -> list[dict[str, Any]]:
+    """Per scheme and job: mean and p99 iteration time, and both over the job alone."""
     ideal_summary = ideal.schemes["ideal"].summary
     rows = []
     for scheme, res in [("ideal", ideal), *runs.items()]:
@@ -150,34 +125,51 @@ def main(argv: list[str] | None = None) -> int:
                     "p99_vs_ideal": s["p99_s"] / ideal_summary[job]["p99_s"],
                 }
             )
+    return rows
+
+
+def run_placements(run: Run) -> None:
+    args = run.args
+    out = run.out
+    topo = from_config(dict(TOPOLOGY))
+    offers = candidates(args.candidates, list(topo.hosts), args.seed)
+    ddp = not args.no_ddp
+    first, rand = offers[0], offers[1 + random.Random(args.seed).randrange(len(offers) - 1)]
+
+    def placed(placement: dict[str, list[str]], schemes: list) -> dict[str, Any]:
+        return config(placement, schemes, args.iterations, ddp, args.fabric)
+
+    ideal = run_config(
+        placed(first, ["ideal"]), out / "ideal", "ideal: every job alone (profiles)"
+    )
+    advice, best = advise_placement(ideal, topo, offers)
+    runs = {
+        "first": run_config(
+            placed(first, ["baseline"]), out / "first", "first candidate (scheduler's choice)"
+        ),
+        "random": run_config(placed(rand, ["baseline"]), out / "random", "random candidate"),
+        "cassini": run_config(
+            placed(best, ["cassini"]) | {"profile_iterations": 8},
+            out / "cassini",
+            "cassini: best candidate with time-shifts",
+        ),
+    }
+    rows = job_rows(ideal, runs)
     per_scheme = {}
-    for scheme in ("ideal", "first", "random", "cassini"):
+    for scheme in SCHEMES:
         sel = [r for r in rows if r["scheme"] == scheme]
         per_scheme[scheme] = {
             k: statistics.mean(r[k] for r in sel) for k in ("mean_vs_ideal", "p99_vs_ideal")
         }
-    write_json(
-        out / "results.json",
+    run.save(
         {
             "rows": rows,
             "per_scheme": per_scheme,
             "advice": advice.to_dict(),
             "placements": {"first": first, "random": rand, "cassini": best},
-        },
+        }
     )
-    print(
-        table(
-            rows,
-            [
-                ("scheme", "scheme", "s"),
-                ("job", "job", "s"),
-                ("mean_ms", "mean ms", ".1f"),
-                ("p99_ms", "p99 ms", ".1f"),
-                ("mean_vs_ideal", "mean/ideal", ".2f"),
-                ("p99_vs_ideal", "p99/ideal", ".2f"),
-            ],
-        )
-    )
+    run.show(rows, COLUMNS)
     print()
     for scheme, v in per_scheme.items():
         print(
@@ -185,34 +177,39 @@ def main(argv: list[str] | None = None) -> int:
             "(average over jobs, vs ideal)"
         )
     plot(rows, out / "placement.png")
-    print(f"results: {out / 'results.json'}  plot: {out / 'placement.png'}")
-    return 0
+    print(f"results: {run.results_path}  plot: {out / 'placement.png'}")
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    schemes = ["ideal", "first", "random", "cassini"]
     jobs = sorted({r["job"] for r in rows})
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, key, title in ((axes[0], "mean_ms", "mean"), (axes[1], "p99_ms", "p99")):
-        width = 0.8 / len(schemes)
-        for k, scheme in enumerate(schemes):
-            vals = [
-                next((r[key] for r in rows if r["scheme"] == scheme and r["job"] == j), 0)
-                for j in jobs
-            ]
-            ax.bar([i + k * width for i in range(len(jobs))], vals, width, label=scheme)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(jobs))], jobs)
-        ax.set_ylabel(f"{title} iteration time (ms)")
-        ax.set_title(f"{title} per job")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    with figure(path, 1, 2, figsize=(10, 3.6)) as (_, axes):
+        for ax, key, title in ((axes[0], "mean_ms", "mean"), (axes[1], "p99_ms", "p99")):
+            width = 0.8 / len(SCHEMES)
+            for k, scheme in enumerate(SCHEMES):
+                vals = [
+                    next((r[key] for r in rows if r["scheme"] == scheme and r["job"] == j), 0)
+                    for j in jobs
+                ]
+                ax.bar([i + k * width for i in range(len(jobs))], vals, width, label=scheme)
+            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(jobs))], jobs)
+            ax.set_ylabel(f"{title} iteration time (ms)")
+            ax.set_title(f"{title} per job")
+        axes[0].legend(fontsize=8)
+
+
+EXPERIMENT = Experiment(
+    "placement",
+    __doc__,
+    run_placements,
+    options=(
+        option("--candidates", type=int, default=8),
+        iterations(25),
+        option("--fabric", default="fair", choices=("fair", "ecn", "fifo")),
+        option("--no-ddp", action="store_true", help="synthetic jobs only"),
+        option("--seed", type=int, default=7),
+    ),
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

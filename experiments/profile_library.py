@@ -12,14 +12,14 @@ labelled ``assumed``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from experiments.common import BOTTLENECK_BPS, dumbbell, out_dir, progress, require_root, run_config
+from experiments.common import BOTTLENECK_BPS, dumbbell, progress, run_config
+from experiments.harness import Experiment, Run, iterations, option
 
 #: library id -> testbed model name
 MEASURED = {
@@ -76,21 +76,9 @@ def measure_entry(lib_id: str, model: str, iterations: int, out: Path) -> dict[s
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--dry-run", action="store_true", help="print, do not write the library")
-    args = ap.parse_args(argv)
-    require_root()
-    out = out_dir("profile_library")
-    old = json.loads(LIBRARY.read_text())
-    measured = {}
-    for lib_id, model in MEASURED.items():
-        measured[lib_id] = measure_entry(lib_id, model, args.iterations, out)
-        progress(f"{lib_id}: {measured[lib_id]['iteration_time_s'] * 1e3:.1f} ms, "
-                 f"{len(measured[lib_id]['phases'])} phases")
+def merged(old: list[dict[str, Any]], measured: dict[str, dict[str, Any]]) -> list[dict]:
+    """The library with the measured entries in place of the old ones; the others kept,
+    labelled ``assumed`` where they carry no provenance."""
     library = []
     for entry in old:
         if entry["id"] in measured:
@@ -100,13 +88,36 @@ def main(argv: list[str] | None = None) -> int:
                 "source": "assumed: the shape of the CASSINI paper's profile, not measured here"
             }
             library.append({**entry, "provenance": prov})
-    text = json.dumps(library, indent=1) + "\n"
-    if args.dry_run:
+    return library
+
+
+def run_library(run: Run) -> None:
+    old = json.loads(LIBRARY.read_text())
+    measured = {}
+    for lib_id, model in MEASURED.items():
+        measured[lib_id] = measure_entry(lib_id, model, run.args.iterations, run.out)
+        progress(
+            f"{lib_id}: {measured[lib_id]['iteration_time_s'] * 1e3:.1f} ms, "
+            f"{len(measured[lib_id]['phases'])} phases"
+        )
+    text = json.dumps(merged(old, measured), indent=1) + "\n"
+    if run.args.dry_run:
         print(text)
     else:
         LIBRARY.write_text(text)
         progress(f"wrote {LIBRARY}")
-    return 0
+
+
+EXPERIMENT = Experiment(
+    "profile_library",
+    __doc__,
+    run_library,
+    options=(
+        iterations(20),
+        option("--dry-run", action="store_true", help="print, do not write the library"),
+    ),
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

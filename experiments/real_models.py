@@ -37,22 +37,14 @@ Writes results/real_models/results.json, cdf_<case>.png and timeline_<case>.png.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from typing import Any
 
-from experiments.common import (
-    dumbbell,
-    out_dir,
-    p99,
-    progress,
-    require_root,
-    run_config,
-    table,
-    write_json,
-)
-from experiments.link_interleaving import mltcp_available, plot_cdf, plot_timeline
+from experiments.columns import MEAN_MS, MEAN_VS_IDEAL, P99_VS_IDEAL, RELEASED, SCHEME, Column
+from experiments.common import dumbbell, mltcp_available, p99, progress, run_config
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option
+from experiments.plots import plot_cdf, plot_timeline
 from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult, SchemeResult
 
@@ -219,18 +211,20 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
     return rows
 
 
-COLUMNS = [
-    ("scheme", "scheme", "s"),
-    ("mean_ms", "mean ms", ".1f"),
-    ("mean_vs_ideal", "mean/ideal", ".2f"),
-    ("p99_vs_ideal", "p99/ideal", ".2f"),
-    ("last20_vs_ideal", "last20/ideal", ".2f"),
-    ("held", "held", "s"),
-    ("released", "released", "s"),
-    ("realigned", "realigned", "s"),
-    ("gap_ms", "gap ms", ".1f"),
-    ("lead_ms", "lead ms", ".1f"),
-]
+COLUMNS = (
+    SCHEME,
+    MEAN_MS,
+    MEAN_VS_IDEAL,
+    P99_VS_IDEAL,
+    Column("last20_vs_ideal", "last20/ideal", ".2f"),
+    Column("held", "held"),
+    RELEASED,  # a count as text, empty where no job is held
+    Column("realigned", "realigned"),
+    Column("gap_ms", "gap ms", ".1f"),
+    Column("lead_ms", "lead ms", ".1f"),
+)
+CASES = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
+TIMELINE_SCHEMES = ("baseline", "cassini", "mltcp-dctcp", "mltcp-exact", "mltcp-exact-cut")
 
 
 def iteration_counts(res: ExperimentResult) -> list[dict[str, Any]]:
@@ -272,132 +266,146 @@ def advice_summary(res: ExperimentResult) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--full", action="store_true", help="pair and trio on fair and ecn, leafspine")
-    ap.add_argument("--cases", nargs="+", help="pair-fair pair-ecn trio-fair trio-ecn leafspine")
-    ap.add_argument("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}")
-    ap.add_argument(
-        "--nic-gbps",
-        type=float,
-        default=DEFAULT_NIC_GBPS,
-        help=f"the real NIC the bottleneck stands for (default {DEFAULT_NIC_GBPS:g} Gbit/s)",
-    )
-    ap.add_argument("--iterations", type=int, default=40)
-    ap.add_argument("--no-mltcp", action="store_true", help="leave MLTCP out")
-    defaults = MltcpParams()
-    ap.add_argument(
-        "--mltcp-slope",
-        type=float,
-        default=defaults.slope,
-        help=f"MLTCP's F = slope * ratio + intercept: the slope (default {defaults.slope:g})",
-    )
-    ap.add_argument(
-        "--mltcp-intercept",
-        type=float,
-        default=defaults.intercept,
-        help=f"... and the intercept (default {defaults.intercept:g})",
-    )
-    ap.add_argument(
-        "--mltcp-scale-cut",
-        action="store_true",
-        help="MLTCP also divides DCTCP's window cut by F (beyond the paper's rule)",
-    )
-    ap.add_argument(
-        "--mltcp-compare-cut",
-        action="store_true",
-        help="add mltcp-exact-cut: exact mode with the cut scaled, beside the other MLTCP runs",
-    )
-    ap.add_argument(
-        "--schemes",
-        nargs="+",
-        metavar="NAME",
-        help="run only these schemes (ideal always runs): baseline random cassini "
-        "mltcp-dctcp mltcp-exact mltcp-exact-cut",
-    )
-    ap.add_argument(
-        "--agent-slack",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help="the time-shift agent's period slack beyond the jobs' jitter (default: the "
-        "runner's, cassini.predict.period_slack: 3 %%)",
-    )
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
+def check(args: Any) -> None:
+    """Refuse bad flags, naming them; sets ``args.cases`` (the default: the pair on fair
+    and ecn, with ``--full`` every case) and ``args.mltcp_params``."""
     if args.agent_slack is not None and not 0 <= args.agent_slack < 1:
-        ap.error(f"--agent-slack: a fraction in [0, 1), got {args.agent_slack}")
+        raise UsageError(f"--agent-slack: a fraction in [0, 1), got {args.agent_slack}")
     names = [_scheme_name(s) for s in schemes_for("ecn", True, compare_cut=True)][1:]
     for name in args.schemes or ():
         if name not in names and name != "ideal":
-            ap.error(f"--schemes: unknown scheme {name!r} (one of {', '.join(names)})")
-    known = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
-    cases = args.cases or (list(known) if args.full else ["pair-fair", "pair-ecn"])
-    for c in cases:
-        if c not in known:
-            ap.error(f"unknown case {c!r} (one of {', '.join(known)})")
+            raise UsageError(f"--schemes: unknown scheme {name!r} (one of {', '.join(names)})")
+    args.cases = args.cases or (list(CASES) if args.full else ["pair-fair", "pair-ecn"])
+    for c in args.cases:
+        if c not in CASES:
+            raise UsageError(f"unknown case {c!r} (one of {', '.join(CASES)})")
     if args.iterations < TAIL + 5:
-        ap.error(f"--iterations: at least {TAIL + 5}")
+        raise UsageError(f"--iterations: at least {TAIL + 5}")
     try:
-        mltcp_params = MltcpParams(
+        args.mltcp_params = MltcpParams(
             slope=args.mltcp_slope,
             intercept=args.mltcp_intercept,
             scale_cut=args.mltcp_scale_cut,
         )
     except ValueError as e:
-        ap.error(f"--mltcp-slope/--mltcp-intercept: {e}")
-    require_root()
+        raise UsageError(f"--mltcp-slope/--mltcp-intercept: {e}") from e
+
+
+def run_case(run: Run, report: dict[str, Any], case: str, with_mltcp: bool) -> None:
+    """One case: its entry in the report (saved at once), its tables and plots."""
+    args = run.args
+    cfg = case_config(
+        case,
+        args.model,
+        args.iterations,
+        args.nic_gbps * 1e9,
+        with_mltcp,
+        args.mltcp_params,
+        compare_cut=args.mltcp_compare_cut,
+        only=args.schemes,
+        agent_slack=args.agent_slack,
+    )
+    res = run_config(cfg, run.out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
+    rows = summarise(res)
+    counts = iteration_counts(res)
+    report["cases"][case] = {"rows": rows, "advice": advice_summary(res), "counts": counts}
+    run.save(report)
+    gain = report["cases"][case]["advice"].get("predicted_gain")
+    jobs = len(cfg["jobs"])
+    run.show(rows, COLUMNS, f"\n{case}  ({args.model} x{jobs}, predicted CASSINI gain {gain})")
+    if counts:
+        run.show(
+            counts,
+            [Column(k, k, "s" if k != "steps" else "d") for k in counts[0]],
+            "MLTCP iterations counted by the kernel on each job's gradient flows:",
+        )
+    plot_cdf(res, run.out / f"cdf_{case}.png", case)
+    shown = [n for n in TIMELINE_SCHEMES if n in res.schemes]
+    if shown:
+        plot_timeline(res, run.out / f"timeline_{case}.png", case, schemes=shown)
+
+
+def run_all(run: Run) -> None:
+    args = run.args
     with_mltcp, why = (False, "--no-mltcp") if args.no_mltcp else mltcp_available()
     if not with_mltcp:
         progress(f"MLTCP skipped: {why}")
-    out = out_dir("real_models", args.out)
+    params = args.mltcp_params
     report: dict[str, Any] = {
         "model": args.model,
         "nic_bps": args.nic_gbps * 1e9,
         "iterations": args.iterations,
         "mltcp": {
-            "slope": mltcp_params.slope,
-            "intercept": mltcp_params.intercept,
-            "scale_cut": mltcp_params.scale_cut,
+            "slope": params.slope,
+            "intercept": params.intercept,
+            "scale_cut": params.scale_cut,
         },
         "agent_slack": args.agent_slack,
         "cases": {},
     }
-    for case in cases:
-        cfg = case_config(
-            case,
-            args.model,
-            args.iterations,
-            args.nic_gbps * 1e9,
-            with_mltcp,
-            mltcp_params,
-            compare_cut=args.mltcp_compare_cut,
-            only=args.schemes,
-            agent_slack=args.agent_slack,
-        )
-        res = run_config(cfg, out / case, f"{case}: {args.model}, {len(cfg['schemes'])} schemes")
-        rows = summarise(res)
-        counts = iteration_counts(res)
-        report["cases"][case] = {"rows": rows, "advice": advice_summary(res), "counts": counts}
-        write_json(out / "results.json", report)
-        gain = report["cases"][case]["advice"].get("predicted_gain")
-        print(f"\n{case}  ({args.model} x{len(cfg['jobs'])}, predicted CASSINI gain {gain})")
-        print(table(rows, COLUMNS))
-        if counts:
-            print("MLTCP iterations counted by the kernel on each job's gradient flows:")
-            print(table(counts, [(k, k, "s" if k != "steps" else "d") for k in counts[0]]))
-        plot_cdf(res, out / f"cdf_{case}.png", case)
-        shown = [
-            n
-            for n in ("baseline", "cassini", "mltcp-dctcp", "mltcp-exact", "mltcp-exact-cut")
-            if n in res.schemes
-        ]
-        if shown:
-            plot_timeline(res, out / f"timeline_{case}.png", case, schemes=shown)
-    print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")
-    return 0
+    for case in args.cases:
+        run_case(run, report, case, with_mltcp)
+    print(f"\nresults: {run.results_path}  plots: {run.out}/*.png")
+
+
+_RULE = MltcpParams()
+EXPERIMENT = Experiment(
+    "real_models",
+    __doc__,
+    run_all,
+    options=(
+        full("pair and trio on fair and ecn, leafspine"),
+        option("--cases", nargs="+", help=" ".join(CASES)),
+        option("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}"),
+        option(
+            "--nic-gbps",
+            type=float,
+            default=DEFAULT_NIC_GBPS,
+            help=f"the real NIC the bottleneck stands for (default {DEFAULT_NIC_GBPS:g} Gbit/s)",
+        ),
+        iterations(40),
+        option("--no-mltcp", action="store_true", help="leave MLTCP out"),
+        option(
+            "--mltcp-slope",
+            type=float,
+            default=_RULE.slope,
+            help=f"MLTCP's F = slope * ratio + intercept: the slope (default {_RULE.slope:g})",
+        ),
+        option(
+            "--mltcp-intercept",
+            type=float,
+            default=_RULE.intercept,
+            help=f"... and the intercept (default {_RULE.intercept:g})",
+        ),
+        option(
+            "--mltcp-scale-cut",
+            action="store_true",
+            help="MLTCP also divides DCTCP's window cut by F (beyond the paper's rule)",
+        ),
+        option(
+            "--mltcp-compare-cut",
+            action="store_true",
+            help="add mltcp-exact-cut: exact mode with the cut scaled, beside the other MLTCP runs",
+        ),
+        option(
+            "--schemes",
+            nargs="+",
+            metavar="NAME",
+            help="run only these schemes (ideal always runs): baseline random cassini "
+            "mltcp-dctcp mltcp-exact mltcp-exact-cut",
+        ),
+        option(
+            "--agent-slack",
+            type=float,
+            default=None,
+            metavar="FRACTION",
+            help="the time-shift agent's period slack beyond the jobs' jitter (default: the "
+            "runner's, cassini.predict.period_slack: 3 %%)",
+        ),
+    ),
+    check=check,
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

@@ -14,22 +14,26 @@ Writes results/regimes/results.json and regimes.png; prints the table.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
-from experiments.common import (
-    HALF_PAIR,
-    dumbbell,
-    equal_shares,
-    out_dir,
-    require_root,
-    run_config,
-    table,
-    write_json,
-)
+from experiments.columns import Column
+from experiments.common import HALF_PAIR, dumbbell, equal_shares, run_config
+from experiments.harness import Experiment, Run, full, iterations
+from experiments.plots import figure
 from testbed.measure import comm_overlap
+from testbed.results import ExperimentResult
+
+COLUMNS = (
+    Column("regime", "regime"),
+    Column("ratio_first5", "first5 x", ".2f"),
+    Column("ratio_last10", "last10 x", ".2f"),
+    Column("overlap_first5", "ovl first", ".2f"),
+    Column("overlap_last10", "ovl last", ".2f"),
+    Column("interleaved_by_itself", "self-interl", ""),
+)
 
 
 def regime_config(
@@ -65,23 +69,44 @@ def grid(full: bool) -> list[dict]:
     return [{"jobs": 2, "jitter": 0.0, **c} for c in cases]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def label_of(case: dict[str, Any]) -> str:
+    """A regime's name, e.g. ``fifo-20p-cubic-2jobs`` (``-jitter`` with jitter)."""
+    return (
+        f"{case['fabric']}-{case['buffer']}p-{case['cc']}-{case['jobs']}jobs"
+        f"{'-jitter' if case['jitter'] else ''}"
     )
-    ap.add_argument("--full", action="store_true", help="the larger sweep")
-    ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--out", default=None, help="output folder (default results/regimes)")
-    args = ap.parse_args(argv)
-    require_root()
-    out = out_dir("regimes", args.out)
+
+
+def regime_row(label: str, case: dict[str, Any], res: ExperimentResult) -> dict[str, Any]:
+    """The baseline's slowdown over ideal and its communication overlap, first iterations
+    against last."""
+    ideal = res.schemes["ideal"].summary
+    base = res.schemes["baseline"].jobs
+    overlap = comm_overlap({j: v.records(0) for j, v in base.items()})
+    ratios_first = [
+        statistics.mean(v.iteration_times_s[:5]) / ideal[j]["mean_s"] for j, v in base.items()
+    ]
+    ratios_last = [
+        statistics.mean(v.iteration_times_s[-10:]) / ideal[j]["mean_s"] for j, v in base.items()
+    ]
+    return {
+        "regime": label,
+        **case,
+        "ratio_first5": statistics.mean(ratios_first),
+        "ratio_last10": statistics.mean(ratios_last),
+        "overlap_first5": statistics.mean(overlap[:5]),
+        "overlap_last10": statistics.mean(overlap[-10:]),
+        "overlap_per_iteration": overlap,
+        "interleaved_by_itself": statistics.mean(overlap[-10:]) < 0.2,
+    }
+
+
+def run_regimes(run: Run) -> None:
+    args = run.args
     rows = []
     cases = grid(args.full)
     for n, case in enumerate(cases, 1):
-        label = (
-            f"{case['fabric']}-{case['buffer']}p-{case['cc']}-{case['jobs']}jobs"
-            f"{'-jitter' if case['jitter'] else ''}"
-        )
+        label = label_of(case)
         cfg = regime_config(
             case["fabric"],
             case["buffer"],
@@ -90,71 +115,40 @@ def main(argv: list[str] | None = None) -> int:
             case["jitter"],
             args.iterations,
         )
-        res = run_config(cfg, out / label, f"[{n}/{len(cases)}] {label}")
-        ideal = res.schemes["ideal"].summary
-        base = res.schemes["baseline"].jobs
-        overlap = comm_overlap({j: v.records(0) for j, v in base.items()})
-        ratios_first = [
-            statistics.mean(v.iteration_times_s[:5]) / ideal[j]["mean_s"] for j, v in base.items()
-        ]
-        ratios_last = [
-            statistics.mean(v.iteration_times_s[-10:]) / ideal[j]["mean_s"] for j, v in base.items()
-        ]
-        rows.append(
-            {
-                "regime": label,
-                **case,
-                "ratio_first5": statistics.mean(ratios_first),
-                "ratio_last10": statistics.mean(ratios_last),
-                "overlap_first5": statistics.mean(overlap[:5]),
-                "overlap_last10": statistics.mean(overlap[-10:]),
-                "overlap_per_iteration": overlap,
-                "interleaved_by_itself": statistics.mean(overlap[-10:]) < 0.2,
-            }
-        )
-        write_json(out / "results.json", {"rows": rows, "iterations": args.iterations})
-    print(
-        table(
-            rows,
-            [
-                ("regime", "regime", "s"),
-                ("ratio_first5", "first5 x", ".2f"),
-                ("ratio_last10", "last10 x", ".2f"),
-                ("overlap_first5", "ovl first", ".2f"),
-                ("overlap_last10", "ovl last", ".2f"),
-                ("interleaved_by_itself", "self-interl", ""),
-            ],
-        )
-    )
-    plot(rows, out / "regimes.png")
-    print(f"results: {out / 'results.json'}  plot: {out / 'regimes.png'}")
-    return 0
+        res = run_config(cfg, run.out / label, f"[{n}/{len(cases)}] {label}")
+        rows.append(regime_row(label, case, res))
+        run.save({"rows": rows, "iterations": args.iterations})
+    run.show(rows, COLUMNS)
+    plot(rows, run.out / "regimes.png")
+    print(f"results: {run.results_path}  plot: {run.out / 'regimes.png'}")
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
+    with figure(path, 1, 2, dpi=110, figsize=(11, 4)) as (_, (ax1, ax2)):
+        for row in rows:
+            ax1.plot(row["overlap_per_iteration"], label=row["regime"])
+        ax1.set_xlabel("iteration")
+        ax1.set_ylabel("communication overlap (fraction)")
+        ax1.set_title("same-start jobs: overlap per iteration")
+        ax1.legend(fontsize=7)
+        names = [r["regime"] for r in rows]
+        x = range(len(rows))
+        ax2.bar([i - 0.2 for i in x], [r["ratio_first5"] for r in rows], 0.4, label="first 5")
+        ax2.bar([i + 0.2 for i in x], [r["ratio_last10"] for r in rows], 0.4, label="last 10")
+        ax2.axhline(1.0, color="k", lw=0.8)
+        ax2.set_xticks(list(x), names, rotation=30, ha="right", fontsize=7)
+        ax2.set_ylabel("iteration time / ideal")
+        ax2.set_title("baseline slowdown")
+        ax2.legend()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for row in rows:
-        ax1.plot(row["overlap_per_iteration"], label=row["regime"])
-    ax1.set_xlabel("iteration")
-    ax1.set_ylabel("communication overlap (fraction)")
-    ax1.set_title("same-start jobs: overlap per iteration")
-    ax1.legend(fontsize=7)
-    names = [r["regime"] for r in rows]
-    x = range(len(rows))
-    ax2.bar([i - 0.2 for i in x], [r["ratio_first5"] for r in rows], 0.4, label="first 5")
-    ax2.bar([i + 0.2 for i in x], [r["ratio_last10"] for r in rows], 0.4, label="last 10")
-    ax2.axhline(1.0, color="k", lw=0.8)
-    ax2.set_xticks(list(x), names, rotation=30, ha="right", fontsize=7)
-    ax2.set_ylabel("iteration time / ideal")
-    ax2.set_title("baseline slowdown")
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+EXPERIMENT = Experiment(
+    "regimes",
+    __doc__,
+    run_regimes,
+    options=(full("the larger sweep"), iterations(30)),
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ SIGTERM/SIGHUP (testbed.net.Cluster).
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -44,17 +43,11 @@ from typing import Any
 
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network import FlowJob, cycle_of, simulate
-from experiments.common import (
-    JOB_SETS,
-    out_dir,
-    progress,
-    require_root,
-    run_config,
-    table,
-    write_json,
-)
-from experiments.link_interleaving import experiment_config
-from testbed.results import ExperimentResult
+from experiments.columns import JOB, SCHEME, Column
+from experiments.common import JOB_SETS, job_set_config, progress, run_config
+from experiments.harness import Experiment, Run, UsageError, iterations, option
+from experiments.plots import figure
+from testbed.results import ExperimentResult, SchemeResult
 from testbed.runner import RunConfig, load_config
 
 SCHEMES = ("ideal", "baseline", "cassini")
@@ -65,7 +58,7 @@ QUICK_ITERATIONS = 12
 
 def scenario(job_set: str, iterations: int) -> dict[str, Any]:
     """Experiment 1's job set on the ``fair`` fabric: dedicated, same start, CASSINI."""
-    return experiment_config(job_set, "fair", iterations, list(SCHEMES))
+    return job_set_config(job_set, "fair", iterations, list(SCHEMES))
 
 
 def nominal_profiles(cfg: RunConfig) -> dict[str, JobProfile]:
@@ -187,20 +180,13 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
         "model": capacity,
         "model_goodput": {link: c * factor for link, c in capacity.items()},
     }
+    ran = [name for name in SCHEMES if name in schemes]
     modelled: dict[str, dict[str, dict[str, list[float]]]] = {v: {} for v in VARIANTS}
     inputs: dict[str, list[dict[str, Any]]] = {}
-    for name in SCHEMES:
-        if name not in schemes:
-            continue
-        scheme = schemes[name]
-        iterations = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
-        periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
-        starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
-        if name == "ideal":  # each job alone
-            groups = [flow_jobs(_only(cfg, j.job_id), profiles, {j.job_id: 0.0}) for j in cfg.jobs]
-        else:
-            groups = [flow_jobs(cfg, profiles, starts, periods)]
+    for name in ran:
+        groups = model_groups(cfg, profiles, name, schemes[name])
         inputs[name] = [_job_dict(fj) for group in groups for fj in group]
+        iterations = 1 + min(len(j.iteration_times_s) for j in schemes[name].jobs.values())
         for variant in VARIANTS:
             times: dict[str, list[float]] = {}
             for group in groups:
@@ -208,11 +194,49 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
                     model_iteration_times(group, caps[variant], iterations, cfg.drift_tolerance)
                 )
             modelled[variant][name] = times
+    rows = compare_rows(results, ran, modelled)
+    cassini = schemes.get("cassini")
+    return {
+        "scenario": dict(results.config),
+        "profiles": {j: p.to_dict() for j, p in profiles.items()},
+        "capacity_bps": capacity,
+        "goodput_factor": factor,
+        "drift_tolerance": cfg.drift_tolerance,
+        "model_inputs": inputs,
+        "measured_iteration_times_s": {
+            name: {j: list(v.iteration_times_s) for j, v in schemes[name].jobs.items()}
+            for name in ran
+        },
+        "modelled_iteration_times_s": modelled,
+        "realignments": {j: v.realignments for j, v in cassini.jobs.items()} if cassini else {},
+        "rows": rows,
+        "summary": error_summary(rows),
+    }
+
+
+def model_groups(
+    cfg: RunConfig, profiles: dict[str, JobProfile], name: str, scheme: SchemeResult
+) -> list[list[FlowJob]]:
+    """The model's runs for one scheme: each job alone for ``ideal``, else all the jobs
+    together from the scheme's start offsets, held ones on the agent's periods."""
+    if name == "ideal":  # each job alone
+        return [flow_jobs(_only(cfg, j.job_id), profiles, {j.job_id: 0.0}) for j in cfg.jobs]
+    periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
+    starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
+    return [flow_jobs(cfg, profiles, starts, periods)]
+
+
+def compare_rows(
+    results: ExperimentResult,
+    ran: list[str],
+    modelled: dict[str, dict[str, dict[str, list[float]]]],
+) -> list[dict[str, Any]]:
+    """Per scheme and job: measured and modelled mean iteration time (whole run and second
+    half), slowdown over each job alone, and each variant's relative errors."""
+    schemes = results.schemes
     rows = []
     ideal_measured = {j: _mean(v.iteration_times_s) for j, v in schemes["ideal"].jobs.items()}
-    for name in SCHEMES:
-        if name not in schemes:
-            continue
+    for name in ran:
         for job, entry in schemes[name].jobs.items():
             measured = _mean(entry.iteration_times_s)
             steady = _mean(_second_half(entry.iteration_times_s))
@@ -224,8 +248,9 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
                 "measured_slowdown": measured / ideal_measured[job],
             }
             for variant in VARIANTS:
-                model = _mean(modelled[variant][name][job])
-                model_steady = _mean(_second_half(modelled[variant][name][job]))
+                times = modelled[variant][name][job]
+                model = _mean(times)
+                model_steady = _mean(_second_half(times))
                 row[f"{variant}_steady_ms"] = model_steady * 1e3
                 row[f"{variant}_steady_error"] = (model_steady - steady) / steady
                 slowdown = model / _mean(modelled[variant]["ideal"][job])
@@ -236,8 +261,14 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
                     "measured_slowdown"
                 ]
             rows.append(row)
+    return rows
+
+
+def error_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per model variant, over the shared schemes' rows: mean and max |error| of the mean
+    iteration time, mean |error| of the slowdown and of the second half's mean."""
     shared = [r for r in rows if r["scheme"] != "ideal"]
-    summary = {
+    return {
         variant: {
             "mean_abs_error": statistics.mean(abs(r[f"{variant}_error"]) for r in shared),
             "max_abs_error": max(abs(r[f"{variant}_error"]) for r in shared),
@@ -250,24 +281,6 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
         }
         for variant in VARIANTS
         if shared
-    }
-    cassini = schemes.get("cassini")
-    return {
-        "scenario": dict(results.config),
-        "profiles": {j: p.to_dict() for j, p in profiles.items()},
-        "capacity_bps": capacity,
-        "goodput_factor": factor,
-        "drift_tolerance": cfg.drift_tolerance,
-        "model_inputs": inputs,
-        "measured_iteration_times_s": {
-            name: {j: list(v.iteration_times_s) for j, v in schemes[name].jobs.items()}
-            for name in SCHEMES
-            if name in schemes
-        },
-        "modelled_iteration_times_s": modelled,
-        "realignments": {j: v.realignments for j, v in cassini.jobs.items()} if cassini else {},
-        "rows": rows,
-        "summary": summary,
     }
 
 
@@ -295,25 +308,26 @@ def _job_dict(job: FlowJob) -> dict[str, Any]:
     }
 
 
-COLUMNS = [
-    ("scheme", "scheme", "s"),
-    ("job", "job", "s"),
-    ("measured_ms", "measured ms", ".1f"),
-    ("model_ms", "model ms", ".1f"),
-    ("model_error_pct", "err %", "+.1f"),
-    ("model_goodput_ms", "goodput-model ms", ".1f"),
-    ("model_goodput_error_pct", "err %", "+.1f"),
-    ("measured_steady_ms", "2nd half: measured", ".1f"),
-    ("model_steady_ms", "model", ".1f"),
-    ("model_steady_error_pct", "err %", "+.1f"),
-    ("measured_slowdown", "measured x", ".3f"),
-    ("model_slowdown", "model x", ".3f"),
-    ("model_goodput_slowdown", "goodput-model x", ".3f"),
-]
+COLUMNS = (
+    SCHEME,
+    JOB,
+    Column("measured_ms", "measured ms", ".1f"),
+    Column("model_ms", "model ms", ".1f"),
+    Column("model_error_pct", "err %", "+.1f"),
+    Column("model_goodput_ms", "goodput-model ms", ".1f"),
+    Column("model_goodput_error_pct", "err %", "+.1f"),
+    Column("measured_steady_ms", "2nd half: measured", ".1f"),
+    Column("model_steady_ms", "model", ".1f"),
+    Column("model_steady_error_pct", "err %", "+.1f"),
+    Column("measured_slowdown", "measured x", ".3f"),
+    Column("model_slowdown", "model x", ".3f"),
+    Column("model_goodput_slowdown", "goodput-model x", ".3f"),
+)
 
 
-def format_rows(rows: list[dict[str, Any]]) -> str:
-    shown = [
+def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the table shows them: errors in per cent."""
+    return [
         {
             **r,
             "model_error_pct": 100 * r["model_error"],
@@ -322,72 +336,52 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         }
         for r in rows
     ]
-    return table(shown, COLUMNS)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     rows = report["rows"]
     labels = [f"{r['scheme']}\n{r['job']}" for r in rows]
     x = np.arange(len(rows))
     width = 0.27
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    series = [("measured", "testbed"), ("model", "model"), ("model_goodput", "goodput model")]
-    for k, (key, label) in enumerate(series):
-        axes[0].bar(x + (k - 1) * width, [r[f"{key}_ms"] for r in rows], width, label=label)
-        axes[1].bar(x + (k - 1) * width, [r[f"{key}_slowdown"] for r in rows], width, label=label)
-    axes[0].set_ylabel("mean iteration time (ms)")
-    axes[1].set_ylabel("slowdown (scheme / dedicated)")
-    axes[1].axhline(1.0, color="k", lw=0.8, ls="--")
-    for ax in axes:
-        ax.set_xticks(x, labels, fontsize=8)
-    axes[0].legend(fontsize=8)
-    fabric = report["scenario"]["topology"]["fabric"]
-    fig.suptitle(f"flow-level model vs testbed ({len(report['profiles'])} jobs, {fabric} fabric)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    with figure(path, 1, 2, figsize=(11, 3.8)) as (fig, axes):
+        series = [("measured", "testbed"), ("model", "model"), ("model_goodput", "goodput model")]
+        for k, (key, label) in enumerate(series):
+            axes[0].bar(x + (k - 1) * width, [r[f"{key}_ms"] for r in rows], width, label=label)
+            axes[1].bar(
+                x + (k - 1) * width, [r[f"{key}_slowdown"] for r in rows], width, label=label
+            )
+        axes[0].set_ylabel("mean iteration time (ms)")
+        axes[1].set_ylabel("slowdown (scheme / dedicated)")
+        axes[1].axhline(1.0, color="k", lw=0.8, ls="--")
+        for ax in axes:
+            ax.set_xticks(x, labels, fontsize=8)
+        axes[0].legend(fontsize=8)
+        fabric = report["scenario"]["topology"]["fabric"]
+        fig.suptitle(
+            f"flow-level model vs testbed ({len(report['profiles'])} jobs, {fabric} fabric)"
+        )
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--set", default="pair", choices=sorted(JOB_SETS), help="job set (pair)")
-    ap.add_argument(
-        "--iterations",
-        type=int,
-        default=None,
-        help=f"iterations per job and scheme (default {DEFAULT_ITERATIONS})",
-    )
-    ap.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations (a shorter run)"
-    )
-    ap.add_argument(
-        "--results",
-        default=None,
-        metavar="PATH",
-        help="model this finished testbed run (its results.json) instead of running one; "
-        "needs no root",
-    )
-    ap.add_argument("--out", default=None, help="output folder (results/sim_validation)")
-    args = ap.parse_args(argv)
-    iterations = args.iterations or (QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS)
-    if iterations < 5:
-        ap.error("--iterations: at least 5 (the dedicated run profiles all but the first)")
-    out = out_dir("sim_validation", args.out)
+def chosen_iterations(args: Any) -> int:
+    return args.iterations or (QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS)
+
+
+def check(args: Any) -> None:
+    if chosen_iterations(args) < 5:
+        raise UsageError("--iterations: at least 5 (the dedicated run profiles all but the first)")
+
+
+def run_validation(run: Run) -> None:
+    args = run.args
+    iterations = chosen_iterations(args)
     t0 = time.time()
     if args.results:
         results = ExperimentResult.read(args.results)
         source = str(args.results)
     else:
-        require_root()
-        where = out / f"{args.set}-fair"
+        where = run.out / f"{args.set}-fair"
         results = run_config(
             scenario(args.set, iterations),
             where,
@@ -400,10 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     report["model_s"] = time.time() - t1
     report["testbed_s"] = testbed_s if not args.results else None
     report["testbed_results"] = source
-    write_json(out / "validation.json", report)
-    plot(report, out / "validation.png")
-    print(f"\n{args.set if not args.results else source}: measured vs modelled (fair fabric)")
-    print(format_rows(report["rows"]))
+    run.save(report)
+    plot(report, run.out / "validation.png")
+    title = f"\n{args.set if not args.results else source}: measured vs modelled (fair fabric)"
+    run.show(shown_rows(report["rows"]), COLUMNS, title)
     for variant, s in report["summary"].items():
         print(
             f"{variant}: shared schemes |error| mean {100 * s['mean_abs_error']:.1f} %, "
@@ -416,8 +410,32 @@ def main(argv: list[str] | None = None) -> int:
         f"{report['realignments']}"
     )
     progress(f"testbed {testbed_s:.0f} s, model {report['model_s']:.2f} s")
-    print(f"results: {out / 'validation.json'}  plot: {out / 'validation.png'}")
-    return 0
+    print(f"results: {run.results_path}  plot: {run.out / 'validation.png'}")
+
+
+EXPERIMENT = Experiment(
+    "sim_validation",
+    __doc__,
+    run_validation,
+    options=(
+        option("--set", default="pair", choices=sorted(JOB_SETS), help="job set (pair)"),
+        iterations(None, f"iterations per job and scheme (default {DEFAULT_ITERATIONS})"),
+        option(
+            "--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations (a shorter run)"
+        ),
+        option(
+            "--results",
+            default=None,
+            metavar="PATH",
+            help="model this finished testbed run (its results.json) instead of running one; "
+            "needs no root",
+        ),
+    ),
+    check=check,
+    needs_root=lambda args: not args.results,
+    results_name="validation.json",
+)
+main = EXPERIMENT.main
 
 
 if __name__ == "__main__":

@@ -77,9 +77,26 @@ def test_experiments_import_as_modules_and_read_logs_from_the_results(path):
     assert "-rank" not in source  # log paths come from JobResult.logs, not rebuilt
 
 
-@pytest.mark.parametrize(
-    "module", ["link_interleaving", "mltcp_convergence", "placement", "regimes", "sim_validation"]
-)
+SUPPORT = {"__init__", "common", "harness", "columns", "plots"}  # not experiments themselves
+EXPERIMENT_NAMES = [p.stem for p in EXPERIMENTS if p.stem not in SUPPORT]
+
+
+@pytest.mark.parametrize("name", EXPERIMENT_NAMES)
+def test_every_experiment_is_on_the_harness_and_imports_no_other(name):
+    import importlib
+
+    from experiments.harness import Experiment
+
+    module = importlib.import_module(f"experiments.{name}")
+    assert isinstance(module.EXPERIMENT, Experiment) and module.EXPERIMENT.name == name
+    assert module.main == module.EXPERIMENT.main
+    source = (ROOT / "experiments" / f"{name}.py").read_text()
+    for other in EXPERIMENT_NAMES:
+        assert f"experiments.{other} import" not in source, other
+        assert f"from experiments import {other}" not in source, other
+
+
+@pytest.mark.parametrize("module", EXPERIMENT_NAMES)
 def test_experiment_runs_as_a_module(module):
     r = subprocess.run(
         [sys.executable, "-m", f"experiments.{module}", "--help"],

@@ -1,0 +1,132 @@
+"""One harness for every experiment: an experiment declares its options, its checks and its
+run; the harness gives it the command line (``--help`` from the module docstring,
+``--out``), the root check, the output folder, ``results.json`` and tables.
+
+    EXPERIMENT = Experiment(
+        "regimes", __doc__, run_regimes, options=(full("the larger sweep"), iterations(30))
+    )
+    main = EXPERIMENT.main
+
+``run_regimes(run)`` reads ``run.args``, writes under ``run.out`` and calls
+``run.save(report)`` and ``run.show(rows, COLUMNS)`` (columns from
+:mod:`experiments.columns`).  Plots are in :mod:`experiments.plots`; the job sets and
+testbed configs several experiments share are in :mod:`experiments.common`.  See
+docs/extending.md, "Add an experiment".
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.columns import Column
+from experiments.common import out_dir, require_root, table, write_json
+
+
+class UsageError(Exception):
+    """A bad command line, raised by an experiment's ``check``; its message names the flag
+    and is reported as argparse reports its own errors (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option: ``flags`` and the keywords argparse's ``add_argument`` takes."""
+
+    flags: tuple[str, ...]
+    settings: Mapping[str, Any]
+
+
+def option(*flags: str, **settings: Any) -> Option:
+    """An option, declared as ``argparse.ArgumentParser.add_argument`` would be called."""
+    return Option(flags, settings)
+
+
+def full(help: str) -> Option:
+    """``--full``: the larger run, ``help`` saying what it adds."""
+    return option("--full", action="store_true", help=help)
+
+
+def iterations(default: int | None, help: str | None = None) -> Option:
+    """``--iterations``: iterations per job and scheme (``default``; None: the experiment
+    decides, e.g. from ``--full``)."""
+    return option("--iterations", type=int, default=default, help=help)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What an experiment's run gets: its parsed ``args`` and its output folder ``out``."""
+
+    args: argparse.Namespace
+    out: Path
+    results_name: str = "results.json"
+
+    @property
+    def results_path(self) -> Path:
+        return self.out / self.results_name
+
+    def save(self, report: Any) -> Path:
+        """Write ``report`` as the run's results JSON (again after every case, so an
+        interrupted run keeps what it measured); returns its path."""
+        write_json(self.results_path, report)
+        return self.results_path
+
+    def show(
+        self, rows: list[dict[str, Any]], columns: Sequence[Column], title: str | None = None
+    ) -> None:
+        """Print ``rows`` as a table of ``columns``, under ``title`` if given."""
+        if title is not None:
+            print(title)
+        print(table(rows, list(columns)))
+
+
+Check = Callable[[argparse.Namespace], None]
+NeedsRoot = bool | Callable[[argparse.Namespace], bool]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment: ``name`` (its folder under results/), its module docstring ``doc``
+    (the ``--help`` text), its ``run`` (returns an exit status, None for 0), its
+    ``options``; ``check`` refuses bad flags by raising :class:`UsageError`;
+    ``needs_root`` (or a function of the arguments saying so) is checked before the run;
+    ``results_name`` names the results file (or a function of the arguments)."""
+
+    name: str
+    doc: str | None
+    run: Callable[[Run], int | None]
+    options: Sequence[Option] = ()
+    check: Check | None = None
+    needs_root: NeedsRoot = True
+    results_name: str | Callable[[argparse.Namespace], str] = "results.json"
+
+    def parser(self) -> argparse.ArgumentParser:
+        ap = argparse.ArgumentParser(
+            prog=f"python -m experiments.{self.name}",
+            description=self.doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        for opt in self.options:
+            ap.add_argument(*opt.flags, **opt.settings)
+        ap.add_argument(
+            "--out", default=None, help=f"output folder (default results/{self.name})"
+        )
+        return ap
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """Parse ``argv``, check it, check root, run; the run's exit status."""
+        ap = self.parser()
+        args = ap.parse_args(argv)
+        if self.check is not None:
+            try:
+                self.check(args)
+            except UsageError as e:
+                ap.error(str(e))
+        needs_root = self.needs_root(args) if callable(self.needs_root) else self.needs_root
+        if needs_root:
+            require_root()
+        name = self.results_name(args) if callable(self.results_name) else self.results_name
+        code = self.run(Run(args, out_dir(self.name, args.out), name))
+        return 0 if code is None else code
