@@ -1,0 +1,35 @@
+"""Options of ``cassini serve`` as the app takes them (:class:`ServiceConfig`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cassini.circle import n_angles
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Options of the service: body limit (bytes), time limits (seconds), workers, the
+    cluster file, the filter's minimum compatibility score in [0, 1], precision of the
+    extender's and the time-shifts' computations (degrees)."""
+
+    max_body_bytes: int = 1 << 20
+    timeout_s: float = 30.0
+    read_timeout_s: float = 30.0
+    workers: int | None = None
+    cluster_file: str | None = None
+    min_score: float = 0.0
+    precision_deg: float = 5.0
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_body_bytes, int) and self.max_body_bytes > 0):
+            raise ValueError(f"max_body_bytes must be an int > 0, got {self.max_body_bytes!r}")
+        for name in ("timeout_s", "read_timeout_s"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not 0.0 <= self.min_score <= 1.0:
+            raise ValueError(f"min_score must be in [0, 1], got {self.min_score!r}")
+        n_angles(self.precision_deg)
