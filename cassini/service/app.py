@@ -27,6 +27,7 @@ import cassini
 from cassini.errors import InputError
 from cassini.service import contract, openapi
 from cassini.service.config import ServiceConfig
+from cassini.service.drain import DrainMiddleware
 from cassini.service.errors import (
     InternalError,
     MethodNotAllowed,
@@ -68,7 +69,9 @@ def create_app(
                 MetricsMiddleware,
                 metrics=service.metrics,
                 log=None if service.config.quiet else service.log,
-            )
+                on_write=service.audit_write,
+            ),
+            Middleware(DrainMiddleware, drain=service.drain),
         ],
         lifespan=lifespan,
         exception_handlers={
@@ -85,18 +88,32 @@ def _route(ep: contract.Endpoint) -> Route:
     async def endpoint(request: Request) -> Response:
         service: Service = request.app.state.service
         op = ep.operation(request.method)
+        record = record_of(request)
+        if op.write:
+            record.write = True
+            record.job_id = request.path_params.get("job_id")
+            client = request.client.host if request.client else "-"
+            record.token_name = service.guard.authorize(
+                request.headers.get("authorization"), client
+            )
         options = query_options(request, op)
         body = await read_json(request, service.config) if op.body is not None else None
-        deadline = record_of(request).started + service.config.timeout_s
-        call = Call(request.method, dict(request.path_params), options, body, deadline)
+        if op.write and record.job_id is None and isinstance(body, dict):
+            record.job_id = str(body.get("id")) if body.get("id") is not None else None
+        deadline = record.started + service.config.timeout_s
+        call = Call(request.method, dict(request.path_params), options, body, deadline,
+                    request.headers)
         try:
-            status, payload = await op.handler(service, call)
+            answer = await op.handler(service, call)
         except (ServiceError, InputError, ClientDisconnect):
             raise
         except Exception as e:
             service.log(f"cassini serve: internal error on {request.method} {request.url.path}:")
             service.log(traceback.format_exc().rstrip())
             raise InternalError(f"internal error: {type(e).__name__}") from None
+        if isinstance(answer, Response):
+            return answer
+        status, payload = answer
         if isinstance(payload, bytes):
             return Response(payload, status_code=status, media_type=op.media_type)
         return Response(json_bytes(payload), status_code=status, media_type=JSON)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -22,6 +23,16 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_READ_TIMEOUT_S = 30.0
 DEFAULT_KEEP_ALIVE_S = 75.0
 DEFAULT_GRACE_S = 60.0
+DEFAULT_MAX_JOBS = 10_000
+DEFAULT_WRITE_RATE = 50.0
+
+
+def default_state_path() -> str:
+    """``$XDG_STATE_HOME/cassini/serve.sqlite`` (``~/.local/state/...`` without it)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "cassini", "serve.sqlite")
 
 DESCRIPTION = "serve the advisor over HTTP (JSON), with a kube-scheduler extender"
 
@@ -44,10 +55,19 @@ endpoints (OpenAPI document: GET /openapi.json, docs/openapi.json):
                     or cassini.io/model (library id)
   GET  /healthz, /metrics (Prometheus text), /openapi.json
 POST/PUT bodies need Content-Type: application/json.
+writes (POST/PUT/DELETE under /v1/jobs) need 'Authorization: Bearer TOKEN' with a
+token of --token-file (lines 'TOKEN NAME'); without --token-file they are refused
+unless --insecure-writes.  Every write is a JSON line of the audit log.
 errors are JSON {"error": {"code", "field", "message"}}: 400 bad JSON, schema or
-option; 404 unknown path or job; 405 wrong method; 408 body too slow; 413 body over
---max-body-bytes; 415 wrong Content-Type; 503 no worker free within --timeout-s;
-504 computation over --timeout-s (its worker process is killed and replaced).
+option; 401 no or unknown token; 403 writes disabled; 404 unknown path or job; 405
+wrong method; 408 body too slow; 413 body over --max-body-bytes; 415 wrong
+Content-Type; 429 over --write-rate or --max-jobs; 503 no worker free within
+--timeout-s, or shutting down; 504 computation over --timeout-s (its worker process
+is killed and replaced).
+
+state (--state, SQLite; default ~/.local/state/cassini/serve.sqlite): the jobs
+registered over HTTP, the shifts set by PUT and the epoch survive a restart;
+--state :memory: keeps them in memory only.
 
 cluster file (--cluster, YAML or JSON; reloaded on SIGHUP):
   links: [{id: tor0-up, capacity_bps: 4.0e+11}, ...]
@@ -63,9 +83,9 @@ example:
   curl -sS http://127.0.0.1:8080/v1/jobs/bert-a/time_shift
   kill -HUP %1      # re-read the cluster file
 
-stops gracefully on SIGINT or SIGTERM: no new connections, requests in flight finish.
-exit status: 0 after a graceful stop, 1 if it cannot listen, 2 on bad options or a bad
-cluster file.
+stops gracefully on SIGINT or SIGTERM: requests in flight finish, new ones get 503,
+then it exits.  exit status: 0 after a graceful stop, 1 if it cannot listen, 2 on bad
+options, a bad cluster file, token file or state file.
 """
 
 
@@ -109,6 +129,16 @@ def _unit_interval(text: str) -> float:
     return value
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def _precision(text: str) -> float:
     value = _positive_seconds(text)
     if value > 180:
@@ -122,7 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--host",
         default=DEFAULT_HOST,
         help=f"address to listen on (default {DEFAULT_HOST}; 0.0.0.0 exposes it to the "
-        "network, which has no authentication)",
+        "network: reads are open to anyone who reaches it, writes need --token-file)",
     )
     parser.add_argument(
         "--port",
@@ -182,13 +212,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker processes = requests computed at once (default: min(4, CPUs))",
     )
     parser.add_argument("--quiet", action="store_true", help="no log line per request")
+    _add_safety_arguments(parser)
+
+
+def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
+    """State, writers, TLS, limits, audit."""
+    parser.add_argument(
+        "--state",
+        metavar="PATH",
+        default=None,
+        help="SQLite file keeping registered jobs, shifts and the epoch across restarts "
+        "(default ~/.local/state/cassini/serve.sqlite; ':memory:' keeps nothing)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help="bearer tokens allowed to write, one 'TOKEN [NAME]' per line",
+    )
+    parser.add_argument(
+        "--insecure-writes",
+        action="store_true",
+        help="without --token-file, let anyone who reaches the port write",
+    )
+    parser.add_argument("--tls-cert", metavar="PEM", default=None, help="serve HTTPS: certificate")
+    parser.add_argument("--tls-key", metavar="PEM", default=None, help="serve HTTPS: its key")
+    parser.add_argument(
+        "--max-jobs",
+        type=_positive_int,
+        default=DEFAULT_MAX_JOBS,
+        metavar="N",
+        help=f"running jobs the registry holds at most; more get 429 (default {DEFAULT_MAX_JOBS})",
+    )
+    parser.add_argument(
+        "--write-rate",
+        type=_non_negative,
+        default=DEFAULT_WRITE_RATE,
+        metavar="N",
+        help=f"writes per second per client (token name, else address), bursts of 2N; more "
+        f"get 429 (default {DEFAULT_WRITE_RATE:g}; 0: no limit)",
+    )
+    parser.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        default=None,
+        help="append one JSON line per write here (default: standard error)",
+    )
 
 
 def serve_command(args: argparse.Namespace) -> int:
     """Run ``cassini serve`` with parsed options until SIGINT or SIGTERM."""
     from cassini.errors import InputError
     from cassini.service.app import ServiceConfig
+    from cassini.service.store import StateError
 
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("cassini: error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
     config = ServiceConfig(
         max_body_bytes=args.max_body_bytes,
         timeout_s=args.timeout_s,
@@ -197,11 +277,24 @@ def serve_command(args: argparse.Namespace) -> int:
         min_score=args.min_score,
         precision_deg=args.precision_deg,
         quiet=args.quiet,
+        state_path=args.state or default_state_path(),
+        token_file=args.token_file,
+        insecure_writes=args.insecure_writes,
+        max_jobs=args.max_jobs,
+        write_rate_per_s=args.write_rate,
+        audit_log=args.audit_log,
     )
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     try:
-        return serve(config, args.host, args.port, keep_alive_s=args.keep_alive_s)
+        return serve(config, args.host, args.port, keep_alive_s=args.keep_alive_s, tls=tls)
+    except StateError as e:
+        print(f"cassini: error: --state {e}", file=sys.stderr)
+        return 2
     except InputError as e:
-        print(f"cassini: error: --cluster {args.cluster}: {e}", file=sys.stderr)
+        if e.field.startswith("token-file"):
+            print(f"cassini: error: --token-file {args.token_file}: {e}", file=sys.stderr)
+        else:
+            print(f"cassini: error: --cluster {args.cluster}: {e}", file=sys.stderr)
         return 2
 
 
@@ -222,13 +315,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
+def url_of(sock: socket.socket, scheme: str = "http") -> str:
     host, port = sock.getsockname()[:2]
     host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
-def _uvicorn_server(app: Any, keep_alive_s: float, grace_s: float) -> Any:
+def _uvicorn_server(
+    app: Any, keep_alive_s: float, grace_s: float, tls: tuple[str, str] | None = None
+) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -245,6 +340,8 @@ def _uvicorn_server(app: Any, keep_alive_s: float, grace_s: float) -> Any:
         timeout_graceful_shutdown=int(grace_s),
         server_header=False,
         date_header=True,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
     return Server(config)
 
@@ -256,28 +353,38 @@ def serve(
     *,
     keep_alive_s: float = DEFAULT_KEEP_ALIVE_S,
     log: Callable[[str], None] | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> int:
-    """Serve until SIGINT or SIGTERM, then stop gracefully; the exit status.  SIGHUP
-    re-reads the cluster file.  Must run in the main thread (signal handlers)."""
+    """Serve until SIGINT or SIGTERM, then drain (requests in flight finish, new ones get
+    503) and stop; the exit status.  SIGHUP re-reads the cluster file.  ``tls``: (PEM
+    certificate, PEM key) for HTTPS.  Must run in the main thread (signal handlers)."""
     from cassini.service.app import ServiceConfig, create_app
 
     say = log or _stderr
     config = config or ServiceConfig()
-    app = create_app(config, log=log)  # reads the cluster file: InputError -> exit 2
+    app = create_app(config, log=log)  # InputError, StateError -> exit 2
     try:
         sock = listen(host, port)
     except OSError as e:
         say(f"cassini: error: cannot listen on {host}:{port}: {e.strerror or e}")
         return 1
     service = app.state.service
-    server = _uvicorn_server(app, keep_alive_s, DEFAULT_GRACE_S)
+    server = _uvicorn_server(app, keep_alive_s, DEFAULT_GRACE_S, tls)
     received: list[int] = []
+
+    async def drain_then_exit() -> None:
+        service.drain.draining = True
+        await service.drain.until_idle(DEFAULT_GRACE_S)
+        server.should_exit = True
 
     def on_stop(signum: int, frame: Any) -> None:
         received.append(signum)
-        if server.should_exit and signum == signal.SIGINT:
-            server.force_exit = True  # a second Ctrl-C stops at once
-        server.should_exit = True
+        if len(received) > 1 or service.loop is None:
+            if signum == signal.SIGINT and len(received) > 1:
+                server.force_exit = True  # a second Ctrl-C stops at once
+            server.should_exit = True
+            return
+        service.loop.call_soon_threadsafe(service.loop.create_task, drain_then_exit())
 
     def on_hup(signum: int, frame: Any) -> None:
         loop = service.loop
@@ -286,11 +393,22 @@ def serve(
 
     handlers = {signal.SIGINT: on_stop, signal.SIGTERM: on_stop, signal.SIGHUP: on_hup}
     previous = {s: signal.signal(s, h) for s, h in handlers.items()}
-    service.on_started = lambda: say(
-        f"cassini serve: listening on {url_of(sock)} (workers {service.pool.size}, "
-        f"{service.pool.start_method}; timeout {config.timeout_s:g} s; max body "
-        f"{config.max_body_bytes} bytes; cluster: {_cluster_line(service)})"
-    )
+
+    def started() -> None:
+        url = url_of(sock, "https" if tls else "http")
+        say(
+            f"cassini serve: listening on {url} (workers {service.pool.size}, "
+            f"{service.pool.start_method}; timeout {config.timeout_s:g} s; max body "
+            f"{config.max_body_bytes} bytes; cluster: {_cluster_line(service)})"
+        )
+        say(
+            f"cassini serve: state {config.state_path}; "
+            f"{service.guard.describe(config.token_file)}; max jobs {config.max_jobs}; "
+            f"write rate {config.write_rate_per_s:g}/s per client; audit "
+            f"{config.audit_log or 'on standard error'}"
+        )
+
+    service.on_started = started
     try:
         server.run(sockets=[sock])
     finally:

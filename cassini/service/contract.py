@@ -107,6 +107,7 @@ class Operation:
     media_type: str = "application/json"
     errors: tuple[int, ...] = (400, 404, 405, 500)
     also: tuple[int, ...] = ()  # other success statuses
+    write: bool = False  # changes the registry: needs a bearer token, audited, rate-limited
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class Endpoint:
 
 BODY_ERRORS = (400, 404, 405, 408, 413, 415, 500)
 COMPUTE_ERRORS = BODY_ERRORS + (503, 504)
+WRITE_ERRORS = (401, 403, 429)
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
@@ -183,7 +185,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 status=201,
                 also=(200,),
                 answer="RunningJob",
-                errors=BODY_ERRORS,
+                errors=BODY_ERRORS + WRITE_ERRORS,
+                write=True,
             ),
         ),
     ),
@@ -193,18 +196,21 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             Operation(
                 "GET",
                 handlers.get_time_shift,
-                "The job's time-shift: slot k starts at epoch_s + shift_s + k * period_s",
+                "The job's time-shift: slot k starts at epoch_s + shift_s + k * period_s; "
+                "ETag names its version (If-None-Match: 304 when unchanged)",
                 answer="TimeShift",
                 errors=(400, 404, 405, 500, 503, 504),
+                also=(304,),
             ),
             Operation(
                 "PUT",
                 handlers.put_time_shift,
-                "Set the job's time-shift explicitly (kept until the job is removed or "
-                "registered again)",
+                "Set the job's time-shift explicitly, or release it to run free (kept "
+                "until the job is removed or registered again)",
                 body="TimeShiftPut",
                 answer="TimeShift",
-                errors=BODY_ERRORS,
+                errors=BODY_ERRORS + WRITE_ERRORS,
+                write=True,
             ),
         ),
     ),
@@ -212,7 +218,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "/v1/jobs/{job_id:job_id}",
         (
             Operation("GET", handlers.get_job, "One running job", answer="RunningJob"),
-            Operation("DELETE", handlers.delete_job, "Remove a running job", answer="RunningJob"),
+            Operation(
+                "DELETE",
+                handlers.delete_job,
+                "Remove a running job",
+                answer="RunningJob",
+                errors=(400, 404, 405, 500) + WRITE_ERRORS,
+                write=True,
+            ),
         ),
     ),
     Endpoint(

@@ -7,14 +7,18 @@ exception handlers turn them into the JSON error answer."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from starlette.responses import Response
 
 from cassini import schema
 from cassini.errors import InputError
 from cassini.service import k8s
 from cassini.service.cluster import check_nodes, read_job
+from cassini.service.errors import json_bytes
 from cassini.service.service import Service
 from cassini.service.shifts import JobShift
 from cassini.service.tasks import AdviseTask, FilterTask, PrioritizeTask, ScoreTask
@@ -30,9 +34,10 @@ class Call:
     options: dict[str, Any]
     body: Any
     deadline: float
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Answer = tuple[int, Any]
+Answer = tuple[int, Any] | Response
 Handler = Callable[[Service, Call], Awaitable[Answer]]
 
 
@@ -92,18 +97,25 @@ async def delete_job(service: Service, call: Call) -> Answer:
 
 
 async def get_time_shift(service: Service, call: Call) -> Answer:
+    """The job's time-shift with its ETag (a digest of the answer: it changes exactly when
+    the answer does); ``If-None-Match`` with the current ETag gets 304 and no body."""
     registry = service.registry
     job = registry.job(call.params["job_id"])
-    explicit = registry.explicit.get(job.job_id)
-    if explicit is not None:
-        return 200, explicit.to_dict(registry.epoch_s)
-    _, shifts = await service.shifts(call.deadline)
-    s = shifts.get(job.job_id)
+    s = registry.explicit.get(job.job_id)
+    if s is None:
+        _, shifts = await service.shifts(call.deadline)
+        s = shifts.get(job.job_id)
     if s is None:  # registered after the computation started; not yet in its result
         s = JobShift(
             job.job_id, False, 0.0, job.profile.iteration_time_s, "not computed yet; retry"
         )
-    return 200, s.to_dict(registry.epoch_s)
+    body = json_bytes(s.to_dict(registry.epoch_s))
+    etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    wanted = call.headers.get("if-none-match", "")
+    if etag in (t.strip() for t in wanted.split(",")):
+        return Response(status_code=304, headers=headers)
+    return Response(body, status_code=200, headers=headers, media_type="application/json")
 
 
 async def put_time_shift(service: Service, call: Call) -> Answer:
@@ -115,10 +127,18 @@ async def put_time_shift(service: Service, call: Call) -> Answer:
 
 
 def read_time_shift_put(obj: Any, job_id: str, default_epoch_s: float) -> JobShift:
-    """``{"shift_s", "period_s", "epoch_s"?}`` (seconds) as the job's explicit shift;
-    ``shift_s`` in [0, ``period_s``)."""
+    """``{"shift_s", "period_s", "epoch_s"?}`` (seconds) as the job's explicit shift,
+    ``shift_s`` in [0, ``period_s``); or ``{"shift": false, "reason"?}``: run free."""
     obj = schema.require_object(obj, "")
-    schema.check_fields(obj, "", ("shift_s", "period_s"), ("epoch_s",))
+    if obj.get("shift") is False:
+        schema.check_fields(obj, "", ("shift",), ("reason",))
+        reason = obj.get("reason", "released by PUT")
+        if not isinstance(reason, str):
+            raise InputError("reason", f"must be a string, got {schema._kind(reason)}")
+        return JobShift(job_id, False, 0.0, 1.0, reason)
+    schema.check_fields(obj, "", ("shift_s", "period_s"), ("epoch_s", "shift"))
+    if obj.get("shift", True) is not True:
+        raise InputError("shift", "must be true or false")
     period = schema.number(obj["period_s"], "period_s", positive=True)
     shift = schema.number(obj["shift_s"], "shift_s", non_negative=True)
     if shift >= period:

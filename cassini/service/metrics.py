@@ -44,15 +44,24 @@ class Metrics:
         )
         self.rejected = Counter(
             "cassini_http_requests_rejected",
-            "Requests refused by a limit: body_too_large (413, over --max-body-bytes), "
-            "timeout (504, computation ran past --timeout-s), overloaded (503, no worker "
-            "free within --timeout-s).",
+            "Requests refused by a limit or a guard: body_too_large (413, over "
+            "--max-body-bytes), timeout (504, computation ran past --timeout-s), overloaded "
+            "(503, no worker free within --timeout-s), draining (503, shutting down), "
+            "unauthenticated (401), writes_disabled (403), rate_limited (429, over "
+            "--write-rate), too_many_jobs (429, --max-jobs).",
             ["reason"],
             registry=r,
         )
         self.worker_restarts = Counter(
             "cassini_worker_restarts",
             "Worker processes replaced after a timeout or a crash.",
+            registry=r,
+        )
+        self.writes = Counter(
+            "cassini_writes",
+            "Writes under /v1/jobs (POST, PUT, DELETE), by outcome (accepted: 2xx; refused) "
+            "and status code; each is a line of the audit log.",
+            ["outcome", "code"],
             registry=r,
         )
         self.reloads = Counter(
@@ -82,6 +91,9 @@ class RequestRecord:
     status: int = 499
     size: int = 0
     answered: bool = False
+    write: bool = False  # a write under /v1/jobs: audited
+    token_name: str | None = None
+    job_id: str | None = None
 
 
 def record_of(request: Request) -> RequestRecord:
@@ -90,6 +102,11 @@ def record_of(request: Request) -> RequestRecord:
     if record is None:
         record = request.state.record = RequestRecord()
     return record
+
+
+def record_of_scope(scope: dict) -> RequestRecord | None:
+    """The record the middleware put in an ASGI scope, if any."""
+    return scope.get("state", {}).get("record")
 
 
 def endpoint_label(scope: dict) -> str:
@@ -104,10 +121,17 @@ class MetricsMiddleware:
     answer's head goes out (a client that has its answer finds it in the next scrape); a
     client that went away before an answer counts as 499."""
 
-    def __init__(self, app: Any, metrics: Metrics, log: Callable[[str], None] | None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        metrics: Metrics,
+        log: Callable[[str], None] | None,
+        on_write: Callable[[dict, RequestRecord], None] | None = None,
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.log = log  # None: no access log
+        self.on_write = on_write  # called once per answered write (the audit)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -146,6 +170,8 @@ class MetricsMiddleware:
             self.metrics.rejected.labels(record.rejected).inc()
         self.metrics.in_flight.dec()
         record.answered = True
+        if record.write and self.on_write is not None:
+            self.on_write(scope, record)
 
     def _log_line(self, scope: dict, record: RequestRecord) -> None:
         if self.log is None:

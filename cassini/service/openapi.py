@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import cassini
-from cassini.service.contract import ENDPOINTS, QUERY_OPTIONS, Endpoint
+from cassini.service.contract import ENDPOINTS, QUERY_OPTIONS, Endpoint, Operation
 from cassini.service.errors import ERRORS
 
 _NUM = {"type": "number"}
@@ -140,9 +140,26 @@ SCHEMAS: dict[str, Any] = {
         },
         ["job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"],
     ),
-    "TimeShiftPut": _obj(
-        {"shift_s": _NONNEG, "period_s": _POS, "epoch_s": _NONNEG}, ["shift_s", "period_s"]
-    ),
+    "TimeShiftPut": {
+        **_obj(
+            {
+                "shift": {
+                    "type": "boolean",
+                    "description": "false: release the job to run free (then give no "
+                    "shift_s/period_s/epoch_s); default true",
+                },
+                "shift_s": _NONNEG,
+                "period_s": _POS,
+                "epoch_s": _NONNEG,
+                "reason": {"type": "string", "description": "why it is released"},
+            },
+            [],
+        ),
+        "anyOf": [
+            {"required": ["shift_s", "period_s"]},
+            {"required": ["shift"], "properties": {"shift": {"const": False}}},
+        ],
+    },
     "ExtenderArgs": {
         "type": "object",
         "description": "k8s.io/kube-scheduler/extender/v1 ExtenderArgs; field names match "
@@ -199,6 +216,54 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+def _responses(op: Operation) -> dict[str, Any]:
+    schema = (
+        _ref(op.answer)
+        if op.answer
+        else {"type": "string" if "text" in op.media_type else "object"}
+    )
+    content = {op.media_type: {"schema": schema}}
+    responses: dict[str, Any] = {str(op.status): {"description": "success", "content": content}}
+    for code in op.also:
+        if code == 304:
+            responses["304"] = {"description": "not modified: If-None-Match names the ETag"}
+        else:
+            responses[str(code)] = {"description": "success", "content": content}
+    for code in op.errors:
+        responses[str(code)] = {
+            "description": ERRORS[code].when,
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+    return responses
+
+
+def _operation(op: Operation) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "operationId": op.handler.__name__,
+        "summary": op.summary,
+        "responses": _responses(op),
+    }
+    if op.query:
+        operation["parameters"] = [
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "description": QUERY_OPTIONS[name].description,
+                "schema": QUERY_OPTIONS[name].schema,
+            }
+            for name in op.query
+        ]
+    if op.body:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(op.body)}},
+        }
+    if op.write:
+        operation["security"] = [{"bearer": []}]
+    return operation
+
+
 def document(endpoints: tuple[Endpoint, ...] = ENDPOINTS) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the service."""
     paths: dict[str, Any] = {}
@@ -209,44 +274,7 @@ def document(endpoints: tuple[Endpoint, ...] = ENDPOINTS) -> dict[str, Any]:
                 {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
             ]
         for op in ep.operations:
-            content: dict[str, Any] = (
-                {op.media_type: {"schema": _ref(op.answer)}}
-                if op.answer
-                else {op.media_type: {"schema": {"type": "string" if "text" in op.media_type
-                                                  else "object"}}}
-            )
-            responses: dict[str, Any] = {
-                str(op.status): {"description": "success", "content": content}
-            }
-            for code in op.also:
-                responses[str(code)] = {"description": "success", "content": content}
-            for code in op.errors:
-                responses[str(code)] = {
-                    "description": ERRORS[code].when,
-                    "content": {"application/json": {"schema": _ref("Error")}},
-                }
-            operation: dict[str, Any] = {
-                "operationId": op.handler.__name__,
-                "summary": op.summary,
-                "responses": responses,
-            }
-            if op.query:
-                operation["parameters"] = [
-                    {
-                        "name": name,
-                        "in": "query",
-                        "required": False,
-                        "description": QUERY_OPTIONS[name].description,
-                        "schema": QUERY_OPTIONS[name].schema,
-                    }
-                    for name in op.query
-                ]
-            if op.body:
-                operation["requestBody"] = {
-                    "required": True,
-                    "content": {"application/json": {"schema": _ref(op.body)}},
-                }
-            item[op.method.lower()] = operation
+            item[op.method.lower()] = _operation(op)
         paths[ep.template] = item
     return {
         "openapi": "3.1.0",
@@ -255,9 +283,13 @@ def document(endpoints: tuple[Endpoint, ...] = ENDPOINTS) -> dict[str, Any]:
             "version": cassini.__version__,
             "description": "CASSINI placement advisor as a service: advise/score, running "
             "jobs and their time-shifts, and a kube-scheduler extender. Units: seconds, "
-            "bits per second.",
+            "bits per second. Writes (POST/PUT/DELETE under /v1/jobs) need a bearer token "
+            "from the service's --token-file.",
         },
         "servers": [{"url": "http://127.0.0.1:8080"}],
         "paths": paths,
-        "components": {"schemas": SCHEMAS},
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
     }

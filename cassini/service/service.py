@@ -12,14 +12,18 @@ from typing import Any
 
 import cassini
 from cassini.errors import InputError
+from cassini.service.audit import AuditEntry, AuditLog
+from cassini.service.auth import RateLimiter, WriteGuard, read_token_file
 from cassini.service.cluster import ClusterNetwork, load_cluster_file
 from cassini.service.config import ServiceConfig
+from cassini.service.drain import Drain
 from cassini.service.errors import ComputeTimeout, InternalError, Overloaded, from_input_error
-from cassini.service.metrics import Metrics
+from cassini.service.metrics import Metrics, RequestRecord
 from cassini.service.pool import PoolBusy, PoolTimeout, WorkerCrashed, WorkerPool, default_workers
 from cassini.service.registry import Registry
 from cassini.service.scoring import State
 from cassini.service.shifts import JobShift
+from cassini.service.store import Store
 from cassini.service.tasks import ShiftsTask, Task
 
 
@@ -37,7 +41,14 @@ class Service:
             if config.cluster_file
             else (ClusterNetwork(), [])
         )
-        self.registry = Registry(cluster, jobs, self.start_s)
+        tokens = read_token_file(config.token_file) if config.token_file else None
+        rate = config.write_rate_per_s
+        limiter = RateLimiter(rate, max(1.0, 2 * rate))
+        self.guard = WriteGuard(tokens, config.insecure_writes, limiter)
+        self.store = Store(config.state_path, default_epoch_s=self.start_s)  # StateError
+        self.registry = Registry(cluster, jobs, self.store, config.max_jobs)
+        self.audit = AuditLog(config.audit_log, self.log)
+        self.drain = Drain()
         self.pool: WorkerPool | None = None
         self._shifts: tuple[int, dict[str, JobShift]] | None = None
         self._shift_task: tuple[int, asyncio.Task] | None = None
@@ -60,6 +71,18 @@ class Service:
     async def stop(self) -> None:
         if self.pool is not None:
             self.pool.close()
+        self.store.close()
+        self.audit.close()
+
+    def audit_write(self, scope: dict, record: RequestRecord) -> None:
+        """Append an answered write to the audit log and count it."""
+        client = (scope.get("client") or ("-", 0))[0]
+        entry = AuditEntry(
+            time.time(), client, record.token_name, scope["method"], scope.get("path", ""),
+            record.job_id, record.status,
+        )
+        self.metrics.writes.labels(entry.outcome, str(record.status)).inc()
+        self.audit.append(entry)
 
     def reload(self) -> bool:
         """Re-read the cluster file (SIGHUP); on error keep the current cluster and log."""
