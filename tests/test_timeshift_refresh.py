@@ -17,11 +17,11 @@ from service_util import HALF, call, ok_json, start
 
 torch = pytest.importorskip("torch")
 
-PERIOD_S = 0.1
-OLD_SHIFT_S, NEW_SHIFT_S = 0.0, 0.05
+PERIOD_S = 0.2
+OLD_SHIFT_S, NEW_SHIFT_S = 0.0, 0.1  # the two grids are half a period apart
 REFRESH = 5
-ITERATIONS = 60
-TOLERANCE_S = 0.02  # a start this close to its slot is on that grid
+ITERATIONS = 50
+TOLERANCE_S = 0.04  # a start this close to its slot is on that grid (a busy CPU wakes late)
 
 
 @pytest.fixture
@@ -122,13 +122,16 @@ def test_both_ranks_move_to_a_changed_shift_within_n_plus_1_iterations(served, t
         starts = r["starts"]
         first_after = next(i for i, t in enumerate(starts) if t > changed_at)
         assert first_after >= 15, "the change came before the job had settled"
-        before = starts[first_after - 10: first_after - 1]
-        assert sum(_phase_error(t, epoch, OLD_SHIFT_S) < TOLERANCE_S for t in before) >= 8
-        on_new = [_phase_error(t, epoch, NEW_SHIFT_S) < TOLERANCE_S for t in starts]
-        switch = next(i for i in range(first_after, len(starts)) if on_new[i])
-        assert switch <= first_after + REFRESH + 1, (switch, first_after)
-        after = on_new[switch: switch + 20]
-        assert sum(after) >= 18, after
+        errors_old = [round(_phase_error(t, epoch, OLD_SHIFT_S), 4) for t in starts]
+        errors_new = [round(_phase_error(t, epoch, NEW_SHIFT_S), 4) for t in starts]
+        detail = f"first after the change {first_after}; from the old grid {errors_old}"
+        before = errors_old[first_after - 10: first_after - 1]
+        assert sum(e < TOLERANCE_S for e in before) >= 8, detail
+        on_new = [e < TOLERANCE_S for e in errors_new]
+        switch = next((i for i in range(first_after, len(starts)) if on_new[i]), None)
+        assert switch is not None and switch <= first_after + REFRESH + 1, detail
+        after = on_new[switch: switch + 15]
+        assert len(after) == 15 and sum(after) >= 14, detail
         assert r["changes"] == 1
         switched.append(switch)
     assert switched[0] == switched[1]  # every rank at the same iteration
