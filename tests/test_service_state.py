@@ -51,6 +51,9 @@ def test_acknowledged_writes_and_the_epoch_survive_kill_9(tmp_path, token_file):
     try:
         ok_json(call(port, "POST", "/v1/jobs", job("a", ["n1"]), headers=AUTH), 201)
         ok_json(call(port, "POST", "/v1/jobs", job("b", ["n3"]), headers=AUTH), 201)
+        ok_json(call(port, "POST", "/v1/jobs", job("c", ["n3"]), headers=AUTH), 201)
+        released = ok_json(call(port, "PUT", "/v1/jobs/c/time_shift",
+                                {"shift": False, "reason": "drained"}, headers=AUTH))
         put = {"shift_s": 0.02, "period_s": 0.1}
         set_b = ok_json(call(port, "PUT", "/v1/jobs/b/time_shift", put, headers=AUTH))
         ok_json(call(port, "DELETE", "/v1/jobs/most", headers=AUTH))  # a file job: comes back
@@ -64,9 +67,11 @@ def test_acknowledged_writes_and_the_epoch_survive_kill_9(tmp_path, token_file):
     try:
         jobs_after = ok_json(call(port, "GET", "/v1/jobs"))["jobs"]
         ids = [j["id"] for j in jobs_after]
-        assert ids == ["a", "b", "half", "most"]  # the cluster file's "most" is back
+        assert ids == ["a", "b", "c", "half", "most"]  # the cluster file's "most" is back
         assert [j for j in jobs_after if j["id"] != "most"] == jobs_before
         assert ok_json(call(port, "GET", "/v1/jobs/b/time_shift")) == set_b
+        assert ok_json(call(port, "GET", "/v1/jobs/c/time_shift")) == released
+        assert released["shift"] is False and released["reason"] == "drained"
         assert ok_json(call(port, "GET", "/v1/jobs/a/time_shift")) == computed
         assert computed["epoch_s"] == set_b["epoch_s"]
     finally:
