@@ -93,7 +93,7 @@ def _route(ep: contract.Endpoint) -> Route:
             record.write = True
             record.job_id = request.path_params.get("job_id")
             client = request.client.host if request.client else "-"
-            record.token_name = service.guard.authorize(
+            record.token_name = await service.guard.authorize(
                 request.headers.get("authorization"), client
             )
         options = query_options(request, op)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cassini.errors import InputError
 from cassini.service.errors import Forbidden, TooManyRequests, Unauthorized
+from cassini.service.tokenreview import TokenReviewer
 
 MIN_TOKEN_CHARS = 16
 
@@ -111,15 +112,20 @@ class WriteGuard:
     tokens: Tokens | None
     insecure_writes: bool
     limiter: RateLimiter
+    reviewer: TokenReviewer | None = None  # Kubernetes TokenReview (--token-review)
 
-    def authorize(self, authorization: str | None, client_address: str) -> str | None:
+    async def authorize(self, authorization: str | None, client_address: str) -> str | None:
         """The writer's token name (None: open writes); raises 401, 403 or 429."""
         name = None
-        if self.tokens is not None:
+        if self.tokens is not None or self.reviewer is not None:
             scheme, _, token = (authorization or "").partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token:
                 raise Unauthorized("writes need a bearer token: Authorization: Bearer TOKEN")
-            name = self.tokens.name_of(token.strip())
+            if self.tokens is not None:
+                name = self.tokens.name_of(token)
+            if name is None and self.reviewer is not None:
+                name = await self.reviewer.user_of(token)
             if name is None:
                 raise Unauthorized("unknown bearer token")
         elif not self.insecure_writes:
@@ -140,6 +146,11 @@ class WriteGuard:
 
     def describe(self, token_file: str | None) -> str:
         """One line for the start-up message."""
+        if self.reviewer is not None:
+            n = len(self.tokens) if self.tokens is not None else 0
+            return (f"writes need a bearer token ({n} in {token_file}, or a Kubernetes "
+                    f"token of {', '.join(sorted(self.reviewer.allowed))} via "
+                    f"{self.reviewer.url})")
         if self.tokens is not None:
             return f"writes need a bearer token ({len(self.tokens)} in {token_file})"
         if self.insecure_writes:

@@ -54,6 +54,9 @@ def serve_command(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         print("cassini: error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    if args.token_review and not args.token_review_user:
+        print("cassini: error: --token-review needs --token-review-user", file=sys.stderr)
+        return 2
     config = ServiceConfig(
         max_body_bytes=args.max_body_bytes,
         timeout_s=args.timeout_s,
@@ -68,6 +71,9 @@ def serve_command(args: argparse.Namespace) -> int:
         max_jobs=args.max_jobs,
         write_rate_per_s=args.write_rate,
         audit_log=args.audit_log,
+        token_review_url=args.token_review,
+        token_review_users=tuple(args.token_review_user),
+        token_review_ca=args.token_review_ca if args.token_review else None,
     )
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     try:

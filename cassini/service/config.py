@@ -31,8 +31,14 @@ class ServiceConfig:
     max_jobs: int = 10_000
     write_rate_per_s: float = 50.0
     audit_log: str | None = None
+    token_review_url: str | None = None
+    token_review_users: tuple[str, ...] = ()
+    token_review_ca: str | None = None
+    token_review_own_token: str | None = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
     def __post_init__(self) -> None:
+        if self.token_review_url and not self.token_review_users:
+            raise ValueError("token_review_url needs token_review_users (who may write)")
         if not (isinstance(self.max_jobs, int) and self.max_jobs > 0):
             raise ValueError(f"max_jobs must be an int > 0, got {self.max_jobs!r}")
         if not (self.write_rate_per_s >= 0 and math.isfinite(self.write_rate_per_s)):

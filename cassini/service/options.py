@@ -222,6 +222,28 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
         help="bearer tokens allowed to write, one 'TOKEN [NAME]' per line",
     )
     parser.add_argument(
+        "--token-review",
+        metavar="URL",
+        default=None,
+        help="also accept Kubernetes ServiceAccount tokens: the API server's TokenReview URL "
+        "(https://APISERVER/apis/authentication.k8s.io/v1/tokenreviews); needs "
+        "--token-review-user",
+    )
+    parser.add_argument(
+        "--token-review-user",
+        metavar="USER",
+        action="append",
+        default=[],
+        help="a user whose reviewed token may write, e.g. "
+        "system:serviceaccount:NAMESPACE:NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--token-review-ca",
+        metavar="PEM",
+        default="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+        help="the API server's CA for --token-review (default: the pod's ServiceAccount CA)",
+    )
+    parser.add_argument(
         "--insecure-writes",
         action="store_true",
         help="without --token-file, let anyone who reaches the port write",

@@ -25,6 +25,7 @@ from cassini.service.scoring import State
 from cassini.service.shifts import JobShift
 from cassini.service.store import Store
 from cassini.service.tasks import ShiftsTask, Task
+from cassini.service.tokenreview import TokenReviewer
 
 
 class Service:
@@ -44,7 +45,15 @@ class Service:
         tokens = read_token_file(config.token_file) if config.token_file else None
         rate = config.write_rate_per_s
         limiter = RateLimiter(rate, max(1.0, 2 * rate))
-        self.guard = WriteGuard(tokens, config.insecure_writes, limiter)
+        reviewer = None
+        if config.token_review_url:
+            reviewer = TokenReviewer(
+                config.token_review_url,
+                frozenset(config.token_review_users),
+                config.token_review_own_token,
+                config.token_review_ca,
+            )
+        self.guard = WriteGuard(tokens, config.insecure_writes, limiter, reviewer)
         self.store = Store(config.state_path, default_epoch_s=self.start_s)  # StateError
         self.registry = Registry(cluster, jobs, self.store, config.max_jobs)
         self.audit = AuditLog(config.audit_log, self.log)
