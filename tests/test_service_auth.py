@@ -157,3 +157,20 @@ def test_without_a_token_file_writes_are_refused_and_the_service_says_so(tmp_pat
     assert "writes OPEN TO ANYONE" in _start_lines("--insecure-writes", "--workers", "1")
     assert "writes need a bearer token (1 in" in _start_lines(
         "--token-file", str(tokens), "--workers", "1")
+
+
+def test_a_bad_token_file_exits_2_naming_the_file_and_line(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN_A} a\nabc123 b\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", "--state", ":memory:",
+         "--token-file", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"cassini: error: --token-file {path}") and "line 2" in line
+    assert "abc123" not in line and TOKEN_A not in line
