@@ -344,6 +344,8 @@ def measure_http(port: int, args: argparse.Namespace, advise_body: bytes,
     for clients in args.clients:
         figures["http"]["advise"].append(load(port, advise_reqs, clients, args.seconds))
         figures["http"]["prioritize"].append(load(port, prio_reqs, clients, args.seconds))
+    # last: a write changes the registry, and the next read would pay for the new state
+    for clients in args.clients:
         figures["http"]["writes"].append(load(port, "writes", clients, args.seconds))
 
 
