@@ -11,7 +11,14 @@ clients, each for ``--seconds``:
 - ``POST /v1/advise`` with the built-in example request (``cassini advise --example``);
 - ``POST /k8s/v1/prioritize`` with kube-scheduler's request for a pod annotated with a
   library model, all 1,000 node names (``nodeCacheCapable``), the pod's model cycling
-  through ``--models`` profiles.
+  through ``--models`` profiles;
+- writes: each client registers a new job (``POST /v1/jobs``), sets its shift (``PUT``)
+  and removes it (``DELETE``), in a loop, with a bearer token.
+
+The server runs as deployed: SQLite state in a file (``--state``, WAL, ``synchronous=FULL``:
+one fsync per write), writes authenticated (``--token-file``), audit log to a file; the
+write rate limit is off (``--write-rate 0``) so that the figure is the store's, not the
+limit's.
 
 Clients run in one separate process (asyncio, one keep-alive connection each); a request's
 latency is from writing it to reading the whole answer.  Errors are answers other than 200
@@ -149,14 +156,55 @@ async def _one_client(port, requests, stop_at, latencies, errors, i):
         writer.close()
 
 
+def write_requests(client: int, k: int) -> list[bytes]:
+    """One write cycle of a client: register job, set its shift, remove it."""
+    jid = f"bench-{client}-{k}"
+    job = json.dumps({"id": jid, "iteration_time_s": 0.2,
+                      "phases": [{"start_s": 0.0, "duration_s": 0.1, "rate_bps": 1e10}]})
+    shift = json.dumps({"shift_s": 0.05, "period_s": 0.2})
+    auth = f"Authorization: Bearer {TOKEN}\r\n"
+    out = []
+    for method, path, body in (("POST", "/v1/jobs", job),
+                               ("PUT", f"/v1/jobs/{jid}/time_shift", shift),
+                               ("DELETE", f"/v1/jobs/{jid}", "")):
+        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        out.append(head.encode() + body.encode())
+    return out
+
+
+async def _one_writer(port, stop_at, latencies, errors, i):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    k = 0
+    try:
+        while time.monotonic() < stop_at:
+            for req in write_requests(i, k):
+                t0 = time.perf_counter()
+                writer.write(req)
+                head = await reader.readuntil(b"\r\n\r\n")
+                status = int(head.split(b" ", 2)[1])
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                await reader.readexactly(length)
+                latencies.append(time.perf_counter() - t0)
+                if not 200 <= status < 300:
+                    errors.append(status)
+            k += 1
+    finally:
+        writer.close()
+
+
 async def _load(port, requests, clients, seconds):
     latencies: list[float] = []
     errors: list = []
     stop_at = time.monotonic() + seconds
     t0 = time.monotonic()
-    await asyncio.gather(
-        *(_one_client(port, requests, stop_at, latencies, errors, i) for i in range(clients))
-    )
+    if requests == "writes":
+        clients_ = [_one_writer(port, stop_at, latencies, errors, i) for i in range(clients)]
+    else:
+        clients_ = [_one_client(port, requests, stop_at, latencies, errors, i)
+                    for i in range(clients)]
+    await asyncio.gather(*clients_)
     return latencies, errors, time.monotonic() - t0
 
 
@@ -164,7 +212,9 @@ def _client_main(port, requests, clients, seconds, out):
     out.put(asyncio.run(_load(port, requests, clients, seconds)))
 
 
-def load(port: int, requests: list[bytes], clients: int, seconds: float) -> dict:
+def load(port: int, requests: list[bytes] | str, clients: int, seconds: float) -> dict:
+    """Figures of ``clients`` keep-alive clients sending ``requests`` (or ``"writes"``:
+    write cycles) for ``seconds``."""
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_client_main, args=(port, requests, clients, seconds, q))
@@ -218,7 +268,7 @@ def send_once(port: int, req: bytes) -> tuple[int, float]:
     return int(head.split(b" ", 2)[1]), time.perf_counter() - t0
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -229,12 +279,145 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=4, help="distinct pod profiles sent")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+TOKEN = "bench-token-0123456789abcdef"
+
+
+def start_server(tmp: Path, cluster_path: Path, workers: int) -> tuple[subprocess.Popen, int]:
+    """``cassini serve --cluster FILE`` with SQLite state and tokens, in a subprocess;
+    (process, port)."""
+    (tmp / "tokens").write_text(f"{TOKEN} bench\n")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cassini.cli",
+            "serve",
+            "--port",
+            "0",
+            "--cluster",
+            str(cluster_path),
+            "--workers",
+            str(workers),
+            "--quiet",
+            "--state",
+            str(tmp / "state.sqlite"),
+            "--token-file",
+            str(tmp / "tokens"),
+            "--audit-log",
+            str(tmp / "audit.jsonl"),
+            "--write-rate",
+            "0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    line = proc.stderr.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise SystemExit(f"cassini serve did not start: {line}{proc.stderr.read()}")
+    return proc, int(line.split("127.0.0.1:")[1].split()[0])
+
+
+def measure_http(port: int, args: argparse.Namespace, advise_body: bytes,
+                 prio_bodies: list[bytes], figures: dict) -> None:
+    """Cold first prioritize requests, then every endpoint at every client count."""
+    # cold: the first request of each model in each worker computes its link scores
+    cold = []
+    for body in prio_bodies:
+        for _ in range(args.workers):
+            status, seconds = send_once(port, http_request("/k8s/v1/prioritize", body))
+            cold.append(seconds * 1e3)
+            assert status == 200, status
+    figures["prioritize_first_requests_ms"] = cold
+    # the other workers may not have seen every model yet: warm them all
+    for _ in range(3):
+        for body in prio_bodies:
+            for _ in range(args.workers):
+                send_once(port, http_request("/k8s/v1/prioritize", body))
+    advise_reqs = [http_request("/v1/advise", advise_body)]
+    prio_reqs = [http_request("/k8s/v1/prioritize", b) for b in prio_bodies]
+    figures["http"] = {"advise": [], "prioritize": [], "writes": []}
+    for clients in args.clients:
+        figures["http"]["advise"].append(load(port, advise_reqs, clients, args.seconds))
+        figures["http"]["prioritize"].append(load(port, prio_reqs, clients, args.seconds))
+    # last: a write changes the registry, and the next read would pay for the new state
+    for clients in args.clients:
+        figures["http"]["writes"].append(load(port, "writes", clients, args.seconds))
+
+
+def measure_in_process(doc: dict, prio_bodies: list[bytes], figures: dict) -> None:
+    """The same computations called directly, in this process (no HTTP, no worker)."""
     from cassini import api
     from cassini.advisor import clear_link_cache
-    from cassini.service import cluster as cl
     from cassini.service import k8s
+    from cassini.service.cluster import read_cluster
+    from cassini.service.scoring import Prepared, State, score_nodes
+
+    request = api.example("advise")
+    api.advise_request(request, workers=1)
+    figures["in_process"] = {"advise": timed(lambda: api.advise_request(request, workers=1), 200)}
+    clear_link_cache()
+    cluster, jobs = read_cluster(doc)
+    state = State(1, cluster, {j.job_id: j for j in jobs})
+    prepared = Prepared(state)
+
+    def prioritize_in_process(k=[0]):  # noqa: B006 - a counter
+        body = json.loads(prio_bodies[k[0] % len(prio_bodies)])
+        k[0] += 1
+        a = k8s.read_extender_args(body)
+        pod = k8s.pod_profile(a, state.jobs)
+        scores = score_nodes(prepared, pod, a.node_names)
+        json.dumps(
+            k8s.priority_list(
+                [(s.node, s.score, s.extender_score, s.worst_link, s.worst_jobs) for s in scores]
+            )
+        )
+
+    t0 = time.perf_counter()
+    for _ in prio_bodies:
+        prioritize_in_process()
+    figures["in_process_prioritize_cold_ms_per_model"] = (
+        (time.perf_counter() - t0) * 1e3 / len(prio_bodies)
+    )
+    figures["in_process"]["prioritize"] = timed(prioritize_in_process, 200)
+
+
+def print_figures(figures: dict, workers: int) -> None:
+    print(
+        f"cluster: {figures['nodes']} nodes, {figures['running_jobs']} running jobs on "
+        f"{figures['nodes_used']} nodes; prioritize body {figures['prioritize_body_bytes']} "
+        f"bytes; {figures['cpus']} CPUs, cassini serve --workers {workers}"
+    )
+    print(
+        "prioritize, first request per model and worker (cold link cache), ms: "
+        + ", ".join(f"{x:.0f}" for x in figures["prioritize_first_requests_ms"])
+        + f"; in-process cold {figures['in_process_prioritize_cold_ms_per_model']:.0f} ms/model"
+    )
+    print("server: SQLite state file (WAL, synchronous=FULL), bearer tokens, audit log file; "
+          "writes = POST + PUT + DELETE of a job, req/s = writes/s")
+    print(f"{'endpoint':<12} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+    for ep in ("advise", "prioritize", "writes"):
+        for r in figures["http"][ep]:
+            print(
+                f"{ep:<12} {r['clients']:>7} {r['req_per_s']:>8.1f} {r['p50_ms']:>8.2f} "
+                f"{r['p99_ms']:>8.2f} {r['errors']:>6}"
+            )
+        if ep not in figures["in_process"]:
+            continue
+        ip = figures["in_process"][ep]
+        print(
+            f"{ep:<12} {'in-proc':>7} {1e3 / ip['mean_ms']:>8.1f} {ip['p50_ms']:>8.2f} "
+            f"{ip['p99_ms']:>8.2f} {'-':>6}"
+        )
+
+
+def main() -> None:
+    args = parse_args()
+    from cassini import api
 
     doc = make_cluster(args.jobs, args.seed)
     node_names = list(doc["nodes"])
@@ -252,112 +435,20 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "workers": args.workers,
     }
-
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.json"
         path.write_text(json.dumps(doc))
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cassini.cli",
-                "serve",
-                "--port",
-                "0",
-                "--cluster",
-                str(path),
-                "--workers",
-                str(args.workers),
-                "--quiet",
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        proc, port = start_server(Path(tmp), path, args.workers)
         try:
-            line = proc.stderr.readline()
-            if "listening on" not in line:
-                raise SystemExit(f"cassini serve did not start: {line}{proc.stderr.read()}")
-            port = int(line.split("127.0.0.1:")[1].split()[0])
-            # cold: the first request of each model in each worker computes its link scores
-            cold = []
-            for body in prio_bodies:
-                for _ in range(args.workers):
-                    status, seconds = send_once(port, http_request("/k8s/v1/prioritize", body))
-                    cold.append(seconds * 1e3)
-                    assert status == 200, status
-            figures["prioritize_first_requests_ms"] = cold
-            # the other workers may not have seen every model yet: warm them all
-            for _ in range(3):
-                for body in prio_bodies:
-                    for _ in range(args.workers):
-                        send_once(port, http_request("/k8s/v1/prioritize", body))
-            advise_reqs = [http_request("/v1/advise", advise_body)]
-            prio_reqs = [http_request("/k8s/v1/prioritize", b) for b in prio_bodies]
-            figures["http"] = {"advise": [], "prioritize": []}
-            for clients in args.clients:
-                figures["http"]["advise"].append(load(port, advise_reqs, clients, args.seconds))
-                figures["http"]["prioritize"].append(load(port, prio_reqs, clients, args.seconds))
+            measure_http(port, args, advise_body, prio_bodies, figures)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
-
-    # in-process, same computations, same run
-    request = api.example("advise")
-    api.advise_request(request, workers=1)
-    figures["in_process"] = {"advise": timed(lambda: api.advise_request(request, workers=1), 200)}
-    clear_link_cache()
-    cluster, jobs = cl.read_cluster(doc)
-    state = cl.State(1, cluster, {j.job_id: j for j in jobs})
-    prepared = cl.Prepared(state)
-
-    def prioritize_in_process(k=[0]):  # noqa: B006 - a counter
-        body = json.loads(prio_bodies[k[0] % len(prio_bodies)])
-        k[0] += 1
-        a = k8s.read_extender_args(body)
-        pod = k8s.pod_profile(a, state.jobs)
-        json.dumps(
-            k8s.priority_list(
-                [
-                    (s.node, s.score, s.extender_score, s.worst_link, s.worst_jobs)
-                    for s in cl.score_nodes(prepared, pod, a.node_names)
-                ]
-            )
-        )
-
-    t0 = time.perf_counter()
-    for _ in prio_bodies:
-        prioritize_in_process()
-    figures["in_process_prioritize_cold_ms_per_model"] = (
-        (time.perf_counter() - t0) * 1e3 / len(prio_bodies)
-    )
-    figures["in_process"]["prioritize"] = timed(prioritize_in_process, 200)
-
+    measure_in_process(doc, prio_bodies, figures)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(
-        f"cluster: {figures['nodes']} nodes, {figures['running_jobs']} running jobs on "
-        f"{figures['nodes_used']} nodes; prioritize body {figures['prioritize_body_bytes']} "
-        f"bytes; {figures['cpus']} CPUs, cassini serve --workers {args.workers}"
-    )
-    print(
-        "prioritize, first request per model and worker (cold link cache), ms: "
-        + ", ".join(f"{x:.0f}" for x in cold)
-        + f"; in-process cold {figures['in_process_prioritize_cold_ms_per_model']:.0f} ms/model"
-    )
-    print(f"{'endpoint':<12} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
-    for ep in ("advise", "prioritize"):
-        for r in figures["http"][ep]:
-            print(
-                f"{ep:<12} {r['clients']:>7} {r['req_per_s']:>8.1f} {r['p50_ms']:>8.2f} "
-                f"{r['p99_ms']:>8.2f} {r['errors']:>6}"
-            )
-        ip = figures["in_process"][ep]
-        print(
-            f"{ep:<12} {'in-proc':>7} {1e3 / ip['mean_ms']:>8.1f} {ip['p50_ms']:>8.2f} "
-            f"{ip['p99_ms']:>8.2f} {'-':>6}"
-        )
+    print_figures(figures, args.workers)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ MOST = [{"start_s": 0.0, "duration_s": 0.09, "rate_bps": 1e9}]  # 90 % of it
 
 def start(**kwargs: Any) -> ServiceThread:
     log = kwargs.pop("log", None)
+    kwargs.setdefault("insecure_writes", True)  # these tests are not about who may write
     return ServiceThread(ServiceConfig(**kwargs), log=log).start()
 
 
@@ -84,9 +85,13 @@ def two_node_cluster(**extra: Any) -> dict[str, Any]:
 
 
 def serve_process(*args: str) -> tuple[subprocess.Popen, int]:
-    """``cassini serve --port 0 ARGS`` in a subprocess; (process, port) once it listens."""
+    """``cassini serve --port 0 ARGS`` in a subprocess; (process, port) once it listens.
+    Without ``--state``, state in memory; without ``--token-file``, open writes."""
+    extra = [] if "--state" in args else ["--state", ":memory:"]
+    if "--token-file" not in args and "--insecure-writes" not in args:
+        extra.append("--insecure-writes")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", *extra, *args],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

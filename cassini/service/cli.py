@@ -1,7 +1,9 @@
-"""``cassini serve``: options, and running the app with uvicorn until SIGINT/SIGTERM.
+"""``cassini serve``: running the app with uvicorn until SIGINT/SIGTERM (then draining), and
+in a thread for tests and benchmarks.
 
 Imports only the standard library at module level, so that ``cassini advise`` does not
-pay for the HTTP stack; :func:`serve` imports it.
+pay for the HTTP stack; :func:`serve` imports it.  The options are in
+:mod:`cassini.service.options`.
 """
 
 from __future__ import annotations
@@ -15,180 +17,46 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
-DEFAULT_MAX_BODY_BYTES = 1 << 20
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_READ_TIMEOUT_S = 30.0
-DEFAULT_KEEP_ALIVE_S = 75.0
-DEFAULT_GRACE_S = 60.0
+from cassini.service.options import (
+    DEFAULT_GRACE_S,
+    DEFAULT_HOST,
+    DEFAULT_KEEP_ALIVE_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_S,
+    DESCRIPTION,
+    EPILOG,
+    add_arguments,
+    default_state_path,
+)
 
-DESCRIPTION = "serve the advisor over HTTP (JSON), with a kube-scheduler extender"
-
-EPILOG = """\
-endpoints (OpenAPI document: GET /openapi.json, docs/openapi.json):
-  POST /v1/advise   body as 'cassini advise' reads; answer as it prints (JSON).
-                    query options: precision_deg (default 5), aggregate=mean|min,
-                    loops=reject|score.  All candidates rejected is still 200,
-                    with "best": null.
-  POST /v1/score    body as 'cassini score' reads; query option: precision_deg.
-  GET|POST /v1/jobs, GET|DELETE /v1/jobs/{id}
-                    running jobs: {"id", "nodes": [...], "model": LIBRARY_ID} or
-                    {"id", "nodes", "iteration_time_s", "phases"}
-  GET|PUT /v1/jobs/{id}/time_shift
-                    {"job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"}:
-                    slot k of the job starts at epoch_s + shift_s + k * period_s
-  POST /k8s/v1/prioritize, /k8s/v1/filter
-                    kube-scheduler extender (urlPrefix http://HOST:PORT/k8s/v1);
-                    pod annotations cassini.io/job, cassini.io/profile (JOB JSON)
-                    or cassini.io/model (library id)
-  GET  /healthz, /metrics (Prometheus text), /openapi.json
-POST/PUT bodies need Content-Type: application/json.
-errors are JSON {"error": {"code", "field", "message"}}: 400 bad JSON, schema or
-option; 404 unknown path or job; 405 wrong method; 408 body too slow; 413 body over
---max-body-bytes; 415 wrong Content-Type; 503 no worker free within --timeout-s;
-504 computation over --timeout-s (its worker process is killed and replaced).
-
-cluster file (--cluster, YAML or JSON; reloaded on SIGHUP):
-  links: [{id: tor0-up, capacity_bps: 4.0e+11}, ...]
-  nodes: {gpu-0-0: [srv0.0-up, srv0.0-down, tor0-up, tor0-down], ...}
-  jobs:  [{id: bert-a, model: bert, nodes: [gpu-0-0, gpu-0-1]}, ...]   (optional)
-  epoch_s: 1767225600.0                                                  (optional)
-
-example:
-  cassini serve --port 8080 --cluster deploy/cluster-example.yaml &
-  curl -sS -H 'Content-Type: application/json' \\
-    --data-binary @cassini/data/example_advise.json \\
-    'http://127.0.0.1:8080/v1/advise?aggregate=min&precision_deg=2'
-  curl -sS http://127.0.0.1:8080/v1/jobs/bert-a/time_shift
-  kill -HUP %1      # re-read the cluster file
-
-stops gracefully on SIGINT or SIGTERM: no new connections, requests in flight finish.
-exit status: 0 after a graceful stop, 1 if it cannot listen, 2 on bad options or a bad
-cluster file.
-"""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {value}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def _unit_interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-    return value
-
-
-def _precision(text: str) -> float:
-    value = _positive_seconds(text)
-    if value > 180:
-        raise argparse.ArgumentTypeError(f"must be in (0, 180] degrees, got {text}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``cassini serve`` options."""
-    parser.add_argument(
-        "--host",
-        default=DEFAULT_HOST,
-        help=f"address to listen on (default {DEFAULT_HOST}; 0.0.0.0 exposes it to the "
-        "network, which has no authentication)",
-    )
-    parser.add_argument(
-        "--port",
-        type=_port,
-        default=DEFAULT_PORT,
-        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one, printed at start)",
-    )
-    parser.add_argument(
-        "--cluster",
-        metavar="FILE",
-        default=None,
-        help="cluster file (YAML/JSON): links, node -> links, running jobs; re-read on SIGHUP",
-    )
-    parser.add_argument(
-        "--min-score",
-        type=_unit_interval,
-        default=0.0,
-        metavar="X",
-        help="the extender's filter drops nodes whose compatibility (0..1) is below X "
-        "(default 0: drops none)",
-    )
-    parser.add_argument(
-        "--precision-deg",
-        type=_precision,
-        default=5.0,
-        metavar="DEG",
-        help="angle step for the extender's scores and the jobs' time-shifts (default 5)",
-    )
-    parser.add_argument(
-        "--max-body-bytes",
-        type=_positive_int,
-        default=DEFAULT_MAX_BODY_BYTES,
-        metavar="N",
-        help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_BYTES} = 1 MiB)",
-    )
-    parser.add_argument(
-        "--timeout-s",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"time limit per request, waiting for a worker included (default "
-        f"{DEFAULT_TIMEOUT_S:g}); past it 503 (still waiting) or 504 (computing)",
-    )
-    parser.add_argument(
-        "--keep-alive-s",
-        type=_positive_seconds,
-        default=DEFAULT_KEEP_ALIVE_S,
-        metavar="S",
-        help=f"idle keep-alive connections are closed after S seconds (default "
-        f"{DEFAULT_KEEP_ALIVE_S:g})",
-    )
-    parser.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="worker processes = requests computed at once (default: min(4, CPUs))",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no log line per request")
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "DEFAULT_TIMEOUT_S",
+    "DESCRIPTION",
+    "EPILOG",
+    "ServiceThread",
+    "add_arguments",
+    "listen",
+    "serve",
+    "serve_command",
+]
 
 
 def serve_command(args: argparse.Namespace) -> int:
     """Run ``cassini serve`` with parsed options until SIGINT or SIGTERM."""
     from cassini.errors import InputError
     from cassini.service.app import ServiceConfig
+    from cassini.service.store import StateError
 
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("cassini: error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    if args.token_review and not args.token_review_user:
+        print("cassini: error: --token-review needs --token-review-user", file=sys.stderr)
+        return 2
     config = ServiceConfig(
         max_body_bytes=args.max_body_bytes,
         timeout_s=args.timeout_s,
@@ -197,11 +65,27 @@ def serve_command(args: argparse.Namespace) -> int:
         min_score=args.min_score,
         precision_deg=args.precision_deg,
         quiet=args.quiet,
+        state_path=args.state or default_state_path(),
+        token_file=args.token_file,
+        insecure_writes=args.insecure_writes,
+        max_jobs=args.max_jobs,
+        write_rate_per_s=args.write_rate,
+        audit_log=args.audit_log,
+        token_review_url=args.token_review,
+        token_review_users=tuple(args.token_review_user),
+        token_review_ca=args.token_review_ca if args.token_review else None,
     )
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     try:
-        return serve(config, args.host, args.port, keep_alive_s=args.keep_alive_s)
+        return serve(config, args.host, args.port, keep_alive_s=args.keep_alive_s, tls=tls)
+    except StateError as e:
+        print(f"cassini: error: --state {e}", file=sys.stderr)
+        return 2
     except InputError as e:
-        print(f"cassini: error: --cluster {args.cluster}: {e}", file=sys.stderr)
+        if e.field.startswith("token-file"):
+            print(f"cassini: error: --token-file {args.token_file}: {e}", file=sys.stderr)
+        else:
+            print(f"cassini: error: --cluster {args.cluster}: {e}", file=sys.stderr)
         return 2
 
 
@@ -222,13 +106,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
+def url_of(sock: socket.socket, scheme: str = "http") -> str:
     host, port = sock.getsockname()[:2]
     host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
-def _uvicorn_server(app: Any, keep_alive_s: float, grace_s: float) -> Any:
+def _uvicorn_server(
+    app: Any, keep_alive_s: float, grace_s: float, tls: tuple[str, str] | None = None
+) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -245,6 +131,8 @@ def _uvicorn_server(app: Any, keep_alive_s: float, grace_s: float) -> Any:
         timeout_graceful_shutdown=int(grace_s),
         server_header=False,
         date_header=True,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
     return Server(config)
 
@@ -256,28 +144,38 @@ def serve(
     *,
     keep_alive_s: float = DEFAULT_KEEP_ALIVE_S,
     log: Callable[[str], None] | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> int:
-    """Serve until SIGINT or SIGTERM, then stop gracefully; the exit status.  SIGHUP
-    re-reads the cluster file.  Must run in the main thread (signal handlers)."""
+    """Serve until SIGINT or SIGTERM, then drain (requests in flight finish, new ones get
+    503) and stop; the exit status.  SIGHUP re-reads the cluster file.  ``tls``: (PEM
+    certificate, PEM key) for HTTPS.  Must run in the main thread (signal handlers)."""
     from cassini.service.app import ServiceConfig, create_app
 
     say = log or _stderr
     config = config or ServiceConfig()
-    app = create_app(config, log=log)  # reads the cluster file: InputError -> exit 2
+    app = create_app(config, log=log)  # InputError, StateError -> exit 2
     try:
         sock = listen(host, port)
     except OSError as e:
         say(f"cassini: error: cannot listen on {host}:{port}: {e.strerror or e}")
         return 1
     service = app.state.service
-    server = _uvicorn_server(app, keep_alive_s, DEFAULT_GRACE_S)
+    server = _uvicorn_server(app, keep_alive_s, DEFAULT_GRACE_S, tls)
     received: list[int] = []
+
+    async def drain_then_exit() -> None:
+        service.drain.draining = True
+        await service.drain.until_idle(DEFAULT_GRACE_S)
+        server.should_exit = True
 
     def on_stop(signum: int, frame: Any) -> None:
         received.append(signum)
-        if server.should_exit and signum == signal.SIGINT:
-            server.force_exit = True  # a second Ctrl-C stops at once
-        server.should_exit = True
+        if len(received) > 1 or service.loop is None:
+            if signum == signal.SIGINT and len(received) > 1:
+                server.force_exit = True  # a second Ctrl-C stops at once
+            server.should_exit = True
+            return
+        service.loop.call_soon_threadsafe(service.loop.create_task, drain_then_exit())
 
     def on_hup(signum: int, frame: Any) -> None:
         loop = service.loop
@@ -286,11 +184,22 @@ def serve(
 
     handlers = {signal.SIGINT: on_stop, signal.SIGTERM: on_stop, signal.SIGHUP: on_hup}
     previous = {s: signal.signal(s, h) for s, h in handlers.items()}
-    service.on_started = lambda: say(
-        f"cassini serve: listening on {url_of(sock)} (workers {service.pool.size}, "
-        f"{service.pool.start_method}; timeout {config.timeout_s:g} s; max body "
-        f"{config.max_body_bytes} bytes; cluster: {_cluster_line(service)})"
-    )
+
+    def started() -> None:
+        url = url_of(sock, "https" if tls else "http")
+        say(
+            f"cassini serve: listening on {url} (workers {service.pool.size}, "
+            f"{service.pool.start_method}; timeout {config.timeout_s:g} s; max body "
+            f"{config.max_body_bytes} bytes; cluster: {_cluster_line(service)})"
+        )
+        say(
+            f"cassini serve: state {config.state_path}; "
+            f"{service.guard.describe(config.token_file)}; max jobs {config.max_jobs}; "
+            f"write rate {config.write_rate_per_s:g}/s per client; audit "
+            f"{config.audit_log or 'on standard error'}"
+        )
+
+    service.on_started = started
     try:
         server.run(sockets=[sock])
     finally:

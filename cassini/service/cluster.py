@@ -1,7 +1,7 @@
-"""The cluster ``cassini serve --cluster FILE`` knows: links, the links a job on each node
-sends through, and the running jobs; and the two computations on it (pure functions, run
-in the service's worker processes): per-node scores for a pod's job, and the running
-jobs' time-shifts.
+"""The cluster ``cassini serve --cluster FILE`` knows (:class:`ClusterNetwork`: links, the
+links a job on each node sends through, the epoch) and its running jobs
+(:class:`RunningJob`), read from the file or from a request body.  The computations on
+them live in :mod:`cassini.service.scoring` and :mod:`cassini.service.shifts`.
 
 Cluster file (YAML or JSON)::
 
@@ -23,21 +23,16 @@ A job crosses the links of all its nodes.  ``model`` names a profile of the libr
 from __future__ import annotations
 
 import json
-import math
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from cassini import schema
-from cassini.advisor import Candidate, Link, advise, held_time_shifts
-from cassini.circle import compatibility_score
 from cassini.errors import InputError
-from cassini.profile import JobProfile, Phase
-from cassini.slip import slip_tolerances_s
+from cassini.profile import JobProfile
 
 #: Extender score of a node the service cannot judge (unknown node, pod without a profile,
 #: server without a cluster): the middle of kube-scheduler's 0..10, the same for every node.
@@ -124,16 +119,16 @@ def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """Links (id -> capacity, bits/s), node -> links, and the epoch (UNIX seconds) of the
-    slot grid, or None for the server's start time."""
+class ClusterNetwork:
+    """The network the service places on: links (id -> capacity, bits/s), node -> links,
+    and the epoch (UNIX seconds) of the slot grid, or None for the server's start time."""
 
     links: dict[str, float] = field(default_factory=dict)
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     epoch_s: float | None = None
 
 
-def read_cluster(obj: Any, field: str = "") -> tuple[Cluster, list[RunningJob]]:
+def read_cluster(obj: Any, field: str = "") -> tuple[ClusterNetwork, list[RunningJob]]:
     """A cluster file's content: the cluster and its running jobs."""
     obj = schema.require_object(obj, field)
     schema.check_fields(obj, field, ("links", "nodes"), ("jobs", "epoch_s"))
@@ -160,7 +155,7 @@ def read_cluster(obj: Any, field: str = "") -> tuple[Cluster, list[RunningJob]]:
     epoch = None
     if obj.get("epoch_s") is not None:
         epoch = schema.number(obj["epoch_s"], schema.join(field, "epoch_s"), non_negative=True)
-    cluster = Cluster(links, nodes, epoch)
+    cluster = ClusterNetwork(links, nodes, epoch)
     jobs: list[RunningJob] = []
     seen: set[str] = set()
     jf = schema.join(field, "jobs")
@@ -174,7 +169,7 @@ def read_cluster(obj: Any, field: str = "") -> tuple[Cluster, list[RunningJob]]:
     return cluster, jobs
 
 
-def load_cluster_file(path: str | Path) -> tuple[Cluster, list[RunningJob]]:
+def load_cluster_file(path: str | Path) -> tuple[ClusterNetwork, list[RunningJob]]:
     """Read a cluster file (YAML or JSON; JSON is YAML); InputError names the problem."""
     import yaml  # a core dependency; imported here to keep `import cassini` light
 
@@ -192,305 +187,9 @@ def load_cluster_file(path: str | Path) -> tuple[Cluster, list[RunningJob]]:
     return read_cluster(obj)
 
 
-def check_nodes(cluster: Cluster, job: RunningJob, field: str) -> None:
+def check_nodes(cluster: ClusterNetwork, job: RunningJob, field: str) -> None:
     for i, node in enumerate(job.nodes):
         if node not in cluster.nodes:
             raise InputError(
                 f"{schema.join(field, 'nodes')}[{i}]", f"unknown node {node!r} (not in the cluster)"
             )
-
-
-# -- the state the workers compute on --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class State:
-    """What the workers need: the cluster and the running jobs (id -> job).  ``version``
-    changes whenever either does."""
-
-    version: int
-    cluster: Cluster
-    jobs: dict[str, RunningJob]
-
-    def job_links(self, job: RunningJob) -> tuple[str, ...]:
-        """The links a job crosses: those of all its (known) nodes."""
-        out: dict[str, None] = {}
-        for node in job.nodes:
-            for lid in self.cluster.nodes.get(node, ()):
-                out[lid] = None
-        return tuple(out)
-
-
-def _shape(p: JobProfile) -> tuple:
-    return (p.iteration_time_s, tuple((q.start_s, q.duration_s, q.rate_bps) for q in p.phases))
-
-
-#: Link scores kept across requests and cluster changes (per worker process), keyed by
-#: (capacity, precision, pod shape, others' shapes).
-LINK_CACHE_SIZE = 65536
-_LINK_SCORES: OrderedDict[tuple, float] = OrderedDict()
-
-
-class Prepared:
-    """A :class:`State` indexed for scoring.  Links carrying the same running jobs' shapes
-    on the same capacity form one *group* (one link problem for a given pod); per node the
-    groups of its links; per pod shape, the scores of the groups and nodes computed so far
-    (a scheduler asks about the pods of one job many times)."""
-
-    POD_CACHE_SIZE = 256
-
-    def __init__(self, state: State) -> None:
-        self.state = state
-        on: dict[str, list[str]] = {}
-        for job in state.jobs.values():
-            for lid in state.job_links(job):
-                on.setdefault(lid, []).append(job.job_id)
-        self.jobs_on = {lid: tuple(sorted(js)) for lid, js in on.items()}
-        shapes = {jid: _shape(job.profile) for jid, job in state.jobs.items()}
-        group_of: dict[tuple, int] = {}
-        self.groups: list[tuple[float, tuple]] = []  # (capacity, others' shapes)
-        self.link_group: dict[str, int] = {}
-        for lid, js in self.jobs_on.items():
-            key = (state.cluster.links[lid], tuple(sorted(shapes[j] for j in js)))
-            if key not in group_of:
-                group_of[key] = len(self.groups)
-                self.groups.append(key)
-            self.link_group[lid] = group_of[key]
-        self.node_groups: dict[str, tuple[int, ...]] = {
-            node: tuple(self.link_group[lid] for lid in links if lid in self.link_group)
-            for node, links in state.cluster.nodes.items()
-        }
-        # (pod shape, precision) -> (group scores, node -> NodeScore)
-        self.by_pod: OrderedDict[tuple, tuple[list, dict]] = OrderedDict()
-
-    def _score(
-        self,
-        capacity: float,
-        others: tuple,
-        pod: JobProfile,
-        pod_shape: tuple,
-        precision_deg: float,
-    ) -> float:
-        key = (capacity, precision_deg, pod_shape, others)
-        hit = _LINK_SCORES.get(key)
-        if hit is not None:
-            _LINK_SCORES.move_to_end(key)
-            return hit
-        profiles = [pod] + [
-            JobProfile(f"other{i}", t, [Phase(*q) for q in phases])
-            for i, (t, phases) in enumerate(others)
-        ]
-        score = float(compatibility_score(profiles, capacity, precision_deg=precision_deg).score)
-        _LINK_SCORES[key] = score
-        if len(_LINK_SCORES) > LINK_CACHE_SIZE:
-            _LINK_SCORES.popitem(last=False)
-        return score
-
-    def for_pod(self, pod_shape: tuple, precision_deg: float) -> tuple[list, dict]:
-        """The group scores (None: not computed yet) and node scores of one pod shape."""
-        key = (pod_shape, precision_deg)
-        hit = self.by_pod.get(key)
-        if hit is None:
-            hit = self.by_pod[key] = ([None] * len(self.groups), {})
-            if len(self.by_pod) > self.POD_CACHE_SIZE:
-                self.by_pod.popitem(last=False)
-        else:
-            self.by_pod.move_to_end(key)
-        return hit
-
-    def link_score(
-        self, lid: str, pod: JobProfile, pod_shape: tuple, precision_deg: float
-    ) -> float | None:
-        """Compatibility in [0, 1] of the pod's job with the other jobs on link ``lid``;
-        None when no other job is on it."""
-        js = self.jobs_on.get(lid)
-        if not js:
-            return None
-        if pod.job_id in js:  # the pod's own job already crosses this link
-            rest = [j for j in js if j != pod.job_id]
-            if not rest:
-                return None
-            others = tuple(sorted(_shape(self.state.jobs[j].profile) for j in rest))
-            capacity = self.state.cluster.links[lid]
-        else:
-            capacity, others = self.groups[self.link_group[lid]]
-        return self._score(capacity, others, pod, pod_shape, precision_deg)
-
-
-@dataclass(frozen=True)
-class NodeScore:
-    """One node's judgement: ``score`` in [0, 1] (None: not judged, neutral), the extender
-    score 0..10, and the shared link with the lowest score, for the filter's reason."""
-
-    node: str
-    score: float | None
-    extender_score: int
-    worst_link: str | None = None
-    worst_jobs: tuple[str, ...] = ()
-
-
-def score_nodes(
-    prepared: Prepared,
-    pod: JobProfile | None,
-    nodes: Sequence[str],
-    precision_deg: float = 5.0,
-) -> list[NodeScore]:
-    """Score each node for the pod's job: the mean compatibility over the node's links
-    that carry other running jobs (1.0 when none does), scaled to 0..10.  A node the
-    cluster does not know, or a pod without a profile, gets :data:`NEUTRAL_SCORE`.
-    Each link group is scored once per pod shape (and link problems are cached)."""
-    if pod is None:
-        return [NodeScore(node, None, NEUTRAL_SCORE) for node in nodes]
-    pod_shape = _shape(pod)
-    links_of = prepared.state.cluster.nodes
-    if pod.job_id in prepared.state.jobs:
-        # the pod's job may already cross some of these links: link by link, no reuse
-        return [
-            _node_by_links(prepared, node, links_of.get(node), pod, pod_shape, precision_deg)
-            for node in nodes
-        ]
-    group_scores, node_scores = prepared.for_pod(pod_shape, precision_deg)
-    out = []
-    for node in nodes:
-        known = node_scores.get(node)
-        if known is not None:
-            out.append(known)
-            continue
-        groups = prepared.node_groups.get(node)
-        if groups is None:
-            out.append(NodeScore(node, None, NEUTRAL_SCORE))
-            continue
-        scores = []
-        for g in groups:
-            s = group_scores[g]
-            if s is None:
-                capacity, others = prepared.groups[g]
-                s = group_scores[g] = prepared._score(
-                    capacity, others, pod, pod_shape, precision_deg
-                )
-            scores.append(s)
-        worst = None
-        if scores:
-            g = groups[scores.index(min(scores))]
-            worst = next(lid for lid in links_of[node] if prepared.link_group.get(lid) == g)
-        node_scores[node] = result = _node_score(prepared, node, scores, worst)
-        out.append(result)
-    return out
-
-
-def _node_by_links(
-    prepared: Prepared,
-    node: str,
-    links: tuple[str, ...] | None,
-    pod: JobProfile,
-    pod_shape: tuple,
-    precision_deg: float,
-) -> NodeScore:
-    if links is None:
-        return NodeScore(node, None, NEUTRAL_SCORE)
-    scores, worst, worst_score = [], None, math.inf
-    for lid in links:
-        s = prepared.link_score(lid, pod, pod_shape, precision_deg)
-        if s is not None:
-            scores.append(s)
-            if s < worst_score:
-                worst, worst_score = lid, s
-    return _node_score(prepared, node, scores, worst)
-
-
-def _node_score(prepared: Prepared, node: str, scores: list[float], worst: str | None) -> NodeScore:
-    value = sum(scores) / len(scores) if scores else 1.0
-    extender = int(round(MAX_SCORE * min(1.0, max(0.0, value))))
-    jobs = prepared.jobs_on.get(worst, ()) if worst else ()
-    return NodeScore(node, value, extender, worst, tuple(jobs))
-
-
-@dataclass(frozen=True)
-class JobShift:
-    """A running job's time-shift: ``shift`` False means run free (``reason`` says why);
-    ``shift_s`` in [0, ``period_s``) seconds; ``tolerance_s`` how late (seconds) a shifted
-    job may run before its agent re-aligns it (:mod:`cassini.slip`)."""
-
-    job_id: str
-    shift: bool
-    shift_s: float
-    period_s: float
-    reason: str | None
-    tolerance_s: float | None = None
-
-
-def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShift]:
-    """Time-shifts of the running jobs that share links: the advisor on one candidate, the
-    current placement (``loops="score"``, so a loopy placement still gets its best shifts).
-    A job sharing no link, or one the advisor's prediction marks ``shift: false``, runs
-    free; a shifted job's period is the advisor's ``agent_period_s`` when it gives one
-    (never below the iteration time), else its iteration time."""
-    out: dict[str, JobShift] = {}
-    paths = {}
-    for jid, job in state.jobs.items():
-        links = state.job_links(job)
-        if links:
-            paths[jid] = links
-    on: dict[str, int] = {}
-    for links in paths.values():
-        for lid in links:
-            on[lid] = on.get(lid, 0) + 1
-    sharing = {j for j, links in paths.items() if any(on[lid] > 1 for lid in links)}
-    if sharing:
-        used = {lid for j in sharing for lid in paths[j]}
-        links = [Link(lid, state.cluster.links[lid]) for lid in sorted(used)]
-        profiles = [state.jobs[j].profile for j in sorted(sharing)]
-        cand = Candidate("current", {j: paths[j] for j in sorted(sharing)})
-        advice = advise(links, profiles, [cand], precision_deg, loops="score", workers=1)
-        result = advice.candidates[0]
-    else:
-        result = None
-    # the advisor's prediction, when it makes one: per job, does shifting pay, and the
-    # period the agent holds a shifted job to
-    prediction = getattr(result, "prediction", None)
-    on_period: dict[str, float] = {}
-    if result is not None and result.status == "ok" and prediction is not None:
-        held_at = {
-            j: max(state.jobs[j].profile.iteration_time_s, float(p))
-            for j, p in prediction.agent_period_s.items()
-        }
-        if any(p > state.jobs[j].profile.iteration_time_s * (1 + 1e-9) for j, p in held_at.items()):
-            # held longer than they iterate: solve the shifts on those periods
-            on_period = held_time_shifts(
-                links, cand.paths, {j: state.jobs[j].profile for j in sorted(sharing)}, held_at,
-                precision_deg,
-            )  # fmt: skip
-    for jid, job in state.jobs.items():
-        period = job.profile.iteration_time_s
-        if jid not in paths:
-            out[jid] = JobShift(jid, False, 0.0, period, "runs on no node of the cluster")
-            continue
-        if jid not in sharing:
-            out[jid] = JobShift(jid, False, 0.0, period, "shares no link with another job")
-            continue
-        assert result is not None
-        if result.status != "ok":
-            out[jid] = JobShift(jid, False, 0.0, period, result.reason or "placement rejected")
-            continue
-        if prediction is not None and prediction.shift.get(jid) is False:
-            why = prediction.reasons.get(jid) or "the advisor predicts no gain from shifting"
-            out[jid] = JobShift(jid, False, 0.0, period, str(why))
-            continue
-        held = period
-        if prediction is not None and jid in prediction.agent_period_s:
-            held = max(period, float(prediction.agent_period_s[jid]))
-        shift = float(on_period.get(jid, result.time_shifts_s.get(jid, 0.0))) % held
-        out[jid] = JobShift(jid, True, shift, held, None)
-    shifted = {j: s for j, s in out.items() if s.shift}
-    if shifted:
-        capacities = {lid: state.cluster.links[lid] for j in shifted for lid in paths[j]}
-        tolerances = slip_tolerances_s(
-            capacities,
-            {j: paths[j] for j in shifted},
-            {j: state.jobs[j].profile for j in shifted},
-            {j: s.period_s for j, s in shifted.items()},
-            {j: s.shift_s for j, s in shifted.items()},
-        )
-        for j, s in shifted.items():
-            out[j] = replace(s, tolerance_s=tolerances[j])
-    return out

@@ -46,6 +46,21 @@ class MethodNotAllowed(ServiceError):
     when = "method not accepted by the path; the Allow header lists those that are"
 
 
+class Unauthorized(ServiceError):
+    status = 401
+    reason = "unauthenticated"
+    when = "a write without a valid bearer token (Authorization: Bearer TOKEN)"
+
+    def __init__(self, message: str, field: str | None = "Authorization") -> None:
+        super().__init__(message, field, headers={"WWW-Authenticate": 'Bearer realm="cassini"'})
+
+
+class Forbidden(ServiceError):
+    status = 403
+    reason = "writes_disabled"
+    when = "a write to a service started without --token-file or --insecure-writes"
+
+
 class RequestTimeout(ServiceError):
     status = 408
     when = "the body did not arrive within the read time limit"
@@ -62,6 +77,19 @@ class UnsupportedMediaType(ServiceError):
     when = "POST/PUT without Content-Type: application/json (UTF-8)"
 
 
+class TooManyRequests(ServiceError):
+    status = 429
+    reason = "rate_limited"
+    when = (
+        "over the per-client write rate (--write-rate; Retry-After says when), or the "
+        "registry holds --max-jobs jobs"
+    )
+
+
+class TooManyJobs(TooManyRequests):
+    reason = "too_many_jobs"
+
+
 class InternalError(ServiceError):
     status = 500
     when = "internal error (logged with its traceback), or a worker process died"
@@ -70,7 +98,14 @@ class InternalError(ServiceError):
 class Overloaded(ServiceError):
     status = 503
     reason = "overloaded"
-    when = "no worker became free within --timeout-s; Retry-After: 1"
+    when = (
+        "no worker became free within --timeout-s, or the service is shutting down; "
+        "Retry-After: 1"
+    )
+
+
+class ShuttingDown(Overloaded):
+    reason = "draining"
 
 
 class ComputeTimeout(ServiceError):
@@ -84,18 +119,23 @@ ERRORS: dict[int, type[ServiceError]] = {
     cls.status: cls
     for cls in (
         BadRequest,
+        Unauthorized,
+        Forbidden,
         NotFound,
         MethodNotAllowed,
         RequestTimeout,
         PayloadTooLarge,
         UnsupportedMediaType,
+        TooManyRequests,
         InternalError,
         Overloaded,
         ComputeTimeout,
     )
 }
 #: Labels of ``cassini_http_requests_rejected_total``.
-REJECT_REASONS: tuple[str, ...] = tuple(c.reason for c in ERRORS.values() if c.reason)
+REJECT_REASONS: tuple[str, ...] = tuple(
+    c.reason for c in (*ERRORS.values(), TooManyJobs, ShuttingDown) if c.reason
+)
 
 
 def from_input_error(e: InputError, prefix: str = "") -> BadRequest:

@@ -29,38 +29,7 @@ def default_workers() -> int:
 
 # -- in the worker process ------------------------------------------------------------------
 
-_PREPARED: Any = None  # cluster.Prepared of the last state received
-
-
-def compute(kind: str, payload: Any) -> Any:
-    """Answer one task (runs in a worker process); the answer as a JSON-able object."""
-    global _PREPARED
-    from cassini import api
-    from cassini.advisor import advise
-    from cassini.service import cluster
-
-    if kind == "advise":
-        links, jobs, candidates, options = payload
-        # workers=1: the service's parallelism is its pool of processes, one per request
-        return advise(links, jobs, candidates, workers=1, **options).to_dict()
-    if kind == "score":
-        obj, options = payload
-        return api.score_request(obj, **options)
-    if kind in ("prioritize", "filter"):
-        from cassini.service.errors import json_bytes
-
-        pod, nodes, precision_deg = payload
-        scores = cluster.score_nodes(_PREPARED, pod, nodes, precision_deg)
-        if kind == "prioritize":  # the answer itself: the HTTP process only forwards it
-            return json_bytes([{"Host": s.node, "Score": s.extender_score} for s in scores])
-        return [(s.node, s.score, s.extender_score, s.worst_link, s.worst_jobs) for s in scores]
-    if kind == "shifts":
-        (precision_deg,) = payload
-        return cluster.compute_shifts(_PREPARED.state, precision_deg)
-    if kind == "sleep":  # for tests of the time limit: a computation that runs long
-        time.sleep(float(payload))
-        return None
-    raise ValueError(f"unknown task kind {kind!r}")
+_PREPARED: Any = None  # scoring.Prepared of the last state received
 
 
 def _worker_main(conn: Any) -> None:
@@ -70,7 +39,7 @@ def _worker_main(conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    from cassini.service import cluster
+    from cassini.service.scoring import Prepared
 
     while True:
         try:
@@ -80,10 +49,10 @@ def _worker_main(conn: Any) -> None:
         if message is None:
             return
         if message[0] == "state":
-            _PREPARED = cluster.Prepared(message[1])
+            _PREPARED = Prepared(message[1])
             continue
         try:
-            reply: tuple = ("ok", compute(*message))
+            reply: tuple = ("ok", message[1].run(_PREPARED))
         except InputError as e:
             reply = ("input", e.field, e.problem)
         except RecursionError:
@@ -174,7 +143,9 @@ class WorkerPool:
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
             # workers fork from a server that has imported the advisor once
-            ctx.set_forkserver_preload(["cassini.service.pool", "cassini.service.cluster"])
+            ctx.set_forkserver_preload(
+                ["cassini.service.pool", "cassini.service.tasks", "cassini.service.scoring"]
+            )
         self.start_method = method
         self._on_restart = on_restart
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
@@ -191,9 +162,10 @@ class WorkerPool:
         """Process ids of the running workers (tests kill one)."""
         return [w.pid for w in self._all if w.pid is not None]
 
-    async def run(self, task: tuple, deadline: float, state: Any = None) -> tuple:
-        """Send ``task`` (kind, payload) to a free worker, first the cluster ``state`` if
-        that worker holds another version; its reply tuple (see :func:`_worker_main`).
+    async def run(self, task: Any, deadline: float, state: Any = None) -> tuple:
+        """Send ``task`` (a :mod:`cassini.service.tasks` object) to a free worker, first
+        the cluster ``state`` if that worker holds another version; its reply tuple (see
+        :func:`_worker_main`).
         ``deadline`` is a :func:`time.monotonic` time."""
         try:
             worker = await asyncio.wait_for(self._idle.get(), max(0.0, deadline - time.monotonic()))
@@ -208,7 +180,7 @@ class WorkerPool:
                 if state is not None and worker.version != state.version:
                     await asyncio.to_thread(worker.conn.send, ("state", state))
                     worker.version = state.version
-                worker.conn.send(task)
+                worker.conn.send(("task", task))
                 if not await _readable(worker.conn, deadline - time.monotonic()):
                     self._replace(worker)
                     raise PoolTimeout

@@ -11,8 +11,12 @@ What the scheduler hands the job (documented in ``docs/agent.md``):
                       :mod:`cassini.slip`; default 5 % of the period)
 
 or, instead of the three numbers, ``CASSINI_URL`` (a ``cassini serve`` base URL) and
-``CASSINI_JOB_ID``: rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift``.  With none of
-these variables set the job runs free (``TimeShift.enabled`` is False).
+``CASSINI_JOB_ID``: rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift``, and again
+every ``CASSINI_REFRESH_ITERATIONS`` iterations (default 50; 0: never) with
+``If-None-Match`` (a 304 when nothing changed).  A changed shift, period or epoch, or a
+release, is broadcast to every rank at that iteration and every rank moves to the new
+grid at its next slot, together.  With none of these variables set the job runs free
+(``TimeShift.enabled`` is False).
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
 receive both through ``torch.distributed.broadcast`` (five float64 once, four per
@@ -40,8 +44,11 @@ ENV_SHIFT = "CASSINI_SHIFT"
 ENV_TOLERANCE_S = "CASSINI_TOLERANCE_S"
 ENV_URL = "CASSINI_URL"
 ENV_JOB_ID = "CASSINI_JOB_ID"
+ENV_REFRESH = "CASSINI_REFRESH_ITERATIONS"
+DEFAULT_REFRESH_ITERATIONS = 50
 NUMBERS = (ENV_SHIFT_S, ENV_PERIOD_S, ENV_EPOCH_S)
 SETTINGS_FLOATS = 5  # ShiftSettings.to_floats
+UNCHANGED = -3.0  # first float of a refresh broadcast when the settings did not change
 
 
 class TimeShiftError(ValueError):
@@ -136,14 +143,40 @@ def settings_from_url(
     opener: Callable[..., Any] = urllib.request.urlopen,
 ) -> ShiftSettings:
     """Fetch ``GET {url}/v1/jobs/{job_id}/time_shift`` from ``cassini serve``."""
-    where = f"{url.rstrip('/')}/v1/jobs/{urllib.parse.quote(job_id, safe='')}/time_shift"
+    settings, _ = fetch_settings(url, job_id, None, timeout_s, opener)
+    assert settings is not None  # no ETag sent: never "not modified"
+    return settings
+
+
+def _where(url: str, job_id: str) -> str:
+    return f"{url.rstrip('/')}/v1/jobs/{urllib.parse.quote(job_id, safe='')}/time_shift"
+
+
+def fetch_settings(
+    url: str,
+    job_id: str,
+    etag: str | None,
+    timeout_s: float = 5.0,
+    opener: Callable[..., Any] = urllib.request.urlopen,
+) -> tuple[ShiftSettings | None, str | None]:
+    """(settings, ETag) of the job's time-shift; settings None when ``etag`` is given and
+    the service answers 304 (not modified)."""
+    where = _where(url, job_id)
+    request = urllib.request.Request(where, headers={"If-None-Match": etag} if etag else {})
     try:
-        with opener(where, timeout=timeout_s) as resp:
+        with opener(request, timeout=timeout_s) as resp:
             body = json.loads(resp.read().decode())
+            new_etag = resp.headers.get("ETag")
     except urllib.error.HTTPError as e:
+        if e.code == 304 and etag:
+            return None, etag
         raise TimeShiftError(f"{ENV_URL}: {where} answered {e.code}: {_error_text(e)}") from None
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise TimeShiftError(f"{ENV_URL}: cannot fetch {where}: {e}") from None
+    return _settings_of_answer(body, where), new_etag
+
+
+def _settings_of_answer(body: Any, where: str) -> ShiftSettings:
     if not isinstance(body, dict) or "shift" not in body:
         raise TimeShiftError(f"{ENV_URL}: {where}: answer has no 'shift' field")
     if not body["shift"]:
@@ -171,6 +204,48 @@ def settings_from_url(
         raise TimeShiftError(f"{ENV_URL}: {where}: {e}") from None
 
 
+class ShiftSource:
+    """Rank 0's link to ``cassini serve``: the job's time-shift, re-read cheaply (a
+    conditional GET; 304 when unchanged)."""
+
+    def __init__(self, url: str, job_id: str, timeout_s: float = 5.0,
+                 opener: Callable[..., Any] = urllib.request.urlopen) -> None:
+        self.url, self.job_id, self.timeout_s, self.opener = url, job_id, timeout_s, opener
+        self.etag: str | None = None
+        self.errors = 0  # refreshes that failed (the job kept its grid)
+
+    def first(self) -> ShiftSettings:
+        settings, self.etag = fetch_settings(self.url, self.job_id, None, self.timeout_s,
+                                             self.opener)
+        assert settings is not None
+        return settings
+
+    def poll(self) -> ShiftSettings | None:
+        """The settings if the service answers new ones, else None (unchanged, or the
+        service could not be reached: the job keeps its grid)."""
+        try:
+            settings, self.etag = fetch_settings(self.url, self.job_id, self.etag,
+                                                 self.timeout_s, self.opener)
+        except TimeShiftError:
+            self.errors += 1
+            return None
+        return settings
+
+
+def refresh_iterations(env: Mapping[str, str]) -> int:
+    """``CASSINI_REFRESH_ITERATIONS`` (default 50; 0: never re-read)."""
+    text = env.get(ENV_REFRESH, "").strip()
+    if not text:
+        return DEFAULT_REFRESH_ITERATIONS
+    try:
+        value = int(text)
+    except ValueError:
+        raise TimeShiftError(f"{ENV_REFRESH}: not an integer: {text!r}") from None
+    if value < 0:
+        raise TimeShiftError(f"{ENV_REFRESH}: must be >= 0, got {value}")
+    return value
+
+
 def _error_text(e: urllib.error.HTTPError) -> str:
     try:
         return json.loads(e.read().decode()).get("error", "")
@@ -196,22 +271,30 @@ class TimeShift:
         process_group: Any = None,
         *,
         ahead: bool = True,
+        source: ShiftSource | None = None,
+        refresh_every: int = 0,
         **agent_options: Any,
     ) -> None:
         self.settings = settings
         self.group = process_group
         self.ahead = ahead
+        self.source = source  # rank 0 only
+        self.refresh_every = refresh_every  # iterations between re-reads (0: never)
+        self.changes = 0  # new settings applied since the start
+        self._agent_options = agent_options
+        self._calls = 0
         self._exchange = _AheadExchange(process_group)
-        self.agent: TimeShiftAgent | None = None
-        if settings is not None and settings.shift:
-            options = dict(agent_options)
-            if settings.tolerance_s is not None:
-                options.setdefault("slip_tolerance_s", settings.tolerance_s)
-            self.agent = TimeShiftAgent(
-                settings.shift_s, settings.period_s, settings.epoch_s, **options
-            )
+        self.agent = self._make_agent(settings)
         self._distributed = _world(process_group) > 1
         self._rank = _rank(process_group)
+
+    def _make_agent(self, settings: ShiftSettings | None) -> TimeShiftAgent | None:
+        if settings is None or not settings.shift:
+            return None
+        options = dict(self._agent_options)
+        if settings.tolerance_s is not None:
+            options.setdefault("slip_tolerance_s", settings.tolerance_s)
+        return TimeShiftAgent(settings.shift_s, settings.period_s, settings.epoch_s, **options)
 
     @classmethod
     def from_env(
@@ -221,30 +304,40 @@ class TimeShift:
         **agent_options: Any,
     ) -> TimeShift:
         """Settings from the environment (see the module docstring), resolved on rank 0
-        and broadcast, so every rank runs the same grid."""
-        distributed = _world(process_group) > 1
-        if not distributed:
-            return cls(settings_from_env(environ), process_group, **agent_options)
-        error, settings = "", None
+        and broadcast, so every rank runs the same grid (and re-reads it together)."""
+        env = os.environ if environ is None else environ
+        if _world(process_group) <= 1:
+            settings, source, refresh = _resolve(env)
+            return cls(settings, process_group, source=source, refresh_every=refresh,
+                       **agent_options)
+        error, settings, source = "", None, None
         if _rank(process_group) == 0:
+            refresh = 0
             try:
-                settings = settings_from_env(environ)
+                settings, source, refresh = _resolve(env)
             except TimeShiftError as e:
                 error = str(e)
-            floats = (
-                (-1.0, 0.0, 0.0, 0.0, -1.0)
-                if error
-                else (settings.to_floats() if settings else (-2.0, 0.0, 0.0, 0.0, -1.0))
-            )
-            _broadcast(floats, process_group, SETTINGS_FLOATS)
+            if error:
+                floats = (-1.0, 0.0, 0.0, 0.0, -1.0)
+            else:
+                floats = settings.to_floats() if settings else (-2.0, 0.0, 0.0, 0.0, -1.0)
+            floats = (*floats, float(refresh))
+            _broadcast(floats, process_group, SETTINGS_FLOATS + 1)
         else:
-            floats = tuple(_broadcast(None, process_group, SETTINGS_FLOATS))
+            floats = tuple(_broadcast(None, process_group, SETTINGS_FLOATS + 1))
+        refresh = int(floats[SETTINGS_FLOATS])
         if floats[0] == -1.0:
             raise TimeShiftError(error or "rank 0 could not read its time-shift settings")
         if floats[0] == -2.0:
             return cls(None, process_group, **agent_options)
-        source = settings.source if settings else "rank 0"
-        return cls(ShiftSettings.from_floats(floats, source), process_group, **agent_options)
+        label = settings.source if settings else "rank 0"
+        return cls(
+            ShiftSettings.from_floats(floats[:SETTINGS_FLOATS], label),
+            process_group,
+            source=source,
+            refresh_every=refresh,
+            **agent_options,
+        )
 
     @property
     def enabled(self) -> bool:
@@ -253,7 +346,11 @@ class TimeShift:
 
     def wait(self) -> float:
         """Call at the top of every training step: sleeps until this iteration's slot;
-        returns the drift (seconds late)."""
+        returns the drift (seconds late).  Every ``refresh_every`` iterations the job's
+        settings are re-read first (rank 0) and a change applied on every rank."""
+        self._calls += 1
+        if self.refresh_every and self._calls > 1 and (self._calls - 1) % self.refresh_every == 0:
+            self._refresh()
         if self.agent is None:
             return 0.0
         if not self._distributed:
@@ -264,6 +361,28 @@ class TimeShift:
             ex = self._exchange
             return self.agent.step_ahead(planner, ex.post, ex.take, first=sync)
         return self.agent.step(planner, sync)
+
+    def _refresh(self) -> None:
+        """Rank 0 re-reads the settings; a change reaches every rank at this same
+        iteration (one broadcast of five floats), and every rank starts a new agent on the
+        new grid, whose first step waits for its next slot."""
+        new = None
+        if self._rank == 0 and self.source is not None:
+            new = self.source.poll()
+            if new is not None and self.settings is not None and new == self.settings:
+                new = None
+        if self._distributed:
+            floats = new.to_floats() if new is not None else (UNCHANGED, 0.0, 0.0, 0.0, -1.0)
+            floats = _broadcast(floats if self._rank == 0 else None, self.group, SETTINGS_FLOATS)
+            if floats[0] == UNCHANGED:
+                return
+            new = ShiftSettings.from_floats(floats, "url" if self._rank == 0 else "rank 0")
+        if new is None:
+            return
+        self._exchange.take()  # the old agent's decision in flight: every rank posted it
+        self.settings = new
+        self.agent = self._make_agent(new)
+        self.changes += 1
 
     def close(self) -> None:
         """Wait for a decision still in flight (ahead mode); call before destroying the
@@ -278,6 +397,10 @@ class TimeShift:
     def status(self) -> dict[str, Any]:
         """JSON-ready: enabled, source, and what the agent did."""
         out: dict[str, Any] = {"enabled": self.enabled}
+        if self.refresh_every:
+            out["changes"] = self.changes
+        if self.source is not None:
+            out["refresh_errors"] = self.source.errors
         if self.settings is not None:
             out["source"] = self.settings.source
             if not self.settings.shift:
@@ -285,6 +408,16 @@ class TimeShift:
         if self.agent is not None:
             out.update(self.agent.status())
         return out
+
+
+def _resolve(env: Mapping[str, str]) -> tuple[ShiftSettings | None, ShiftSource | None, int]:
+    """(settings, the source to re-read them from, iterations between re-reads)."""
+    flag = env.get(ENV_SHIFT, "").strip().lower()
+    if env.get(ENV_URL) and env.get(ENV_JOB_ID) and flag not in ("0", "false", "no", "off"):
+        refresh = refresh_iterations(env)
+        source = ShiftSource(env[ENV_URL], env[ENV_JOB_ID])
+        return source.first(), (source if refresh else None), refresh
+    return settings_from_env(env), None, 0
 
 
 def _world(group: Any) -> int:
@@ -346,4 +479,11 @@ class _AheadExchange:
         return tensor.cpu().tolist()
 
 
-__all__ = ["ShiftSettings", "SlotDecision", "TimeShift", "TimeShiftError", "settings_from_env"]
+__all__ = [
+    "ShiftSettings",
+    "ShiftSource",
+    "SlotDecision",
+    "TimeShift",
+    "TimeShiftError",
+    "settings_from_env",
+]

@@ -1,0 +1,175 @@
+"""What each operation of the service does, one function each: ``handler(service, call)``
+-> ``(status, answer)`` where the answer is JSON-able (or bytes, sent as they are).  The
+request has been read and checked before (:mod:`cassini.service.reading`); a handler
+validates the body's schema once, here, into typed values, and hands typed tasks to the
+worker pool (:mod:`cassini.service.tasks`).  Errors are raised, not returned: the app's
+exception handlers turn them into the JSON error answer."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import Response
+
+from cassini import schema
+from cassini.errors import InputError
+from cassini.service import k8s
+from cassini.service.cluster import check_nodes, read_job
+from cassini.service.errors import json_bytes
+from cassini.service.service import Service
+from cassini.service.shifts import JobShift
+from cassini.service.tasks import AdviseTask, FilterTask, PrioritizeTask, ScoreTask
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as a handler sees it: method, path parameters, validated query options,
+    the parsed JSON body (None when none) and the deadline (:func:`time.monotonic`)."""
+
+    method: str
+    params: dict[str, str]
+    options: dict[str, Any]
+    body: Any
+    deadline: float
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Answer = tuple[int, Any] | Response
+Handler = Callable[[Service, Call], Awaitable[Answer]]
+
+
+async def health(service: Service, call: Call) -> Answer:
+    return 200, {"status": "ok", "version": service.version}
+
+
+async def metrics(service: Service, call: Call) -> Answer:
+    return 200, service.metrics.exposition()
+
+
+async def openapi_document(service: Service, call: Call) -> Answer:
+    return 200, service.openapi
+
+
+async def advise(service: Service, call: Call) -> Answer:
+    from cassini import api
+
+    links, jobs, candidates = api.read_advise_request(call.body)
+    options = {
+        "precision_deg": call.options.get("precision_deg", 5.0),
+        "aggregate": call.options.get("aggregate", "mean"),
+        "loops": call.options.get("loops", "reject"),
+    }
+    return 200, await service.compute(call.deadline, AdviseTask(links, jobs, candidates, options))
+
+
+async def score(service: Service, call: Call) -> Answer:
+    from cassini.profile import profiles_from_dicts
+
+    obj = schema.require_object(call.body, "")
+    schema.check_fields(obj, "", ("capacity_bps", "jobs"))
+    capacity = schema.number(obj["capacity_bps"], "capacity_bps", positive=True)
+    jobs = profiles_from_dicts(obj["jobs"], "jobs")
+    task = ScoreTask(jobs, capacity, call.options.get("precision_deg", 5.0))
+    return 200, await service.compute(call.deadline, task)
+
+
+async def list_jobs(service: Service, call: Call) -> Answer:
+    jobs = service.registry.jobs()
+    return 200, {"jobs": [jobs[j].to_dict() for j in sorted(jobs)]}
+
+
+async def register_job(service: Service, call: Call) -> Answer:
+    job = read_job(call.body)
+    check_nodes(service.registry.cluster, job, "")
+    new = service.registry.put(job)
+    return (201 if new else 200), job.to_dict()
+
+
+async def get_job(service: Service, call: Call) -> Answer:
+    return 200, service.registry.job(call.params["job_id"]).to_dict()
+
+
+async def delete_job(service: Service, call: Call) -> Answer:
+    return 200, service.registry.delete(call.params["job_id"]).to_dict()
+
+
+async def get_time_shift(service: Service, call: Call) -> Answer:
+    """The job's time-shift with its ETag (a digest of the answer: it changes exactly when
+    the answer does); ``If-None-Match`` with the current ETag gets 304 and no body."""
+    registry = service.registry
+    job = registry.job(call.params["job_id"])
+    s = registry.explicit.get(job.job_id)
+    if s is None:
+        _, shifts = await service.shifts(call.deadline)
+        s = shifts.get(job.job_id)
+    if s is None:  # registered after the computation started; not yet in its result
+        s = JobShift(
+            job.job_id, False, 0.0, job.profile.iteration_time_s, "not computed yet; retry"
+        )
+    body = json_bytes(s.to_dict(registry.epoch_s))
+    etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    wanted = call.headers.get("if-none-match", "")
+    if etag in (t.strip() for t in wanted.split(",")):
+        return Response(status_code=304, headers=headers)
+    return Response(body, status_code=200, headers=headers, media_type="application/json")
+
+
+async def put_time_shift(service: Service, call: Call) -> Answer:
+    registry = service.registry
+    job = registry.job(call.params["job_id"])
+    shift = read_time_shift_put(call.body, job.job_id, registry.epoch_s)
+    registry.set_shift(shift)
+    return 200, shift.to_dict(registry.epoch_s)
+
+
+def read_time_shift_put(obj: Any, job_id: str, default_epoch_s: float) -> JobShift:
+    """``{"shift_s", "period_s", "epoch_s"?}`` (seconds) as the job's explicit shift,
+    ``shift_s`` in [0, ``period_s``); or ``{"shift": false, "reason"?}``: run free."""
+    obj = schema.require_object(obj, "")
+    if obj.get("shift") is False:
+        schema.check_fields(obj, "", ("shift",), ("reason",))
+        reason = obj.get("reason", "released by PUT")
+        if not isinstance(reason, str):
+            raise InputError("reason", f"must be a string, got {schema._kind(reason)}")
+        return JobShift(job_id, False, 0.0, 1.0, reason)
+    schema.check_fields(obj, "", ("shift_s", "period_s"), ("epoch_s", "shift"))
+    if obj.get("shift", True) is not True:
+        raise InputError("shift", "must be true or false")
+    period = schema.number(obj["period_s"], "period_s", positive=True)
+    shift = schema.number(obj["shift_s"], "shift_s", non_negative=True)
+    if shift >= period:
+        raise InputError("shift_s", f"must be in [0, period_s = {period:g}), got {shift:g}")
+    epoch = default_epoch_s
+    if obj.get("epoch_s") is not None:
+        epoch = schema.number(obj["epoch_s"], "epoch_s", non_negative=True)
+    return JobShift(job_id, True, shift, period, None, None, epoch)
+
+
+async def _extender_scores(service: Service, call: Call, verb: str) -> tuple[Any, Any]:
+    """(the request's args, the answer): JSON bytes from a prioritize task, score tuples
+    from a filter task, or neutral scores when the service cannot judge."""
+    args = k8s.read_extender_args(call.body)
+    registry = service.registry
+    pod = k8s.pod_profile(args, registry.jobs())
+    names = args.node_names
+    if pod is None or not registry.cluster.nodes:
+        return args, [(n, None, k8s.NEUTRAL_SCORE, None, ()) for n in names]
+    task_type = PrioritizeTask if verb == "prioritize" else FilterTask
+    task = task_type(pod, names, service.config.precision_deg)
+    return args, await service.compute(call.deadline, task, registry.state())
+
+
+async def prioritize(service: Service, call: Call) -> Answer:
+    _, answer = await _extender_scores(service, call, "prioritize")
+    if isinstance(answer, bytes):
+        return 200, answer  # the HostPriorityList, as the worker wrote it
+    return 200, k8s.priority_list(answer)
+
+
+async def filter_nodes(service: Service, call: Call) -> Answer:
+    args, scores = await _extender_scores(service, call, "filter")
+    return 200, k8s.filter_result(args, scores, service.config.min_score)

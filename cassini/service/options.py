@@ -1,0 +1,273 @@
+"""The options of ``cassini serve``: defaults, help text and argparse definitions.
+
+Standard library only, so that ``cassini --help`` does not pay for the HTTP stack."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_READ_TIMEOUT_S = 30.0
+DEFAULT_KEEP_ALIVE_S = 75.0
+DEFAULT_GRACE_S = 60.0
+DEFAULT_MAX_JOBS = 10_000
+DEFAULT_WRITE_RATE = 50.0
+
+
+def default_state_path() -> str:
+    """``$XDG_STATE_HOME/cassini/serve.sqlite`` (``~/.local/state/...`` without it)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "cassini", "serve.sqlite")
+
+DESCRIPTION = "serve the advisor over HTTP (JSON), with a kube-scheduler extender"
+
+EPILOG = """\
+endpoints (OpenAPI document: GET /openapi.json, docs/openapi.json):
+  POST /v1/advise   body as 'cassini advise' reads; answer as it prints (JSON).
+                    query options: precision_deg (default 5), aggregate=mean|min,
+                    loops=reject|score.  All candidates rejected is still 200,
+                    with "best": null.
+  POST /v1/score    body as 'cassini score' reads; query option: precision_deg.
+  GET|POST /v1/jobs, GET|DELETE /v1/jobs/{id}
+                    running jobs: {"id", "nodes": [...], "model": LIBRARY_ID} or
+                    {"id", "nodes", "iteration_time_s", "phases"}
+  GET|PUT /v1/jobs/{id}/time_shift
+                    {"job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"}:
+                    slot k of the job starts at epoch_s + shift_s + k * period_s
+  POST /k8s/v1/prioritize, /k8s/v1/filter
+                    kube-scheduler extender (urlPrefix http://HOST:PORT/k8s/v1);
+                    pod annotations cassini.io/job, cassini.io/profile (JOB JSON)
+                    or cassini.io/model (library id)
+  GET  /healthz, /metrics (Prometheus text), /openapi.json
+POST/PUT bodies need Content-Type: application/json.
+writes (POST/PUT/DELETE under /v1/jobs) need 'Authorization: Bearer TOKEN' with a
+token of --token-file (lines 'TOKEN NAME'); without --token-file they are refused
+unless --insecure-writes.  Every write is a JSON line of the audit log.
+errors are JSON {"error": {"code", "field", "message"}}: 400 bad JSON, schema or
+option; 401 no or unknown token; 403 writes disabled; 404 unknown path or job; 405
+wrong method; 408 body too slow; 413 body over --max-body-bytes; 415 wrong
+Content-Type; 429 over --write-rate or --max-jobs; 503 no worker free within
+--timeout-s, or shutting down; 504 computation over --timeout-s (its worker process
+is killed and replaced).
+
+state (--state, SQLite; default ~/.local/state/cassini/serve.sqlite): the jobs
+registered over HTTP, the shifts set by PUT and the epoch survive a restart;
+--state :memory: keeps them in memory only.
+
+cluster file (--cluster, YAML or JSON; reloaded on SIGHUP):
+  links: [{id: tor0-up, capacity_bps: 4.0e+11}, ...]
+  nodes: {gpu-0-0: [srv0.0-up, srv0.0-down, tor0-up, tor0-down], ...}
+  jobs:  [{id: bert-a, model: bert, nodes: [gpu-0-0, gpu-0-1]}, ...]   (optional)
+  epoch_s: 1767225600.0                                                  (optional)
+
+example:
+  cassini serve --port 8080 --cluster deploy/cluster-example.yaml &
+  curl -sS -H 'Content-Type: application/json' \\
+    --data-binary @cassini/data/example_advise.json \\
+    'http://127.0.0.1:8080/v1/advise?aggregate=min&precision_deg=2'
+  curl -sS http://127.0.0.1:8080/v1/jobs/bert-a/time_shift
+  kill -HUP %1      # re-read the cluster file
+
+stops gracefully on SIGINT or SIGTERM: requests in flight finish, new ones get 503,
+then it exits.  exit status: 0 after a graceful stop, 1 if it cannot listen, 2 on bad
+options, a bad cluster file, token file or state file.
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _precision(text: str) -> float:
+    value = _positive_seconds(text)
+    if value > 180:
+        raise argparse.ArgumentTypeError(f"must be in (0, 180] degrees, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``cassini serve`` options."""
+    parser.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}; 0.0.0.0 exposes it to the "
+        "network: reads are open to anyone who reaches it, writes need --token-file)",
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one, printed at start)",
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="FILE",
+        default=None,
+        help="cluster file (YAML/JSON): links, node -> links, running jobs; re-read on SIGHUP",
+    )
+    parser.add_argument(
+        "--min-score",
+        type=_unit_interval,
+        default=0.0,
+        metavar="X",
+        help="the extender's filter drops nodes whose compatibility (0..1) is below X "
+        "(default 0: drops none)",
+    )
+    parser.add_argument(
+        "--precision-deg",
+        type=_precision,
+        default=5.0,
+        metavar="DEG",
+        help="angle step for the extender's scores and the jobs' time-shifts (default 5)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_BYTES} = 1 MiB)",
+    )
+    parser.add_argument(
+        "--timeout-s",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"time limit per request, waiting for a worker included (default "
+        f"{DEFAULT_TIMEOUT_S:g}); past it 503 (still waiting) or 504 (computing)",
+    )
+    parser.add_argument(
+        "--keep-alive-s",
+        type=_positive_seconds,
+        default=DEFAULT_KEEP_ALIVE_S,
+        metavar="S",
+        help=f"idle keep-alive connections are closed after S seconds (default "
+        f"{DEFAULT_KEEP_ALIVE_S:g})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="worker processes = requests computed at once (default: min(4, CPUs))",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no log line per request")
+    _add_safety_arguments(parser)
+
+
+def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
+    """State, writers, TLS, limits, audit."""
+    parser.add_argument(
+        "--state",
+        metavar="PATH",
+        default=None,
+        help="SQLite file keeping registered jobs, shifts and the epoch across restarts "
+        "(default ~/.local/state/cassini/serve.sqlite; ':memory:' keeps nothing)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help="bearer tokens allowed to write, one 'TOKEN [NAME]' per line",
+    )
+    parser.add_argument(
+        "--token-review",
+        metavar="URL",
+        default=None,
+        help="also accept Kubernetes ServiceAccount tokens: the API server's TokenReview URL "
+        "(https://APISERVER/apis/authentication.k8s.io/v1/tokenreviews); needs "
+        "--token-review-user",
+    )
+    parser.add_argument(
+        "--token-review-user",
+        metavar="USER",
+        action="append",
+        default=[],
+        help="a user whose reviewed token may write, e.g. "
+        "system:serviceaccount:NAMESPACE:NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--token-review-ca",
+        metavar="PEM",
+        default="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+        help="the API server's CA for --token-review (default: the pod's ServiceAccount CA)",
+    )
+    parser.add_argument(
+        "--insecure-writes",
+        action="store_true",
+        help="without --token-file, let anyone who reaches the port write",
+    )
+    parser.add_argument("--tls-cert", metavar="PEM", default=None, help="serve HTTPS: certificate")
+    parser.add_argument("--tls-key", metavar="PEM", default=None, help="serve HTTPS: its key")
+    parser.add_argument(
+        "--max-jobs",
+        type=_positive_int,
+        default=DEFAULT_MAX_JOBS,
+        metavar="N",
+        help=f"running jobs the registry holds at most; more get 429 (default {DEFAULT_MAX_JOBS})",
+    )
+    parser.add_argument(
+        "--write-rate",
+        type=_non_negative,
+        default=DEFAULT_WRITE_RATE,
+        metavar="N",
+        help=f"writes per second per client (token name, else address), bursts of 2N; more "
+        f"get 429 (default {DEFAULT_WRITE_RATE:g}; 0: no limit)",
+    )
+    parser.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        default=None,
+        help="append one JSON line per write here (default: standard error)",
+    )

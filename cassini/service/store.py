@@ -1,0 +1,167 @@
+"""Where the registry's state survives a restart: an embedded SQLite database
+(``cassini serve --state PATH``; ``:memory:`` keeps it in memory, as before).
+
+What it holds: the jobs registered over HTTP, the time-shifts set by PUT (and releases),
+and the epoch (UNIX seconds) every job's slots count from, chosen once, when the file is
+made, and kept.  WAL journal, ``synchronous=FULL``, one transaction per write: an answer
+2xx is sent after its transaction committed, so a write the client saw acknowledged is
+in the file, whatever happens to the process after.  The schema's version is
+``PRAGMA user_version``; an older file is migrated in place, a newer one or a file that
+is not a sound SQLite database is refused (:class:`StateError`) and left as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from cassini.errors import InputError
+from cassini.service.cluster import RunningJob, read_job
+from cassini.service.shifts import JobShift
+
+MEMORY = ":memory:"
+#: The schema this code writes; MIGRATIONS[v] takes a file from version v - 1 to v.
+SCHEMA_VERSION = 1
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY, body TEXT NOT NULL)",
+        "CREATE TABLE shifts (job_id TEXT PRIMARY KEY, shift INTEGER NOT NULL, "
+        "shift_s REAL NOT NULL, period_s REAL NOT NULL, epoch_s REAL, reason TEXT)",
+    ),
+}
+
+
+class StateError(Exception):
+    """The state file cannot be used; the message names the file and the problem."""
+
+
+class Store:
+    """The registry's persistent half.  Not thread-safe: the service calls it from its
+    event loop only, one write at a time."""
+
+    def __init__(self, path: str = MEMORY, *, default_epoch_s: float) -> None:
+        self.path = path
+        self._conn = _connect(path)
+        try:
+            self._check_and_migrate()
+            self.epoch_s = self._epoch(default_epoch_s)
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            raise StateError(f"{path}: not a usable SQLite database: {e}") from None
+        except StateError:
+            self._conn.close()
+            raise
+
+    # -- opening ---------------------------------------------------------------------
+    def _check_and_migrate(self) -> None:
+        conn = self._conn
+        version = conn.execute("PRAGMA user_version").fetchone()[0]  # reads the header
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"{self.path}: schema version {version} is newer than this cassini's "
+                f"({SCHEMA_VERSION}); run a newer cassini or give another --state file"
+            )
+        if self.path != MEMORY:
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StateError(f"{self.path}: damaged database: {check}")
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StateError(f"{self.path}: cannot use WAL journal mode (got {mode})")
+        conn.execute("PRAGMA synchronous=FULL")
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self._transaction():
+                for statement in MIGRATIONS[target]:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {target}")
+
+    def _epoch(self, default_epoch_s: float) -> float:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'epoch_s'").fetchone()
+        if row is not None:
+            return float(row[0])
+        with self._transaction():
+            self._conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('epoch_s', ?)", (repr(default_epoch_s),)
+            )
+        return default_epoch_s
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- reading ---------------------------------------------------------------------
+    def jobs(self) -> list[RunningJob]:
+        """The jobs registered over HTTP, checked as a request body is."""
+        out = []
+        for job_id, body in self._conn.execute("SELECT id, body FROM jobs ORDER BY id"):
+            try:
+                out.append(read_job(json.loads(body)))
+            except (ValueError, InputError) as e:
+                raise StateError(f"{self.path}: job {job_id!r} unreadable: {e}") from None
+        return out
+
+    def shifts(self) -> list[JobShift]:
+        """The time-shifts set explicitly (by PUT)."""
+        rows = self._conn.execute(
+            "SELECT job_id, shift, shift_s, period_s, epoch_s, reason FROM shifts ORDER BY job_id"
+        )
+        return [JobShift(j, bool(s), a, p, r, None, e) for j, s, a, p, e, r in rows]
+
+    # -- writing: one transaction each ---------------------------------------------------
+    def put_job(self, job: RunningJob) -> None:
+        """Register or replace a job; its explicit shift goes."""
+        body = json.dumps(job.to_dict(), separators=(",", ":"))
+        with self._transaction():
+            self._conn.execute("INSERT OR REPLACE INTO jobs (id, body) VALUES (?, ?)",
+                               (job.job_id, body))
+            self._conn.execute("DELETE FROM shifts WHERE job_id = ?", (job.job_id,))
+
+    def delete_job(self, job_id: str) -> None:
+        with self._transaction():
+            self._conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+            self._conn.execute("DELETE FROM shifts WHERE job_id = ?", (job_id,))
+
+    def set_shift(self, shift: JobShift) -> None:
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO shifts (job_id, shift, shift_s, period_s, epoch_s, "
+                "reason) VALUES (?, ?, ?, ?, ?, ?)",
+                (shift.job_id, int(shift.shift), shift.shift_s, shift.period_s, shift.epoch_s,
+                 shift.reason),
+            )
+
+    def forget_shifts(self, keep: set[str]) -> None:
+        """Drop the explicit shifts of jobs not in ``keep`` (after a cluster reload)."""
+        with self._transaction():
+            for (job_id,) in self._conn.execute("SELECT job_id FROM shifts").fetchall():
+                if job_id not in keep:
+                    self._conn.execute("DELETE FROM shifts WHERE job_id = ?", (job_id,))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    if path != MEMORY:
+        p = Path(path)
+        if p.exists() and not p.is_file():
+            raise StateError(f"{path}: not a file")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateError(f"{path}: cannot create its directory: {e.strerror or e}") from None
+    try:
+        # isolation_level=None: transactions are the explicit BEGIN/COMMIT above
+        return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+    except sqlite3.Error as e:
+        raise StateError(f"{path}: cannot open: {e}") from None
