@@ -9,10 +9,11 @@ import time
 from typing import Any
 
 import pytest
+from conftest import require_module
 from gloo_util import leave_process_group
 
-torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
+torch = require_module("torch", "the testbed extra")
+dist = require_module("torch.distributed", "the testbed extra")
 
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 

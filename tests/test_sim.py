@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from conftest import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -404,15 +405,9 @@ def test_one_link_water_filling_matches_progressive_filling(demand, capacity) ->
 
 
 def test_sweep_on_ray_matches_the_process_pool() -> None:
-    import os
-
     from cassini.sim.sweep import ray_available
 
-    if not ray_available():
-        message = "Ray not installed (make setup installs the [ray] extra)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require(ray_available(), "Ray (make setup installs the [ray] extra)")
     cfg = config_from_dict(CONFIG)
     on_ray, backend = run_sweep(cfg, backend="ray")
     in_pool, _ = run_sweep(cfg, backend="pool", workers=1)
