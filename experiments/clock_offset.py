@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cassini_vs_ideal": statistics.mean(cassini.ratios(ideal).values()),
                 "realignments": sum(j.realignments or 0 for j in cassini.jobs.values()),
                 "released": sum(bool(j.released) for j in cassini.jobs.values()),
+                "note": cassini.reused_note,
             }
         )
         write_json(out / "results.json", {"pair": PAIR.name, "rows": rows})
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("cassini_vs_ideal", "CASSINI/ideal", ".2f"),
                 ("realignments", "realigned", "d"),
                 ("released", "released", "d"),
+                ("note", "note", "s"),
             ],
         )
     )

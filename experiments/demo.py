@@ -49,6 +49,7 @@ def rows_of(
                 "p99_ms": tail * 1e3,
                 "mean_vs_ideal": mean / ideal_mean,
                 "p99_vs_ideal": tail / ideal_p99,
+                "note": scheme.reused_note,
             }
         )
     return out
@@ -87,6 +88,7 @@ def main() -> int:
                 ("p99_ms", "p99 ms", ".1f"),
                 ("mean_vs_ideal", "mean/ideal", ".2f"),
                 ("p99_vs_ideal", "p99/ideal", ".2f"),
+                ("note", "note", "s"),
             ],
         )
     )

@@ -46,8 +46,8 @@ def mltcp_available() -> tuple[bool, str]:
     except ImportError as e:
         return False, f"mltcp package not importable ({e})"
     check = getattr(loader, "check_prerequisites", None)
-    if check is None:
-        return True, ""
+    if check is None:  # nothing to vouch for the kernel side: not known to work
+        return False, "mltcp.loader has no check_prerequisites: availability unknown"
     try:
         check()
     except Exception as e:  # noqa: BLE001 - report any reason
@@ -98,9 +98,21 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "mean_vs_ideal": mean / ideal_mean,
                 "p99_vs_ideal": tail / ideal_p99,
                 "steady_vs_ideal": statistics.mean(steady) / ideal_mean,
+                "note": scheme.reused_note,  # "declined: ..." when CASSINI's row is a copy
             }
         )
     return rows
+
+
+COLUMNS = [
+    ("scheme", "scheme", "s"),
+    ("mean_ms", "mean ms", ".1f"),
+    ("p99_ms", "p99 ms", ".1f"),
+    ("mean_vs_ideal", "mean/ideal", ".2f"),
+    ("p99_vs_ideal", "p99/ideal", ".2f"),
+    ("steady_vs_ideal", "2nd half/ideal", ".2f"),
+    ("note", "note", "s"),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,19 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             write_json(out / "results.json", report)
             print(f"\n{key}  (fabric {fabric}, CASSINI score {best['score']:.2f})")
-            print(
-                table(
-                    rows,
-                    [
-                        ("scheme", "scheme", "s"),
-                        ("mean_ms", "mean ms", ".1f"),
-                        ("p99_ms", "p99 ms", ".1f"),
-                        ("mean_vs_ideal", "mean/ideal", ".2f"),
-                        ("p99_vs_ideal", "p99/ideal", ".2f"),
-                        ("steady_vs_ideal", "2nd half/ideal", ".2f"),
-                    ],
-                )
-            )
+            print(table(rows, COLUMNS))
             plot_cdf(res, out / f"cdf_{key}.png", key)
             plot_timeline(res, out / f"timeline_{key}.png", key)
     print(f"\nresults: {out / 'results.json'}  plots: {out}/*.png")

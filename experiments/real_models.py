@@ -214,6 +214,7 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "realigned": str(sum(j.realignments or 0 for j in held)) if held else "",
                 "gap_ms": late_start_gap_ms(scheme) if held else None,
                 "lead_ms": leader_advantage_ms(scheme) if name != "ideal" else None,
+                "note": scheme.reused_note,
             }
         )
     return rows
@@ -230,6 +231,7 @@ COLUMNS = [
     ("realigned", "realigned", "s"),
     ("gap_ms", "gap ms", ".1f"),
     ("lead_ms", "lead ms", ".1f"),
+    ("note", "note", "s"),
 ]
 
 

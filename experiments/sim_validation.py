@@ -222,6 +222,7 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
                 "measured_ms": measured * 1e3,
                 "measured_steady_ms": steady * 1e3,
                 "measured_slowdown": measured / ideal_measured[job],
+                "note": schemes[name].reused_note,
             }
             for variant in VARIANTS:
                 model = _mean(modelled[variant][name][job])
@@ -309,6 +310,7 @@ COLUMNS = [
     ("measured_slowdown", "measured x", ".3f"),
     ("model_slowdown", "model x", ".3f"),
     ("model_goodput_slowdown", "goodput-model x", ".3f"),
+    ("note", "note", "s"),
 ]
 
 

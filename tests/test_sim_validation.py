@@ -205,3 +205,15 @@ def test_tiny_testbed_run_is_modelled(tmp_path):
     assert len(rows) == 6
     # alone, the model runs at the measured profile: the same iteration time to a few %
     assert abs(rows[("ideal", "j1")]["model_error"]) < 0.05
+
+
+def test_a_declined_cassini_row_says_so_in_the_table():
+    res = _fake_results(sv.scenario("pair", 10))
+    base = res.schemes["baseline"]
+    copied = replace(base, name="cassini", kind="cassini", measured_as="baseline")
+    report = sv.validate(ExperimentResult({**res.schemes, "cassini": copied}, res.config))
+    text = sv.format_rows(report["rows"]).splitlines()
+    assert [line for line in text if "declined" in line] == [
+        line for line in text if line.startswith("cassini")
+    ]
+    assert sum("declined: baseline's run" in line for line in text) == 2  # j1 and j2

@@ -463,3 +463,25 @@ def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     crossed = [d for d in cfg.topology.ring_links(("h1", "h3")) if "tbp" in d]
     assert len(crossed) == 4  # leaf->spine and spine->leaf, both ways: not half as efficient
     assert payload_efficiency(cfg, ideal_of(cfg, 550_000)) == pytest.approx(1 / 1.1)
+
+
+@pytest.mark.parametrize(
+    ("wire", "measured", "used"),
+    [(400_000, 1.25, 1.0), (1_250_000, 0.4, 0.5), (550_000, None, None)],
+)
+def test_payload_efficiency_reports_its_clamp_when_it_bites(wire, measured, used):
+    from testbed.runner import payload_efficiency
+
+    cfg = load_config(EXAMPLE)
+    jobs = {j.job_id: JobResult(j.job_id, (0.1,), 1_000_000, ()) for j in cfg.jobs}
+    fabric = {d for link in cfg.topology.bottlenecks() for d in link.directions()}
+    link_bytes = {f"{j.job_id}:{d}": wire for j in cfg.jobs
+                  for d in cfg.topology.ring_links(j.hosts) if d in fabric}  # fmt: skip
+    said: list[str] = []
+    got = payload_efficiency(cfg, SchemeResult("ideal", "ideal", "cubic", "fair", jobs, link_bytes),
+                             said.append)  # fmt: skip
+    if measured is None:  # 1/1.1: within 0.5-1.0, nothing to report
+        assert got == pytest.approx(1 / 1.1) and said == []
+    else:
+        assert got == used
+        assert said == [f"  payload efficiency measured {measured:.3f}, clamped to {used:.1f}"]
