@@ -200,16 +200,45 @@ def test_trace_durations_and_errors(tmp_path) -> None:
     # 30 s on a dedicated network, in whole iterations of the library's vgg16
     iterations = math.ceil(30 / LIBRARY["vgg16"].iteration_time_s)
     assert read_trace(path, LIBRARY) == [JobSpec("x", 5.0, 4, iterations, "vgg16")]
-    for body, field in (
-        ("job_id,arrival_s,gpus,iterations,model\nx,0,2,10,nosuch\n", "trace[0].model"),
-        ("job_id,arrival_s,gpus,iterations,model\nx,0,2,10,bert\nx,1,2,10,bert\n", "job_id"),
-        ("job_id,arrival_s,gpus,iterations,model\nx,-1,2,10,bert\n", "arrival_s"),
-        ("job_id,arrival_s,gpus,iterations,duration_s,model\nx,0,2,10,3,bert\n", "exactly one"),
-        ("job_id,arrival_s,gpus,iterations,model\nx,0,2.5,10,bert\n", "gpus"),
-    ):
-        path.write_text(body)
-        with pytest.raises(InputError, match=field.replace("[", r"\[").replace("]", r"\]")):
-            read_trace(path, LIBRARY)
+
+
+HEAD = "job_id,arrival_s,gpus,iterations,model\n"
+ROW = '{"job_id": "x", "arrival_s": 0, "gpus": 2, "iterations": 3, "model": "bert"'
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "field", "message"),
+    [
+        ("t.csv", HEAD + "x,0,2,10,nosuch\n", "trace[0].model", "unknown model 'nosuch'"),
+        ("t.csv", HEAD + "x,0,2,10,bert\nx,1,2,10,bert\n", "trace[1].job_id", "duplicate"),
+        ("t.csv", HEAD + "x,-1,2,10,bert\n", "trace[0].arrival_s", ""),
+        ("t.csv", "job_id,arrival_s,gpus,iterations,duration_s,model\nx,0,2,10,3,bert\n",
+         "trace[0]", "give exactly one of iterations and duration_s"),
+        ("t.csv", HEAD + "x,0,2.5,10,bert\n", "trace[0].gpus", "whole number"),
+        # a missing column, a non-numeric cell (in a later row too)
+        ("t.csv", "job_id,arrival_s,iterations,model\nx,0,10,bert\n", "trace[0].gpus",
+         "missing required field"),
+        ("t.csv", HEAD + "x,0,abc,10,bert\n", "trace[0].gpus", "must be a number"),
+        ("t.csv", HEAD + "x,0,2,10,bert\ny,zero,2,10,bert\n", "trace[1].arrival_s",
+         "must be a number, got the string 'zero'"),
+        ("t.json", "[" + ROW.replace('"gpus": 2', '"gpus": "two"') + "}]", "trace[0].gpus",
+         "must be a number"),
+        ("t.json", "[" + ROW + ', "colour": 1}]', "trace[0].colour", "unknown field"),
+        # malformed JSON, empty files
+        ("t.json", "[" + ROW, "trace", "malformed JSON at line 1"),
+        ("t.json", "", "trace", "malformed JSON at line 1"),
+        ("t.json", "[]", "trace", "must not be empty"),
+        ("t.csv", "", "trace", "no rows"),
+        ("t.csv", HEAD, "trace", "no rows"),
+    ],
+)  # fmt: skip
+def test_trace_errors_name_the_row_and_field(tmp_path, name, body, field, message) -> None:
+    path = tmp_path / name
+    path.write_text(body)
+    with pytest.raises(InputError) as e:
+        read_trace(path, LIBRARY)
+    assert e.value.field == field  # the full trace[k].field, not a prefix or a substring
+    assert str(e.value).startswith(f"{field}: ") and message in str(e.value)
 
 
 # -- schedulers ---------------------------------------------------------------------------
