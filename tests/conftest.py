@@ -8,6 +8,13 @@ optional Python package) asks through :func:`require` / :func:`require_module` /
 Under ``CI`` (set to anything but empty/``0``/``false``) hypothesis runs the ``ci`` profile
 registered here: derandomized, no per-example deadline, so CI never fails on a lucky draw or a
 slow example.  (Hypothesis itself also picks a profile named ``ci`` whenever ``CI`` is set.)
+
+Root tests (marker ``root``, run as root) own the host: before the first one this process
+takes the host lock (:mod:`testbed.hostlock`, the one a testbed cluster takes), printing
+that it waits when another suite or a testbed run holds it, and keeps it to the end.  The
+names they create (network namespaces, cgroups) carry :data:`RUN_TAG` (:func:`run_name`),
+so two suites never share one; after every root test no process of this run is left
+outside the init network namespace and ``ip netns`` lists none of this run's names.
 """
 
 from __future__ import annotations
@@ -15,6 +22,10 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -57,6 +68,75 @@ def require_tool(name: str, hint: str = "run make setup") -> str:
 def require_root() -> None:
     """Effective uid 0, through :func:`require`."""
     require(os.geteuid() == 0, "root")
+
+
+RUN_TAG = f"t{os.getpid()}"  # this test run; in the names of what its root tests create
+RUN_ENV = "PYTEST_RUN_TAG"  # every process this run starts inherits it: that is "ours"
+os.environ[RUN_ENV] = RUN_TAG
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_name(prefix: str) -> str:
+    """``prefix`` made this run's own (netns, cgroup, ... names): ``<prefix>_t<pid>``."""
+    return f"{prefix}_{RUN_TAG}"
+
+
+def our_netns() -> list[str]:
+    """Network namespaces named by this run (``ip netns``)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line and RUN_TAG in line.split()[0]]
+
+
+def stray_processes() -> list[str]:
+    """Processes of this run (they carry RUN_ENV=RUN_TAG) in another network namespace
+    than this one's (the init one), as ``pid command``."""
+    here = os.readlink("/proc/self/ns/net")
+    tag = f"{RUN_ENV}={RUN_TAG}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if tag not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if os.readlink(entry / "ns" / "net") == here:
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+        except OSError:  # gone meanwhile, or a zombie without namespaces
+            continue
+        found.append(f"{entry.name} {command}")
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a root test's fixtures: take the host lock for the rest of the session."""
+    if item.get_closest_marker("root") is None or os.geteuid() != 0:
+        return
+    from testbed import hostlock
+
+    if not hostlock.held():
+        hostlock.acquire(
+            f"pytest -m root in {ROOT}",
+            say=lambda m: print(f"\n{m}: this run waits", file=sys.stderr, flush=True),
+        )
+
+
+@pytest.fixture(autouse=True)
+def _root_test_leaves_no_namespace_behind(request: pytest.FixtureRequest):
+    """After every root test: no process of ours outside the init network namespace, no
+    network namespace of ours (a few seconds allowed for killed processes to go)."""
+    yield
+    if request.node.get_closest_marker("root") is None or os.geteuid() != 0:
+        return
+    deadline = time.monotonic() + 5.0
+    while True:
+        stray, named = stray_processes(), our_netns()
+        if not stray and not named:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"left behind: processes {stray}, network namespaces {named}")
+        time.sleep(0.1)
 
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)

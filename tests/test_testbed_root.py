@@ -197,10 +197,14 @@ def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="boom"), Cluster(topo, cc="cubic") as cluster:
         pids = [h.pid for h in cluster.net.hosts]
         crash = cluster.popen("h1", [sys.executable, "-c", "raise SystemExit(3)"])
-        cluster.popen("h2", ["sleep", "300"])  # a worker that would hang forever
+        hang = cluster.popen("h2", ["sleep", "300"])  # a worker that would hang forever
         assert crash.wait(timeout=20) == 3
+        assert hang.poll() is None
         raise RuntimeError("boom")
     assert leftovers() == []
+    # the hanging worker went with its host: killed, not left running in a lost namespace
+    assert hang.wait(timeout=10) is not None
+    assert not os.path.exists(f"/proc/{hang.pid}"), "the hanging worker is still alive"
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}"), "host namespace shell still alive"
     assert not os.path.exists("/sys/fs/bpf/testbed/ecn_mark")
