@@ -118,6 +118,9 @@ def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
     after = t_unload - out["t0"] + 0.5
     first_last = min(f["last_done_s"] for f in rows) - (after - 0.5)
     print(f"every flow's last iteration at least {first_last:.2f} s after the forced unload")
+    # measured (one run, 2026-11-26): every flow completed iterations until 3.6 s after the
+    # forced unload (the 5 s run's end); a stalled flow stops at the unload.  0.5 s is the
+    # margin for a loaded machine's scheduling
     stalled = [f for f in rows if f["last_done_s"] < after]
     assert stalled == [], stalled[:3]
     assert "mltcp_select" not in sh("bpftool", "cgroup", "show", str(cgroup_dir))
@@ -192,6 +195,9 @@ def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel,
     rows = out["flows"]
     slowest = max(f["max_s"] for f in rows)
     print(f"{changes} parameter changes; slowest iteration {slowest:.3f} s")
+    # measured (one run, 2026-11-26): 43 changes in the 4 s run (one per 100 ms sleep plus
+    # the map write), slowest iteration 0.217 s; the bounds leave a loaded machine 30 %
+    # fewer changes and 4.6x slower iterations before failing
     assert changes >= 30
     # every flow kept going: at least 5 iterations, none longer than a second
     assert min(f["iterations"] for f in rows) >= 5, rows

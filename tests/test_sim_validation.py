@@ -205,6 +205,23 @@ def test_tiny_testbed_run_is_modelled(tmp_path):
     assert len(rows) == 6
     # alone, the model runs at the measured profile: the same iteration time to a few %
     assert abs(rows[("ideal", "j1")]["model_error"]) < 0.05
+    for key, r in sorted(rows.items()):
+        print(key, {k: round(r[k], 3) for k in ("model_error", "measured_slowdown",
+                                                   "model_slowdown")}, r["note"])  # fmt: skip
+    # contended: the model's iteration times within 15 % of the measured ones.  Measured
+    # with this command (6 iterations, 2026-11-26): same start -4.8 % and -8.8 %, CASSINI
+    # +2.8 % and -3.2 % (README, 60 iterations: same start -4.4 % to +2.3 %, CASSINI down
+    # to -12 % over a whole run with a start-up re-alignment)
+    for scheme in ("baseline", "cassini"):
+        for job in ("j1", "j2"):
+            assert abs(rows[(scheme, job)]["model_error"]) < 0.15, (scheme, job)
+    # and the model sees the contention the testbed measured: same start 1.33x measured,
+    # 1.21-1.27x modelled; held apart (when CASSINI did not decline) less of it
+    model = {s: sum(rows[(s, j)]["model_slowdown"] for j in ("j1", "j2")) / 2
+             for s in ("baseline", "cassini")}  # fmt: skip
+    assert model["baseline"] > 1.1
+    if not rows[("cassini", "j1")]["note"]:
+        assert model["cassini"] < model["baseline"]
 
 
 def test_a_declined_cassini_row_says_so_in_the_table():

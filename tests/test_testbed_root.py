@@ -53,10 +53,15 @@ def runner_result(out):
     return json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.timing
 def test_two_synthetic_jobs_cross_the_bottleneck(tmp_path):
     start = time.time()
     res = runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
-    assert time.time() - start < 60
+    elapsed = time.time() - start
+    print(f"10 iterations of the baseline scheme: {elapsed:.1f} s")
+    # a hang guard, not a speed target: measured 3.3 s (one run under -m root, 2026-11-26,
+    # this 2-core machine shared with other developers' runs); 60 s is 18x that
+    assert elapsed < 60
     base = res.schemes["baseline"]
     for job in ("a", "b"):
         assert len(base.jobs[job].iteration_times_s) == 9
