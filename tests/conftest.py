@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -137,6 +138,46 @@ def _root_test_leaves_no_namespace_behind(request: pytest.FixtureRequest):
         if time.monotonic() > deadline:
             pytest.fail(f"left behind: processes {stray}, network namespaces {named}")
         time.sleep(0.1)
+
+
+# -- fixtures shared by the root tests -----------------------------------------------------
+@pytest.fixture
+def testbed_host():
+    """Root and the testbed's tools (through require); after the test, no testbed
+    interface left behind."""
+    from testbed.net import leftovers
+
+    require_root()
+    for tool in ("mnexec", "tc", "tcpdump", "ethtool"):
+        require_tool(tool)
+    yield
+    assert leftovers() == [], "testbed interfaces left behind"
+
+
+@pytest.fixture
+def run_cgroup():
+    """A fresh cgroup v2 directory of this run (``<root>/mltcp_cg_t<pid>``, mounting a
+    cgroup2 hierarchy if the host has none).  Teardown kills what is in it (only this
+    run's processes can be) and removes it, if a test has not already."""
+    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
+    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    mounted = None
+    if root is None:
+        mounted = tempfile.mkdtemp(prefix="mltcp-cg2-")
+        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
+        root = mounted
+    path = Path(root) / run_name("mltcp_cg")
+    path.mkdir(exist_ok=True)
+    try:
+        yield path
+    finally:
+        if path.exists():
+            for pid in (path / "cgroup.procs").read_text().split():
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            path.rmdir()
+        if mounted:
+            subprocess.run(["umount", mounted], check=False)
+            os.rmdir(mounted)
 
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)

@@ -1,5 +1,5 @@
 import pytest
-from pinned import assert_advice
+from helpers.pinned import assert_advice
 
 from cassini.advisor import Candidate, Link, advise
 from cassini.affinity import LOOP_TOLERANCE

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
-from gloo_util import leave_process_group
+from helpers.gloo_util import leave_process_group
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

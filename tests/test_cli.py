@@ -3,7 +3,12 @@ import subprocess
 import sys
 
 import pytest
-from pinned import ADVISE_MIN_2DEG_RANKING, ADVISE_MIN_2DEG_SHIFTS_S, assert_advice, assert_score
+from helpers.pinned import (
+    ADVISE_MIN_2DEG_RANKING,
+    ADVISE_MIN_2DEG_SHIFTS_S,
+    assert_advice,
+    assert_score,
+)
 
 from cassini.api import example
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from service_util import call, ok_json, start
+from helpers.service_util import call, ok_json, start
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")

@@ -101,3 +101,38 @@ def test_hypothesis_runs_its_ci_profile_when_ci_is_set(ci, derandomized):
     assert out[0] == str(derandomized)
     if derandomized:
         assert out[1] == "None"  # no per-example deadline under CI
+
+
+def module_marks(source: str) -> list[str]:
+    """The marker names of a module's ``pytestmark`` (``pytest.mark.x`` or a list of
+    them, ``pytest.mark.usefixtures(...)`` included)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            return sorted(
+                n.attr for n in ast.walk(node.value)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
+                and n.value.attr == "mark"
+            )  # fmt: skip
+    return []
+
+
+def test_module_marks_reads_both_spellings():
+    assert module_marks("import pytest\npytestmark = pytest.mark.root\n") == ["root"]
+    two = "pytestmark = [pytest.mark.root, pytest.mark.usefixtures('x')]\n"
+    assert module_marks(two) == ["root", "usefixtures"]
+    assert module_marks("@pytest.mark.root\ndef test_x(): pass\n") == []
+
+
+def test_root_only_files_and_only_they_are_named_root():
+    """One naming rule: a test file whose every test needs root (module-level ``root``
+    mark) is ``test_*_root.py``, and a ``*_root.py`` file is root-only.  Files with a few
+    root tests among others mark those tests one by one."""
+    wrong = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        root_only = "root" in module_marks(path.read_text())
+        if root_only != path.stem.endswith("_root"):
+            wrong.append(path.name)
+    assert wrong == [], "root-only test files are named test_*_root.py, and only they"
+    assert (TESTS / "test_mltcp_kernel_root.py").exists()  # the rule has files to hold

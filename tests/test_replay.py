@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import require_module
-from gloo_util import leave_process_group
+from helpers.gloo_util import leave_process_group
 
 torch = require_module("torch", "the testbed extra")
 dist = require_module("torch.distributed", "the testbed extra")

@@ -13,16 +13,16 @@ import sys
 import time
 
 import pytest
-from pinned import (
+from helpers.pinned import (
     ADVISE_MIN_2DEG_RANKING,
     ADVISE_MIN_2DEG_SHIFTS_S,
     SCORE_2DEG,
     assert_advice,
     assert_score,
 )
-from service_util import call as _call
-from service_util import error_of, start
-from service_util import metric as _metric
+from helpers.service_util import call as _call
+from helpers.service_util import error_of, start
+from helpers.service_util import metric as _metric
 
 from cassini import api
 from cassini.service.app import version

@@ -17,10 +17,18 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.pinned import assert_score
+from helpers.service_util import (
+    call,
+    error_of,
+    metric,
+    ok_json,
+    serve_process,
+    start,
+    two_node_cluster,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pinned import assert_score
-from service_util import call, error_of, metric, ok_json, serve_process, start, two_node_cluster
 
 from cassini import api
 

@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 import yaml
-from service_util import (
+from helpers.service_util import (
     HALF,
     call,
     error_of,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from service_util import HALF, call, error_of, ok_json, start, two_node_cluster
+from helpers.service_util import HALF, call, error_of, ok_json, start, two_node_cluster
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,12 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
-from conftest import require
 
 from cassini.predict import Slot, simulate_link
 from testbed import runner
@@ -18,16 +16,7 @@ from testbed.measure import Capture, iteration_times, profile_from_pcap, read_lo
 from testbed.net import Cluster, TestbedError, leftovers
 from testbed.topo import FabricSpec, dumbbell
 
-pytestmark = pytest.mark.root
-
-
-@pytest.fixture(autouse=True)
-def prerequisites():
-    require(os.geteuid() == 0, "root")
-    for tool in ("mnexec", "tc", "tcpdump", "ethtool"):
-        require(shutil.which(tool) is not None, f"{tool} (run make setup)")
-    yield
-    assert leftovers() == [], "testbed interfaces left behind"
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
 
 
 def config(fabric="fair", iterations=10, kind="synthetic", schemes=("baseline",), **job):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import require_module
-from gloo_util import leave_process_group
+from helpers.gloo_util import leave_process_group
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from conftest import require, run_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SERVER = textwrap.dedent("""
     import selectors, socket, sys

@@ -7,13 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import require, run_name
-from mltcp_flows import take_mltcp
+from helpers.mltcp_flows import take_mltcp
 
 from mltcp import loader
 from mltcp.policy import MltcpParams
@@ -213,26 +212,9 @@ def test_other_variants_track_iterations_in_the_kernel(tmp_path, netns, variant)
 
 
 @pytest.fixture
-def cgroup(kernel):
-    """A fresh cgroup v2 directory (mounting a cgroup2 hierarchy if the host has none)."""
-    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
-    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    mounted = None
-    if root is None:
-        mounted = tempfile.mkdtemp(prefix="mltcp-cg2-")
-        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
-        root = mounted
-    path = Path(root) / run_name("mltcp_test")  # this run's: every pid in it is ours
-    path.mkdir(exist_ok=True)
-    try:
-        yield path
-    finally:
-        for pid in (path / "cgroup.procs").read_text().split():
-            subprocess.run(["kill", "-9", pid], capture_output=True)
-        path.rmdir()
-        if mounted:
-            subprocess.run(["umount", mounted], check=False)
-            os.rmdir(mounted)
+def cgroup(kernel, run_cgroup):
+    """This run's fresh cgroup (conftest), once MLTCP is loaded."""
+    return run_cgroup
 
 
 def test_cgroup_selection_sets_only_that_cgroups_sockets_and_ties_them_to_a_job(

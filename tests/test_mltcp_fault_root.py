@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require, run_name
-from mltcp_flows import Pair, finish, sh, take_mltcp, wait_until
+from conftest import require
+from helpers.mltcp_flows import Pair, finish, sh, take_mltcp, wait_until
 
 from mltcp import layout, loader
 from mltcp.bpfmap import map_info
@@ -67,19 +67,9 @@ def kernel():
 
 
 @pytest.fixture
-def cgroup_dir(kernel):
-    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
-    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    require(root is not None, "a cgroup v2 hierarchy")
-    path = Path(root) / run_name("mltcp_fault")  # this run's: every pid in it is ours
-    path.mkdir(exist_ok=True)
-    try:
-        yield path
-    finally:
-        if path.exists():
-            for pid in (path / "cgroup.procs").read_text().split():
-                subprocess.run(["kill", "-9", pid], capture_output=True)
-            path.rmdir()
+def cgroup_dir(kernel, run_cgroup):
+    """This run's cgroup (conftest), once MLTCP is loaded."""
+    return run_cgroup
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

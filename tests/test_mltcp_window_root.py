@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import require
-from mltcp_flows import Pair, finish, take_mltcp
-from mltcp_window_fault import RATE, attach_marker, detach_marker, marks
+from helpers.mltcp_flows import Pair, finish, take_mltcp
+from helpers.mltcp_window_fault import RATE, attach_marker, detach_marker, marks
 
 from mltcp import loader
 
