@@ -19,6 +19,7 @@ outside the init network namespace and ``ip netns`` lists none of this run's nam
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -116,11 +117,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     from testbed import hostlock
 
+    def say(message: str) -> None:  # on the terminal, past pytest's output capture
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            print(f"\n{message}: this run waits", file=sys.stderr, flush=True)
+
     if not hostlock.held():
-        hostlock.acquire(
-            f"pytest -m root in {ROOT}",
-            say=lambda m: print(f"\n{m}: this run waits", file=sys.stderr, flush=True),
-        )
+        hostlock.acquire(f"pytest -m root in {ROOT}", say=say)
 
 
 @pytest.fixture(autouse=True)
