@@ -75,14 +75,15 @@ def test_pytorch_ddp_2x2_workers(tmp_path):
 
 
 def test_agent_holds_cassini_shift(tmp_path):
-    # 1 MB per iteration (40 ms of a ~90 ms iteration at 200 Mbit/s): overlapped, the pair
-    # costs ~1.4x, so the advice's predicted gain is far above its threshold.  With 600 kB
-    # (24 ms of ~80 ms) the measured profiles put it at 0.99-1.11 (7 runs on 2026-11-26,
-    # this code and the one before this branch, 5 gains recorded) and CASSINI held no job
-    # in 4 of the 7, failing this test on the testbed's noise
+    # 800 kB per iteration (32 ms of a ~85 ms iteration at 200 Mbit/s), so that the
+    # advice's predicted gain stays clear of its threshold.  Measured 2026-11-26 (this
+    # 2-core machine, shared): 600 kB gave gains 0.99-1.19 and CASSINI held no job in 4
+    # of 8 runs (on this branch and before it); 800 kB gains 1.17-1.19, both jobs held,
+    # 95-100 % of iterations within 5 % (3 runs); 1 MB gains 1.15-1.22, but one of 3 runs
+    # re-aligned at start-up (58 % within)
     cfg = runner.load_config(
         {
-            **config(iterations=20, bytes=1_000_000, compute_s=0.05),
+            **config(iterations=20, bytes=800_000, compute_s=0.05),
             "schemes": ["cassini"],
             "profile_iterations": 8,
         }
@@ -95,6 +96,7 @@ def test_agent_holds_cassini_shift(tmp_path):
     for job, period in periods.items():
         drifts = [r["drift_s"] for r in cassini.jobs[job].records(0)[1:]]
         within = sum(d <= 0.05 * period for d in drifts) / len(drifts)
+        print(f"{job}: {within:.0%} of iterations within 5 % of the period")
         assert within >= 0.8, (job, drifts)
     # the two jobs' shifts really differ by about half an iteration
     shifts = {j: cassini.jobs[j].start_offset_s for j in ("a", "b")}
