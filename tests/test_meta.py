@@ -136,3 +136,31 @@ def test_root_only_files_and_only_they_are_named_root():
             wrong.append(path.name)
     assert wrong == [], "root-only test files are named test_*_root.py, and only they"
     assert (TESTS / "test_mltcp_kernel_root.py").exists()  # the rule has files to hold
+
+
+@pytest.mark.root
+def test_the_after_test_check_sees_our_namespaces_and_processes_in_them():
+    import subprocess
+    import time
+
+    from conftest import our_netns, require_root, run_name, stray_processes
+
+    require_root()
+    require_tool("unshare")
+    name = run_name("meta")
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        assert name in our_netns()
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=True)
+    assert name not in our_netns()
+    p = subprocess.Popen(["unshare", "--net", "sleep", "30"])  # ours: it inherits the tag
+    try:
+        deadline = time.monotonic() + 5
+        while not any(s.split()[0] == str(p.pid) for s in stray_processes()):
+            assert time.monotonic() < deadline, stray_processes()
+            time.sleep(0.05)
+    finally:
+        p.kill()
+        p.wait()
+    assert not any(s.split()[0] == str(p.pid) for s in stray_processes())
