@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
+from experiments.columns import (
+    CASSINI_VS_IDEAL,
+    NOTE,
+    REALIGNED,
+    RELEASED,
+    SAME_START_VS_IDEAL,
+    Column,
+)
 from experiments.common import PAIR, dumbbell, run_config
 from experiments.harness import Experiment, Run, iterations, option
 from experiments.plots import figure
@@ -32,6 +39,7 @@ COLUMNS = (
     CASSINI_VS_IDEAL,
     REALIGNED,
     RELEASED,
+    NOTE,
 )
 
 
@@ -58,6 +66,7 @@ def offset_row(ms: float, res: ExperimentResult) -> dict[str, Any]:
         "cassini_vs_ideal": statistics.mean(cassini.ratios(ideal).values()),
         "realignments": sum(j.realignments or 0 for j in cassini.jobs.values()),
         "released": sum(bool(j.released) for j in cassini.jobs.values()),
+        "note": cassini.reused_note,
     }
 
 

@@ -25,5 +25,7 @@ SAME_START_VS_IDEAL = Column("baseline_vs_ideal", "same start/ideal", ".2f")
 CASSINI_VS_IDEAL = Column("cassini_vs_ideal", "CASSINI/ideal", ".2f")
 REALIGNED = Column("realignments", "realigned", "d")
 RELEASED = Column("released", "released", "d")
+#: "declined: baseline's run, not re-run" where CASSINI's row is a copy of another run
+NOTE = Column("note", "note")
 # mean and p99 iteration time, and both over the jobs alone (ideal)
 TIMES_VS_IDEAL = (MEAN_MS, P99_MS, MEAN_VS_IDEAL, P99_VS_IDEAL)

@@ -112,8 +112,8 @@ def mltcp_available() -> tuple[bool, str]:
     except ImportError as e:
         return False, f"mltcp package not importable ({e})"
     check = getattr(loader, "check_prerequisites", None)
-    if check is None:
-        return True, ""
+    if check is None:  # nothing vouches for the kernel side: not known to work
+        return False, "mltcp.loader has no check_prerequisites: availability unknown"
     try:
         check()
     except Exception as e:  # noqa: BLE001 - report any reason

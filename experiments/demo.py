@@ -14,7 +14,7 @@ import statistics
 import sys
 from typing import Any
 
-from experiments.columns import SCHEME, TIMES_VS_IDEAL, Column
+from experiments.columns import NOTE, SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     PAIR,
     calibrate_comm_s,
@@ -58,12 +58,19 @@ def rows_of(
                 "p99_ms": tail * 1e3,
                 "mean_vs_ideal": mean / ideal_mean,
                 "p99_vs_ideal": tail / ideal_p99,
+                "note": scheme.reused_note,
             }
         )
     return out
 
 
-COLUMNS = (Column("experiment", "experiment"), SCHEME, Column("cc", "cc"), *TIMES_VS_IDEAL)
+COLUMNS = (
+    Column("experiment", "experiment"),
+    SCHEME,
+    Column("cc", "cc"),
+    *TIMES_VS_IDEAL,
+    NOTE,
+)
 
 
 def run_demo(run: Run) -> None:

@@ -22,7 +22,7 @@ import statistics
 import sys
 from typing import Any
 
-from experiments.columns import SCHEME, TIMES_VS_IDEAL, Column
+from experiments.columns import NOTE, SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     JOB_SETS,
     mltcp_available,
@@ -35,7 +35,7 @@ from experiments.harness import Experiment, Run, UsageError, full, iterations, o
 from experiments.plots import plot_cdf, plot_timeline
 from testbed.results import ExperimentResult
 
-COLUMNS = (SCHEME, *TIMES_VS_IDEAL, Column("steady_vs_ideal", "2nd half/ideal", ".2f"))
+COLUMNS = (SCHEME, *TIMES_VS_IDEAL, Column("steady_vs_ideal", "2nd half/ideal", ".2f"), NOTE)
 
 
 def schemes_for(fabric: str, with_mltcp: bool) -> list:
@@ -69,6 +69,7 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "mean_vs_ideal": mean / ideal_mean,
                 "p99_vs_ideal": tail / ideal_p99,
                 "steady_vs_ideal": statistics.mean(steady) / ideal_mean,
+                "note": scheme.reused_note,  # "declined: ..." when CASSINI's row is a copy
             }
         )
     return rows

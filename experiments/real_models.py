@@ -41,7 +41,7 @@ import statistics
 import sys
 from typing import Any
 
-from experiments.columns import MEAN_MS, MEAN_VS_IDEAL, P99_VS_IDEAL, RELEASED, SCHEME, Column
+from experiments.columns import MEAN_MS, MEAN_VS_IDEAL, NOTE, P99_VS_IDEAL, RELEASED, SCHEME, Column
 from experiments.common import dumbbell, mltcp_available, p99, progress, run_config
 from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import plot_cdf, plot_timeline
@@ -206,6 +206,7 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "realigned": str(sum(j.realignments or 0 for j in held)) if held else "",
                 "gap_ms": late_start_gap_ms(scheme) if held else None,
                 "lead_ms": leader_advantage_ms(scheme) if name != "ideal" else None,
+                "note": scheme.reused_note,
             }
         )
     return rows
@@ -222,6 +223,7 @@ COLUMNS = (
     Column("realigned", "realigned"),
     Column("gap_ms", "gap ms", ".1f"),
     Column("lead_ms", "lead ms", ".1f"),
+    NOTE,
 )
 CASES = ("pair-fair", "pair-ecn", "trio-fair", "trio-ecn", "leafspine")
 TIMELINE_SCHEMES = ("baseline", "cassini", "mltcp-dctcp", "mltcp-exact", "mltcp-exact-cut")

@@ -43,7 +43,7 @@ from typing import Any
 
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network import FlowJob, cycle_of, simulate
-from experiments.columns import JOB, SCHEME, Column
+from experiments.columns import JOB, NOTE, SCHEME, Column
 from experiments.common import JOB_SETS, job_set_config, progress, run_config
 from experiments.harness import Experiment, Run, UsageError, iterations, option
 from experiments.plots import figure
@@ -246,6 +246,7 @@ def compare_rows(
                 "measured_ms": measured * 1e3,
                 "measured_steady_ms": steady * 1e3,
                 "measured_slowdown": measured / ideal_measured[job],
+                "note": schemes[name].reused_note,
             }
             for variant in VARIANTS:
                 times = modelled[variant][name][job]
@@ -322,6 +323,7 @@ COLUMNS = (
     Column("measured_slowdown", "measured x", ".3f"),
     Column("model_slowdown", "model x", ".3f"),
     Column("model_goodput_slowdown", "goodput-model x", ".3f"),
+    NOTE,
 )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import fabric as fab
+from testbed import hostlock
 from testbed.topo import Topology
 
 STATE_DIR = Path("/run/testbed")
@@ -98,6 +99,8 @@ class Cluster:
         self.ports: dict[str, str] = {}  # direction id -> egress interface (all links)
         self._state_file = STATE_DIR / f"run-{os.getpid()}.json"
         self._old_handlers: dict[int, Any] = {}
+        self._locked = False  # holds the host lock (testbed.hostlock) while it runs
+        self._procs: list[subprocess.Popen] = []  # started by popen(): killed by stop()
 
     # -- lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> Cluster:
@@ -114,6 +117,9 @@ class Cluster:
 
     def start(self) -> None:
         check_prerequisites()
+        if not self._locked:  # fixed names: one cluster (or root test) on the host at a time
+            hostlock.acquire(f"testbed cluster {'/'.join(self.topo.switches)}")
+            self._locked = True
         from mininet.link import Link, TCLink
         from mininet.log import setLogLevel
         from mininet.net import Mininet
@@ -145,6 +151,12 @@ class Cluster:
         self._record_state()
 
     def stop(self) -> None:
+        for proc in self._procs:  # a worker outlives its host's shell otherwise
+            if proc.poll() is None:
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        self._procs.clear()
         try:
             if self.net is not None:
                 self.net.stop()
@@ -155,6 +167,9 @@ class Cluster:
                 self.marker = None
             cleanup(quiet=True, only_pid=os.getpid())
             self._restore_signal_handlers()
+            if self._locked:
+                self._locked = False
+                hostlock.release()
 
     # -- setup --------------------------------------------------------------------------
     def _setup_hosts(self) -> None:
@@ -248,7 +263,10 @@ class Cluster:
 
     def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process inside ``host``'s namespace."""
-        return self.net.get(host).popen(args, **kwargs)
+        proc = self.net.get(host).popen(args, **kwargs)
+        self._procs.append(proc)
+        self._record_state()  # a crash of this process leaves it to cleanup()
+        return proc
 
     def tx_bytes(self, directions: Sequence[str] | None = None) -> dict[str, int]:
         """Bytes sent so far on each link direction (egress counters, via pyroute2)."""
@@ -279,6 +297,7 @@ class Cluster:
         pids = []
         if self.net is not None:
             pids = [n.pid for n in self.net.hosts if getattr(n, "pid", None)]
+        pids += [p.pid for p in self._procs if p.poll() is None]  # workers in the hosts
         state = {"pid": os.getpid(), "switches": list(self.topo.switches), "host_pids": pids}
         self._state_file.write_text(json.dumps(state))
 
@@ -307,10 +326,16 @@ def _ifindex(dev: str) -> int:
 
 
 def cleanup(quiet: bool = False, only_pid: int | None = None) -> list[str]:
-    """Remove what testbed runs left behind: their host shells, our ``tb*`` bridges and
-    their interfaces, the ECN marker's pins.  Runs whose process is alive are left alone
-    (except ``only_pid``, the caller's own).  Returns what was removed."""
+    """Remove what testbed runs left behind: their host shells, their bridges and the
+    bridges' ports, the ECN marker's pins.  Only what a run's state file recorded goes
+    (its switches: the bridge and its ``<switch>-eth<n>`` ports).  Runs whose process is
+    alive are left alone (except ``only_pid``, the caller's own, and then nothing else is
+    touched).  Without ``only_pid``, ``tb*`` links that no live run recorded (a crashed
+    run whose state file is gone) go too, and the ECN pins once no run is alive.
+    Returns what was removed."""
     removed: list[str] = []
+    doomed: list[str] = []  # switches of the runs cleaned up
+    alive: list[str] = []  # switches of the runs left alone
     states = sorted(STATE_DIR.glob("run-*.json")) if STATE_DIR.exists() else []
     for path in states:
         try:
@@ -319,20 +344,24 @@ def cleanup(quiet: bool = False, only_pid: int | None = None) -> list[str]:
             path.unlink(missing_ok=True)
             continue
         owner = state.get("pid")
-        if only_pid is not None and owner != only_pid:
+        if owner != only_pid and owner != os.getpid() and _alive(owner):
+            alive += state.get("switches", [])
             continue
-        if only_pid is None and owner != os.getpid() and _alive(owner):
+        if only_pid is not None and owner != only_pid:
             continue
         for pid in state.get("host_pids", []):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
                 removed.append(f"host shell {pid}")
+        doomed += state.get("switches", [])
         path.unlink(missing_ok=True)
     for name in _links():
-        if name.startswith("tb"):
+        if _owned(name, alive):
+            continue
+        if _owned(name, doomed) or (only_pid is None and name.startswith("tb")):
             subprocess.run(["ip", "link", "del", name], capture_output=True)
             removed.append(f"link {name}")
-    if only_pid is None:
+    if only_pid is None and not alive:
         subprocess.run(["rm", "-rf", str(fab.ECN_PIN_DIR)], check=False)
     if not quiet:
         for r in removed:
@@ -343,6 +372,12 @@ def cleanup(quiet: bool = False, only_pid: int | None = None) -> list[str]:
 def leftovers() -> list[str]:
     """Our interfaces and bridges still present (empty after a clean teardown)."""
     return [n for n in _links() if n.startswith("tb")]
+
+
+def _owned(link: str, switches: Sequence[str]) -> bool:
+    """Whether ``link`` is one of ``switches`` or one of their ports (Mininet names a
+    node's interfaces ``<node>-eth<n>``)."""
+    return any(link == s or link.startswith(f"{s}-") for s in switches)
 
 
 def _links() -> list[str]:

@@ -95,6 +95,14 @@ class SchemeResult:
     def summary(self) -> dict[str, dict[str, float]]:
         return {j: r.summary for j, r in self.jobs.items()}
 
+    @property
+    def reused_note(self) -> str:
+        """What every table showing this row must say when it is another scheme's run
+        (CASSINI declined every shift, so the runner copied that run): "" otherwise."""
+        if self.measured_as is None:
+            return ""
+        return f"declined: {self.measured_as}'s run, not re-run"
+
     def ratios(self, ideal: SchemeResult, skip: int = 0) -> dict[str, float]:
         """Each job's mean iteration time (after ``skip`` iterations) over its ideal."""
         out = {}

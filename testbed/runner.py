@@ -395,7 +395,7 @@ def run_experiment(
         if scheme.kind == "ideal":
             res = _run_ideal(cfg, scheme, out, say)
             profiles = {**res.profiles, **cfg.profiles}
-            efficiency, jitter = payload_efficiency(cfg, res), iteration_jitter(res)
+            efficiency, jitter = payload_efficiency(cfg, res, say), iteration_jitter(res)
         elif scheme.kind == "cassini":
             if profiles is None:
                 say(
@@ -404,7 +404,7 @@ def run_experiment(
                 )
                 short = _with_iterations(cfg, cfg.profile_iterations)
                 alone = _run_ideal(short, scheme, out / "profiling", say)
-                profiles, efficiency = dict(alone.profiles), payload_efficiency(cfg, alone)
+                profiles, efficiency = dict(alone.profiles), payload_efficiency(cfg, alone, say)
                 jitter = iteration_jitter(alone)
             res = _run_cassini(cfg, scheme, profiles, efficiency, jitter, out, say, schemes)
         else:
@@ -537,7 +537,9 @@ def _profile_from_buckets(job_id: str, records: list[dict[str, Any]], world_size
     return profile_from_buckets(job_id, buckets, world_size, starts)
 
 
-def payload_efficiency(cfg: RunConfig, ideal: SchemeResult) -> float:
+def payload_efficiency(
+    cfg: RunConfig, ideal: SchemeResult, report: Progress | None = None
+) -> float:
     """Payload bits the jobs moved per bit their shared links carried in the ideal run
     (TCP/IP and Ethernet headers, ACKs): the median over jobs that cross a shared link,
     1.0 when none does.  Profiles' rates are payload rates, so the advisor is given each
@@ -546,7 +548,10 @@ def payload_efficiency(cfg: RunConfig, ideal: SchemeResult) -> float:
     A ring all-reduce's ranks send equal shares, and each hop's bytes cross every
     measured link direction on its path once: a job's expected payload on them is
     ``crossings * bytes / ranks`` (on the dumbbell each hop crosses one direction, on a
-    leaf-spine two: leaf to spine and spine to leaf)."""
+    leaf-spine two: leaf to spine and spine to leaf).
+
+    The median is clamped to 0.5-1.0; when the clamp bites (a measurement outside what
+    headers can do), ``report`` is told the measured and the used value."""
     shares = []
     for job in cfg.jobs:
         if job.job_id not in ideal.jobs:
@@ -558,7 +563,13 @@ def payload_efficiency(cfg: RunConfig, ideal: SchemeResult) -> float:
         if wire > 0 and crossings:
             payload = crossings * ideal.jobs[job.job_id].bytes / len(job.hosts)
             shares.append(payload / wire)
-    return min(1.0, max(0.5, statistics.median(shares))) if shares else 1.0
+    if not shares:
+        return 1.0
+    measured = statistics.median(shares)
+    used = min(1.0, max(0.5, measured))
+    if used != measured and report is not None:
+        report(f"  payload efficiency measured {measured:.3f}, clamped to {used:.1f}")
+    return used
 
 
 def iteration_jitter(ideal: SchemeResult) -> float:
@@ -937,6 +948,7 @@ def format_table(results: ExperimentResult) -> str:
             lines.append(
                 f"{name:<14} {job:<10} {s['mean_s'] * 1e3:>8.1f} {s['p50_s'] * 1e3:>8.1f} "
                 f"{s['p99_s'] * 1e3:>8.1f} {ratios.get(job, math.nan):>8.2f}x"
+                + (f"  {res.reused_note}" if res.reused_note else "")
             )
     return "\n".join(lines)
 

@@ -1,17 +1,188 @@
-"""Shared fixtures.  Kernel/netns tests carry the ``root`` marker: without root or a
-needed kernel feature they skip loudly, and under ``CI=true`` they fail instead."""
+"""Shared fixtures and the prerequisite rule.
+
+Every test that needs something this machine may lack (root, a kernel feature, a tool, an
+optional Python package) asks through :func:`require` / :func:`require_module` /
+:func:`require_tool`: without the prerequisite the test skips loudly, and under ``CI=true``
+(any case) it fails instead.  ``tests/test_meta.py`` fails if a test skips any other way.
+
+Under ``CI`` (set to anything but empty/``0``/``false``) hypothesis runs the ``ci`` profile
+registered here: derandomized, no per-example deadline, so CI never fails on a lucky draw or a
+slow example.  (Hypothesis itself also picks a profile named ``ci`` whenever ``CI`` is set.)
+
+Root tests (marker ``root``, run as root) own the host: before the first one this process
+takes the host lock (:mod:`testbed.hostlock`, the one a testbed cluster takes), printing
+that it waits when another suite or a testbed run holds it, and keeps it to the end.  The
+names they create (network namespaces, cgroups) carry :data:`RUN_TAG` (:func:`run_name`),
+so two suites never share one; after every root test no process of this run is left
+outside the init network namespace and ``ip netns`` lists none of this run's names.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
 
 import pytest
+from hypothesis import settings
+
+
+def in_ci() -> bool:
+    """Whether ``CI=true`` (case-insensitive) is set: missing prerequisites then fail."""
+    return os.environ.get("CI", "").strip().lower() == "true"
 
 
 def require(condition: bool, what: str) -> None:
-    """Skip (or, under CI=true, fail) when a kernel/root prerequisite is missing."""
+    """Skip (or, under CI=true, fail) when a prerequisite named ``what`` is missing.
+
+    Works at module level too (a module-level miss skips the whole file)."""
     if condition:
         return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true and a prerequisite is missing: {what}")
-    pytest.skip(f"SKIPPED (prerequisite missing): {what}")
+    if in_ci():
+        pytest.fail(f"CI=true and a prerequisite is missing: {what}", pytrace=False)
+    pytest.skip(f"SKIPPED (prerequisite missing): {what}", allow_module_level=True)
+
+
+def require_module(name: str, why: str = "") -> ModuleType:
+    """Import and return module ``name``; a missing module goes through :func:`require`."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        require(False, f"Python module {name} ({why or e})")
+        raise  # unreachable: require skipped or failed
+
+
+def require_tool(name: str, hint: str = "run make setup") -> str:
+    """Path of executable ``name`` on PATH; a missing tool goes through :func:`require`."""
+    path = shutil.which(name)
+    require(path is not None, f"{name} ({hint})")
+    assert path is not None
+    return path
+
+
+def require_root() -> None:
+    """Effective uid 0, through :func:`require`."""
+    require(os.geteuid() == 0, "root")
+
+
+RUN_TAG = f"t{os.getpid()}"  # this test run; in the names of what its root tests create
+RUN_ENV = "PYTEST_RUN_TAG"  # every process this run starts inherits it: that is "ours"
+os.environ[RUN_ENV] = RUN_TAG
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_name(prefix: str) -> str:
+    """``prefix`` made this run's own (netns, cgroup, ... names): ``<prefix>_t<pid>``."""
+    return f"{prefix}_{RUN_TAG}"
+
+
+def our_netns() -> list[str]:
+    """Network namespaces named by this run (``ip netns``)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line and RUN_TAG in line.split()[0]]
+
+
+def stray_processes() -> list[str]:
+    """Processes of this run (they carry RUN_ENV=RUN_TAG) in another network namespace
+    than this one's (the init one), as ``pid command``."""
+    here = os.readlink("/proc/self/ns/net")
+    tag = f"{RUN_ENV}={RUN_TAG}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if tag not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if os.readlink(entry / "ns" / "net") == here:
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+        except OSError:  # gone meanwhile, or a zombie without namespaces
+            continue
+        found.append(f"{entry.name} {command}")
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a root test's fixtures: take the host lock for the rest of the session."""
+    if item.get_closest_marker("root") is None or os.geteuid() != 0:
+        return
+    from testbed import hostlock
+
+    def say(message: str) -> None:  # on the terminal, past pytest's output capture
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            print(f"\n{message}: this run waits", file=sys.stderr, flush=True)
+
+    if not hostlock.held():
+        hostlock.acquire(f"pytest -m root in {ROOT}", say=say)
+
+
+@pytest.fixture(autouse=True)
+def _root_test_leaves_no_namespace_behind(request: pytest.FixtureRequest):
+    """After every root test: no process of ours outside the init network namespace, no
+    network namespace of ours (a few seconds allowed for killed processes to go)."""
+    yield
+    if request.node.get_closest_marker("root") is None or os.geteuid() != 0:
+        return
+    deadline = time.monotonic() + 5.0
+    while True:
+        stray, named = stray_processes(), our_netns()
+        if not stray and not named:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"left behind: processes {stray}, network namespaces {named}")
+        time.sleep(0.1)
+
+
+# -- fixtures shared by the root tests -----------------------------------------------------
+@pytest.fixture
+def testbed_host():
+    """Root and the testbed's tools (through require); after the test, no testbed
+    interface left behind."""
+    from testbed.net import leftovers
+
+    require_root()
+    for tool in ("mnexec", "tc", "tcpdump", "ethtool"):
+        require_tool(tool)
+    yield
+    assert leftovers() == [], "testbed interfaces left behind"
+
+
+@pytest.fixture
+def run_cgroup():
+    """A fresh cgroup v2 directory of this run (``<root>/mltcp_cg_t<pid>``, mounting a
+    cgroup2 hierarchy if the host has none).  Teardown kills what is in it (only this
+    run's processes can be) and removes it, if a test has not already."""
+    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
+    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    mounted = None
+    if root is None:
+        mounted = tempfile.mkdtemp(prefix="mltcp-cg2-")
+        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
+        root = mounted
+    path = Path(root) / run_name("mltcp_cg")
+    path.mkdir(exist_ok=True)
+    try:
+        yield path
+    finally:
+        if path.exists():
+            for pid in (path / "cgroup.procs").read_text().split():
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            path.rmdir()
+        if mounted:
+            subprocess.run(["umount", mounted], check=False)
+            os.rmdir(mounted)
+
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+    settings.load_profile("ci")

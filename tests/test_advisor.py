@@ -1,4 +1,5 @@
 import pytest
+from helpers.pinned import assert_advice
 
 from cassini.advisor import Candidate, Link, advise
 from cassini.affinity import LOOP_TOLERANCE
@@ -44,17 +45,23 @@ def test_candidate_without_shared_links_scores_one():
 
 
 def test_min_aggregate_prefers_no_bad_link():
-    j = jobs()
-    mean_best = Candidate(  # one perfect link, one poor link
-        "mixed",
-        {"a": ("l1",), "b": ("l1",), "big": ("l2",), "solo": ("l2",)},
+    # c: 70 ms of 100 ms at line rate.  Pair scores on a 1 Gb/s link (overlap / period):
+    # a+b 1.0, a+big 0.6, b+big 0.6, big+c 0.4 (at least 60 ms of 90 + 70 ms overlap)
+    j = [*jobs(), JobProfile("c", 0.1, [Phase(0.0, 0.07, GBPS)])]
+    mixed = Candidate(  # one perfect link, one poor link: mean 0.7, min 0.4
+        "mixed", {"a": ("l1",), "b": ("l1",), "big": ("l2",), "c": ("l2",)}
     )
-    even = Candidate("even", {"a": ("l1",), "big": ("l1",), "b": ("l2",), "solo": ("l2",)})
-    by_mean = advise(LINKS, j, [mean_best, even], aggregate="mean")
-    by_min = advise(LINKS, j, [mean_best, even], aggregate="min")
+    even = Candidate(  # two middling links: mean 0.6, min 0.6
+        "even", {"a": ("l1",), "b": ("l2",), "big": ("l1", "l2")}
+    )
+    by_mean = advise(LINKS, j, [even, mixed], aggregate="mean")
+    by_min = advise(LINKS, j, [mixed, even], aggregate="min")
+    assert by_mean.best == "mixed" and by_min.best == "even"  # not the scheduler's first
     scores = {c.candidate_id: c for c in by_mean.candidates}
-    assert by_mean.best == max(scores, key=lambda k: (scores[k].score, scores[k].min_link_score))
-    assert by_min.best == max(scores, key=lambda k: (scores[k].min_link_score, scores[k].score))
+    assert scores["mixed"].link_scores == pytest.approx({"l1": 1.0, "l2": 0.4}, abs=1e-9)
+    assert scores["even"].link_scores == pytest.approx({"l1": 0.6, "l2": 0.6}, abs=1e-9)
+    assert scores["mixed"].score == pytest.approx(0.7, abs=1e-9)
+    assert scores["even"].min_link_score == pytest.approx(0.6, abs=1e-9)
 
 
 def test_ties_keep_scheduler_order():
@@ -70,6 +77,7 @@ def test_parallel_scoring_matches_serial():
     serial = advise(links, js, cands, workers=1)
     parallel = advise(links, js, cands, workers=2)
     assert serial.to_dict() == parallel.to_dict()
+    assert_advice(serial.to_dict())  # and both are the pinned answer
 
 
 def test_example_loops_are_repaired_and_accepted():

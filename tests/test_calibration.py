@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import require_module
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+torch = require_module("torch", "the testbed extra")
+require_module("transformers", "the testbed extra")
 
 from testbed import calibration as cm  # noqa: E402
 from testbed import cli  # noqa: E402
@@ -191,8 +192,10 @@ def test_cli_bad_input_exits_2_naming_the_flag(
     assert not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-def test_cli_cuda_without_a_gpu_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_cuda_without_a_gpu_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # runs on a GPU host too
     out = tmp_path / "x.json"
     args = ["calibrate", "--model", "vgg11", "--batch", "2", "--device", "cuda", "--out", str(out)]
     assert cli.main(args) == 2

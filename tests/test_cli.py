@@ -3,6 +3,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers.pinned import (
+    ADVISE_MIN_2DEG_RANKING,
+    ADVISE_MIN_2DEG_SHIFTS_S,
+    assert_advice,
+    assert_score,
+)
 
 from cassini.api import example
 
@@ -28,6 +34,15 @@ def test_advise_example_json_contract():
         assert set(c) >= {"id", "status", "score", "min_link_score", "link_scores", "reason"}
         assert c["status"] in ("ok", "rejected")
     assert set(out["time_shifts_s"]) == {j["id"] for j in example("advise")["jobs"]}
+    assert_advice(out)  # winner themis-3 at 0.94381, every score and shift pinned
+
+
+def test_advise_example_min_aggregate_picks_the_named_candidate():
+    r = run("advise", "--example", "--aggregate", "min", "--precision-deg", "2", "--loops", "score")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["best"] == "themis-3"  # the highest worst link (0.8727), as pinned
+    assert_advice(out, ADVISE_MIN_2DEG_RANKING, ADVISE_MIN_2DEG_SHIFTS_S)
 
 
 def test_score_from_stdin_and_table():
@@ -37,6 +52,7 @@ def test_score_from_stdin_and_table():
     out = json.loads(r.stdout)
     assert set(out) >= {"score", "time_shifts_s", "unified_period_s"}
     assert out["score"] <= 1.0
+    assert_score(out)
     r = run("score", "-", "--format", "table", "--precision-deg", "2", stdin=request)
     assert r.returncode == 0 and "score" in r.stdout and "180 angles" in r.stdout
 

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from service_util import call, ok_json, start
+import pytest
+from helpers.service_util import call, ok_json, start
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -33,6 +34,7 @@ def run_example(env: dict[str, str], steps: int) -> dict:
     return json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
 
 
+@pytest.mark.timing
 def test_script_under_torchrun_follows_the_served_shift():
     srv = start(workers=1, quiet=True)
     try:
@@ -52,8 +54,13 @@ def test_script_under_torchrun_follows_the_served_shift():
     # may wake a sleeper late by some ms; starts at random would be up to 100 ms off)
     phase = (starts - epoch - 0.02) % 0.2
     late = np.minimum(phase, 0.2 - phase)
+    gaps = np.diff(starts[1:])
+    print(f"late max {late.max() * 1e3:.1f} ms, gap error {np.abs(gaps - 0.2).max() * 1e3:.1f} ms")
+    # measured (4 runs, this 2-core machine shared with other developers' tests,
+    # 2026-11-26): late at most 1.6, 5.9, 6.0, 3.5 ms; gap error at most 1.4-5.2 ms.
+    # 30 ms is 5x the worst of them and well under random starts' 100 ms.
     assert np.all(late < 0.03), late
-    assert np.allclose(np.diff(starts[1:]), 0.2, atol=0.03)
+    assert np.allclose(gaps, 0.2, atol=0.03)
 
 
 def test_script_without_cassini_variables_runs_free():

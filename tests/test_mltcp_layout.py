@@ -2,7 +2,7 @@
 as clang's BTF describes them must be what ``mltcp.layout`` packs, member for member; a
 header changed on its own makes these tests fail.  Needs clang, bpftool and the kernel's
 BTF (not root); under CI=true missing ones fail.  The kernel-side sizes of the pinned maps
-are checked in tests/test_mltcp_kernel.py."""
+are checked in tests/test_mltcp_kernel_root.py."""
 
 import json
 import re

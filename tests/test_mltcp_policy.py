@@ -2,11 +2,11 @@
 agree bit for bit; parameters validate; the convergence map behaves."""
 
 import ctypes
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import require_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +18,7 @@ HEADER = Path(__file__).resolve().parent.parent / "ebpf" / "mltcp_rule.h"
 
 @pytest.fixture(scope="module")
 def rule(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("SKIPPED: gcc not found")
+    require_tool("gcc", "the C side of the bit-exact comparison")
     d = tmp_path_factory.mktemp("rule")
     src = d / "rule.c"
     src.write_text(

@@ -4,9 +4,10 @@ real training step of a small model on the CPU."""
 from __future__ import annotations
 
 import pytest
+from conftest import require_module
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+torch = require_module("torch", "the testbed extra")
+require_module("transformers", "the testbed extra")
 
 from testbed import models  # noqa: E402
 

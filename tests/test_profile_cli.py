@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import require_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,7 +132,7 @@ def write_pcap(path: Path, period: float, iterations: int) -> None:
 
 
 def test_pcap_to_profile(tmp_path, capsys):
-    pytest.importorskip("scapy")
+    require_module("scapy", "the testbed extra")
     period = 0.137
     pcap = tmp_path / "x.pcap"
     write_pcap(pcap, period, 10)
@@ -262,7 +263,7 @@ def test_fold_at_one_period_slides_a_drifting_phase_and_by_iteration_does_not():
 
 
 def test_pcap_folded_from_the_worker_logs_starts(tmp_path, capsys):
-    pytest.importorskip("scapy")
+    require_module("scapy", "the testbed extra")
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
     from scapy.utils import PcapWriter

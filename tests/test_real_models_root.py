@@ -3,8 +3,6 @@ two workers each, compute replayed from the shipped calibration, real gradient b
 all-reduced by DDP with gloo across the dumbbell.  Needs root; in CI (CI=true) a missing
 prerequisite fails instead of skipping."""
 
-import os
-import shutil
 
 import numpy as np
 import pytest
@@ -12,19 +10,9 @@ from conftest import require
 
 from testbed import runner
 from testbed.calibration import load_calibration
-from testbed.net import leftovers
 from testbed.replay import expected_bucket_count, scaled_gradient_bytes
 
-pytestmark = pytest.mark.root
-
-
-@pytest.fixture(autouse=True)
-def prerequisites():
-    require(os.geteuid() == 0, "root")
-    for tool in ("mnexec", "tc"):
-        require(shutil.which(tool) is not None, f"{tool} (run make setup)")
-    yield
-    assert leftovers() == [], "testbed interfaces left behind"
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
 
 
 def resnet_pair(iterations: int = 5) -> dict:

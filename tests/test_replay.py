@@ -9,10 +9,11 @@ import time
 from typing import Any
 
 import pytest
-from gloo_util import leave_process_group
+from conftest import require_module
+from helpers.gloo_util import leave_process_group
 
-torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
+torch = require_module("torch", "the testbed extra")
+dist = require_module("torch.distributed", "the testbed extra")
 
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
@@ -61,19 +62,43 @@ def test_scaled_gradient_bytes_and_caps() -> None:
     assert replay.ddp_bucket_kwargs(SCALE) == {"bucket_cap_mb_list": [0.01, 0.25]}
 
 
-def test_replay_times_are_the_calibration_times_the_factor() -> None:
+class VirtualClock:
+    """``time.perf_counter``/``time.sleep`` on a virtual clock: every sleep overruns by
+    ``overrun_s`` (a loaded machine waking the sleeper late), nothing else takes time."""
+
+    def __init__(self, overrun_s: float) -> None:
+        self.now, self.overrun_s, self.sleeps = 100.0, overrun_s, 0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds + self.overrun_s
+        self.sleeps += 1
+
+
+@pytest.mark.parametrize("overrun_s", [0.0, 0.002])
+def test_replay_times_are_the_calibration_times_the_factor(monkeypatch, overrun_s) -> None:
     cal = resnet50()
     model = replay.build_replay_model(cal, SCALE, time_factor=2 * cal.time_factor)
     target_fwd = 2 * cal.time_factor * sum(x.forward_s for x in cal.layers)
     target_bwd = 2 * cal.time_factor * sum(x.backward_s for x in cal.layers)
     assert model.compute_s == pytest.approx(2 * cal.replay_compute_s)
-    t0 = time.perf_counter()
+    clock = VirtualClock(overrun_s)
+    monkeypatch.setattr(replay, "time", clock)  # the pacer's clock and sleep
+    t0 = clock.perf_counter()
     loss = model(replay.replay_input()).sum()
-    t1 = time.perf_counter()
+    t1 = clock.perf_counter()
     loss.backward()
-    t2 = time.perf_counter()
-    assert target_fwd <= t1 - t0 < 1.5 * target_fwd + 0.05
-    assert target_bwd <= t2 - t1 < 1.5 * target_bwd + 0.05
+    t2 = clock.perf_counter()
+    # each pass takes its calibrated time; overruns do not add up (the pacer sleeps to
+    # deadlines, not durations): at most one overrun is left at the end of a pass
+    for elapsed, target in ((t1 - t0, target_fwd), (t2 - t1, target_bwd)):
+        assert target - 1e-9 <= elapsed <= target + overrun_s + 1e-9
+    if overrun_s == 0:
+        assert (t1 - t0, t2 - t1) == pytest.approx((target_fwd, target_bwd), abs=1e-9)
+    assert clock.sleeps >= 2
     assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
 
 
@@ -176,6 +201,7 @@ def _rank(rank: int, port: int, iterations: int, queue: Any) -> None:
     leave_process_group()
 
 
+@pytest.mark.timing
 def test_two_rank_gloo_ddp_replay_of_resnet50() -> None:
     import torch.multiprocessing as mp
 
@@ -203,10 +229,15 @@ def test_two_rank_gloo_ddp_replay_of_resnet50() -> None:
         for row in rows:
             assert row["buckets"] == expected_buckets
             assert row["bytes"] == pytest.approx(grad_bytes, rel=0.02)
-            assert row["iteration_s"] >= compute_s
+            assert row["iteration_s"] >= compute_s  # sleeps never end early
             # the first bucket's all-reduce starts while most of the backward pass is still
-            # to run, and overlaps it
-            assert row["backward_end"] - row["first_launch"] > 0.3 * backward_s
+            # to run, and overlaps it.  Measured (3 runs x 2 ranks x 3 iterations, this
+            # 2-core machine shared with other developers' tests, 2026-11-26): 0.92-1.23 of
+            # the backward time (over 1: backward_end waits for the last all-reduce); a
+            # launch after the backward would give ~0.  0.3 is 3x under the lowest value.
+            overlap = (row["backward_end"] - row["first_launch"]) / backward_s
+            print(f"rank {rank}: backward left after the first launch {overlap:.3f}")
+            assert overlap > 0.3
 
 
 def test_cpu_mode_real_step() -> None:

@@ -8,7 +8,7 @@ import json
 import signal
 
 import pytest
-from service_util import HALF, call, error_of, metric, ok_json, serve_process, start
+from helpers.service_util import HALF, call, error_of, metric, ok_json, serve_process, start
 
 from cassini.errors import InputError
 from cassini.service.auth import RateLimiter, read_token_file

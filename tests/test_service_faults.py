@@ -17,9 +17,18 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.pinned import assert_score
+from helpers.service_util import (
+    call,
+    error_of,
+    metric,
+    ok_json,
+    serve_process,
+    start,
+    two_node_cluster,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_util import call, error_of, metric, ok_json, serve_process, start, two_node_cluster
 
 from cassini import api
 
@@ -68,6 +77,7 @@ def test_worker_killed_mid_request_answers_5xx_then_200s():
         for _ in range(3):
             out = ok_json(call(srv.port, "POST", "/v1/score", request))
             assert out == json.loads(json.dumps(api.score_request(request)))
+            assert_score(out)
         assert pool.pids() != [pid]
     finally:
         srv.stop()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers.service_util import HALF, call, ok_json, start, two_node_cluster
 from openapi_spec_validator import validate
-from service_util import HALF, call, ok_json, start, two_node_cluster
 
 from cassini import api
 from cassini.service import contract

@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from service_util import HALF, call, ok_json, serve_process, two_node_cluster
+from helpers.service_util import HALF, call, ok_json, serve_process, two_node_cluster
 
 from cassini.service.store import SCHEMA_VERSION
 

@@ -17,7 +17,7 @@ import sys
 import time
 
 import pytest
-from service_util import call, error_of, serve_process
+from helpers.service_util import call, error_of, serve_process
 
 from cassini import api
 

@@ -9,7 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from service_util import HALF, call, ok_json, start
+from helpers.service_util import HALF, call, ok_json, start
 
 OWN = "the-service-own-serviceaccount-token"
 KNOWN = {

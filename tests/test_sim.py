@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from conftest import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -199,16 +200,50 @@ def test_trace_durations_and_errors(tmp_path) -> None:
     # 30 s on a dedicated network, in whole iterations of the library's vgg16
     iterations = math.ceil(30 / LIBRARY["vgg16"].iteration_time_s)
     assert read_trace(path, LIBRARY) == [JobSpec("x", 5.0, 4, iterations, "vgg16")]
-    for body, field in (  # file:line:column: field
-        ("job_id,arrival_s,gpus,iterations,model\nx,0,2,10,nosuch\n", "t.csv:2:5: model"),
-        ("job_id,arrival_s,gpus,iterations,model\nx,0,2,10,bert\nx,1,2,10,bert\n", ":3:1: job_id"),
-        ("job_id,arrival_s,gpus,iterations,model\nx,-1,2,10,bert\n", ":2:2: arrival_s"),
-        ("job_id,arrival_s,gpus,iterations,duration_s,model\nx,0,2,10,3,bert\n", "exactly one"),
-        ("job_id,arrival_s,gpus,iterations,model\nx,0,2.5,10,bert\n", ":2:3: gpus"),
-    ):
-        path.write_text(body)
-        with pytest.raises(InputError, match=field):
-            read_trace(path, LIBRARY)
+
+
+HEAD = "job_id,arrival_s,gpus,iterations,model\n"
+ROW = '{"job_id": "x", "arrival_s": 0, "gpus": 2, "iterations": 3, "model": "bert"'
+EXPECTED = "expected our trace"
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "where", "field", "message"),
+    [
+        ("t.csv", HEAD + "x,0,2,10,nosuch\n", "t.csv:2:5", "model", "unknown model 'nosuch'"),
+        ("t.csv", HEAD + "x,0,2,10,bert\nx,1,2,10,bert\n", "t.csv:3:1", "job_id",
+         "duplicate job id 'x'"),
+        ("t.csv", HEAD + "x,-1,2,10,bert\n", "t.csv:2:2", "arrival_s", "must be >= 0"),
+        ("t.csv", "job_id,arrival_s,gpus,iterations,duration_s,model\nx,0,2,10,3,bert\n",
+         "t.csv:2:5", "duration_s", "give exactly one of iterations and duration_s"),
+        ("t.csv", HEAD + "x,0,2.5,10,bert\n", "t.csv:2:3", "gpus", "must be a whole number"),
+        # a missing column, a non-numeric cell (in a later row too)
+        ("t.csv", "job_id,arrival_s,iterations,model\nx,0,10,bert\n", None, "trace",
+         "header lacks gpus"),
+        ("t.csv", HEAD + "x,0,abc,10,bert\n", "t.csv:2:3", "gpus", "not a number: 'abc'"),
+        ("t.csv", HEAD + "x,0,2,10,bert\ny,zero,2,10,bert\n", "t.csv:3:2", "arrival_s",
+         "not a number: 'zero'"),
+        ("t.json", "[" + ROW.replace('"gpus": 2', '"gpus": "two"') + "}]", "t.json:1:34",
+         "gpus", "not a number: 'two'"),
+        ("t.json", "[" + ROW + ', "colour": 1}]', "t.json:1:79", "colour", "unknown field"),
+        # malformed JSON, empty files
+        ("t.json", "[" + ROW, "t.json:1:77", "trace", "malformed JSON"),
+        ("t.json", "", None, "trace", "empty file; " + EXPECTED),
+        ("t.json", "[]", None, "trace", "no replayable jobs"),
+        ("t.csv", "", None, "trace", "empty file; " + EXPECTED),
+        ("t.csv", HEAD, None, "trace", "no replayable jobs"),
+    ],
+)  # fmt: skip
+def test_trace_errors_name_the_row_and_field(tmp_path, name, body, where, field, message) -> None:
+    path = tmp_path / name
+    path.write_text(body)
+    with pytest.raises(InputError) as e:
+        read_trace(path, LIBRARY)
+    assert e.value.field == field  # the whole field name, not a prefix or a substring
+    # a bad row says file:line:column first; a bad file says the file
+    prefix = f"{tmp_path}/{where}: {field}: " if where else f"{field}: {path}: "
+    assert str(e.value).startswith(prefix), str(e.value)
+    assert message in str(e.value)
 
 
 # -- schedulers ---------------------------------------------------------------------------
@@ -404,15 +439,9 @@ def test_one_link_water_filling_matches_progressive_filling(demand, capacity) ->
 
 
 def test_sweep_on_ray_matches_the_process_pool() -> None:
-    import os
-
     from cassini.sim.sweep import ray_available
 
-    if not ray_available():
-        message = "Ray not installed (make setup installs the [ray] extra)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require(ray_available(), "Ray (make setup installs the [ray] extra)")
     cfg = config_from_dict(CONFIG)
     on_ray, backend = run_sweep(cfg, backend="ray")
     in_pool, _ = run_sweep(cfg, backend="pool", workers=1)

@@ -3,14 +3,12 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
-from conftest import require
 
 from cassini.predict import Slot, simulate_link
 from testbed import runner
@@ -18,16 +16,7 @@ from testbed.measure import Capture, iteration_times, profile_from_pcap, read_lo
 from testbed.net import Cluster, TestbedError, leftovers
 from testbed.topo import FabricSpec, dumbbell
 
-pytestmark = pytest.mark.root
-
-
-@pytest.fixture(autouse=True)
-def prerequisites():
-    require(os.geteuid() == 0, "root")
-    for tool in ("mnexec", "tc", "tcpdump", "ethtool"):
-        require(shutil.which(tool) is not None, f"{tool} (run make setup)")
-    yield
-    assert leftovers() == [], "testbed interfaces left behind"
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
 
 
 def config(fabric="fair", iterations=10, kind="synthetic", schemes=("baseline",), **job):
@@ -53,10 +42,15 @@ def runner_result(out):
     return json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.timing
 def test_two_synthetic_jobs_cross_the_bottleneck(tmp_path):
     start = time.time()
     res = runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
-    assert time.time() - start < 60
+    elapsed = time.time() - start
+    print(f"10 iterations of the baseline scheme: {elapsed:.1f} s")
+    # a hang guard, not a speed target: measured 3.3 s (one run under -m root, 2026-11-26,
+    # this 2-core machine shared with other developers' runs); 60 s is 18x that
+    assert elapsed < 60
     base = res.schemes["baseline"]
     for job in ("a", "b"):
         assert len(base.jobs[job].iteration_times_s) == 9
@@ -81,9 +75,15 @@ def test_pytorch_ddp_2x2_workers(tmp_path):
 
 
 def test_agent_holds_cassini_shift(tmp_path):
+    # 800 kB per iteration (32 ms of a ~85 ms iteration at 200 Mbit/s), so that the
+    # advice's predicted gain stays clear of its threshold.  Measured 2026-11-26 (this
+    # 2-core machine, shared): 600 kB gave gains 0.99-1.19 and CASSINI held no job in 4
+    # of 8 runs (on this branch and before it); 800 kB gains 1.17-1.19, both jobs held,
+    # 95-100 % of iterations within 5 % (3 runs); 1 MB gains 1.15-1.22, but one of 3 runs
+    # re-aligned at start-up (58 % within)
     cfg = runner.load_config(
         {
-            **config(iterations=20, bytes=600_000, compute_s=0.05),
+            **config(iterations=20, bytes=800_000, compute_s=0.05),
             "schemes": ["cassini"],
             "profile_iterations": 8,
         }
@@ -91,10 +91,12 @@ def test_agent_holds_cassini_shift(tmp_path):
     res = runner.run_experiment(cfg, tmp_path, progress=lambda m: None)
     cassini = res.schemes["cassini"]
     periods = {j: r.period_s for j, r in cassini.jobs.items()}
+    print(f"predicted gain {cassini.advice['predicted_gain']:.3f}, periods {periods}")
     assert all(periods.values()), periods  # both jobs held by the agent
     for job, period in periods.items():
         drifts = [r["drift_s"] for r in cassini.jobs[job].records(0)[1:]]
         within = sum(d <= 0.05 * period for d in drifts) / len(drifts)
+        print(f"{job}: {within:.0%} of iterations within 5 % of the period")
         assert within >= 0.8, (job, drifts)
     # the two jobs' shifts really differ by about half an iteration
     shifts = {j: cassini.jobs[j].start_offset_s for j in ("a", "b")}
@@ -197,10 +199,14 @@ def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="boom"), Cluster(topo, cc="cubic") as cluster:
         pids = [h.pid for h in cluster.net.hosts]
         crash = cluster.popen("h1", [sys.executable, "-c", "raise SystemExit(3)"])
-        cluster.popen("h2", ["sleep", "300"])  # a worker that would hang forever
+        hang = cluster.popen("h2", ["sleep", "300"])  # a worker that would hang forever
         assert crash.wait(timeout=20) == 3
+        assert hang.poll() is None
         raise RuntimeError("boom")
     assert leftovers() == []
+    # the hanging worker went with its host: killed, not left running in a lost namespace
+    assert hang.wait(timeout=10) is not None
+    assert not os.path.exists(f"/proc/{hang.pid}"), "the hanging worker is still alive"
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}"), "host namespace shell still alive"
     assert not os.path.exists("/sys/fs/bpf/testbed/ecn_mark")

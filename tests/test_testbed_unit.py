@@ -463,3 +463,84 @@ def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     crossed = [d for d in cfg.topology.ring_links(("h1", "h3")) if "tbp" in d]
     assert len(crossed) == 4  # leaf->spine and spine->leaf, both ways: not half as efficient
     assert payload_efficiency(cfg, ideal_of(cfg, 550_000)) == pytest.approx(1 / 1.1)
+
+
+@pytest.mark.parametrize(
+    ("wire", "measured", "used"),
+    [(400_000, 1.25, 1.0), (1_250_000, 0.4, 0.5), (550_000, None, None)],
+)
+def test_payload_efficiency_reports_its_clamp_when_it_bites(wire, measured, used):
+    from testbed.runner import payload_efficiency
+
+    cfg = load_config(EXAMPLE)
+    jobs = {j.job_id: JobResult(j.job_id, (0.1,), 1_000_000, ()) for j in cfg.jobs}
+    fabric = {d for link in cfg.topology.bottlenecks() for d in link.directions()}
+    link_bytes = {f"{j.job_id}:{d}": wire for j in cfg.jobs
+                  for d in cfg.topology.ring_links(j.hosts) if d in fabric}  # fmt: skip
+    said: list[str] = []
+    got = payload_efficiency(cfg, SchemeResult("ideal", "ideal", "cubic", "fair", jobs, link_bytes),
+                             said.append)  # fmt: skip
+    if measured is None:  # 1/1.1: within 0.5-1.0, nothing to report
+        assert got == pytest.approx(1 / 1.1) and said == []
+    else:
+        assert got == used
+        assert said == [f"  payload efficiency measured {measured:.3f}, clamped to {used:.1f}"]
+
+
+class FakeHost:
+    """The parts of the host that testbed.net.cleanup touches: links, state files, pids."""
+
+    def __init__(self, monkeypatch, tmp_path, links, alive_pids):
+        from testbed import net
+
+        self.links, self.alive, self.deleted, self.killed = list(links), set(alive_pids), [], []
+        monkeypatch.setattr(net, "STATE_DIR", tmp_path)
+        monkeypatch.setattr(net, "_links", lambda: list(self.links))
+        monkeypatch.setattr(net, "_alive", lambda pid: pid in self.alive)
+        monkeypatch.setattr(net.os, "kill", lambda pid, sig: self.killed.append(pid))
+
+        def run(cmd, **kwargs):
+            if cmd[:3] == ["ip", "link", "del"]:
+                self.deleted.append(cmd[3])
+                self.links.remove(cmd[3])
+            elif cmd[:2] == ["rm", "-rf"]:
+                self.deleted.append(cmd[2])
+
+        monkeypatch.setattr(net.subprocess, "run", run)
+        self.dir = tmp_path
+
+    def run_state(self, pid, switches, host_pids=()):
+        import json
+
+        (self.dir / f"run-{pid}.json").write_text(
+            json.dumps({"pid": pid, "switches": switches, "host_pids": list(host_pids)})
+        )
+
+
+LIVE = ["tbs1", "tbs1-eth1", "tbs1-eth2", "tbs2", "tbs2-eth1"]  # a live run's bridges, ports
+
+
+def test_cleanup_of_one_run_deletes_only_what_its_state_recorded(monkeypatch, tmp_path):
+    from testbed import fabric, net
+
+    host = FakeHost(monkeypatch, tmp_path, [*LIVE, "tbl1", "tbl1-eth1", "eth0"], {100, 200, 201})
+    host.run_state(100, ["tbs1", "tbs2"], host_pids=[201])  # alive: another run
+    host.run_state(200, ["tbl1"], host_pids=[202])  # this process's run (its Cluster.stop)
+    removed = net.cleanup(quiet=True, only_pid=200)
+    assert host.deleted == ["tbl1", "tbl1-eth1"]  # not the live run's tbs*, no ECN pins
+    assert host.links == [*LIVE, "eth0"] and host.killed == []
+    assert removed == ["link tbl1", "link tbl1-eth1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run-100.json"]
+    # the command (no only_pid): dead runs and unclaimed tb* links go; live runs stay,
+    # and so do the ECN pins they may be using
+    host.links += ["tbx9-eth0"]  # recorded by no state file: a crashed run's
+    host.run_state(300, ["tbq1"], host_pids=[201])  # dead run, its shell still alive
+    net.cleanup(quiet=True)
+    assert host.deleted[2:] == ["tbx9-eth0"] and host.killed == [201]
+    assert str(fabric.ECN_PIN_DIR) not in host.deleted
+    assert host.links == [*LIVE, "eth0"]
+    # once no run is alive, everything of ours goes, the pins too
+    host.alive.clear()
+    net.cleanup(quiet=True)
+    assert host.links == ["eth0"] and host.deleted[-1] == str(fabric.ECN_PIN_DIR)
+    assert list(tmp_path.iterdir()) == []

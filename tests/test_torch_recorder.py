@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gloo_util import leave_process_group
+from conftest import require_module
+from helpers.gloo_util import leave_process_group
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from cassini.measure import (
     ring_allreduce_bytes,
 )
 
-torch = pytest.importorskip("torch")
+torch = require_module("torch", "the testbed extra")
 
 WORLD = 2
 ITERATIONS = 12

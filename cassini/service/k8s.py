@@ -86,7 +86,7 @@ def read_extender_args(obj: Any) -> ExtenderArgs:
     ann_field = f"{meta_field}.{ann_key}"
     annotations = {}
     for k, v in schema.require_object(ann if ann is not None else {}, ann_field).items():
-        annotations[str(k)] = _string(v, f"{ann_field}[{k!r}]")
+        annotations[str(k)] = _string(v, f'{ann_field}["{k}"]')
 
     names_key, names = get_ci(obj, "NodeNames")
     nodes_key, nodes = get_ci(obj, "Nodes")

@@ -16,7 +16,9 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import require, run_name
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SERVER = textwrap.dedent("""
     import selectors, socket, sys
@@ -25,7 +27,7 @@ SERVER = textwrap.dedent("""
     ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port)); ls.listen(1024); ls.setblocking(False)
     sel.register(ls, selectors.EVENT_READ, None)
-    print("ready", flush=True)
+    print("ready", ls.getsockname()[1], flush=True)
     while True:
         for key, _ in sel.select():
             if key.data is None:
@@ -127,6 +129,18 @@ CLIENT = textwrap.dedent("""
 """)
 
 
+def take_mltcp() -> None:
+    """A clean MLTCP start that moves nobody's sockets: unload what an aborted run left
+    (never with ``force``).  If sockets still use it, it is someone else's: through
+    ``require`` the test skips (fails under CI) instead of breaking their flows."""
+    from mltcp import loader
+
+    try:
+        loader.unload()
+    except loader.MltcpError as e:
+        require(False, f"MLTCP not in use by anyone else on this host ({e})")
+
+
 def sh(*cmd: str, check: bool = True) -> str:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if check and r.returncode != 0:
@@ -154,7 +168,9 @@ class Pair:
         buffer_packets: int = 100,
         router: bool = False,
     ):
-        self.a, self.b, self.r = f"{prefix}_a", f"{prefix}_b", f"{prefix}_r"
+        # this run's own namespaces (conftest.run_name): never another suite's, and
+        # conftest's after-test check finds any left behind
+        self.a, self.b, self.r = (run_name(f"{prefix}_{x}") for x in "abr")
         self.va, self.vb = f"{prefix[:8]}va", f"{prefix[:8]}vb"
         self.ra, self.rb = f"{prefix[:8]}ra", f"{prefix[:8]}rb"
         self.router = router
@@ -234,14 +250,17 @@ class Pair:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start_server(self, tmp: Path, port: int) -> None:
+    def start_server(self, tmp: Path, port: int = 0) -> int:
+        """The server in namespace B on ``port`` (0: an ephemeral one); returns the port."""
         (tmp / "server.py").write_text(SERVER)
         self.server = subprocess.Popen(
             ["nsenter", f"--net=/run/netns/{self.b}", sys.executable, str(tmp / "server.py"),
              self.ip_b, str(port)],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        assert self.server.stdout.readline().strip() == "ready"
+        ready, bound = self.server.stdout.readline().split()
+        assert ready == "ready"
+        return int(bound)
 
     def start_clients(
         self,

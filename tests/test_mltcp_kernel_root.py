@@ -7,19 +7,21 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import require
+from conftest import require, run_name
+from helpers.mltcp_flows import take_mltcp
 
 from mltcp import loader
 from mltcp.policy import MltcpParams
 
 pytestmark = pytest.mark.root
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-A, B = "mltcp_t_a", "mltcp_t_b"
+A, B = run_name("mltcp_a"), run_name("mltcp_b")  # this run's namespaces, no one else's
+# in this run's own namespace B no other process can hold it; fixed because exact mode
+# ties the port to a job (loader.assign_port) before the server starts
 PORT = 7411
 
 
@@ -30,10 +32,10 @@ def kernel():
     for tool in ("clang", "bpftool", "nsenter", "ss"):
         require(shutil.which(tool) is not None, f"{tool} (run make setup)")
     before = AVAILABLE.read_text().split()
-    loader.unload(force=True)  # a clean start even after an aborted run
+    take_mltcp()  # a clean start after an aborted run, moving nobody's sockets
     names = loader.load("reno", MltcpParams(slope=1.0, intercept=0.5, idle_ms=10))
     yield names
-    loader.unload(force=True)
+    loader.unload()  # our sockets are closed: nothing to force
     ours = set(loader.VARIANTS.values())
     # every congestion control that was not ours is still there; none of ours is
     assert [c for c in AVAILABLE.read_text().split() if c in before] == [
@@ -210,26 +212,9 @@ def test_other_variants_track_iterations_in_the_kernel(tmp_path, netns, variant)
 
 
 @pytest.fixture
-def cgroup(kernel):
-    """A fresh cgroup v2 directory (mounting a cgroup2 hierarchy if the host has none)."""
-    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
-    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    mounted = None
-    if root is None:
-        mounted = tempfile.mkdtemp(prefix="mltcp-cg2-")
-        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
-        root = mounted
-    path = Path(root) / "mltcp_test"
-    path.mkdir(exist_ok=True)
-    try:
-        yield path
-    finally:
-        for pid in (path / "cgroup.procs").read_text().split():
-            subprocess.run(["kill", "-9", pid], capture_output=True)
-        path.rmdir()
-        if mounted:
-            subprocess.run(["umount", mounted], check=False)
-            os.rmdir(mounted)
+def cgroup(kernel, run_cgroup):
+    """This run's fresh cgroup (conftest), once MLTCP is loaded."""
+    return run_cgroup
 
 
 def test_cgroup_selection_sets_only_that_cgroups_sockets_and_ties_them_to_a_job(

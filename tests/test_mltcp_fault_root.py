@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
-from mltcp_flows import Pair, finish, sh, wait_until
+from helpers.mltcp_flows import Pair, finish, sh, take_mltcp, wait_until
 
 from mltcp import layout, loader
 from mltcp.bpfmap import map_info
@@ -34,12 +34,14 @@ def snapshot() -> dict:
 
 
 def assert_clean(before: dict) -> None:
-    """Nothing of MLTCP left in the kernel: lists and default as before, no pins, no
-    registered or lingering struct_ops, no state file."""
+    """Nothing of MLTCP left in the kernel: none of ours available, allowed or the
+    default, every other algorithm that was available still is, no pins, no registered
+    or lingering struct_ops, no state file.  (The allowed list and the default are
+    host-wide settings a testbed run writes too: only our names are checked in them.)"""
     assert not OURS & set(loader.available())
-    assert loader.available() == before["available"]
-    assert loader.allowed() == before["allowed"]
-    assert (SYSCTL / "tcp_congestion_control").read_text().strip() == before["default"]
+    assert not OURS & set(loader.allowed())
+    assert (SYSCTL / "tcp_congestion_control").read_text().strip() not in OURS
+    assert set(before["available"]) <= set(loader.available())
     assert sorted(p.name for p in loader.PIN_DIR.glob("mltcp*")) == []
     assert not loader.STATE.exists()
 
@@ -57,27 +59,17 @@ def kernel():
     require(Path("/sys/kernel/btf/vmlinux").exists(), "kernel BTF")
     for tool in ("clang", "bpftool", "nsenter", "ss", "tc"):
         require(subprocess.run(["which", tool], capture_output=True).returncode == 0, tool)
-    loader.unload(force=True)
+    take_mltcp()  # what an aborted run left; never another user's sockets
     before = snapshot()
     yield before
-    loader.unload(force=True)
+    loader.unload()  # our flows are gone: nothing to force
     assert_clean(before)
 
 
 @pytest.fixture
-def cgroup_dir(kernel):
-    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
-    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    require(root is not None, "a cgroup v2 hierarchy")
-    path = Path(root) / f"mltcp_fault_{os.getpid()}"
-    path.mkdir(exist_ok=True)
-    try:
-        yield path
-    finally:
-        if path.exists():
-            for pid in (path / "cgroup.procs").read_text().split():
-                subprocess.run(["kill", "-9", pid], capture_output=True)
-            path.rmdir()
+def cgroup_dir(kernel, run_cgroup):
+    """This run's cgroup (conftest), once MLTCP is loaded."""
+    return run_cgroup
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -90,14 +82,15 @@ def repairs() -> int:
     return loader.status()["window_repairs"]
 
 
+@pytest.mark.timing
 def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
     kernel, tmp_path, cgroup_dir
 ):
     loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10))
     loader.select("mltcp_reno", cgroup=cgroup_dir, job="fault-unload")  # to be detached
     with Pair("mltf_un", 213) as pair:
-        pair.start_server(tmp_path, 7421)
-        p = pair.start_clients(tmp_path, 7421, 50, 40_000, 5.0, 0.01, 21000, cc="mltcp_reno")
+        port = pair.start_server(tmp_path)
+        p = pair.start_clients(tmp_path, port, 50, 40_000, 5.0, 0.01, 21000, cc="mltcp_reno")
         try:
             time.sleep(1.0)
             r = cli("unload")
@@ -113,6 +106,11 @@ def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
     # every flow moved to Reno and kept completing iterations after the unload
     assert {f["cc"] for f in rows} == {"reno"}
     after = t_unload - out["t0"] + 0.5
+    first_last = min(f["last_done_s"] for f in rows) - (after - 0.5)
+    print(f"every flow's last iteration at least {first_last:.2f} s after the forced unload")
+    # measured (one run, 2026-11-26): every flow completed iterations until 3.6 s after the
+    # forced unload (the 5 s run's end); a stalled flow stops at the unload.  0.5 s is the
+    # margin for a loaded machine's scheduling
     stalled = [f for f in rows if f["last_done_s"] < after]
     assert stalled == [], stalled[:3]
     assert "mltcp_select" not in sh("bpftool", "cgroup", "show", str(cgroup_dir))
@@ -151,6 +149,7 @@ def test_load_unload_idempotent_and_load_after_a_crash_that_left_pins(kernel):
     assert_clean(kernel)
 
 
+@pytest.mark.timing
 def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel, tmp_path):
     loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
     settings = [
@@ -172,9 +171,9 @@ def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel,
 
     before = repairs()
     with Pair("mltf_pc", 214, rate_bps=100e6, buffer_packets=100) as pair:
-        pair.start_server(tmp_path, 7422)
+        port = pair.start_server(tmp_path)
         p = pair.start_clients(
-            tmp_path, 7422, 20, 100_000, 4.0, 0.005, 22000, cc="mltcp_reno", mark=True, job0=500
+            tmp_path, port, 20, 100_000, 4.0, 0.005, 22000, cc="mltcp_reno", mark=True, job0=500
         )
         t = threading.Thread(target=churn)
         t.start()
@@ -184,6 +183,11 @@ def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel,
             stop.set()
             t.join()
     rows = out["flows"]
+    slowest = max(f["max_s"] for f in rows)
+    print(f"{changes} parameter changes; slowest iteration {slowest:.3f} s")
+    # measured (one run, 2026-11-26): 43 changes in the 4 s run (one per 100 ms sleep plus
+    # the map write), slowest iteration 0.217 s; the bounds leave a loaded machine 30 %
+    # fewer changes and 4.6x slower iterations before failing
     assert changes >= 30
     # every flow kept going: at least 5 iterations, none longer than a second
     assert min(f["iterations"] for f in rows) >= 5, rows
@@ -202,9 +206,9 @@ def test_200_flows_for_20s_exact_iteration_counts_and_no_repair_on_fifo(kernel, 
     # packets of buffer per flow: with one (200 packets) plain Reno starves a tenth of the
     # flows in RTO back-off (1 iteration in 20 s, measured), which is TCP, not MLTCP
     with Pair("mltf_200", 215, rate_bps=200e6, buffer_packets=1000, router=True) as pair:
-        pair.start_server(tmp_path, 7423)
+        port = pair.start_server(tmp_path)
         p = pair.start_clients(
-            tmp_path, 7423, n, 50_000, 20.0, 0.005, base, cc="mltcp_reno", mark=True, job0=job0
+            tmp_path, port, n, 50_000, 20.0, 0.005, base, cc="mltcp_reno", mark=True, job0=job0
         )
         out = finish(p, tmp_path, 50)
     kernel_rows = {f["local_port"]: f for f in loader.status(flows=True)["flows"]}

@@ -5,8 +5,8 @@ One pair of namespaces, the client's egress an HTB FIFO at 200 Mbit/s with the t
 virtual-queue ECN marker (testbed/bpf/ecn_mark.bpf.c, K = 30 kB), two flows bursting
 1.25 MB with 50 ms gaps (the `ecn` case of experiments/mltcp_convergence.py, smaller).
 
-    sudo python tests/mltcp_window_fault.py check-marker    # capture; checksums, fields
-    sudo python tests/mltcp_window_fault.py count --runs 20 --seconds 3 \\
+    sudo python tests/helpers/mltcp_window_fault.py check-marker    # capture; checksums, fields
+    sudo python tests/helpers/mltcp_window_fault.py count --runs 20 --seconds 3 \\
         --cc reno mltcp_reno --ecn 1 3 [--trace]             # runs with a fault, per case
 
 ``count`` counts, per run, the window writes that take snd_cwnd, snd_ssthresh or
@@ -32,14 +32,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers, conftest
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 
-from mltcp_flows import Pair, finish, sh  # noqa: E402
-
+from helpers.mltcp_flows import Pair, finish, sh  # noqa: E402
 from mltcp import loader  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PIN = Path("/sys/fs/bpf/wf_ecn_mark")
 PIN_MAPS = Path("/sys/fs/bpf/wf_ecn_maps")
 RATE = 200_000_000

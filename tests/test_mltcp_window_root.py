@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import require
-from mltcp_flows import Pair, finish
-from mltcp_window_fault import RATE, attach_marker, detach_marker, marks
+from helpers.mltcp_flows import Pair, finish, take_mltcp
+from helpers.mltcp_window_fault import RATE, attach_marker, detach_marker, marks
 
 from mltcp import loader
 
@@ -28,18 +28,18 @@ def test_known_kernel_fault_garbage_ssthresh_at_cwr_is_contained(tmp_path):
     for tool in ("clang", "bpftool", "nsenter", "tc"):
         require(shutil.which(tool) is not None, tool)
     require(Path("/sys/kernel/btf/vmlinux").exists(), "kernel BTF")
-    loader.unload(force=True)  # programs of this build, not an older registered one
+    take_mltcp()  # programs of this build, not an older registered one (nobody's in use)
     loader.load("reno")
     try:
         with Pair("mltw_t", 220, rate_bps=RATE, buffer_packets=1000) as pair:
             attach_marker(pair)
             try:
                 pair.sysctl("net.ipv4.tcp_ecn=1")
-                pair.start_server(tmp_path, 7433)
+                port = pair.start_server(tmp_path)
                 before, marks0 = loader.status()["window_repairs"], marks()
                 for run in range(5):
                     p = pair.start_clients(
-                        tmp_path, 7433, 2, 1_250_000, 3.0, 0.05, 26000 + 2 * run,
+                        tmp_path, port, 2, 1_250_000, 3.0, 0.05, 26000 + 2 * run,
                         cc="mltcp_reno",
                     )  # fmt: skip
                     out = finish(p, tmp_path, 60, pair)
@@ -56,4 +56,4 @@ def test_known_kernel_fault_garbage_ssthresh_at_cwr_is_contained(tmp_path):
         for e in log:  # the signature: ssthresh is the low half of a kernel text address
             assert 0x80000000 <= e["snd_ssthresh"] < 0xC0000000, e
     finally:
-        loader.unload(force=True)
+        loader.unload()  # our flows are done: nothing to force
