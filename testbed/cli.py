@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from testbed.fabric import FABRICS
+
 EXAMPLE = """\
 example config (YAML):
   topology: {kind: dumbbell, pairs: 2, bottleneck_bps: 200000000,
@@ -20,7 +22,7 @@ example config (YAML):
   schemes: [baseline, cassini, ideal]
 
 topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leaves,
-  spines, hosts_per_leaf, host_bps, oversubscription); fabric fifo | fair | ecn with
+  spines, hosts_per_leaf, host_bps, oversubscription); fabric FABRICS with
   buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
   h1..h2n, left h1..hn.
 jobs: id, kind (synthetic | ddp | model), hosts, iterations, compute_s, bytes (all-reduce
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run an experiment config",
-        epilog=EXAMPLE,
+        epilog=EXAMPLE.replace("FABRICS", " | ".join(FABRICS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("config", help="YAML (or JSON) experiment config")

@@ -158,7 +158,7 @@ class Cluster:
 
     # -- setup --------------------------------------------------------------------------
     def _setup_hosts(self) -> None:
-        ecn = "1" if self.topo.fabric.kind == "ecn" else "2"  # 2: accept ECN, do not ask
+        ecn = self.topo.fabric.regime.host_ecn
         for h in self.topo.hosts:
             node = self.net.get(h)
             out = node.cmd(
@@ -226,7 +226,7 @@ class Cluster:
     def _setup_fabric(self) -> None:
         spec = self.topo.fabric
         pinned = None
-        if spec.kind == "ecn":
+        if spec.regime.needs_marker:
             ensure_bpffs()
             self.marker = fab.EcnMarker(self.build_dir)
             self.marker.load()

@@ -180,7 +180,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         topology=topo,
         jobs=jobs,
         schemes=schemes,
-        cc=str(raw.get("cc", "dctcp_bpf" if topo.fabric.kind == "ecn" else "cubic")),
+        cc=str(raw.get("cc", topo.fabric.regime.default_cc)),
         seed=int(raw.get("seed", 0)),
         agent_slack=_slack(agent.get("slack", "auto")),
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
@@ -418,7 +418,7 @@ def _cc(cfg: RunConfig, scheme: SchemeSpec) -> str:
     if scheme.cc:
         return scheme.cc
     if scheme.kind == "mltcp":
-        return "mltcp_dctcp" if cfg.topology.fabric.kind == "ecn" else "mltcp_reno"
+        return cfg.topology.fabric.regime.mltcp_cc
     return cfg.cc
 
 

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.fabric import FABRICS, Fabric
+
 
 @dataclass(frozen=True)
 class LinkSpec:
@@ -37,21 +39,27 @@ class LinkSpec:
 
 @dataclass(frozen=True)
 class FabricSpec:
-    """Queueing at shared links: ``fifo`` (one queue of ``buffer_packets``), ``fair``
-    (an HTB class per job, equal guaranteed rate, link rate as ceiling) or ``ecn`` (a FIFO
-    whose egress marks CE when a virtual queue exceeds ``ecn_threshold_bytes``)."""
+    """Queueing at shared links: ``kind`` names a regime of :data:`testbed.fabric.FABRICS`
+    (``fifo``: one queue of ``buffer_packets``; ``fair``: an HTB class per job, equal
+    guaranteed rate, link rate as ceiling; ``ecn``: a FIFO whose egress marks CE when a
+    virtual queue exceeds ``ecn_threshold_bytes``)."""
 
     kind: str = "fifo"
     buffer_packets: int = 100
     ecn_threshold_bytes: int = 30_000
 
     def __post_init__(self) -> None:
-        if self.kind not in ("fifo", "fair", "ecn"):
-            raise ValueError(f"fabric must be fifo, fair or ecn, got {self.kind!r}")
+        if self.kind not in FABRICS:
+            raise ValueError(f"fabric must be one of {', '.join(FABRICS)}, got {self.kind!r}")
         if self.buffer_packets < 1:
             raise ValueError(f"buffer_packets must be >= 1, got {self.buffer_packets}")
         if self.ecn_threshold_bytes < 1500:
             raise ValueError(f"ecn_threshold_bytes must be >= 1500, got {self.ecn_threshold_bytes}")
+
+    @property
+    def regime(self) -> Fabric:
+        """The regime's behaviour: its tc commands, host ECN setting, default controls."""
+        return FABRICS[self.kind]
 
 
 @dataclass(frozen=True)
