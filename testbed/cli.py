@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     if args.command == "calibrate":
-        from testbed.calibration import main_calibrate
+        from testbed.calibrate import main_calibrate
 
         return main_calibrate(args, argv)
     if args.command == "cleanup":
