@@ -44,7 +44,7 @@ from experiments.common import (
 )
 from mltcp.model import simulate, two_job_offsets
 from mltcp.policy import MltcpParams
-from testbed.measure import comm_overlap
+from testbed.iterations import comm_overlap
 
 NOMINAL_COMM_S = HALF_PAIR.comm_s  # one 2-host ring all-reduce, payload only
 JOBS = "abcdef"

@@ -29,7 +29,7 @@ from experiments.common import (
     table,
     write_json,
 )
-from testbed.measure import comm_overlap
+from testbed.iterations import comm_overlap
 
 
 def regime_config(

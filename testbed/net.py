@@ -67,8 +67,8 @@ def ensure_bpffs() -> None:
         subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=True)
 
 
-class Cluster:
-    """Context manager: ``with Cluster(topo, job_sources) as c: c.popen("h1", [...])``.
+class EmulatedCluster:
+    """Context manager: ``with EmulatedCluster(topo, job_sources) as c: c.popen("h1", [...])``.
 
     Parameters
     ----------
@@ -100,7 +100,7 @@ class Cluster:
         self._old_handlers: dict[int, Any] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> EmulatedCluster:
         self._install_signal_handlers()
         try:
             self.start()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini.profile import JobProfile
-from testbed import measure
+from testbed import iterations
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ class JobResult:
     @property
     def summary(self) -> dict[str, float]:
         """Mean, p50, p99 iteration time (seconds)."""
-        return measure.summary(self.iteration_times_s)
+        return iterations.summary(self.iteration_times_s)
 
     def records(self, rank: int = 0) -> list[dict[str, Any]]:
         """The rank's per-iteration log records."""
-        return measure.read_log(self.logs[rank])
+        return iterations.read_log(self.logs[rank])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -43,13 +43,15 @@ from typing import Any
 
 import yaml
 
-from cassini import schema
+from cassini import measure, schema
 from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.errors import InputError
 from cassini.predict import period_slack
 from cassini.slip import slip_tolerances_s
-from testbed import measure, mltcp_jobs, startgate
-from testbed.net import Cluster, TestbedError, wait_all
+from testbed import mltcp_jobs, startgate
+from testbed.capture import Capture
+from testbed.iterations import read_log
+from testbed.net import EmulatedCluster, TestbedError, wait_all
 from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.topo import Topology, from_config
 
@@ -720,7 +722,9 @@ def _run_together(
         for path in paths:
             Path(str(path) + startgate.READY_SUFFIX).unlink(missing_ok=True)
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(Cluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc))
+        cluster = stack.enter_context(
+            EmulatedCluster(topo, job_sources=[j.hosts for j in cfg.jobs], cc=cc)
+        )
         tags: dict[str, str] = {}
         cgroups: dict[str, Path] = {}
         marks_fd: int | None = None
@@ -736,7 +740,7 @@ def _run_together(
             if marks_fd is not None:
                 stack.callback(os.close, marks_fd)
         if capture is not None:
-            stack.enter_context(measure.Capture(cluster, cfg.jobs[0].hosts[0], capture))
+            stack.enter_context(Capture(cluster, cfg.jobs[0].hosts[0], capture))
         slow_start = 2.0 * any(j.kind != "synthetic" for j in cfg.jobs)
         procs = []
         for k, job in enumerate(cfg.jobs):
@@ -806,8 +810,8 @@ def _run_together(
         )
     jobs = {}
     for job in cfg.jobs:
-        records = measure.read_log(logs[job.job_id][0])
-        sent = sum(r["bytes_sent"] for path in logs[job.job_id] for r in measure.read_log(path))
+        records = read_log(logs[job.job_id][0])
+        sent = sum(r["bytes_sent"] for path in logs[job.job_id] for r in read_log(path))
         held = bool(periods and job.job_id in periods)
         jobs[job.job_id] = JobResult(
             job_id=job.job_id,

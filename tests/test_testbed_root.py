@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 from conftest import require
 
+from cassini.measure import iteration_times, profile_from_pcap
 from cassini.predict import Slot, simulate_link
 from testbed import runner
-from testbed.measure import Capture, iteration_times, profile_from_pcap, read_log
-from testbed.net import Cluster, TestbedError, leftovers
+from testbed.capture import Capture
+from testbed.iterations import read_log
+from testbed.net import EmulatedCluster, TestbedError, leftovers
 from testbed.topo import FabricSpec, dumbbell
 
 pytestmark = pytest.mark.root
@@ -163,7 +165,7 @@ def test_pcap_profile_recovers_iteration_time(tmp_path):
         "epoch_s": time.time() + 2.5,
         "out": str(tmp_path / "r0.jsonl"),
     }
-    with Cluster(topo) as cluster:
+    with EmulatedCluster(topo) as cluster:
         procs = []
         with Capture(cluster, "h1", tmp_path / "h1.pcap"):
             for rank, host in enumerate(("h1", "h2")):
@@ -194,7 +196,7 @@ def test_pcap_profile_recovers_iteration_time(tmp_path):
 
 def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
     topo = dumbbell(2, 100e6, 1e9, FabricSpec("ecn"))
-    with pytest.raises(RuntimeError, match="boom"), Cluster(topo, cc="cubic") as cluster:
+    with pytest.raises(RuntimeError, match="boom"), EmulatedCluster(topo, cc="cubic") as cluster:
         pids = [h.pid for h in cluster.net.hosts]
         crash = cluster.popen("h1", [sys.executable, "-c", "raise SystemExit(3)"])
         cluster.popen("h2", ["sleep", "300"])  # a worker that would hang forever

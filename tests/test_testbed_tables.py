@@ -71,3 +71,22 @@ def test_no_module_but_the_table_compares_fabric_names():
                     if isinstance(const, ast.Constant) and const.value in names:
                         found.append(f"{path.name}:{node.lineno} {const.value!r}")
     assert found == []
+
+
+def test_the_testbed_measures_profiles_with_cassinis_one_implementation():
+    """Turning logs and captures into profiles is ``cassini.measure``'s; no testbed module
+    defines a function of the same name (there was a second ``measure.py``)."""
+    import inspect
+
+    from cassini import measure
+
+    public = {n for n, f in inspect.getmembers(measure, inspect.isfunction) if n[0] != "_"}
+    assert {"profile_from_log", "profile_from_pcap", "iteration_times"} <= public
+    defined = {
+        f"{path.name}:{node.name}"
+        for path in TESTBED.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name in public
+    }
+    assert defined == set()
+    assert not (TESTBED / "measure.py").exists()
