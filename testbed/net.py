@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import fabric as fab
-from testbed.topo import Topology
+from testbed.topo import LinkDirection, Topology
 
 STATE_DIR = Path("/run/testbed")
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -94,8 +94,8 @@ class EmulatedCluster:
         self.build_dir = Path(build_dir)
         self.net: Any = None
         self.marker: fab.EcnMarker | None = None
-        self.fabric_ports: dict[str, str] = {}  # direction id "a->b" -> egress interface
-        self.ports: dict[str, str] = {}  # direction id -> egress interface (all links)
+        self.fabric_ports: dict[LinkDirection, str] = {}  # direction -> egress interface
+        self.ports: dict[LinkDirection, str] = {}  # direction -> egress interface (all links)
         self._state_file = STATE_DIR / f"run-{os.getpid()}.json"
         self._old_handlers: dict[int, Any] = {}
 
@@ -136,8 +136,9 @@ class EmulatedCluster:
         net.build()
         net.start()
         for link, mlink in made:
-            self.ports[f"{link.a}->{link.b}"] = mlink.intf1.name
-            self.ports[f"{link.b}->{link.a}"] = mlink.intf2.name
+            forward, backward = link.directions()
+            self.ports[forward] = mlink.intf1.name
+            self.ports[backward] = mlink.intf2.name
         if self.topo.kind == "leaf_spine":
             self._static_forwarding()
         self._setup_hosts()
@@ -219,7 +220,7 @@ class EmulatedCluster:
                     continue
                 hops = [*self.topo.switch_path(src, dst), dst]
                 for here, nxt in zip(hops, hops[1:], strict=False):
-                    entries[(here, dst)] = self.ports[f"{here}->{nxt}"]
+                    entries[(here, dst)] = self.ports[LinkDirection(here, nxt)]
         for (_, dst), port in sorted(entries.items()):
             _bridge(["fdb", "replace", macs[dst], "dev", port, "master", "static"])
 
@@ -250,7 +251,9 @@ class EmulatedCluster:
         """Start a process inside ``host``'s namespace."""
         return self.net.get(host).popen(args, **kwargs)
 
-    def tx_bytes(self, directions: Sequence[str] | None = None) -> dict[str, int]:
+    def tx_bytes(
+        self, directions: Sequence[LinkDirection] | None = None
+    ) -> dict[LinkDirection, int]:
         """Bytes sent so far on each link direction (egress counters, via pyroute2)."""
         from pyroute2 import IPRoute
 
@@ -267,7 +270,7 @@ class EmulatedCluster:
                 out[d] = int(stats["tx_bytes"])
         return out
 
-    def ecn_marks(self) -> dict[str, int]:
+    def ecn_marks(self) -> dict[LinkDirection, int]:
         if not self.marker:
             return {}
         by_index = self.marker.marks()

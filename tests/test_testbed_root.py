@@ -208,14 +208,16 @@ def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
     assert not os.path.exists("/sys/fs/bpf/testbed/ecn_mark")
 
     # and through the runner: a crashing worker fails the scheme, cleanly
-    real = runner._worker_spec
+    from dataclasses import replace
+
+    from testbed.run import session
+
+    real = session.worker_spec
 
     def crashing(*args, **kwargs):
-        spec = real(*args, **kwargs)
-        spec["iterations"] = "not a number"
-        return spec
+        return replace(real(*args, **kwargs), iterations="not a number")
 
-    monkeypatch.setattr(runner, "_worker_spec", crashing)
+    monkeypatch.setattr(session, "worker_spec", crashing)
     with pytest.raises(TestbedError, match="worker"):
         runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
     assert leftovers() == []
