@@ -46,7 +46,16 @@ def test_the_config_accepts_exactly_the_fabrics_of_the_table():
         FabricSpec("tagged")
 
 
-def test_a_new_fabric_is_one_entry_in_the_table(monkeypatch):
+def run_help(capsys) -> str:
+    """What ``testbed run --help`` prints."""
+    from testbed import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    return capsys.readouterr().out
+
+
+def test_a_new_fabric_is_one_entry_in_the_table(monkeypatch, capsys):
     monkeypatch.setitem(FABRICS, "tagged", _Tagged())
     raw = {**CONFIG, "topology": {**CONFIG["topology"], "fabric": "tagged"}}
     cfg = load_config(raw)
@@ -56,6 +65,7 @@ def test_a_new_fabric_is_one_entry_in_the_table(monkeypatch):
     assert SCHEMES["mltcp"].congestion_control(cfg, mltcp) == "mltcp_cubic"
     cmds = fabric.commands(cfg.topology.fabric, "tbs1-eth3", 2e8)
     assert cmds == [["tc", "qdisc", "replace", "dev", "tbs1-eth3", "root", "tagged", "200000000"]]
+    assert "fabric fifo | fair | ecn | tagged with" in run_help(capsys)
 
 
 def compared_names(names: set[str], table_module: Path) -> list[str]:
@@ -125,7 +135,7 @@ def test_the_config_accepts_exactly_the_schemes_of_the_table():
         load_config({**CONFIG, "schemes": [{"scheme": "baseline", "mode": "exact"}]})
 
 
-def test_a_new_scheme_is_one_entry_in_the_table(monkeypatch, tmp_path):
+def test_a_new_scheme_is_one_entry_in_the_table(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(SCHEMES, "replayed", _Replay())
     raw = {**CONFIG, "schemes": ["baseline", {"scheme": "replayed", "mode": "exact"}]}
     cfg = load_config(raw)
@@ -138,6 +148,7 @@ def test_a_new_scheme_is_one_entry_in_the_table(monkeypatch, tmp_path):
     assert list(res.schemes) == ["replayed", "baseline"]
     assert res.schemes["replayed"].jobs["a"].iteration_times_s == (0.05,) * 5
     assert (tmp_path / "results.json").exists()
+    assert "schemes: ideal | baseline | random | cassini | mltcp | replayed," in run_help(capsys)
 
 
 class _Recorder(Scheme):
