@@ -156,7 +156,9 @@ def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
 def test_pcap_profile_recovers_iteration_time(tmp_path):
     topo = dumbbell(1, 200e6, 1e9, FabricSpec("fifo"))
     spec = {
+        "job_id": "a",
         "rank": 0,
+        "world_size": 2,
         "addrs": ["10.0.0.1", "10.0.0.2"],
         "port": 7000,
         "compute_s": 0.06,
