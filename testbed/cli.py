@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return run_commands(cmds)
     from testbed.net import TestbedError
-    from testbed.runner import (
+    from testbed.runner import (  # the facade: tests replace run_experiment there
         ConfigError,
         default_out_dir,
         format_table,

@@ -20,15 +20,19 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from testbed.topo import FabricSpec
+from typing import ClassVar, Protocol
 
 MTU = 1500
 ECN_SOURCE = Path(__file__).with_name("bpf") / "ecn_mark.bpf.c"
 EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
 ECN_PIN_DIR = Path("/sys/fs/bpf/testbed")
+
+
+class QueueSettings(Protocol):
+    """The configured sizes a regime reads (``testbed.topo.FabricSpec`` has them)."""
+
+    buffer_packets: int  # packets per queue
+    ecn_threshold_bytes: int  # the marker's virtual-queue threshold
 
 
 class Fabric(ABC):
@@ -45,7 +49,7 @@ class Fabric(ABC):
     @abstractmethod
     def commands(
         self,
-        spec: FabricSpec,
+        spec: QueueSettings,
         dev: str,
         rate_bps: float,
         job_sources: Sequence[Sequence[str]] = (),
@@ -153,7 +157,7 @@ def ecn_commands(dev: str, pinned_prog: Path) -> list[list[str]]:
 
 
 def commands(
-    spec: FabricSpec,
+    spec: QueueSettings,
     dev: str,
     rate_bps: float,
     job_sources: Sequence[Sequence[str]] = (),

@@ -20,9 +20,9 @@ from testbed.run.config import (
     RunConfig,
     SchemeSpec,
     TestbedJob,
-    load_config,
 )
 from testbed.run.experiment import run_experiment
+from testbed.run.load import load_config
 from testbed.run.planning import agent_periods, max_link_load
 from testbed.run.profiles import ddp_bucket_profile as _profile_from_buckets
 from testbed.run.profiles import iteration_jitter, payload_efficiency

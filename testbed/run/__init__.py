@@ -10,8 +10,9 @@ Returns a :class:`testbed.results.ExperimentResult`; ``DIR/results.json`` holds 
 ...}}, "summary": {job: {"mean_s", "p50_s", "p99_s"}}, ...}}, "config": ...}``.
 """
 
-from testbed.run.config import ConfigError, RunConfig, SchemeSpec, TestbedJob, load_config
+from testbed.run.config import ConfigError, RunConfig, SchemeSpec, TestbedJob
 from testbed.run.experiment import run_experiment
+from testbed.run.load import load_config
 from testbed.run.report import default_out_dir, format_table
 
 __all__ = [
