@@ -91,3 +91,97 @@ def _kind(value: Any) -> str:
     if isinstance(value, Mapping):
         return "an object"
     return type(value).__name__
+
+
+class Reader:
+    """Typed access to the fields of one JSON object read from a file; every error is an
+    :class:`InputError` naming the field's path (``where`` joined with the key), e.g.
+    ``layers[2].backward_s: must be >= 0, got -0.1``.  Numbers are finite and >= 0 unless
+    said otherwise."""
+
+    def __init__(self, obj: Any, where: str = "") -> None:
+        self.obj = require_object(obj, where)
+        self.where = where
+
+    def field(self, key: str) -> str:
+        """The path of ``key`` in the error messages."""
+        return join(self.where, key)
+
+    def _get(self, key: str, optional: bool) -> Any:
+        if key not in self.obj:
+            if optional:
+                return None
+            raise InputError(self.field(key), "missing")
+        return self.obj[key]
+
+    def string(self, key: str) -> str:
+        v = self._get(key, False)
+        if not isinstance(v, str):
+            raise InputError(self.field(key), f"a string, got {v!r}")
+        return v
+
+    def choice(self, key: str, options: Iterable[str]) -> str:
+        options = tuple(options)
+        v = self.string(key)
+        if v not in options:
+            raise InputError(self.field(key), f"one of {', '.join(options)}, got {v!r}")
+        return v
+
+    def number(self, key: str, *, positive: bool = False, optional: bool = False) -> Any:
+        """A finite number >= 0 (> 0 with ``positive``) as a float; None when ``optional``
+        and absent (or null)."""
+        v = self._get(key, optional)
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise InputError(self.field(key), f"a finite number, got {v!r}")
+        if positive and v <= 0:
+            raise InputError(self.field(key), f"must be > 0, got {v!r}")
+        if v < 0:
+            raise InputError(self.field(key), f"must be >= 0, got {v!r}")
+        return float(v)
+
+    def integer(
+        self, key: str, minimum: int = 0, optional: bool = False, default: int | None = None
+    ) -> Any:
+        """An integer >= ``minimum``; ``default`` when absent, or None when ``optional``."""
+        if default is not None and key not in self.obj:
+            return default
+        v = self._get(key, optional)
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InputError(self.field(key), f"an integer, got {v!r}")
+        if v < minimum:
+            raise InputError(self.field(key), f"must be >= {minimum}, got {v!r}")
+        return v
+
+    def int_list(self, key: str, minimum: int) -> list[int]:
+        """A non-empty list of integers, each >= ``minimum``."""
+        v = self._get(key, False)
+        if not isinstance(v, list) or not v:
+            raise InputError(self.field(key), "a non-empty list of integers")
+        for i, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
+                raise InputError(f"{self.field(key)}[{i}]", f"an integer >= {minimum}, got {x!r}")
+        return v
+
+    def objects(self, key: str, what: str) -> list[Reader]:
+        """A non-empty list of objects, each as a Reader at ``key[i]``."""
+        v = self._get(key, False)
+        if not isinstance(v, list) or not v:
+            raise InputError(self.field(key), f"a non-empty list of {what}")
+        return [Reader(x, f"{self.field(key)}[{i}]") for i, x in enumerate(v)]
+
+    def mapping(self, key: str, default: Mapping[str, Any]) -> dict[str, Any]:
+        """A free-form object (``default`` when absent)."""
+        v = self.obj.get(key, default)
+        if not isinstance(v, Mapping):
+            raise InputError(self.field(key), "an object")
+        return dict(v)
+
+    def no_other_fields(self, known: Iterable[str]) -> None:
+        """Raise naming the first field (alphabetically) that is not ``known``."""
+        unknown = sorted(set(self.obj) - set(known))
+        if unknown:
+            raise InputError(self.field(unknown[0]), "unknown field")

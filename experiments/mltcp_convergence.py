@@ -43,7 +43,7 @@ from experiments.harness import Experiment, Run, UsageError, full, iterations, o
 from experiments.plots import figure
 from mltcp.model import simulate, two_job_offsets
 from mltcp.policy import MltcpParams
-from testbed.measure import comm_overlap
+from testbed.iterations import comm_overlap
 from testbed.results import ExperimentResult
 
 # experiment 2's setup, under this experiment's names (it lives in experiments.common

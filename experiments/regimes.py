@@ -23,7 +23,7 @@ from experiments.columns import Column
 from experiments.common import HALF_PAIR, dumbbell, equal_shares, run_config
 from experiments.harness import Experiment, Run, full, iterations
 from experiments.plots import figure
-from testbed.measure import comm_overlap
+from testbed.iterations import comm_overlap
 from testbed.results import ExperimentResult
 
 COLUMNS = (

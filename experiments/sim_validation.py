@@ -28,7 +28,7 @@ results under results/sim_validation/<set>-fair/; prints the table: mean iterati
 times over the whole run and over its second half (start-up transients left out, as
 experiment 1's "2nd half" column), and slowdowns.  Errors are (model - measured) /
 measured.  Every network namespace the run creates is removed on exit, on errors and on
-SIGTERM/SIGHUP (testbed.net.Cluster).
+SIGTERM/SIGHUP (testbed.net.EmulatedCluster).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from typing import Any
 
 from cassini.torch.timeshift import ShiftSettings, TimeShift
 from testbed.startgate import worker_ready
+from testbed.workerspec import WorkerSpec
 
 
 def gradient_bytes(width: int, layers: int) -> int:
@@ -47,32 +48,16 @@ def build_model(width: int, layers: int) -> Any:
     return torch.nn.Sequential(*blocks)
 
 
-def run(spec: dict[str, Any]) -> None:
+def run(spec: WorkerSpec) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from cassini.torch.recorder import CommHookRecorder
 
-    torch.set_num_threads(int(spec.get("threads", 1)))
-    torch.manual_seed(spec.get("seed", 0))
-    rank, world = spec["rank"], spec["world_size"]
-    backend = spec.get("backend", "gloo")
-    if "addrs" in spec:  # inside the emulated cluster: bind gloo to our own address
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", spec.get("iface", ""))
-        init = f"tcp://{spec['addrs'][0]}:{spec['port']}"
-        dist.init_process_group(
-            backend, init_method=init, rank=rank, world_size=world, timeout=_timeout(120)
-        )
-    else:  # torchrun sets MASTER_ADDR etc.
-        dist.init_process_group(backend, timeout=_timeout(300))
-    device = (
-        torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        if backend == "nccl"
-        else torch.device("cpu")
-    )
-    if device.type == "cuda":
-        torch.cuda.set_device(device)  # collectives on tensors of the current device
+    torch.set_num_threads(spec.threads)
+    torch.manual_seed(spec.seed)
+    device = _join_group(spec)
     job = build_job(spec, device)
     ddp = DistributedDataParallel(
         job.model, device_ids=[device.index] if device.index is not None else None, **job.ddp_kwargs
@@ -82,37 +67,82 @@ def run(spec: dict[str, Any]) -> None:
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     # MLTCP exact mode: the optimizer step ends an iteration, marked once per job and
     # kernel (two ranks marking one job would end some flows' iterations twice)
-    if spec.get("mltcp_job") and spec.get("mltcp_marker", rank == 0):
+    if spec.marks_iterations:
         import mltcp
         from mltcp import loader
 
-        if spec.get("mltcp_marks_fd") is not None:
-            loader.use_marks_fd(spec["mltcp_marks_fd"])
-        mltcp.torch_hook(opt, spec["mltcp_job"])
-    sent = int(2 * (world - 1) / world * job.gradient_bytes)
-
+        if spec.mltcp_marks_fd is not None:
+            loader.use_marks_fd(spec.mltcp_marks_fd)
+        mltcp.torch_hook(opt, spec.mltcp_job)
     job.step(ddp, opt)  # warm-up: builds DDP buckets, opens TCP windows
     job.step(ddp, opt)  # DDP rebuilds its buckets after the first iteration
     dist.barrier()
+    shift = _start(spec)
+    _train(spec, job, ddp, opt, recorder, shift, device)
+    shift.close()
+    # two barriers: after the first, every rank is past the last step (and rank 0 past its
+    # MLTCP mark); the second then sends on every flow after that mark, so the kernel sees
+    # the last iteration end on each of them (with one barrier, the other rank's barrier
+    # bytes could leave before the mark, and that flow counted one iteration short)
+    dist.barrier()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _join_group(spec: WorkerSpec) -> Any:
+    """Join the job's process group; returns this rank's device."""
+    import torch
+    import torch.distributed as dist
+
+    if spec.addrs:  # inside the emulated cluster: bind gloo to our own address
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", spec.iface)
+        init = f"tcp://{spec.addrs[0]}:{spec.port}"
+        dist.init_process_group(
+            spec.backend,
+            init_method=init,
+            rank=spec.rank,
+            world_size=spec.world_size,
+            timeout=_timeout(120),
+        )
+    else:  # torchrun sets MASTER_ADDR etc.
+        dist.init_process_group(spec.backend, timeout=_timeout(300))
+    if spec.backend != "nccl":
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)  # collectives on tensors of the current device
+    return device
+
+
+def _start(spec: WorkerSpec) -> TimeShift:
+    """Wait for the common epoch; the time-shift agent when the job is held to a period,
+    else sleep until the job's offset."""
     epoch = worker_ready(spec)  # every job's workers start from one epoch
     settings = None
-    if spec.get("period_s"):
-        settings = ShiftSettings(
-            True, spec.get("shift_s", 0.0), spec["period_s"], epoch, spec.get("tolerance_s")
-        )
-    offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
+    if spec.period_s:
+        settings = ShiftSettings(True, spec.shift_s, spec.period_s, epoch, spec.tolerance_s)
+    offset = spec.clock_offset_s  # an injected clock error (seconds)
     shift = TimeShift(settings, clock=lambda: time.time() + offset)
     if not shift.enabled:
-        wait = epoch + spec.get("shift_s", 0.0) - time.time()
+        wait = epoch + spec.shift_s - time.time()
         if wait > 0:
             time.sleep(wait)
-    with open(spec["out"], "w", buffering=1) as out:
-        for k in range(spec["iterations"]):
+    return shift
+
+
+def _train(
+    spec: WorkerSpec, job: _Job, ddp: Any, opt: Any, recorder: Any, shift: TimeShift, device: Any
+) -> None:
+    """The timed iterations, one JSON line each."""
+    import torch
+
+    sent = int(2 * (spec.world_size - 1) / spec.world_size * job.gradient_bytes)
+    extra = spec.compute_s if spec.kind == "ddp" else 0.0
+    with open(spec.out, "w", buffering=1) as out:
+        for k in range(spec.iterations):
             drift = shift.wait()
             start = time.time()
             recorder.mark_iteration()
             first = len(recorder.records)
-            extra = spec.get("compute_s", 0.0) if spec.get("kind", "ddp") == "ddp" else 0.0
             if extra:
                 time.sleep(extra)  # stands in for more compute than the small model has
             job.step(ddp, opt)
@@ -133,14 +163,6 @@ def run(spec: dict[str, Any]) -> None:
                 record["realignments"] = shift.agent.realignments
                 record["released"] = shift.agent.released
             out.write(json.dumps(record) + "\n")
-    shift.close()
-    # two barriers: after the first, every rank is past the last step (and rank 0 past its
-    # MLTCP mark); the second then sends on every flow after that mark, so the kernel sees
-    # the last iteration end on each of them (with one barrier, the other rank's barrier
-    # bytes could leave before the mark, and that flow counted one iteration short)
-    dist.barrier()
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 class _Job:
@@ -153,17 +175,17 @@ class _Job:
         self.ddp_kwargs = ddp_kwargs
 
 
-def build_job(spec: dict[str, Any], device: Any) -> _Job:
+def build_job(spec: WorkerSpec, device: Any) -> _Job:
     """The MLP (``kind: ddp``) or a real architecture (``kind: model``)."""
     import torch
 
-    if spec.get("kind", "ddp") == "model":
+    if spec.kind == "model":
         from testbed import replay
         from testbed.calibration import load_calibration
 
-        cal = load_calibration(spec["calibration"])
-        if spec.get("compute", "replay") == "replay":
-            scale = spec["scale"]
+        cal = load_calibration(spec.calibration)
+        if spec.compute == "replay":
+            scale = spec.scale
             model = replay.build_replay_model(cal, scale)
             return _Job(
                 model,
@@ -171,7 +193,7 @@ def build_job(spec: dict[str, Any], device: Any) -> _Job:
                 replay.scaled_gradient_bytes(cal, scale),
                 replay.ddp_bucket_kwargs(scale),
             )
-        model, inputs, loss_fn = replay.build_cpu_model(cal.model, spec.get("batch", 2))
+        model, inputs, loss_fn = replay.build_cpu_model(cal.model, spec.batch)
         inputs = {k: v.to(device) for k, v in inputs.items()}  # real compute, on the device
 
         def cpu_step(ddp: Any, opt: Any) -> None:
@@ -181,7 +203,7 @@ def build_job(spec: dict[str, Any], device: Any) -> _Job:
 
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
         return _Job(model.to(device), cpu_step, nbytes, {})
-    width, layers, batch = spec.get("width", 256), spec.get("layers", 3), spec.get("batch", 32)
+    width, layers, batch = spec.width, spec.layers, spec.batch
     model = build_model(width, layers).to(device)
     x = torch.randn(batch, width, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
@@ -201,58 +223,62 @@ def _timeout(seconds: int) -> Any:
     return datetime.timedelta(seconds=seconds)
 
 
+def torchrun_spec(argv: list[str]) -> WorkerSpec:
+    """This rank's spec from ``--torchrun`` arguments and torchrun's environment."""
+    ap = argparse.ArgumentParser(prog="ddp_worker --torchrun")
+    ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--shift-s", type=float, default=0.0)
+    ap.add_argument("--period-s", type=float, default=0.0)
+    ap.add_argument("--epoch-s", type=float, default=0.0)
+    ap.add_argument("--out", default="ddp.jsonl")
+    ap.add_argument("--backend", default="nccl")
+    ap.add_argument("--model", help="a real architecture (testbed.models) instead of the MLP")
+    ap.add_argument("--compute", choices=("replay", "cpu"), default="replay")
+    ap.add_argument("--calibration", help="calibration file (default: the shipped one)")
+    ap.add_argument("--scale", type=float, default=1.0, help="parameter sizes x scale")
+    a = ap.parse_args(argv)
+    rank = int(os.environ["RANK"])
+    model: dict[str, Any] = {"kind": "ddp"}
+    if a.model:
+        from testbed.calibration import default_calibration_path
+
+        model = {
+            "kind": "model",
+            "model": a.model,
+            "compute": a.compute,
+            "calibration": a.calibration or str(default_calibration_path(a.model)),
+            "scale": a.scale,
+        }
+    return WorkerSpec(
+        job_id=os.environ.get("MLTCP_JOB") or "ddp",
+        rank=rank,
+        world_size=int(os.environ["WORLD_SIZE"]),
+        iterations=a.iterations,
+        out=f"{a.out}.rank{rank}",
+        backend=a.backend,
+        width=a.width,
+        layers=a.layers,
+        batch=a.batch,
+        shift_s=a.shift_s,
+        period_s=a.period_s or None,
+        epoch_s=a.epoch_s or time.time() + 5,
+        threads=os.cpu_count() or 1,
+        mltcp_job=os.environ.get("MLTCP_JOB"),  # exact mode: testbed launch sets it
+        # one marker per node: each node's kernel counts its own flows
+        mltcp_marker=int(os.environ.get("LOCAL_RANK", 0)) == 0,
+        **model,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--torchrun":
-        ap = argparse.ArgumentParser(prog="ddp_worker --torchrun")
-        ap.add_argument("--iterations", type=int, default=100)
-        ap.add_argument("--width", type=int, default=1024)
-        ap.add_argument("--layers", type=int, default=4)
-        ap.add_argument("--batch", type=int, default=64)
-        ap.add_argument("--shift-s", type=float, default=0.0)
-        ap.add_argument("--period-s", type=float, default=0.0)
-        ap.add_argument("--epoch-s", type=float, default=0.0)
-        ap.add_argument("--out", default="ddp.jsonl")
-        ap.add_argument("--backend", default="nccl")
-        ap.add_argument("--model", help="a real architecture (testbed.models) instead of the MLP")
-        ap.add_argument("--compute", choices=("replay", "cpu"), default="replay")
-        ap.add_argument("--calibration", help="calibration file (default: the shipped one)")
-        ap.add_argument("--scale", type=float, default=1.0, help="parameter sizes x scale")
-        a = ap.parse_args(argv[1:])
-        rank = int(os.environ["RANK"])
-        spec = {
-            "rank": rank,
-            "world_size": int(os.environ["WORLD_SIZE"]),
-            "backend": a.backend,
-            "iterations": a.iterations,
-            "width": a.width,
-            "layers": a.layers,
-            "batch": a.batch,
-            "shift_s": a.shift_s,
-            "period_s": a.period_s,
-            "epoch_s": a.epoch_s or time.time() + 5,
-            "out": f"{a.out}.rank{rank}",
-            "threads": os.cpu_count() or 1,
-            "mltcp_job": os.environ.get("MLTCP_JOB"),  # exact mode: testbed launch sets it
-            # one marker per node: each node's kernel counts its own flows
-            "mltcp_marker": int(os.environ.get("LOCAL_RANK", 0)) == 0,
-        }
-        if a.model:
-            from testbed.calibration import default_calibration_path
-
-            spec.update(
-                kind="model",
-                model=a.model,
-                compute=a.compute,
-                calibration=a.calibration or str(default_calibration_path(a.model)),
-                scale=a.scale,
-            )
-        run(spec)
+        run(torchrun_spec(argv[1:]))
         return
-    with open(argv[0]) as f:
-        spec = json.load(f)
-    spec.setdefault("world_size", len(spec["addrs"]))
-    run(spec)
+    run(WorkerSpec.load(argv[0]))
     # the log is complete: leave without the interpreter's teardown, where gloo's threads
     # sometimes abort the process ("terminate called without an active exception")
     sys.stdout.flush()

@@ -1,4 +1,5 @@
-"""Fabric regimes at shared links, as tc commands on a link direction's egress interface.
+"""Fabric regimes at shared links: each a :class:`Fabric` class in the :data:`FABRICS`
+table, which is the only place a new regime is added (``docs/extending.md``).
 
 - ``fifo``: HTB at the link rate over one ``pfifo`` of ``buffer_packets`` packets.  Flows
   sharing it are not forced to fair shares: with a bandwidth-delay product of about one
@@ -8,7 +9,7 @@
   control has converged to fair shares (DCQCN/DCTCP).
 - ``ecn``: the ``fifo`` queue plus a BPF classifier on the egress that keeps a virtual
   queue (bytes in minus link rate times elapsed time) and marks ECN CE above a threshold
-  (bytes), DCTCP style.  Hosts must enable ECN (``net.ipv4.tcp_ecn=1``).
+  (bytes), DCTCP style.  Hosts ask for ECN (``net.ipv4.tcp_ecn=1``).
 
 The command builders are pure (they return argv lists) so they are tested without root.
 """
@@ -16,10 +17,10 @@ The command builders are pure (they return argv lists) so they are tested withou
 from __future__ import annotations
 
 import subprocess
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-
-from testbed.topo import FabricSpec
+from typing import ClassVar, Protocol
 
 MTU = 1500
 ECN_SOURCE = Path(__file__).with_name("bpf") / "ecn_mark.bpf.c"
@@ -27,91 +28,90 @@ EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
 ECN_PIN_DIR = Path("/sys/fs/bpf/testbed")
 
 
+class QueueSettings(Protocol):
+    """The configured sizes a regime reads (``testbed.topo.FabricSpec`` has them)."""
+
+    buffer_packets: int  # packets per queue
+    ecn_threshold_bytes: int  # the marker's virtual-queue threshold
+
+
+class Fabric(ABC):
+    """A queueing regime at the shared links: the tc commands it puts on a link
+    direction's egress, the hosts' ECN setting, the congestion controls a run on it
+    defaults to, and whether it needs the ECN marker program loaded."""
+
+    name: ClassVar[str]
+    host_ecn: ClassVar[int] = 2  # net.ipv4.tcp_ecn on the hosts: 1 ask for ECN, 2 accept it
+    default_cc: ClassVar[str] = "cubic"  # a run's congestion control unless it names one
+    mltcp_cc: ClassVar[str] = "mltcp_reno"  # the ``mltcp`` scheme's unless it names one
+    needs_marker: ClassVar[bool] = False  # the ECN marker is loaded and configured per port
+
+    @abstractmethod
+    def commands(
+        self,
+        spec: QueueSettings,
+        dev: str,
+        rate_bps: float,
+        job_sources: Sequence[Sequence[str]] = (),
+        pinned_prog: Path | None = None,
+    ) -> list[list[str]]:
+        """tc commands that put this regime on ``dev``'s egress at ``rate_bps`` bits/s
+        (``job_sources``: each job's source IPs; ``pinned_prog``: the loaded marker)."""
+
+
+class FifoFabric(Fabric):
+    name = "fifo"
+
+    def commands(self, spec, dev, rate_bps, job_sources=(), pinned_prog=None):
+        return fifo_commands(dev, rate_bps, spec.buffer_packets)
+
+
+class FairFabric(Fabric):
+    name = "fair"
+
+    def commands(self, spec, dev, rate_bps, job_sources=(), pinned_prog=None):
+        return fair_commands(dev, rate_bps, spec.buffer_packets, job_sources)
+
+
+class EcnFabric(Fabric):
+    name = "ecn"
+    host_ecn = 1
+    default_cc = "dctcp_bpf"
+    mltcp_cc = "mltcp_dctcp"
+    needs_marker = True
+
+    def commands(self, spec, dev, rate_bps, job_sources=(), pinned_prog=None):
+        if pinned_prog is None:
+            raise ValueError("the ecn fabric needs the marker program (pinned_prog)")
+        return fifo_commands(dev, rate_bps, spec.buffer_packets) + ecn_commands(dev, pinned_prog)
+
+
+FABRICS: dict[str, Fabric] = {f.name: f for f in (FifoFabric(), FairFabric(), EcnFabric())}
+"""Every fabric regime by the name a config gives (``topology.fabric``)."""
+
+
+def _burst(rate_bps: float) -> str:
+    """A burst of a few packets (bytes): keeps HTB's shaping tight at these rates."""
+    return str(max(4 * MTU, int(rate_bps / 8 * 0.001)))
+
+
 def _htb_root(dev: str, rate_bps: float, default_class: str) -> list[list[str]]:
-    rate = f"{int(rate_bps)}bit"
-    # a burst of a few packets keeps HTB's shaping tight at these rates
-    burst = str(max(4 * MTU, int(rate_bps / 8 * 0.001)))
+    rate, burst = f"{int(rate_bps)}bit", _burst(rate_bps)
     return [
-        [
-            "tc",
-            "qdisc",
-            "replace",
-            "dev",
-            dev,
-            "root",
-            "handle",
-            "1:",
-            "htb",
-            "default",
-            default_class,
-            "r2q",
-            "1000",
-        ],
-        [
-            "tc",
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:1",
-            "htb",
-            "rate",
-            rate,
-            "ceil",
-            rate,
-            "burst",
-            burst,
-            "cburst",
-            burst,
-        ],
+        f"tc qdisc replace dev {dev} root handle 1: htb default {default_class} r2q 1000".split(),
+        f"tc class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
+        f"burst {burst} cburst {burst}".split(),
     ]
 
 
 def fifo_commands(dev: str, rate_bps: float, buffer_packets: int) -> list[list[str]]:
     """One FIFO of ``buffer_packets`` shaped at ``rate_bps`` bits/s."""
-    cmds = _htb_root(dev, rate_bps, "10")
-    rate = f"{int(rate_bps)}bit"
-    burst = str(max(4 * MTU, int(rate_bps / 8 * 0.001)))
-    cmds += [
-        [
-            "tc",
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:1",
-            "classid",
-            "1:10",
-            "htb",
-            "rate",
-            rate,
-            "ceil",
-            rate,
-            "burst",
-            burst,
-            "cburst",
-            burst,
-        ],
-        [
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:10",
-            "handle",
-            "10:",
-            "pfifo",
-            "limit",
-            str(buffer_packets),
-        ],
+    rate, burst = f"{int(rate_bps)}bit", _burst(rate_bps)
+    return _htb_root(dev, rate_bps, "10") + [
+        f"tc class add dev {dev} parent 1:1 classid 1:10 htb rate {rate} ceil {rate} "
+        f"burst {burst} cburst {burst}".split(),
+        f"tc qdisc add dev {dev} parent 1:10 handle 10: pfifo limit {buffer_packets}".split(),
     ]
-    return cmds
 
 
 def fair_commands(
@@ -123,73 +123,25 @@ def fair_commands(
     n = max(1, len(job_sources))
     reserve = 0.02 * rate_bps
     share = (rate_bps - reserve) / n
-    burst = str(max(4 * MTU, int(rate_bps / 8 * 0.001)))
+    burst, ceil = _burst(rate_bps), f"{int(rate_bps)}bit"
     cmds = _htb_root(dev, rate_bps, "ffff")
     classes = [("ffff", reserve, [])] + [
         (f"{10 + i:x}", share, list(srcs)) for i, srcs in enumerate(job_sources)
     ]
     for classid, guaranteed, sources in classes:
+        prio = "0" if sources else "1"
         cmds += [
-            [
-                "tc",
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:1",
-                "classid",
-                f"1:{classid}",
-                "htb",
-                "rate",
-                f"{int(guaranteed)}bit",
-                "ceil",
-                f"{int(rate_bps)}bit",
-                "burst",
-                burst,
-                "cburst",
-                burst,
-                "prio",
-                "0" if sources else "1",
-            ],
-            [
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                f"1:{classid}",
-                "handle",
-                f"{classid}:",
-                "pfifo",
-                "limit",
-                str(buffer_packets),
-            ],
+            f"tc class add dev {dev} parent 1:1 classid 1:{classid} htb "
+            f"rate {int(guaranteed)}bit ceil {ceil} burst {burst} cburst {burst} "
+            f"prio {prio}".split(),
+            f"tc qdisc add dev {dev} parent 1:{classid} handle {classid}: pfifo "
+            f"limit {buffer_packets}".split(),
         ]
-        for src in sources:
-            cmds.append(
-                [
-                    "tc",
-                    "filter",
-                    "add",
-                    "dev",
-                    dev,
-                    "parent",
-                    "1:",
-                    "protocol",
-                    "ip",
-                    "prio",
-                    "1",
-                    "u32",
-                    "match",
-                    "ip",
-                    "src",
-                    f"{src}/32",
-                    "flowid",
-                    f"1:{classid}",
-                ]
-            )
+        cmds += [
+            f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip src "
+            f"{src}/32 flowid 1:{classid}".split()
+            for src in sources
+        ]
     return cmds
 
 
@@ -198,40 +150,21 @@ def ecn_commands(dev: str, pinned_prog: Path) -> list[list[str]]:
     return [
         ["tc", "qdisc", "replace", "dev", dev, "clsact"],
         [
-            "tc",
-            "filter",
-            "replace",
-            "dev",
-            dev,
-            "egress",
-            "prio",
-            "1",
-            "handle",
-            "1",
-            "bpf",
-            "da",
-            "pinned",
+            *f"tc filter replace dev {dev} egress prio 1 handle 1 bpf da pinned".split(),
             str(pinned_prog),
-        ],
+        ],  # fmt: skip
     ]
 
 
 def commands(
-    spec: FabricSpec,
+    spec: QueueSettings,
     dev: str,
     rate_bps: float,
     job_sources: Sequence[Sequence[str]] = (),
     pinned_prog: Path | None = None,
 ) -> list[list[str]]:
     """All tc commands that put ``spec`` on the egress of ``dev``."""
-    if spec.kind == "fair":
-        return fair_commands(dev, rate_bps, spec.buffer_packets, job_sources)
-    cmds = fifo_commands(dev, rate_bps, spec.buffer_packets)
-    if spec.kind == "ecn":
-        if pinned_prog is None:
-            raise ValueError("the ecn fabric needs the marker program (pinned_prog)")
-        cmds += ecn_commands(dev, pinned_prog)
-    return cmds
+    return FABRICS[spec.kind].commands(spec, dev, rate_bps, job_sources, pinned_prog)
 
 
 def shaper_commands(dev: str, rate_bps: float, buffer_packets: int = 1000) -> list[list[str]]:

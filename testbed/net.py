@@ -22,7 +22,7 @@ from typing import Any
 
 from testbed import fabric as fab
 from testbed import hostlock
-from testbed.topo import Topology
+from testbed.topo import LinkDirection, Topology
 
 STATE_DIR = Path("/run/testbed")
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -68,8 +68,8 @@ def ensure_bpffs() -> None:
         subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=True)
 
 
-class Cluster:
-    """Context manager: ``with Cluster(topo, job_sources) as c: c.popen("h1", [...])``.
+class EmulatedCluster:
+    """Context manager: ``with EmulatedCluster(topo, job_sources) as c: c.popen("h1", [...])``.
 
     Parameters
     ----------
@@ -95,15 +95,15 @@ class Cluster:
         self.build_dir = Path(build_dir)
         self.net: Any = None
         self.marker: fab.EcnMarker | None = None
-        self.fabric_ports: dict[str, str] = {}  # direction id "a->b" -> egress interface
-        self.ports: dict[str, str] = {}  # direction id -> egress interface (all links)
+        self.fabric_ports: dict[LinkDirection, str] = {}  # direction -> egress interface
+        self.ports: dict[LinkDirection, str] = {}  # direction -> egress interface (all links)
         self._state_file = STATE_DIR / f"run-{os.getpid()}.json"
         self._old_handlers: dict[int, Any] = {}
         self._locked = False  # holds the host lock (testbed.hostlock) while it runs
         self._procs: list[subprocess.Popen] = []  # started by popen(): killed by stop()
 
     # -- lifecycle ----------------------------------------------------------------------
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> EmulatedCluster:
         self._install_signal_handlers()
         try:
             self.start()
@@ -142,8 +142,9 @@ class Cluster:
         net.build()
         net.start()
         for link, mlink in made:
-            self.ports[f"{link.a}->{link.b}"] = mlink.intf1.name
-            self.ports[f"{link.b}->{link.a}"] = mlink.intf2.name
+            forward, backward = link.directions()
+            self.ports[forward] = mlink.intf1.name
+            self.ports[backward] = mlink.intf2.name
         if self.topo.kind == "leaf_spine":
             self._static_forwarding()
         self._setup_hosts()
@@ -173,7 +174,7 @@ class Cluster:
 
     # -- setup --------------------------------------------------------------------------
     def _setup_hosts(self) -> None:
-        ecn = "1" if self.topo.fabric.kind == "ecn" else "2"  # 2: accept ECN, do not ask
+        ecn = self.topo.fabric.regime.host_ecn
         for h in self.topo.hosts:
             node = self.net.get(h)
             out = node.cmd(
@@ -234,14 +235,14 @@ class Cluster:
                     continue
                 hops = [*self.topo.switch_path(src, dst), dst]
                 for here, nxt in zip(hops, hops[1:], strict=False):
-                    entries[(here, dst)] = self.ports[f"{here}->{nxt}"]
+                    entries[(here, dst)] = self.ports[LinkDirection(here, nxt)]
         for (_, dst), port in sorted(entries.items()):
             _bridge(["fdb", "replace", macs[dst], "dev", port, "master", "static"])
 
     def _setup_fabric(self) -> None:
         spec = self.topo.fabric
         pinned = None
-        if spec.kind == "ecn":
+        if spec.regime.needs_marker:
             ensure_bpffs()
             self.marker = fab.EcnMarker(self.build_dir)
             self.marker.load()
@@ -268,7 +269,9 @@ class Cluster:
         self._record_state()  # a crash of this process leaves it to cleanup()
         return proc
 
-    def tx_bytes(self, directions: Sequence[str] | None = None) -> dict[str, int]:
+    def tx_bytes(
+        self, directions: Sequence[LinkDirection] | None = None
+    ) -> dict[LinkDirection, int]:
         """Bytes sent so far on each link direction (egress counters, via pyroute2)."""
         from pyroute2 import IPRoute
 
@@ -285,7 +288,7 @@ class Cluster:
                 out[d] = int(stats["tx_bytes"])
         return out
 
-    def ecn_marks(self) -> dict[str, int]:
+    def ecn_marks(self) -> dict[LinkDirection, int]:
         if not self.marker:
             return {}
         by_index = self.marker.marks()

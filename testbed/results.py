@@ -14,7 +14,36 @@ from pathlib import Path
 from typing import Any
 
 from cassini.profile import JobProfile
-from testbed import measure
+from testbed import iterations
+from testbed.topo import LinkDirection
+
+
+class JobDirection(str):
+    """One job's own bytes on one link direction (the ``ideal`` scheme runs each job
+    alone): its text ``"job:src->dst"`` is the key in that scheme's ``link_bytes``."""
+
+    __slots__ = ()
+
+    def __new__(cls, job_id: str, direction: str) -> JobDirection:
+        return super().__new__(cls, f"{job_id}:{direction}")
+
+    def __getnewargs__(self) -> tuple[str, str]:  # copy and pickle rebuild from the parts
+        return (self.job_id, self.direction)
+
+    @property
+    def job_id(self) -> str:
+        return self.partition(":")[0]
+
+    @property
+    def direction(self) -> LinkDirection:
+        return LinkDirection.parse(self.partition(":")[2])
+
+    @classmethod
+    def parse(cls, text: str) -> JobDirection:
+        job_id, colon, direction = text.partition(":")
+        if not colon:
+            raise ValueError(f"a job's link direction is 'job:src->dst', got {text!r}")
+        return cls(job_id, direction)
 
 
 @dataclass(frozen=True)
@@ -37,11 +66,11 @@ class JobResult:
     @property
     def summary(self) -> dict[str, float]:
         """Mean, p50, p99 iteration time (seconds)."""
-        return measure.summary(self.iteration_times_s)
+        return iterations.summary(self.iteration_times_s)
 
     def records(self, rank: int = 0) -> list[dict[str, Any]]:
         """The rank's per-iteration log records."""
-        return measure.read_log(self.logs[rank])
+        return iterations.read_log(self.logs[rank])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

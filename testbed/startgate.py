@@ -14,19 +14,24 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testbed.workerspec import WorkerSpec
 
 READY_SUFFIX = ".ready"
 LEAD_S = 0.5  # seconds between the go file and the epoch
 
 
-def worker_ready(spec: dict[str, Any], timeout_s: float = 600.0) -> float:
+def worker_ready(spec: WorkerSpec, timeout_s: float = 600.0) -> float:
     """Say this worker is ready and wait for the go file; returns the epoch (seconds).
     A spec without ``start_gate`` uses its fixed ``epoch_s``."""
-    gate = spec.get("start_gate")
+    gate = spec.start_gate
     if not gate:
-        return float(spec["epoch_s"])
-    Path(spec["out"] + READY_SUFFIX).touch()
+        if spec.epoch_s is None:
+            raise ValueError("a worker spec needs start_gate or epoch_s")
+        return float(spec.epoch_s)
+    Path(spec.out + READY_SUFFIX).touch()
     deadline = time.time() + timeout_s
     while not os.path.exists(gate):
         if time.time() > deadline:

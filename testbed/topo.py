@@ -2,7 +2,8 @@
 and a deterministic route between any two hosts, so the advisor and the testbed speak
 about the same links.
 
-Links are full duplex; each direction is its own advisor link, named ``a->b``.  Switch
+Links are full duplex; each direction is its own advisor link, a :class:`LinkDirection`
+whose text ``a->b`` is the advisor's link id and the key in results files.  Switch
 names start with ``tb`` so that ``testbed cleanup`` can tell our bridges and interfaces
 from anyone else's.
 
@@ -20,6 +21,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.fabric import FABRICS, Fabric
+
+
+class LinkDirection(str):
+    """One direction of a full-duplex link, from node ``src`` to node ``dst``.  It is its
+    text ``"src->dst"`` (so it serves as the advisor's link id and a JSON key as is) and
+    knows its ends; :meth:`parse` reads the text back."""
+
+    __slots__ = ()
+    ARROW = "->"
+
+    def __new__(cls, src: str, dst: str) -> LinkDirection:
+        if cls.ARROW in src or cls.ARROW in dst:
+            raise ValueError(f"node names must not contain {cls.ARROW!r}: {src!r}, {dst!r}")
+        return super().__new__(cls, f"{src}{cls.ARROW}{dst}")
+
+    def __getnewargs__(self) -> tuple[str, str]:  # copy and pickle rebuild from the ends
+        return (self.src, self.dst)
+
+    @property
+    def src(self) -> str:
+        return self.partition(self.ARROW)[0]
+
+    @property
+    def dst(self) -> str:
+        return self.partition(self.ARROW)[2]
+
+    @classmethod
+    def parse(cls, text: str) -> LinkDirection:
+        src, arrow, dst = text.partition(cls.ARROW)
+        if not (src and arrow and dst):
+            raise ValueError(f"a link direction is 'src->dst', got {text!r}")
+        return cls(src, dst)
+
 
 @dataclass(frozen=True)
 class LinkSpec:
@@ -31,27 +66,33 @@ class LinkSpec:
     capacity_bps: float
     fabric: bool = False
 
-    def directions(self) -> tuple[str, str]:
-        return (f"{self.a}->{self.b}", f"{self.b}->{self.a}")
+    def directions(self) -> tuple[LinkDirection, LinkDirection]:
+        return (LinkDirection(self.a, self.b), LinkDirection(self.b, self.a))
 
 
 @dataclass(frozen=True)
 class FabricSpec:
-    """Queueing at shared links: ``fifo`` (one queue of ``buffer_packets``), ``fair``
-    (an HTB class per job, equal guaranteed rate, link rate as ceiling) or ``ecn`` (a FIFO
-    whose egress marks CE when a virtual queue exceeds ``ecn_threshold_bytes``)."""
+    """Queueing at shared links: ``kind`` names a regime of :data:`testbed.fabric.FABRICS`
+    (``fifo``: one queue of ``buffer_packets``; ``fair``: an HTB class per job, equal
+    guaranteed rate, link rate as ceiling; ``ecn``: a FIFO whose egress marks CE when a
+    virtual queue exceeds ``ecn_threshold_bytes``)."""
 
     kind: str = "fifo"
     buffer_packets: int = 100
     ecn_threshold_bytes: int = 30_000
 
     def __post_init__(self) -> None:
-        if self.kind not in ("fifo", "fair", "ecn"):
-            raise ValueError(f"fabric must be fifo, fair or ecn, got {self.kind!r}")
+        if self.kind not in FABRICS:
+            raise ValueError(f"fabric must be one of {', '.join(FABRICS)}, got {self.kind!r}")
         if self.buffer_packets < 1:
             raise ValueError(f"buffer_packets must be >= 1, got {self.buffer_packets}")
         if self.ecn_threshold_bytes < 1500:
             raise ValueError(f"ecn_threshold_bytes must be >= 1500, got {self.ecn_threshold_bytes}")
+
+    @property
+    def regime(self) -> Fabric:
+        """The regime's behaviour: its tc commands, host ECN setting, default controls."""
+        return FABRICS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -83,26 +124,26 @@ class Topology:
             return [a, spine, b]
         return [a, b]
 
-    def path(self, src: str, dst: str) -> list[str]:
-        """Directed link ids from host ``src`` to host ``dst``."""
+    def path(self, src: str, dst: str) -> list[LinkDirection]:
+        """Link directions from host ``src`` to host ``dst``."""
         nodes = [src, *self.switch_path(src, dst), dst]
-        return [f"{u}->{v}" for u, v in zip(nodes, nodes[1:], strict=False)]
+        return [LinkDirection(u, v) for u, v in zip(nodes, nodes[1:], strict=False)]
 
-    def ring_links(self, hosts: Sequence[str]) -> list[str]:
+    def ring_links(self, hosts: Sequence[str]) -> list[LinkDirection]:
         """Links crossed by a ring all-reduce over ``hosts`` (each sends to the next)."""
-        out: list[str] = []
+        out: list[LinkDirection] = []
         for i, h in enumerate(hosts):
             nxt = hosts[(i + 1) % len(hosts)]
             if nxt != h:
                 out += [x for x in self.path(h, nxt) if x not in out]
         return out
 
-    def link_capacity(self) -> dict[str, float]:
+    def link_capacity(self) -> dict[LinkDirection, float]:
         return {d: link.capacity_bps for link in self.links for d in link.directions()}
 
     def advisor_links(self) -> list[dict[str, Any]]:
         """Links in the ``cassini advise`` format."""
-        return [{"id": d, "capacity_bps": c} for d, c in self.link_capacity().items()]
+        return [{"id": str(d), "capacity_bps": c} for d, c in self.link_capacity().items()]
 
     def bottlenecks(self) -> list[LinkSpec]:
         return [link for link in self.links if link.fabric]

@@ -1,8 +1,9 @@
 """Synthetic training job worker: per iteration a compute phase (sleep, seconds) then a
 ring all-reduce of ``bytes`` bytes over TCP among the job's workers.
 
-Run inside a Mininet host: ``python -m testbed.worker SPEC.json``.  Each iteration is
-written as one JSON line to ``spec["out"]``: ``{"iter", "start", "comm_start", "end",
+Run inside a Mininet host: ``python -m testbed.worker SPEC.json`` (a
+:class:`testbed.workerspec.WorkerSpec`).  Each iteration is written as one JSON line to
+``spec.out``: ``{"iter", "start", "comm_start", "end",
 "bytes_sent", "drift_s"}`` (wall-clock seconds; every namespace shares the clock).
 
 A ring all-reduce over ``n`` workers runs ``2 (n - 1)`` steps; in each step every worker
@@ -19,10 +20,11 @@ import struct
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
 
 from cassini.agent import TimeShiftAgent
 from testbed.startgate import worker_ready
+from testbed.workerspec import WorkerSpec
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -99,39 +101,39 @@ def barrier(to_next: socket.socket, from_prev: socket.socket, n: int) -> None:
             recv_exact(from_prev, one)
 
 
-def run(spec: dict[str, Any]) -> None:
-    rank, addrs = spec["rank"], spec["addrs"]
+def run(spec: WorkerSpec) -> None:
+    rank, addrs = spec.rank, list(spec.addrs)
     n = len(addrs)
-    to_next, from_prev = ring_sockets(rank, addrs, spec["port"], spec.get("cc"))
+    to_next, from_prev = ring_sockets(rank, addrs, spec.port, spec.cc)
     barrier(to_next, from_prev, n)
-    if spec.get("warmup", True) and n > 1:
-        ring_allreduce(to_next, from_prev, n, spec["bytes"])  # open the windows, untimed
-    rng = random.Random(spec.get("seed", 0) * 1000 + rank)
-    jitter = spec.get("jitter", 0.0)
+    if spec.warmup and n > 1:
+        ring_allreduce(to_next, from_prev, n, spec.bytes)  # open the windows, untimed
+    rng = random.Random(spec.seed * 1000 + rank)
+    jitter = spec.jitter
     epoch = worker_ready(spec)  # every job's workers start from one epoch
     agent = None
-    if spec.get("period_s"):
-        offset = spec.get("clock_offset_s", 0.0)  # an injected clock error (seconds)
+    if spec.period_s:
+        offset = spec.clock_offset_s  # an injected clock error (seconds)
         agent = TimeShiftAgent(
-            spec["shift_s"],
-            spec["period_s"],
+            spec.shift_s,
+            spec.period_s,
             epoch,
-            slip_tolerance_s=spec.get("tolerance_s"),
+            slip_tolerance_s=spec.tolerance_s,
             clock=lambda: time.time() + offset,
         )
     else:
-        wait = epoch + spec.get("shift_s", 0.0) - time.time()
+        wait = epoch + spec.shift_s - time.time()
         if wait > 0:
             time.sleep(wait)
     marker = _iteration_marker(spec)
-    with open(spec["out"], "w", buffering=1) as out:
-        for k in range(spec["iterations"]):
+    with open(spec.out, "w", buffering=1) as out:
+        for k in range(spec.iterations):
             drift = _agent_wait(agent, rank, n, to_next, from_prev) if agent else 0.0
             start = time.time()
-            compute = spec["compute_s"] * (1 + rng.uniform(-jitter, jitter))
+            compute = spec.compute_s * (1 + rng.uniform(-jitter, jitter))
             time.sleep(max(0.0, compute))
             comm_start = time.time()
-            sent = ring_allreduce(to_next, from_prev, n, spec["bytes"]) if n > 1 else 0
+            sent = ring_allreduce(to_next, from_prev, n, spec.bytes) if n > 1 else 0
             end = time.time()
             if marker:
                 marker()
@@ -189,24 +191,23 @@ def _agent_wait(
     return agent.step(rank == 0, ring_broadcast if n > 1 else None)
 
 
-def _iteration_marker(spec: dict[str, Any]):
+def _iteration_marker(spec: WorkerSpec) -> Callable[[], None] | None:
     """In MLTCP's exact mode, tell the kernel where each iteration ends."""
-    if not spec.get("mltcp_job"):
+    if not spec.mltcp_job:
         return None
     import mltcp  # noqa: PLC0415 - only in MLTCP runs
 
-    job = spec["mltcp_job"]
-    if spec.get("mltcp_marks_fd") is not None:  # a Mininet host has its own /sys
+    job = spec.mltcp_job
+    if spec.mltcp_marks_fd is not None:  # a Mininet host has its own /sys
         from mltcp import loader
 
-        loader.use_marks_fd(spec["mltcp_marks_fd"])
+        loader.use_marks_fd(spec.mltcp_marks_fd)
     return lambda: mltcp.mark_iteration(job)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0]) as f:
-        run(json.load(f))
+    run(WorkerSpec.load(argv[0]))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ require_module("transformers", "the testbed extra")
 
 from testbed import calibration as cm  # noqa: E402
 from testbed import cli  # noqa: E402
+from testbed.calibrate import calibrate  # noqa: E402
 from testbed.models import MODEL_NAMES, parameter_count  # noqa: E402
 
 
@@ -136,7 +137,7 @@ def test_load_rejects_non_json_and_non_objects(tmp_path: Path) -> None:
 
 
 def test_real_cpu_calibration_adds_up() -> None:
-    cal = cm.calibrate("resnet50", batch=1, device="cpu", repeats=1, warmup=0, command="t")
+    cal = calibrate("resnet50", batch=1, device="cpu", repeats=1, warmup=0, command="t")
     # one repeat: the per-layer attribution sums to the whole passes exactly
     assert sum(x.forward_s for x in cal.layers) == pytest.approx(cal.forward_s, rel=1e-6)
     assert sum(x.backward_s for x in cal.layers) == pytest.approx(cal.backward_s, rel=1e-6)

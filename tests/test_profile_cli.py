@@ -16,7 +16,6 @@ from conftest import require_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import testbed.measure
 from cassini import measure
 from cassini.cli import main
 from cassini.errors import InputError
@@ -193,11 +192,6 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(
     code, out, err = run(["profile", "--from", source, str(path), *extra], capsys)
     assert code == 2 and out == ""
     assert err.startswith(f"cassini: error: {field}") and err.count("\n") == 1, err
-
-
-def test_testbed_measure_is_the_cassini_implementation():
-    for name in ("profile_from_log", "profile_from_pcap", "pcap_series", "iteration_times"):
-        assert getattr(testbed.measure, name) is getattr(measure, name)
 
 
 def drifting_iterations(lengths_s, offset_s, burst_s, gap_s=1e-4, size=1446):

@@ -10,10 +10,12 @@ import time
 import numpy as np
 import pytest
 
+from cassini.measure import iteration_times, profile_from_pcap
 from cassini.predict import Slot, simulate_link
 from testbed import runner
-from testbed.measure import Capture, iteration_times, profile_from_pcap, read_log
-from testbed.net import Cluster, TestbedError, leftovers
+from testbed.capture import Capture
+from testbed.iterations import read_log
+from testbed.net import EmulatedCluster, TestbedError, leftovers
 from testbed.topo import FabricSpec, dumbbell
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
@@ -156,7 +158,9 @@ def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
 def test_pcap_profile_recovers_iteration_time(tmp_path):
     topo = dumbbell(1, 200e6, 1e9, FabricSpec("fifo"))
     spec = {
+        "job_id": "a",
         "rank": 0,
+        "world_size": 2,
         "addrs": ["10.0.0.1", "10.0.0.2"],
         "port": 7000,
         "compute_s": 0.06,
@@ -165,7 +169,7 @@ def test_pcap_profile_recovers_iteration_time(tmp_path):
         "epoch_s": time.time() + 2.5,
         "out": str(tmp_path / "r0.jsonl"),
     }
-    with Cluster(topo) as cluster:
+    with EmulatedCluster(topo) as cluster:
         procs = []
         with Capture(cluster, "h1", tmp_path / "h1.pcap"):
             for rank, host in enumerate(("h1", "h2")):
@@ -196,7 +200,7 @@ def test_pcap_profile_recovers_iteration_time(tmp_path):
 
 def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
     topo = dumbbell(2, 100e6, 1e9, FabricSpec("ecn"))
-    with pytest.raises(RuntimeError, match="boom"), Cluster(topo, cc="cubic") as cluster:
+    with pytest.raises(RuntimeError, match="boom"), EmulatedCluster(topo, cc="cubic") as cluster:
         pids = [h.pid for h in cluster.net.hosts]
         crash = cluster.popen("h1", [sys.executable, "-c", "raise SystemExit(3)"])
         hang = cluster.popen("h2", ["sleep", "300"])  # a worker that would hang forever
@@ -212,14 +216,16 @@ def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
     assert not os.path.exists("/sys/fs/bpf/testbed/ecn_mark")
 
     # and through the runner: a crashing worker fails the scheme, cleanly
-    real = runner._worker_spec
+    from dataclasses import replace
+
+    from testbed.run import session
+
+    real = session.worker_spec
 
     def crashing(*args, **kwargs):
-        spec = real(*args, **kwargs)
-        spec["iterations"] = "not a number"
-        return spec
+        return replace(real(*args, **kwargs), iterations="not a number")
 
-    monkeypatch.setattr(runner, "_worker_spec", crashing)
+    monkeypatch.setattr(session, "worker_spec", crashing)
     with pytest.raises(TestbedError, match="worker"):
         runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
     assert leftovers() == []

@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from cassini.measure import pcap_series, profile_from_log
 from testbed import fabric
+from testbed.iterations import summary
 from testbed.launch import launch_commands
-from testbed.measure import pcap_series, profile_from_log, summary
 from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.runner import ConfigError, format_table, load_config
 from testbed.topo import FabricSpec, dumbbell, from_config, leaf_spine

@@ -1,0 +1,281 @@
+"""Reading a testbed run's config once where it enters (YAML, JSON or a mapping, through
+:mod:`cassini.schema`; every error is a :class:`~testbed.run.config.ConfigError` naming
+the field): jobs of the kinds in ``WORKER_MODULES``, schemes of the ``SCHEMES`` table,
+fabrics of the ``FABRICS`` table."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cassini import schema
+from cassini.errors import InputError
+from testbed.run.config import (
+    DEFAULT_NIC_BPS,
+    JOB_KINDS,
+    PROFILE_SOURCES,
+    SCHEME_OPTIONS,
+    ConfigError,
+    RunConfig,
+    SchemeSpec,
+    TestbedJob,
+)
+from testbed.run.schemes import SCHEMES
+from testbed.topo import Topology, from_config
+
+
+def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
+    """Read and validate a YAML/JSON config (path or mapping); raises ConfigError."""
+    if isinstance(source, dict):
+        raw = source
+    else:
+        try:
+            raw = yaml.safe_load(Path(source).read_text())
+        except OSError as e:
+            raise ConfigError(str(source), f"cannot read: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(str(source), f"not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("config must be a mapping with topology, jobs and schemes")
+    allowed = {
+        "topology",
+        "jobs",
+        "schemes",
+        "cc",
+        "seed",
+        "agent",
+        "profile_iterations",
+        "profiles",
+        "profile_source",
+    }
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"{key}: unknown field (allowed: {', '.join(sorted(allowed))})")
+    for key in ("topology", "jobs", "schemes"):
+        if key not in raw:
+            raise ConfigError(f"{key}: missing required field")
+    try:
+        topo = from_config(dict(raw["topology"]))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"topology: {e}") from None
+    jobs = tuple(_job(j, i, topo) for i, j in enumerate(_list(raw["jobs"], "jobs")))
+    ids = [j.job_id for j in jobs]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("jobs: duplicate job ids")
+    used: dict[str, str] = {}
+    for j in jobs:
+        for h in j.hosts:
+            if h in used:
+                raise ConfigError(f"jobs.{j.job_id}.hosts: {h} already runs job {used[h]}")
+            used[h] = j.job_id
+    schemes = tuple(_scheme(s, i) for i, s in enumerate(_list(raw["schemes"], "schemes")))
+    names = [s.name for s in schemes]
+    if len(set(names)) != len(names):
+        raise ConfigError("schemes: duplicate scheme names (give each a name:)")
+    agent = raw.get("agent") or {}
+    if not isinstance(agent, dict) or set(agent) - {"slack", "drift_tolerance", "rerun_declined"}:
+        raise ConfigError("agent: a mapping with slack, drift_tolerance and/or rerun_declined")
+    rerun = agent.get("rerun_declined", False)
+    if not isinstance(rerun, bool):
+        raise ConfigError("agent.rerun_declined", f"true or false, got {rerun!r}")
+    return RunConfig(
+        topology=topo,
+        jobs=jobs,
+        schemes=schemes,
+        cc=str(raw.get("cc", topo.fabric.regime.default_cc)),
+        seed=int(raw.get("seed", 0)),
+        agent_slack=_slack(agent.get("slack", "auto")),
+        drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
+        rerun_declined=rerun,
+        profile_iterations=int(raw.get("profile_iterations", 12)),
+        profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
+        profile_source=_choice(
+            raw.get("profile_source", "auto"), "profile_source", PROFILE_SOURCES
+        ),
+        raw=raw,
+    )
+
+
+def _slack(raw: Any) -> float | None:
+    if raw == "auto":
+        return None
+    return schema.number(raw, "agent.slack", non_negative=True)
+
+
+def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
+    """Measured profiles given in the config (``profiles: {job: JOB}``), for cassini."""
+    if raw is None:
+        return {}
+    from cassini.profile import JobProfile
+
+    if not isinstance(raw, dict):
+        raise ConfigError("profiles: a mapping of job id to profile")
+    out = {}
+    for job, obj in raw.items():
+        if job not in job_ids:
+            raise ConfigError(f"profiles.{job}: no such job")
+        try:
+            out[job] = JobProfile.from_dict(obj, f"profiles.{job}")
+        except InputError as e:
+            raise ConfigError(str(e)) from None
+    return out
+
+
+def _choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise ConfigError(f"{name}: one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def _list(value: Any, name: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{name}: must be a non-empty list")
+    return value
+
+
+def _job(raw: Any, index: int, topo: Topology) -> TestbedJob:
+    """One job of the config, read strictly with :mod:`cassini.schema` (errors name the
+    field, e.g. ``jobs[1].scale: must be > 0, got 0``)."""
+    where = f"jobs[{index}]"
+    known = set(TestbedJob.__dataclass_fields__) - {"job_id"}
+    try:
+        obj = schema.require_object(raw, where)
+        schema.check_fields(obj, where, ("id", "hosts", "iterations"), known - {"hosts"})
+        kind = obj.get("kind", "synthetic")
+        if kind not in JOB_KINDS:
+            raise ConfigError(f"{where}.kind", f"one of {', '.join(JOB_KINDS)}, got {kind!r}")
+        hosts = schema.array(obj["hosts"], f"{where}.hosts")
+        if len(hosts) < 2:
+            raise ConfigError(f"{where}.hosts", "a list of at least 2 hosts")
+        for h in hosts:
+            if h not in topo.hosts:
+                raise ConfigError(
+                    f"{where}.hosts", f"unknown host {h!r} (have {', '.join(topo.hosts)})"
+                )
+        shift = obj.get("shift")
+        if shift is not None and shift != "auto":
+            shift = schema.number(shift, f"{where}.shift", non_negative=True)
+        iterations = schema.number(obj["iterations"], f"{where}.iterations", positive=True)
+        if iterations != int(iterations) or iterations < 3:
+            raise ConfigError(f"{where}.iterations", f"an integer >= 3, got {iterations:g}")
+
+        def num(name: str, default: float, **bounds: bool) -> float:
+            return schema.number(obj.get(name, default), f"{where}.{name}", **bounds)
+
+        jitter = num("jitter", 0.0, non_negative=True)
+        if jitter >= 1:
+            raise ConfigError(f"{where}.jitter", f"must be < 1, got {jitter:g}")
+        spec = TestbedJob(
+            job_id=schema.identifier(obj["id"], f"{where}.id"),
+            kind=kind,
+            hosts=tuple(hosts),
+            iterations=int(iterations),
+            compute_s=num("compute_s", 0.05, non_negative=True),
+            bytes=int(num("bytes", 1_000_000, positive=True)),
+            shift=shift,
+            jitter=jitter,
+            width=int(num("width", 256, positive=True)),
+            layers=int(num("layers", 3, positive=True)),
+            batch=int(num("batch", 32, positive=True)),
+            clock_offset_s=schema.number(obj.get("clock_offset_s", 0.0), f"{where}.clock_offset_s"),
+        )
+        if kind == "model":
+            spec = _model_job(obj, where, spec, topo)
+        elif set(obj) & {"model", "compute", "calibration", "scale", "nic_bps"}:
+            extra = sorted(set(obj) & {"model", "compute", "calibration", "scale", "nic_bps"})
+            raise ConfigError(f"{where}.{extra[0]}", "only for kind: model")
+    except InputError as e:
+        raise ConfigError(e.field, e.problem) from None
+    return spec
+
+
+def _model_job(obj: dict[str, Any], where: str, spec: TestbedJob, topo: Topology) -> TestbedJob:
+    """The fields of a ``kind: model`` job: a known architecture, a readable calibration,
+    and a parameter scale (default: the job's slowest link over ``nic_bps``, so its
+    communication-to-compute ratio is the real model's at that NIC rate)."""
+    from testbed import calibration as cal_mod
+    from testbed.models import MODEL_NAMES
+
+    model = obj.get("model")
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"{where}.model", f"one of {', '.join(MODEL_NAMES)}, got {model!r}")
+    compute = obj.get("compute", "replay")
+    if compute not in ("replay", "cpu"):
+        raise ConfigError(f"{where}.compute", f"replay or cpu, got {compute!r}")
+    path = obj.get("calibration")
+    if path is not None and not isinstance(path, str):
+        raise ConfigError(f"{where}.calibration", "a calibration file path")
+    path = path or str(cal_mod.default_calibration_path(model))
+    try:
+        cal = cal_mod.load_calibration(path)
+    except InputError as e:
+        raise ConfigError(f"{where}.calibration", f"{path}: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{where}.calibration", f"cannot read {path}: {e.strerror}") from None
+    if cal.model != model:
+        raise ConfigError(f"{where}.calibration", f"{path} calibrates {cal.model}, not {model}")
+    nic = obj.get("nic_bps", DEFAULT_NIC_BPS)
+    nic = schema.number(nic, f"{where}.nic_bps", positive=True)
+    capacity = topo.link_capacity()
+    slowest = min(capacity[d] for d in topo.ring_links(spec.hosts))
+    scale = schema.number(obj.get("scale", slowest / nic), f"{where}.scale", positive=True)
+    if scale > 1:
+        raise ConfigError(f"{where}.scale", f"at most 1 (a share of the parameters), got {scale:g}")
+    batch = obj.get("batch", cal.batch)
+    return replace(
+        spec,
+        model=model,
+        compute=compute,
+        calibration=path,
+        scale=scale,
+        nic_bps=nic,
+        batch=int(schema.number(batch, f"{where}.batch", positive=True)),
+    )
+
+
+def _scheme(raw: Any, index: int) -> SchemeSpec:
+    if isinstance(raw, str):
+        raw = {"scheme": raw}
+    if not isinstance(raw, dict) or "scheme" not in raw:
+        raise ConfigError(f"schemes[{index}]: a scheme name or {{scheme:, name:, cc:}}")
+    allowed = ("scheme", "name", "cc", *SCHEME_OPTIONS)
+    if set(raw) - set(allowed):
+        raise ConfigError(f"schemes[{index}]: allowed keys are {', '.join(allowed)}")
+    kind = raw["scheme"]
+    if kind not in SCHEMES:
+        raise ConfigError(
+            f"schemes[{index}]: unknown scheme {kind!r} (one of {', '.join(SCHEMES)})"
+        )
+    takes = SCHEMES[kind].options
+
+    def only_for(key: str) -> str:
+        return "for " + ", ".join(k for k, s in SCHEMES.items() if key in s.options) + " only"
+
+    mode = raw.get("mode", "idle")
+    if mode not in ("idle", "exact") or ("mode" in raw and "mode" not in takes):
+        raise ConfigError(
+            f"schemes[{index}].mode", f"idle or exact, {only_for('mode')}, got {mode!r}"
+        )
+    rule: dict[str, Any] = {}
+    for key in ("slope", "intercept", "scale_cut"):
+        if key in raw:
+            field_name = f"schemes[{index}].{key}"
+            if key not in takes:
+                raise ConfigError(field_name, only_for(key))
+            if key != "scale_cut":
+                rule[key] = schema.number(raw[key], field_name)
+            elif isinstance(raw[key], bool):
+                rule[key] = raw[key]
+            else:
+                raise ConfigError(field_name, f"true or false, got {raw[key]!r}")
+    if rule:
+        from mltcp.policy import MltcpParams
+
+        try:
+            MltcpParams(**rule)
+        except ValueError as e:
+            raise ConfigError(f"schemes[{index}]", str(e)) from None
+    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), mode, **rule)

@@ -1,0 +1,109 @@
+"""What the ``ideal`` runs measure for CASSINI: each job's profile (from its worker's
+timing log, its DDP bucket all-reduces, or a capture on its rank 0's host), the payload
+share of the wire bytes, and the jobs' own iteration-time jitter."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cassini import measure
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+from testbed.results import JobDirection, JobResult, SchemeResult
+from testbed.run.config import RunConfig, TestbedJob
+
+
+def profile_source(cfg: RunConfig, job: TestbedJob) -> str:
+    """Where ``job``'s profile comes from: the config's choice, or on ``auto`` the log of
+    a synthetic job and the bucket hook of a DDP one."""
+    if cfg.profile_source != "auto":
+        return cfg.profile_source
+    return "log" if job.kind == "synthetic" else "hook"
+
+
+def measured_profile(
+    cfg: RunConfig, job: TestbedJob, result: JobResult, source: str, pcap: Path | None
+) -> JobProfile:
+    """The job's profile: from its rank 0's timing log (one phase), its DDP bucket
+    records (one phase per bucket all-reduce), or the capture on rank 0's host."""
+    records = result.records(0)
+    if source == "log" or (source == "hook" and job.kind == "synthetic"):
+        return measure.profile_from_log(job.job_id, records)
+    if source == "hook":
+        return ddp_bucket_profile(job.job_id, records, len(job.hosts))
+    ip = cfg.topology.ip(job.hosts[0])
+    # the capture gives the shape and the bytes, over whole iterations after the first
+    # (warm-up): set-up, model broadcast and idle time before them would dilute the rates;
+    # each iteration is folded from its own start in the worker's log (a fold at one
+    # period slid a job's phase 16 ms earlier over 20 iterations, and the advice put the
+    # other job's phase on top of where it really was; the autocorrelation alone once
+    # took 3 periods on a DDP job's bursty capture)
+    if len(records) < 3:
+        raise InputError("profile_source", f"pcap: job {job.job_id} needs >= 3 iterations")
+    starts = [r["start"] for r in records[1:]]
+    return measure.profile_from_pcap(job.job_id, pcap, ip, iteration_starts_s=starts)
+
+
+def ddp_bucket_profile(job_id: str, records: list[dict[str, Any]], world_size: int) -> Any:
+    """A DDP job's multi-phase profile from the bucket all-reduces its worker logged
+    (``buckets: [[index, bytes, start, end], ...]`` per iteration)."""
+    buckets = [
+        measure.BucketRecord(r["iter"], b, nbytes, start, end)
+        for r in records
+        for b, nbytes, start, end in r.get("buckets", [])
+    ]
+    starts = {r["iter"]: r["start"] for r in records}
+    return measure.profile_from_buckets(job_id, buckets, world_size, starts)
+
+
+def payload_efficiency(
+    cfg: RunConfig, ideal: SchemeResult, report: Callable[[str], None] | None = None
+) -> float:
+    """Payload bits the jobs moved per bit their shared links carried in the ideal run
+    (TCP/IP and Ethernet headers, ACKs): the median over jobs that cross a shared link,
+    1.0 when none does.  Profiles' rates are payload rates, so the advisor is given each
+    link's capacity times this share.
+
+    A ring all-reduce's ranks send equal shares, and each hop's bytes cross every
+    measured link direction on its path once: a job's expected payload on them is
+    ``crossings * bytes / ranks`` (on the dumbbell each hop crosses one direction, on a
+    leaf-spine two: leaf to spine and spine to leaf).  The ideal run's ``link_bytes`` are
+    keyed by :class:`~testbed.results.JobDirection`.
+
+    The median is clamped to 0.5-1.0; when the clamp bites (a measurement outside what
+    headers can do), ``report`` is told the measured and the used value."""
+    per_job: dict[str, dict[str, int]] = {}
+    for key, nbytes in ideal.link_bytes.items():
+        key = JobDirection.parse(key)
+        per_job.setdefault(key.job_id, {})[key.direction] = nbytes
+    shares = []
+    for job in cfg.jobs:
+        if job.job_id not in ideal.jobs:
+            continue
+        measured = per_job.get(job.job_id, {})
+        crossings = sum(1 for d in cfg.topology.ring_links(job.hosts) if d in measured)
+        wire = sum(measured.values())
+        if wire > 0 and crossings:
+            payload = crossings * ideal.jobs[job.job_id].bytes / len(job.hosts)
+            shares.append(payload / wire)
+    if not shares:
+        return 1.0
+    measured = statistics.median(shares)
+    used = min(1.0, max(0.5, measured))
+    if used != measured and report is not None:
+        report(f"  payload efficiency measured {measured:.3f}, clamped to {used:.1f}")
+    return used
+
+
+def iteration_jitter(ideal: SchemeResult) -> float:
+    """The largest relative jitter of a job's iteration time alone: 2 standard deviations
+    over the mean (0 with fewer than 3 iterations)."""
+    out = 0.0
+    for job in ideal.jobs.values():
+        times = job.iteration_times_s[1:]
+        if len(times) >= 3:
+            out = max(out, 2 * statistics.stdev(times) / statistics.mean(times))
+    return out

@@ -1,0 +1,79 @@
+"""What a run shows while and after it runs: progress lines, the workers' completed
+iterations, and the scheme x job table of iteration times against ``ideal``."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from testbed.net import wait_all
+from testbed.results import ExperimentResult
+
+Progress = Callable[[str], None]
+"""Takes one progress line (the runner prints them on stderr)."""
+
+
+def wait_with_progress(
+    procs: Sequence[subprocess.Popen],
+    rank0_logs: Mapping[str, Path],
+    iterations: Mapping[str, int],
+    timeout_s: float,
+    say: Progress | None,
+) -> list[int]:
+    """Wait for every worker (killing the rest after ``timeout_s`` or once one fails),
+    showing each job's completed iterations (its rank 0's log lines) of ``iterations``;
+    returns the exit codes."""
+    say = say or (lambda msg: None)
+    deadline = time.time() + timeout_s
+    last_line = 0.0
+    tty = sys.stderr.isatty()
+    while any(p.poll() is None for p in procs):
+        if time.time() > deadline:
+            break
+        done = {j: _count_lines(path) for j, path in rank0_logs.items()}
+        if any(p.poll() not in (None, 0) for p in procs):
+            break  # a worker died: stop the rest now, not at the deadline
+        line = "  " + " ".join(f"{j} {done[j]}/{iterations[j]}" for j in done)
+        if tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif time.time() - last_line > 5:
+            say(line)
+            last_line = time.time()
+        time.sleep(0.25)
+    if tty:
+        print(file=sys.stderr)
+    return wait_all(procs, max(1.0, deadline - time.time()))
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def format_table(results: ExperimentResult) -> str:
+    """Scheme x job: mean, p50, p99 iteration time (ms) and mean as a ratio to ideal."""
+    ideal = results.ideal
+    lines = [
+        f"{'scheme':<14} {'job':<10} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs ideal':>9}"
+    ]
+    for name, res in results.schemes.items():
+        ratios = res.ratios(ideal) if ideal else {}
+        for job, s in res.summary.items():
+            lines.append(
+                f"{name:<14} {job:<10} {s['mean_s'] * 1e3:>8.1f} {s['p50_s'] * 1e3:>8.1f} "
+                f"{s['p99_s'] * 1e3:>8.1f} {ratios.get(job, math.nan):>8.2f}x"
+                + (f"  {res.reused_note}" if res.reused_note else "")
+            )
+    return "\n".join(lines)
+
+
+def default_out_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="testbed-"))
