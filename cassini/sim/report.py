@@ -47,6 +47,7 @@ def run_config(
             seed=cfg.seed,
             precision_deg=cfg.precision_deg,
             progress=tick,
+            options=cfg.options,
         )
     return out
 
