@@ -437,6 +437,7 @@ def _general_rates(
                 shared_rates(demand[held], paths, capacity[index_of_full], classes=classes[jobs])
             )
         got[held] = fair
+        got[held] = np.maximum(got[held], _EPS)  # a starved class: no 0-division later
         return got, math.inf
     sent = sent_before[jobs, phase[jobs]] + bits[jobs, phase[jobs]] - remaining[jobs]
     weights = [
@@ -446,5 +447,6 @@ def _general_rates(
     got[held] = shared_rates(
         demand[held], paths, capacity[index_of_full], weights=weights, classes=classes[jobs]
     )
-    step = float(np.min(per_iteration[jobs] / MLTCP_STEPS / np.maximum(got[held], _EPS)))
+    got[held] = np.maximum(got[held], _EPS)  # a starved class: no 0-division later
+    step = float(np.min(per_iteration[jobs] / MLTCP_STEPS / got[held]))
     return got, step
