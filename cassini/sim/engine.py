@@ -47,6 +47,10 @@ AGENT_TOLERANCE = 0.05
 #: three jobs ever kept its shifts (12 of ~900 held groups did, all of 2-3 jobs), and
 #: simulating the attempt doubled the cost of every large group.
 HELD_GROUP_LIMIT = 4
+#: Warm-up of a group under MLTCP sharing, in periods of its longest job: every
+#: evaluation starts from phases set by start times (or shifts), and MLTCP takes several
+#: iterations to interleave jobs (mltcp.policy.iterations_to_interleave: ~5-10 at k = 2).
+MLTCP_WARMUP_PERIODS = 12.0
 
 
 @dataclass(frozen=True)
@@ -522,8 +526,10 @@ class Simulation:
     # -- defragmentation ------------------------------------------------------------------
     def _defragment(self) -> set[str]:
         """MonkeyTree-style: move each running job spread over more racks than it needs
-        into fewer when the free GPUs allow, unless it moved within the cooldown; the
-        job stalls ``migration_s`` per moved worker (server)."""
+        into fewer when the free GPUs allow, unless it moved within the cooldown or the
+        move cannot pay back (the time it would save running at its dedicated pace for
+        its remaining iterations is less than the stall); the job stalls
+        ``migration_s`` per moved worker (server)."""
         changed: set[str] = set()
         for job_id in sorted(self.running, key=lambda j: (-len(self.running[j].placement), j)):
             r = self.running[job_id]
@@ -534,6 +540,11 @@ class Simulation:
                 continue
             new, _ = move
             workers = sum(1 for s in new if s not in r.placement)
+            charge = self.options.migration_s * workers
+            # a move must pay back: the time the job would save at its dedicated pace
+            saving = (r.iterations - r.done) * (r.iteration_time_s - r.profile.iteration_time_s)
+            if not saving > charge:
+                continue
             for s, g in r.placement.items():
                 self.free[s] += g
             for s, g in new.items():
@@ -542,7 +553,6 @@ class Simulation:
             r.placement = new
             self._route(job_id, r)
             self._link(job_id, r)
-            charge = self.options.migration_s * workers
             r.stall_s += charge
             r.migration_s += charge
             r.migrations += 1
@@ -647,7 +657,10 @@ class Simulation:
         """Simulate the group: held to the shifts, or free-running phased by start time
         or by the shifts."""
         longest = max(r.profile.iteration_time_s for r in runs)
-        warmup = self.window.warmup_periods * longest
+        periods = self.window.warmup_periods
+        if self.scheduler.mltcp:  # let MLTCP re-converge from the start-time phases
+            periods = max(periods, MLTCP_WARMUP_PERIODS)
+        warmup = periods * longest
         horizon = warmup + self.window.measure_periods * longest
         flows = []
         for r in runs:

@@ -12,8 +12,9 @@ running :class:`cassini.sim.engine.Simulation` (read-only use of its state):
   time-shifts (the ``cassini`` name part also holds jobs to them; see ``timing``);
 * ``defrag`` — packed, plus MonkeyTree-style migration of running jobs
   (:func:`defrag_move`): a job spread over more racks than it needs moves into fewer
-  when the free GPUs allow it, paying ``migration_s`` per moved worker (GPU), at most
-  once per ``cooldown_s``.
+  when the free GPUs allow it and the move pays back (the time saved at its dedicated
+  pace over its remaining iterations exceeds the stall), stalling ``migration_s`` per
+  moved worker (one worker per server), at most once per ``cooldown_s``.
 """
 
 from __future__ import annotations
