@@ -76,6 +76,28 @@ def test_bundles_stand_for_their_parts() -> None:
     assert Scheduler.parse("pollux+first").placement == "first"
 
 
+def test_a_new_table_entry_is_a_new_part(monkeypatch) -> None:
+    """docs/extending.md's example: one function, one table entry."""
+    from cassini.sim.engine import run
+    from cassini.sim.parts import queue
+    from cassini.sim.topology import Cluster
+    from cassini.sim.workload import load_library, poisson_jobs
+
+    def sjf(q, free_gpus, now_s, iteration_time_s):
+        ranked = sorted(q, key=lambda j: (j.iterations * iteration_time_s[j.model], j.arrival_s))
+        return [queue.Decision(j, j.gpus, j.iterations) for j in ranked]
+
+    monkeypatch.setitem(queue.QUEUE_POLICIES, "sjf", sjf)
+    s = Scheduler.parse("sjf+crux+mltcp")
+    assert (s.policy, s.routing, s.mltcp) == ("sjf", "crux", True)
+    lib = load_library()
+    c = Cluster(racks=2, servers_per_rack=2, gpus_per_server=2)
+    jobs = poisson_jobs(10, 2.0, c.gpus, lib, gpus={2: 1, 6: 1}, iterations=(10, 50), seed=0)
+    assert len(run(c, jobs, lib, "sjf+cassini").jobs) == 10
+    with pytest.raises(InputError, match="queue: themis, pollux, fifo, las, sjf"):
+        Scheduler.parse("sjf+nosuch")
+
+
 def test_unknown_part_lists_every_part_by_kind() -> None:
     with pytest.raises(InputError) as e:
         Scheduler.parse("themis+turbo")

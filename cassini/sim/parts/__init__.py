@@ -20,6 +20,8 @@ entry (see ``docs/extending.md``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cassini.sim.parts.placement import PLACEMENTS
 from cassini.sim.parts.queue import QUEUE_POLICIES
 from cassini.sim.parts.routing import ROUTINGS
@@ -27,12 +29,12 @@ from cassini.sim.parts.sharing import SHARINGS
 from cassini.sim.parts.timing import TIMINGS
 
 #: Every kind with its table (names -> implementation), in the order names list them.
-KINDS: dict[str, dict[str, object]] = {
-    "queue": dict(QUEUE_POLICIES),
-    "placement": dict(PLACEMENTS),
-    "routing": dict(ROUTINGS),
-    "sharing": dict(SHARINGS),
-    "timing": dict(TIMINGS),
+KINDS: dict[str, Mapping[str, object]] = {
+    "queue": QUEUE_POLICIES,
+    "placement": PLACEMENTS,
+    "routing": ROUTINGS,
+    "sharing": SHARINGS,
+    "timing": TIMINGS,
 }
 
 
