@@ -237,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=0.9, help="Poisson load (default 0.9)")
     parser.add_argument("--trace", help="a trace file instead of Poisson arrivals")
     parser.add_argument("--routing", default="ecmp", choices=("single", "ecmp", "crux"))
+    parser.add_argument(
+        "--priority-levels", type=int, default=8, help="hardware queues for Crux (default 8)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=str(RESULTS), help="output directory")
     args = parser.parse_args(argv)
@@ -245,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     library = measured_library()
-    options = SimOptions(routing=args.routing)
+    options = SimOptions(routing=args.routing, priority_levels=args.priority_levels)
     results: dict[str, dict[str, SimResult]] = {}
     data: dict[str, Any] = {
         "command": " ".join(
@@ -259,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "models": sorted(library),
         "load": args.load,
         "routing": args.routing,
+        "priority_levels": args.priority_levels,
         "seed": args.seed,
         "setups": {},
     }
