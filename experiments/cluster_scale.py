@@ -194,12 +194,15 @@ def plot(
     n = len(results)
     fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
     for ax, (setup, by_scheme) in zip(axes[0], results.items(), strict=True):
+        bottom = 1.0
         for name, r in by_scheme.items():
             order = np.argsort(r.normalised_samples, kind="stable")
             if len(order):
-                cum = np.cumsum(r.iteration_weights[order])
-                ax.plot(r.normalised_samples[order], cum / cum[-1], label=labels.get(name, name))
-        ax.set_xscale("log")
+                cum = np.cumsum(r.iteration_weights[order]) / r.iteration_weights.sum()
+                x = r.normalised_samples[order]
+                ax.step(x, cum, where="post", label=labels.get(name, name))
+                bottom = min(bottom, float(cum[np.searchsorted(x, 1.0 + 1e-9) - 1]))
+        ax.set_ylim(max(0.0, bottom - 0.05), 1.005)  # most iterations run at dedicated speed
         ax.set_xlabel("iteration time / dedicated iteration time")
         ax.set_ylabel("CDF over iterations")
         ax.set_title(setup)
