@@ -435,7 +435,7 @@ class Simulation:
                 self.free[s] -= g
             r = _Running(d.job, profile, placement, (), self.now, d.iterations)
             r.shift_s = shifts.pop(d.job.job_id, 0.0)
-            self._route(d.job.job_id, r, count=True)
+            self._route(d.job.job_id, r, count=not self.scheduler.dedicated_network)
             self.running[d.job.job_id] = r
             self._link(d.job.job_id, r)
             # shifts matter only to the jobs now coupled with the new one; the others
