@@ -164,6 +164,50 @@ def row(result: SimResult, baseline: SimResult | None) -> dict[str, Any]:
     }
 
 
+#: (mechanism, scheme, what the paper reports); compared against Themis on the same jobs
+PAPERS = (
+    ("CASSINI", "themis+cassini", "1.6x mean / 2.5x p99 iteration time (24 A100 servers)"),
+    ("MLTCP", "themis+mltcp", "2x mean / 4x p99 iteration time"),
+    ("Crux", "themis+crux", "+4-23 % GPU utilisation (trace sim); JCT up to -33 % (testbed)"),
+    ("MonkeyTree", "themis+defrag", "-14 % mean JCT (1,024 GPUs, 4:1)"),
+)
+
+
+def versus_themis(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each scheme against Themis on the same jobs: Themis' mean and p99 slowdown over
+    the scheme's (> 1 = faster, the papers' "Nx"), GPU utilisation gain and mean JCT
+    change (fractions)."""
+    base = rows.get("themis")
+    if base is None:
+        return {}
+    return {
+        name: {
+            "mean_speedup": base["mean_slowdown"] / r["mean_slowdown"],
+            "p99_speedup": base["p99_slowdown"] / r["p99_slowdown"],
+            "gpu_utilisation_gain": r["gpu_utilisation"] / base["gpu_utilisation"] - 1,
+            "mean_jct_change": r["mean_jct_s"] / base["mean_jct_s"] - 1,
+        }
+        for name, r in rows.items()
+        if name != "themis"
+    }
+
+
+def papers_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """The papers' headline numbers beside ours (vs Themis on the same jobs)."""
+    vs = versus_themis(rows)
+    lines = [
+        f"{'mechanism':<11} {'mean x':>7} {'p99 x':>7} {'GPU util':>9} {'mean JCT':>9}  paper",
+    ]
+    for label, name, paper in PAPERS:
+        if name in vs:
+            v = vs[name]
+            lines.append(
+                f"{label:<11} {v['mean_speedup']:>7.3f} {v['p99_speedup']:>7.3f} "
+                f"{v['gpu_utilisation_gain']:>+9.1%} {v['mean_jct_change']:>+9.1%}  {paper}"
+            )
+    return "\n".join(lines)
+
+
 def table(rows: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> str:
     head = (
         f"{'scheme':<34} {'mean x':>7} {'p99 x':>7} {'JCT s':>8} {'mkspan s':>9} {'GPU util':>8} "
@@ -245,7 +289,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=str(RESULTS), help="output directory")
+    parser.add_argument(
+        "--summarise", metavar="RESULTS_JSON", help="print the tables of an earlier run"
+    )
     args = parser.parse_args(argv)
+    if args.summarise:
+        return summarise(Path(args.summarise))
     labels = dict((name, label) for label, name in SCHEMES)
     names = args.schemes.split(",") if args.schemes else [name for _, name in SCHEMES]
     out = Path(args.out)
@@ -290,8 +339,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             tmp.replace(out / "results.json")
         print(f"\n{setup.name}, {len(jobs)} jobs, load {args.load}, routing {args.routing}")
         print(table(entry["rows"], labels))
+        entry["versus_themis"] = versus_themis(entry["rows"])
+        print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
+        print(papers_table(entry["rows"]))
     paths = plot(results, labels, out)
     print(f"\nresults: {out / 'results.json'}; plots: {', '.join(map(str, paths))}")
+    return 0
+
+
+def summarise(path: Path) -> int:
+    """Print the tables of a results.json (also one a cut-off run left)."""
+    data = json.loads(path.read_text())
+    labels = dict((name, label) for label, name in SCHEMES)
+    for setup, entry in data["setups"].items():
+        rows = {
+            n: {k: (math.nan if v is None else v) for k, v in r.items()}
+            for n, r in entry["rows"].items()
+        }
+        print(f"\n{setup}, {entry['jobs']} jobs, load {data['load']}, routing {data['routing']}")
+        print(table(rows, labels))
+        print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
+        print(papers_table(rows))
     return 0
 
 

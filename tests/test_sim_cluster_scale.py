@@ -38,4 +38,8 @@ def test_cluster_scale_tiny_run_writes_rows_and_plots(tmp_path, capsys) -> None:
     assert set(data["models"]) <= set(cluster_scale.load_library())
     assert (tmp_path / "slowdown_cdf.png").stat().st_size > 0
     assert (tmp_path / "gpu_utilisation.png").stat().st_size > 0
+    assert set(setup["versus_themis"]) == {"ideal", "themis+crux", "themis+defrag"}
+    assert setup["versus_themis"]["ideal"]["gpu_utilisation_gain"] >= 0
     assert "Themis + Crux" in capsys.readouterr().out
+    assert cluster_scale.main(["--summarise", str(tmp_path / "results.json")]) == 0
+    assert "MonkeyTree" in capsys.readouterr().out
