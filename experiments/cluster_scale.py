@@ -334,12 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             results[setup.name][name] = r
             entry["rows"][name] = row(r, results[setup.name].get("themis"))
             print(f"   {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
-            tmp = out / "results.json.tmp"
-            tmp.write_text(json.dumps(data, indent=1, default=_json))
-            tmp.replace(out / "results.json")
+            entry["versus_themis"] = versus_themis(entry["rows"])
+            _write(data, out)
         print(f"\n{setup.name}, {len(jobs)} jobs, load {args.load}, routing {args.routing}")
         print(table(entry["rows"], labels))
-        entry["versus_themis"] = versus_themis(entry["rows"])
         print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
         print(papers_table(entry["rows"]))
     paths = plot(results, labels, out)
@@ -361,6 +359,12 @@ def summarise(path: Path) -> int:
         print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
         print(papers_table(rows))
     return 0
+
+
+def _write(data: Mapping[str, Any], out: Path) -> None:
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(data, indent=1, default=_json))
+    tmp.replace(out / "results.json")
 
 
 def _json(value: Any) -> Any:
