@@ -290,11 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=str(RESULTS), help="output directory")
     parser.add_argument(
-        "--summarise", metavar="RESULTS_JSON", help="print the tables of an earlier run"
+        "--summarise",
+        metavar="RESULTS_JSON",
+        nargs="+",
+        help="print the tables of earlier runs; of several (seeds), the median and range",
     )
     args = parser.parse_args(argv)
     if args.summarise:
-        return summarise(Path(args.summarise))
+        if len(args.summarise) == 1:
+            return summarise(Path(args.summarise[0]))
+        return summarise_seeds([Path(p) for p in args.summarise])
     labels = dict((name, label) for label, name in SCHEMES)
     names = args.schemes.split(",") if args.schemes else [name for _, name in SCHEMES]
     out = Path(args.out)
@@ -358,6 +363,31 @@ def summarise(path: Path) -> int:
         print(table(rows, labels))
         print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
         print(papers_table(rows))
+    return 0
+
+
+def summarise_seeds(paths: Sequence[Path]) -> int:
+    """Median [min-max] over runs (e.g. seeds) of each mechanism against Themis."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    setups = list(runs[0]["setups"])
+    for setup in setups:
+        print(f"\n{setup}: {len(runs)} runs (seeds {', '.join(str(r['seed']) for r in runs)})")
+        print(f"{'mechanism':<11} {'mean x':>19} {'p99 x':>19} {'GPU util':>22} {'mean JCT':>24}")
+        for label, name, _ in PAPERS:
+            vs = [versus_themis(r["setups"][setup]["rows"]).get(name) for r in runs]
+            if any(v is None for v in vs):
+                continue
+            cells = []
+            for key, fmt in (
+                ("mean_speedup", "{:.3f}"),
+                ("p99_speedup", "{:.3f}"),
+                ("gpu_utilisation_gain", "{:+.1%}"),
+                ("mean_jct_change", "{:+.1%}"),
+            ):
+                values = [v[key] for v in vs]
+                med, lo, hi = (fmt.format(x) for x in (np.median(values), min(values), max(values)))
+                cells.append(f"{med} [{lo}, {hi}]")
+            print(f"{label:<11} {cells[0]:>19} {cells[1]:>19} {cells[2]:>22} {cells[3]:>24}")
     return 0
 
 
