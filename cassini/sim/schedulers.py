@@ -14,6 +14,7 @@ An unknown part raises :class:`~cassini.errors.InputError` listing every part by
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cassini.errors import InputError
@@ -26,6 +27,7 @@ from cassini.sim.parts.queue import (
     finish_time_fairness,
     statistical_efficiency,
 )
+from cassini.sim.workload import JobSpec
 
 __all__ = [
     "EFFICIENCY_LOSS",
@@ -151,10 +153,10 @@ def _unknown(name: str, part: str, why: str) -> InputError:
 
 def decide(
     policy: str,
-    queue: list,
+    queue: Sequence[JobSpec],
     free_gpus: int,
     now_s: float,
-    iteration_time_s: dict,
+    iteration_time_s: Mapping[str, float],
 ) -> list[Decision]:
     """Order the queue and size each job with the queue policy ``policy``; the engine
     places them in this order while they fit.  ``iteration_time_s`` is each model's
