@@ -237,7 +237,9 @@ def plot(
 
     n = len(results)
     fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
+    colours = [*plt.get_cmap("tab10").colors, "black", "olive"]
     for ax, (setup, by_scheme) in zip(axes[0], results.items(), strict=True):
+        ax.set_prop_cycle(color=colours)
         bottom = 1.0
         for name, r in by_scheme.items():
             order = np.argsort(r.normalised_samples, kind="stable")
