@@ -41,9 +41,12 @@ def test_a_move_brings_a_job_into_fewer_racks_on_free_gpus(data) -> None:
 
 
 def test_defrag_charges_every_move_and_respects_the_cooldown(monkeypatch) -> None:
-    c = Cluster(racks=8, servers_per_rack=4, gpus_per_server=4)
-    jobs = poisson_jobs(80, 0.9, c.gpus, LIBRARY, gpus={4: 1, 12: 1, 24: 1, 40: 1}, seed=2)
-    options = SimOptions(migration_s=9.0, cooldown_s=400.0)
+    # ECMP over 4 spines slows cross-rack jobs, so moves into fewer racks pay back
+    c = Cluster(racks=8, servers_per_rack=4, gpus_per_server=4, spines=4)
+    jobs = poisson_jobs(
+        80, 0.9, c.gpus, LIBRARY, gpus={4: 1, 12: 1, 24: 1, 40: 1}, iterations=(2000, 8000), seed=2
+    )
+    options = SimOptions(routing="ecmp", migration_s=9.0, cooldown_s=400.0)
     moves: list[tuple[str, float, float, int]] = []  # job, time, stall added, workers
     original = Simulation._defragment
 
@@ -73,5 +76,7 @@ def test_defrag_charges_every_move_and_respects_the_cooldown(monkeypatch) -> Non
     # a stalled job finishes later than its iterations alone would take it
     for rec in result.jobs:
         if rec.migrations:
-            assert rec.finish_s - rec.start_s >= rec.migration_s
+            assert rec.finish_s - rec.start_s >= rec.migration_s + rec.iterations * (
+                rec.dedicated_iteration_s * (1 - 1e-9)
+            )
     assert engine_module.SimOptions().migration_s == 9.0
