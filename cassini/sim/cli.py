@@ -16,17 +16,25 @@ DESCRIPTION = (
     "Trace-driven simulation of a GPU cluster: jobs arrive (Poisson or a trace), a "
     "Themis- or Pollux-like scheduler places them (optionally choosing among candidate "
     "placements with CASSINI), and a flow-level network model gives every job's iteration "
-    "times.  Reports mean/p99 iteration time, JCT, makespan and excess-demand time."
+    "times; MLTCP, Crux priorities and paths, ECMP and defragmentation compose with it.  "
+    "Reports mean/p99 iteration time, JCT, makespan, excess-demand time, GPU utilisation, "
+    "migrations and ECMP collisions."
 )
 
 EPILOG = """\
-schedulers: themis, pollux (each optionally +cassini or +random), ideal (dedicated network),
-            recorded (+cassini): each job on the hosts its trace names (philly, lingjun, pai2020)
+schedulers: a queue policy + parts, e.g. themis, themis+cassini, themis+crux+mltcp,
+  pollux+defrag+ecmp; ideal (dedicated network).  Parts by kind:
+    queue: themis, pollux, fifo, las, recorded   placement: packed, random, cassini, defrag
+    routing: single, ecmp, crux               sharing: maxmin, mltcp, priority
+    timing: free, held     (cassini = placement cassini + held; crux = crux routing + priority)
+  recorded (+cassini): each job on the hosts its trace names (philly, lingjun, pai2020)
 config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,
-              racks_per_pod (three-tier), pod_oversubscription}
+              racks_per_pod (three-tier), pod_oversubscription, spines (ECMP paths)}
              or {hosts: topo.csv, gpus_per_server, ...} or {generate: fat-tree, k, ...}
              (two-tier, three-tier, fat-tree, rail-optimised; docs/topologies.md)
+  routing: single|ecmp|crux   priority_levels: 8   mltcp: {slope, intercept, scale_cut}
+  defrag: {migration_s: 9, cooldown_s: 300}
   workload:  {poisson: {jobs, load, gpus: {count: weight}, iterations: [lo, hi], models}}
              or {trace: FILE, format: F, bad_rows: error|skip}   (format detected if absent)
 trace formats (cassini/sim/traces/<format>.py documents columns and assumptions):

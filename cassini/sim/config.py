@@ -14,7 +14,11 @@
       #     format: philly           (optional, detected when absent; see cassini.sim.traces)
       #     bad_rows: error          (error: stop at the first; skip: count, report, go on)
     profiles: [measured.json]        # optional extra profiles
-    schedulers: [themis, themis+cassini]
+    schedulers: [themis, themis+cassini, themis+crux, themis+cassini+mltcp]
+    routing: ecmp                    # single (default) | ecmp | crux; needs cluster.spines > 1
+    priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
+    mltcp: {slope: 1.0, intercept: 0.5, scale_cut: false}   # as mltcp.policy.MltcpParams
+    defrag: {migration_s: 9, cooldown_s: 300}  # seconds per migrated worker; cooldown
     candidates: 10                   # placements per job (paper: up to 10)
     seed: 0
     precision_deg: 5
@@ -36,11 +40,14 @@ import yaml
 from cassini import schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.sim.options import SimOptions
+from cassini.sim.parts.routing import ROUTINGS
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
 from cassini.sim.topologies import build as build_topology
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs
+from mltcp.policy import MltcpParams
 
 SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
 BAD_ROWS = ("error", "skip")
@@ -71,6 +78,7 @@ class SimConfig:
     precision_deg: float = 5.0
     name: str = "sim"
     sweep: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    options: SimOptions = field(default_factory=SimOptions)
 
     def library(self) -> dict[str, JobProfile]:
         return load_library(self.profiles)
@@ -146,7 +154,18 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         obj,
         "",
         ("cluster", "workload", "schedulers"),
-        ("name", "profiles", "candidates", "seed", "precision_deg", "sweep"),
+        (
+            "name",
+            "profiles",
+            "candidates",
+            "seed",
+            "precision_deg",
+            "sweep",
+            "routing",
+            "priority_levels",
+            "mltcp",
+            "defrag",
+        ),
     )
     if is_topology_form(obj["cluster"]):
         cluster = build_topology(obj["cluster"], "cluster", base)
@@ -209,6 +228,35 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         precision_deg=schema.number(obj.get("precision_deg", 5.0), "precision_deg", positive=True),
         name=str(obj.get("name", "sim")),
         sweep=sweep,
+        options=_options(obj),
+    )
+
+
+def _options(obj: Mapping[str, Any]) -> SimOptions:
+    """The mechanisms' settings: routing, priority_levels, mltcp, defrag."""
+    routing = obj.get("routing", "single")
+    if routing not in ROUTINGS:
+        raise InputError("routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+    levels = _count(obj.get("priority_levels", 8), "priority_levels")
+    m = schema.require_object(obj.get("mltcp", {}), "mltcp")
+    schema.check_fields(m, "mltcp", (), ("slope", "intercept", "scale_cut"))
+    try:
+        mltcp = MltcpParams(**m)
+    except (TypeError, ValueError) as e:
+        raise InputError("mltcp", str(e)) from None
+    d = schema.require_object(obj.get("defrag", {}), "defrag")
+    schema.check_fields(d, "defrag", (), ("migration_s", "cooldown_s"))
+    defaults = SimOptions()
+    return SimOptions(
+        routing=routing,
+        priority_levels=levels,
+        mltcp=mltcp,
+        migration_s=schema.number(
+            d.get("migration_s", defaults.migration_s), "defrag.migration_s", non_negative=True
+        ),
+        cooldown_s=schema.number(
+            d.get("cooldown_s", defaults.cooldown_s), "defrag.cooldown_s", non_negative=True
+        ),
     )
 
 

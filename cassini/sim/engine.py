@@ -6,7 +6,10 @@ re-evaluates every group of jobs connected through shared links whose membership
 time-shifts changed, giving each job its iteration time until the next change.
 Between events jobs progress at those iteration times.
 
-Network modes: *free-running* jobs (the baseline schedulers; a job's iterations are
+The scheduler is composed of parts (:mod:`cassini.sim.parts`): a queue policy, a
+placement (optionally with MonkeyTree-style defragmentation), a routing over the
+spines, a link-sharing rule (max-min, MLTCP-weighted, strict priority) and an in-job
+timing.  Timing: *free-running* jobs (a job's iterations are
 phased by its start time) or jobs *held to time-shifts* (``+cassini``): each job's
 iteration ``k`` starts at ``shift + k * T`` where T is its dedicated iteration time,
 re-aligning when more than 5 % late (the paper's agent); a group that cannot keep that
@@ -27,9 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from cassini.plugin import choose_placement
 from cassini.profile import JobProfile
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
+from cassini.sim.options import SimOptions
+from cassini.sim.parts import priority as crux
+from cassini.sim.parts.placement import PLACEMENTS, defrag_move
+from cassini.sim.parts.routing import ROUTINGS, collisions, crux_paths
 from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.topology import Cluster
@@ -42,6 +48,10 @@ AGENT_TOLERANCE = 0.05
 #: three jobs ever kept its shifts (12 of ~900 held groups did, all of 2-3 jobs), and
 #: simulating the attempt doubled the cost of every large group.
 HELD_GROUP_LIMIT = 4
+#: Warm-up of a group under MLTCP sharing, in periods of its longest job: every
+#: evaluation starts from phases set by start times (or shifts), and MLTCP takes several
+#: iterations to interleave jobs (mltcp.policy.iterations_to_interleave: ~5-10 at k = 2).
+MLTCP_WARMUP_PERIODS = 12.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,13 @@ class _Running:
     shift_s: float = 0.0
     done: float = 0.0  # iterations completed (fractional)
     iteration_time_s: float = math.nan
+    spine: int | None = None
+    intensity: float = math.inf  # Crux's GPU intensity (see parts.priority)
+    level: int = 0  # priority class (0 = highest)
+    stall_s: float = 0.0  # migration time left to sit out, seconds
+    migrations: int = 0
+    migration_s: float = 0.0  # total stall charged for migrations, seconds
+    migrated_at: float = -math.inf
     samples: tuple[float, ...] = ()
     #: iterations run at each distinct sample set, for the iteration-time distribution
     history: list[tuple[tuple[float, ...], float]] = field(default_factory=list)
@@ -91,6 +108,16 @@ class JobRecord:
     shift_s: float
     placement: tuple[tuple[int, int], ...]  # (server, GPUs) pairs
     timeline: tuple[tuple[float, float], ...] = ()  # (time s, mean iteration time s)
+    compute_gpu_s: float = 0.0  # GPU-seconds of compute (outside communication phases)
+    intensity: float = math.inf  # Crux's GPU intensity on its placement
+    priority_level: int = 0  # last priority class (0 = highest) under priority sharing
+    migrations: int = 0
+    migration_s: float = 0.0  # seconds stalled for migrations
+
+    @property
+    def allocated_gpu_s(self) -> float:
+        """GPU-seconds the job held its GPUs (start to finish)."""
+        return self.gpus * (self.finish_s - self.start_s)
 
     @property
     def jct_s(self) -> float:
@@ -114,12 +141,22 @@ class SimResult:
     network_evaluations: int
     network_events: int
     placements_advised: int
+    cluster_gpus: int = 0
+    collisions: int = 0
+    #: priority sharing: summed contention-edge weight, and the part cut by each rule
+    priority_cut: Mapping[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """Mean and p99 iteration time (absolute s, and over dedicated), JCT, makespan,
-        excess-demand time per link."""
+        excess-demand time per link, GPU utilisation (compute GPU-seconds over allocated
+        GPU-seconds, Crux's metric), worst job, lowest-priority decile, migrations,
+        ECMP collisions."""
         jct = np.array([j.jct_s for j in self.jobs])
         excess = np.array(list(self.excess_s.values()) or [0.0])
+        compute = sum(j.compute_gpu_s for j in self.jobs)
+        allocated = sum(j.allocated_gpu_s for j in self.jobs)
+        cut = dict(self.priority_cut)
+        total_cut = cut.pop("total", 0.0)
         return {
             "scheduler": self.scheduler,
             "jobs": len(self.jobs),
@@ -141,7 +178,38 @@ class SimResult:
             "network_evaluations": self.network_evaluations,
             "network_events": self.network_events,
             "placements_advised": self.placements_advised,
+            "gpu_utilisation": compute / allocated if allocated > 0 else math.nan,
+            "cluster_gpu_utilisation": (
+                compute / (self.cluster_gpus * self.makespan_s)
+                if self.cluster_gpus and self.makespan_s > 0
+                else math.nan
+            ),
+            "worst_job_slowdown": max((j.slowdown for j in self.jobs), default=math.nan),
+            "lowest_priority_decile": lowest_priority_decile(self.jobs),
+            "migrations": sum(j.migrations for j in self.jobs),
+            "migration_s_total": sum(j.migration_s for j in self.jobs),
+            "ecmp_collisions": self.collisions,
+            "priority_cut_fraction": (
+                {rule: w / total_cut for rule, w in cut.items()} if total_cut > 0 else None
+            ),
         }
+
+
+def lowest_priority_decile(jobs: Sequence[JobRecord]) -> dict[str, float] | None:
+    """The tenth of the networked jobs (finite intensity) with the lowest Crux intensity
+    (the lowest priority under Crux; the same ranking for every scheduler): how many,
+    their mean slowdown and throughput loss (1 - dedicated / mean iteration time)."""
+    ranked = sorted((j for j in jobs if math.isfinite(j.intensity)), key=lambda j: j.intensity)
+    if not ranked:
+        return None
+    tail = ranked[: max(1, len(ranked) // 10)]
+    slowdown = float(np.mean([j.slowdown for j in tail]))
+    return {
+        "jobs": len(tail),
+        "mean_slowdown": slowdown,
+        "throughput_loss": 1.0 - float(np.mean([1.0 / j.slowdown for j in tail])),
+        "job_ids": [j.job_id for j in tail],
+    }
 
 
 def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
@@ -166,6 +234,8 @@ class Simulation:
     jobs : arrivals (any order).
     library : job profiles by model id.
     scheduler : e.g. ``"themis+cassini"`` (see :mod:`cassini.sim.schedulers`).
+    options : the mechanisms' run-wide settings (routing, priority levels, MLTCP
+        parameters, migration cost).
     n_candidates : placements the policy proposes per job (paper: up to 10).
     seed : seeds the random placements.
     window : how long the network model looks at each group of jobs.
@@ -173,7 +243,7 @@ class Simulation:
     progress : called as ``progress(finished, total)`` now and then.
     recorder : optional observer of the network model (for reports), e.g.
         :class:`cassini.sim.recording.NetworkRecorder`: gets
-        ``window(now_s, flows, horizon_s, warmup_s, result)`` after every evaluation.
+        ``window(now_s, flows, horizon_s, warmup_s, result, mltcp)`` after every evaluation.
     """
 
     def __init__(
@@ -188,6 +258,7 @@ class Simulation:
         window: NetworkWindow = NetworkWindow(),
         precision_deg: float = 5.0,
         progress: Callable[[int, int], None] | None = None,
+        options: SimOptions | None = None,
         recorder: Any = None,
     ) -> None:
         self.cluster = cluster
@@ -200,6 +271,10 @@ class Simulation:
         self.precision_deg = precision_deg
         self.progress = progress
         self.recorder = recorder
+        self.options = options = options or SimOptions()
+        self.routing = ROUTINGS[self.scheduler.routing or options.routing]
+        self.seed = seed
+        self.priority_rng = np.random.default_rng([seed, 1])
         for j in self.jobs:
             if j.model not in self.library:
                 raise ValueError(f"job {j.job_id}: unknown model {j.model!r}")
@@ -220,6 +295,9 @@ class Simulation:
         self.evaluations = 0
         self.network_events = 0
         self.advised = 0
+        self.collisions = 0
+        self.priority_cut = {"total": 0.0, "max_k_cut": 0.0, "bands": 0.0}
+        self._cross_rack: frozenset[str] = frozenset()
         self._history: dict[str, tuple[list[tuple[tuple[float, ...], float]], float]] = {}
 
     # -- main loop ------------------------------------------------------------------------
@@ -257,12 +335,15 @@ class Simulation:
             network_evaluations=self.evaluations,
             network_events=self.network_events,
             placements_advised=self.advised,
+            cluster_gpus=self.cluster.gpus,
+            collisions=self.collisions,
+            priority_cut=dict(self.priority_cut) if self.scheduler.priority else {},
         )
 
     def _next_finish(self) -> tuple[float, list[str]]:
         best, who = math.inf, []
         for job_id, r in self.running.items():
-            t = self.now + max(0.0, r.iterations - r.done) * r.iteration_time_s
+            t = self.now + r.stall_s + max(0.0, r.iterations - r.done) * r.iteration_time_s
             if t < best - 1e-9:
                 best, who = t, [job_id]
             elif abs(t - best) <= 1e-9:
@@ -273,7 +354,14 @@ class Simulation:
         dt = t - self.now
         if dt > 0:
             for r in self.running.values():
-                n = dt / r.iteration_time_s
+                run = dt
+                if r.stall_s > 0:  # sitting out a migration
+                    stalled = min(r.stall_s, dt)
+                    r.stall_s -= stalled
+                    run -= stalled
+                    if run <= 0:
+                        continue
+                n = run / r.iteration_time_s
                 r.done += n
                 if r.history and r.history[-1][0] is r.samples:
                     r.history[-1] = (r.samples, r.history[-1][1] + n)
@@ -291,10 +379,7 @@ class Simulation:
             r = self.running.pop(job_id)
             for s, g in r.placement.items():
                 self.free[s] += g
-            for link in r.path:
-                self.on_link[link].discard(job_id)
-                self.peak_on_link[link] -= r.profile.peak_rate_bps
-                neighbours |= self.on_link[link]
+            neighbours |= self._unlink(job_id, r)
             racks = {self.cluster.rack_of(s) for s in r.placement}
             mean_it = (self.now - r.start_s) / r.iterations
             self.records.append(
@@ -314,6 +399,11 @@ class Simulation:
                     shift_s=r.shift_s,
                     placement=tuple(sorted(r.placement.items())),
                     timeline=tuple(r.timeline),
+                    compute_gpu_s=sum(r.placement.values()) * r.iterations * _compute_s(r.profile),
+                    intensity=r.intensity,
+                    priority_level=r.level,
+                    migrations=r.migrations,
+                    migration_s=r.migration_s,
                 )
             )
             self._history[job_id] = (r.history, r.profile.iteration_time_s)
@@ -321,12 +411,23 @@ class Simulation:
 
     # -- scheduling -----------------------------------------------------------------------
     def _schedule(self) -> set[str]:
-        if not self.queue:
-            return set()
+        changed: set[str] = set()
+        if self.scheduler.defrag:
+            changed |= self._defragment()
+        if self.queue:
+            changed |= self._place_queued()
+        if self.routing.reroutes:
+            changed |= self._reroute()
+        return changed
+
+    def _place_queued(self) -> set[str]:
         changed: set[str] = set()
         decisions = decide(
             self.scheduler.policy, self.queue, int(self.free.sum()), self.now, self.dedicated
         )
+        choose = PLACEMENTS[
+            self.scheduler.placement if self.scheduler.placement != "first" else "packed"
+        ]
         for d in decisions:
             if self.host_server is not None:
                 options = recorded_options(d.job, self.host_server, self.free)
@@ -337,19 +438,20 @@ class Simulation:
             if not options:
                 continue
             profile = _as_job(self.library[d.job.model], d.job.job_id)
-            placement, shifts = self._choose(d.job.job_id, profile, options)
+            if self.scheduler.dedicated_network:
+                placement, shifts = options[0], {}
+            else:
+                placement, shifts = choose(self, d.job.job_id, profile, options)
             for s, g in placement.items():
                 self.free[s] -= g
-            path = self.cluster.path(placement)
-            r = _Running(d.job, profile, placement, path, self.now, d.iterations)
+            r = _Running(d.job, profile, placement, (), self.now, d.iterations)
             r.shift_s = shifts.pop(d.job.job_id, 0.0)
+            self._route(d.job.job_id, r, count=not self.scheduler.dedicated_network)
             self.running[d.job.job_id] = r
-            for link in path:
-                self.on_link.setdefault(link, set()).add(d.job.job_id)
-                self.peak_on_link[link] = self.peak_on_link.get(link, 0.0) + profile.peak_rate_bps
+            self._link(d.job.job_id, r)
             # shifts matter only to the jobs now coupled with the new one; the others
             # (on links of candidates not taken) keep theirs
-            group = self._component({d.job.job_id})
+            group = self.component({d.job.job_id})
             for job_id, s in shifts.items():
                 if job_id in group:
                     self.running[job_id].shift_s = s
@@ -357,62 +459,125 @@ class Simulation:
             self.queue.remove(d.job)
         return changed
 
-    def _choose(
-        self, job_id: str, profile: JobProfile, options: list[dict[int, int]]
-    ) -> tuple[dict[int, int], dict[str, float]]:
-        """Pick a placement; return it with the time-shifts to apply (job -> s)."""
-        mode = self.scheduler.placement
-        if self.scheduler.dedicated_network or mode == "first":
-            return options[0], {}
-        if mode == "random":
-            return options[int(self.rng.integers(len(options)))], {}
-        # only links that could congest with the new job on them matter
-        peak = profile.peak_rate_bps
-        paths = [
-            [link for link in self.cluster.path(p) if self._coupling(link, peak)] for p in options
-        ]
-        seeds = {j for path in paths for link in path for j in self.on_link.get(link, ())}
-        group = self._component(seeds)
-        if not group:
-            return options[0], {}
-        if len(group) > HELD_GROUP_LIMIT:
-            # a group this large will not be held to shifts anyway (see _held): advise on
-            # the links the new job may share only, with the jobs on them
-            group = seeds
-            near = {link for path in paths for link in path}
-        else:
-            near = None
-        jobs = {j: self.running[j].profile for j in group} | {job_id: profile}
-        base = {
-            j: [
-                link
-                for link in self.running[j].path
-                if self._coupling(link) and (near is None or link in near)
-            ]
-            for j in group
-        }
-        candidates = [base | {job_id: path} for path in paths]
-        links = {
-            link: self.cluster.links[link] for c in candidates for p in c.values() for link in p
-        }
-        if not links:
-            return options[0], {}
-        self.advised += 1
-        choice = choose_placement(
-            jobs, links, candidates, precision_deg=self.precision_deg, repair=False
-        )
-        index = choice.index if choice.index is not None else 0
-        shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
-        return options[index], shifts
+    # -- routing --------------------------------------------------------------------------
+    def _racks(self, placement: Mapping[int, int]) -> list[int]:
+        return sorted({self.cluster.rack_of(s) for s in placement})
 
-    def _coupling(self, link: str, extra_bps: float = 0.0) -> bool:
+    def route_candidate(self, job_id: str, placement: Mapping[int, int]) -> tuple[str, ...]:
+        """The path a job would take on ``placement`` under this run's routing."""
+        racks = self._racks(placement)
+        spine = None
+        if len(racks) > 1:
+            spine = self.routing.spine(self.cluster, job_id, racks, self.seed, self.peak_on_link)
+        return self.cluster.path(placement, spine)
+
+    def _route(self, job_id: str, r: _Running, *, count: bool = False) -> None:
+        """Give ``r`` its path (not yet on the links) and its Crux intensity."""
+        racks = self._racks(r.placement)
+        r.spine = None
+        if len(racks) > 1:
+            r.spine = self.routing.spine(self.cluster, job_id, racks, self.seed, self.peak_on_link)
+            if count and r.spine is not None:
+                self.collisions += collisions(self.cluster, racks, r.spine, self.peak_on_link)
+        r.path = self.cluster.path(r.placement, r.spine)
+        links = self.cluster.links
+        r.intensity = crux.intensity(
+            sum(r.placement.values()),
+            _compute_s(r.profile),
+            r.profile.bits_per_iteration,
+            min((links[link] for link in r.path), default=0.0),
+        )
+
+    def _link(self, job_id: str, r: _Running) -> None:
+        for link in r.path:
+            self.on_link.setdefault(link, set()).add(job_id)
+            self.peak_on_link[link] = self.peak_on_link.get(link, 0.0) + r.profile.peak_rate_bps
+
+    def _unlink(self, job_id: str, r: _Running) -> set[str]:
+        """Take ``r`` off its links; return the jobs left on them."""
+        neighbours: set[str] = set()
+        for link in r.path:
+            self.on_link[link].discard(job_id)
+            self.peak_on_link[link] -= r.profile.peak_rate_bps
+            neighbours |= self.on_link[link]
+        return neighbours
+
+    def _reroute(self) -> set[str]:
+        """Crux's path selection over every running cross-rack job, in descending
+        intensity, when the set of cross-rack jobs changed."""
+        cross = frozenset(j for j, r in self.running.items() if r.spine is not None)
+        if cross == self._cross_rack:
+            return set()
+        self._cross_rack = cross
+        order = sorted(cross, key=lambda j: (-self.running[j].intensity, j))
+        background = dict(self.peak_on_link)
+        for j in order:  # route from scratch: only the single-rack traffic stays
+            r = self.running[j]
+            for link in r.path:
+                background[link] -= r.profile.peak_rate_bps
+        spines = crux_paths(
+            self.cluster,
+            [
+                (j, self._racks(self.running[j].placement), self.running[j].profile.peak_rate_bps)
+                for j in order
+            ],
+            background,
+        )
+        changed: set[str] = set()
+        for j, k in spines.items():
+            r = self.running[j]
+            if k == r.spine:
+                continue
+            changed |= self._unlink(j, r) | {j}
+            r.spine = k
+            r.path = self.cluster.path(r.placement, k)
+            self._link(j, r)
+        return changed
+
+    # -- defragmentation ------------------------------------------------------------------
+    def _defragment(self) -> set[str]:
+        """MonkeyTree-style: move each running job spread over more racks than it needs
+        into fewer when the free GPUs allow, unless it moved within the cooldown or the
+        move cannot pay back (the time it would save running at its dedicated pace for
+        its remaining iterations is less than the stall); the job stalls
+        ``migration_s`` per moved worker (server)."""
+        changed: set[str] = set()
+        for job_id in sorted(self.running, key=lambda j: (-len(self.running[j].placement), j)):
+            r = self.running[job_id]
+            if self.now - r.migrated_at < self.options.cooldown_s:
+                continue
+            move = defrag_move(self.cluster, self.free, r.placement)
+            if move is None:
+                continue
+            new, _ = move
+            workers = sum(1 for s in new if s not in r.placement)
+            charge = self.options.migration_s * workers
+            # a move must pay back: the time the job would save at its dedicated pace
+            saving = (r.iterations - r.done) * (r.iteration_time_s - r.profile.iteration_time_s)
+            if not saving > charge:
+                continue
+            for s, g in r.placement.items():
+                self.free[s] += g
+            for s, g in new.items():
+                self.free[s] -= g
+            changed |= self._unlink(job_id, r) | {job_id}
+            r.placement = new
+            self._route(job_id, r)
+            self._link(job_id, r)
+            r.stall_s += charge
+            r.migration_s += charge
+            r.migrations += 1
+            r.migrated_at = self.now
+        return changed
+
+    def coupling(self, link: str, extra_bps: float = 0.0) -> bool:
         """Whether the jobs on ``link`` (plus one more peaking at ``extra_bps``) can ever
         want more than its capacity; a link that cannot never slows a flow, so it couples
         nobody."""
         peak = self.peak_on_link.get(link, 0.0) + extra_bps
         return peak > self.cluster.links[link] * (1 + 1e-9)
 
-    def _component(self, seeds: set[str]) -> set[str]:
+    def component(self, seeds: set[str]) -> set[str]:
         """Running jobs connected to ``seeds`` through links that can congest."""
         seen, todo = set(), list(seeds)
         while todo:
@@ -421,7 +586,7 @@ class Simulation:
                 continue
             seen.add(j)
             for link in self.running[j].path:
-                if self._coupling(link):
+                if self.coupling(link):
                     todo.extend(self.on_link[link] - seen)
         return seen
 
@@ -432,22 +597,21 @@ class Simulation:
         for group_key in [g for g in self.excess_rate if g & changed]:
             del self.excess_rate[group_key]
         while todo:
-            group = self._component({todo.pop()})
+            group = self.component({todo.pop()})
             todo -= group
             self._evaluate_group(sorted(group))
 
     def _evaluate_group(self, group: list[str]) -> None:
         runs = [self.running[j] for j in group]
-        shared = any(self._coupling(link) for r in runs for link in r.path)
+        shared = any(self.coupling(link) for r in runs for link in r.path)
         if self.scheduler.dedicated_network or not shared:
             for r in runs:
                 r.iteration_time_s = r.profile.iteration_time_s
                 r.samples = (r.profile.iteration_time_s,)
             return
-        if self.scheduler.placement == "cassini":
-            result = self._held(runs)
-        else:
-            result = self._network(runs, held=False)
+        if self.scheduler.priority:
+            self._levels(runs)
+        result = self._held(runs) if self.scheduler.held else self._network(runs, held=False)
         for r in runs:
             times = result.iteration_times_s[r.spec.job_id]
             r.samples = tuple(times) if times else (r.profile.iteration_time_s,)
@@ -456,6 +620,29 @@ class Simulation:
         self.excess_rate[frozenset(group)] = {
             link: s / window for link, s in result.excess_s.items() if s > 0
         }
+
+    def _levels(self, runs: list[_Running]) -> None:
+        """Crux priorities for a group: intensity, compressed to K levels by the max-K-cut
+        over the group's contention graph; the simple band rule's cut is kept beside it."""
+        ids = [r.spec.job_id for r in runs]
+        prio = {j: self.running[j].intensity for j in ids}
+        finite = max((p for p in prio.values() if math.isfinite(p)), default=1.0)
+        prio = {j: (p if math.isfinite(p) else 2 * finite) for j, p in prio.items()}
+        on = {j: {link for link in self.running[j].path if self.coupling(link)} for j in ids}
+        edges = {
+            (u, v): min(prio[u], prio[v])
+            for a, u in enumerate(ids)
+            for v in ids[a + 1 :]
+            if on[u] & on[v]
+        }
+        k = self.options.priority_levels
+        levels = crux.max_k_cut_levels(prio, edges, k, self.priority_rng)
+        order = sorted(ids, key=lambda j: (-prio[j], j))
+        self.priority_cut["total"] += sum(edges.values())
+        self.priority_cut["max_k_cut"] += crux.cut_weight(levels, edges)
+        self.priority_cut["bands"] += crux.cut_weight(crux.band_levels(order, k), edges)
+        for r in runs:
+            r.level = levels[r.spec.job_id]
 
     def _held(self, runs: list[_Running]) -> NetworkResult:
         """Jobs held to their time-shifts by the agent.  A group that cannot keep the
@@ -481,7 +668,10 @@ class Simulation:
         """Simulate the group: held to the shifts, or free-running phased by start time
         or by the shifts."""
         longest = max(r.profile.iteration_time_s for r in runs)
-        warmup = self.window.warmup_periods * longest
+        periods = self.window.warmup_periods
+        if self.scheduler.mltcp:  # let MLTCP re-converge from the start-time phases
+            periods = max(periods, MLTCP_WARMUP_PERIODS)
+        warmup = periods * longest
         horizon = warmup + self.window.measure_periods * longest
         flows = []
         for r in runs:
@@ -494,18 +684,21 @@ class Simulation:
                 grid = None
                 phase = r.shift_s if from_shifts else r.start_s
                 anchor = (phase + offset - self.now) % period
-            path = tuple(link for link in r.path if self._coupling(link))
-            flows.append(FlowJob(r.spec.job_id, r.profile, path, anchor, grid))
+            path = tuple(link for link in r.path if self.coupling(link))
+            level = r.level if self.scheduler.priority else 0
+            flows.append(FlowJob(r.spec.job_id, r.profile, path, anchor, grid, level))
+        mltcp = self.options.mltcp if self.scheduler.mltcp else None
         result = simulate(
             flows,
             self.cluster.links,
             horizon_s=horizon,
             warmup_s=warmup,
             tolerance=AGENT_TOLERANCE,
+            mltcp=mltcp,
         )
         self.evaluations += 1
         if self.recorder is not None:
-            self.recorder.window(self.now, tuple(flows), horizon, warmup, result)
+            self.recorder.window(self.now, tuple(flows), horizon, warmup, result, mltcp)
         self.network_events += result.events
         return result
 
@@ -525,6 +718,11 @@ class Simulation:
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:
     return JobProfile(job_id, profile.iteration_time_s, profile.phases)
+
+
+def _compute_s(profile: JobProfile) -> float:
+    """Seconds per iteration outside communication phases (the GPU's compute)."""
+    return float(sum(cycle_of(profile).gaps_s))
 
 
 def run(

@@ -3,8 +3,11 @@
 A job cycles through compute gaps and communication phases (its :class:`JobProfile`).
 While in a phase it is one fluid flow across every link of its path that wants the
 phase's ``rate_bps`` (its rate on a dedicated network); concurrent flows get max-min
-fair rates, each capped at its demand.  A phase ends when its bits are sent, so sharing
-stretches phases and, with them, iterations.  Compute gaps never stretch.
+fair rates, each capped at its demand — or, with ``mltcp`` parameters, rates weighted by
+MLTCP's F of the fraction of the iteration's bytes sent, and with priority classes on
+the jobs, strict priority per link (:mod:`cassini.sim.parts.sharing`).  A phase ends
+when its bits are sent, so sharing stretches phases and, with them, iterations.  Compute
+gaps never stretch.
 
 Two ways a job paces its iterations:
 
@@ -30,9 +33,14 @@ import numpy as np
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.sim.parts.sharing import mltcp_weight, shared_rates
+from mltcp.policy import MltcpParams
 
 _EPS = 1e-12
 _WAIT, _GAP, _SEND = 0, 1, 2  # what a job is doing
+#: under MLTCP sharing, rates are re-solved at least this many times per iteration's
+#: bytes of every flow on a full link (F changes as the bytes go out)
+MLTCP_STEPS = 20
 
 
 @dataclass(frozen=True)
@@ -88,13 +96,15 @@ class FlowJob:
 
     ``path`` names the links its traffic crosses; ``anchor_s`` is when its first
     iteration (cycle) starts, seconds from the start of the window; ``grid_period_s``
-    None means free-running, otherwise the slot grid's period in seconds."""
+    None means free-running, otherwise the slot grid's period in seconds; ``priority``
+    is its class under strict priority sharing (0 first)."""
 
     job_id: str
     profile: JobProfile
     path: tuple[str, ...]
     anchor_s: float = 0.0
     grid_period_s: float | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -202,6 +212,7 @@ def simulate(
     warmup_s: float = 0.0,
     tolerance: float = 0.05,
     max_events: int = 2_000_000,
+    mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
 ) -> NetworkResult:
     """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
@@ -216,6 +227,8 @@ def simulate(
     tolerance : a job on a slot grid that is later than ``tolerance`` of its grid period
         waits for its next slot (the agent's re-alignment); within it, it starts late.
     max_events : guard against runaway simulations.
+    mltcp : share full links by MLTCP's weights with these parameters (None: max-min).
+        Jobs' ``priority`` classes, when they differ, are served strictly per link.
     on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
         every step of the whole window: the indices (into ``jobs``) of the jobs sending
         from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
@@ -257,6 +270,12 @@ def simulate(
         crosses[i, [index[link] for link in j.path]] = True
     capacity = np.array(caps)
     rows = np.arange(n)
+    classes = np.array([j.priority for j in jobs], int)
+    general = mltcp is not None or len(set(classes.tolist())) > 1
+    links_of = [[index[link] for link in j.path] for j in jobs]
+    sent_before = np.zeros((n, width))  # bits sent in the cycle before each phase
+    sent_before[:, 1:] = np.cumsum(bits * (peak > 0), axis=1)[:, :-1]
+    per_iteration = np.array([sum(c.bits) for c in cycles])
 
     mode = np.full(n, _WAIT)  # what each job is doing
     until = np.array([max(0.0, j.anchor_s) for j in jobs])  # end of a wait, seconds
@@ -306,7 +325,26 @@ def simulate(
         on = crosses[active]
         over = demand @ on > capacity * (1 + 1e-9)
         got = demand
-        if over.any():
+        step = math.inf
+        if general and over.any():
+            got, step = _general_rates(
+                active,
+                demand,
+                on,
+                over,
+                capacity,
+                phase,
+                remaining,
+                bits,
+                sent_before,
+                per_iteration,
+                classes,
+                links_of,
+                index_of_full=np.flatnonzero(over),
+                mltcp=mltcp,
+                seen=seen,
+            )
+        elif over.any():
             full = np.flatnonzero(over)
             meets = on[:, full]
             held = np.flatnonzero(meets.any(axis=1))
@@ -330,7 +368,7 @@ def simulate(
         left = remaining.copy()
         left[active] /= got
         left[waiting] = until[waiting] - t
-        dt = max(0.0, min(horizon_s - t, float(left.min()) if n else math.inf))
+        dt = max(0.0, min(horizon_s - t, float(left.min()) if n else math.inf, step))
         if on_step is not None and dt > 0:
             on_step(t, dt, active, got)
         lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
@@ -369,3 +407,52 @@ def simulate(
         window_s=horizon_s - warmup_s,
         events=events,
     )
+
+
+def _general_rates(
+    active: np.ndarray,
+    demand: np.ndarray,
+    on: np.ndarray,
+    over: np.ndarray,
+    capacity: np.ndarray,
+    phase: np.ndarray,
+    remaining: np.ndarray,
+    bits: np.ndarray,
+    sent_before: np.ndarray,
+    per_iteration: np.ndarray,
+    classes: np.ndarray,
+    links_of: list[list[int]],
+    *,
+    index_of_full: np.ndarray,
+    mltcp: MltcpParams | None,
+    seen: dict[bytes, np.ndarray],
+) -> tuple[np.ndarray, float]:
+    """Rates of the active flows under MLTCP weights and/or strict priority, and the
+    longest step (s) before MLTCP's weights must be re-solved (inf without MLTCP)."""
+    meets = on[:, index_of_full]
+    held = np.flatnonzero(meets.any(axis=1))
+    jobs = active[held]
+    got = demand.copy()
+    full_set = {int(x): k for k, x in enumerate(index_of_full)}
+    paths = [[full_set[link] for link in links_of[i] if link in full_set] for i in jobs]
+    if mltcp is None:
+        key = jobs.tobytes() + phase[jobs].tobytes()
+        fair = seen.get(key)
+        if fair is None:
+            fair = seen[key] = np.array(
+                shared_rates(demand[held], paths, capacity[index_of_full], classes=classes[jobs])
+            )
+        got[held] = fair
+        got[held] = np.maximum(got[held], _EPS)  # a starved class: no 0-division later
+        return got, math.inf
+    sent = sent_before[jobs, phase[jobs]] + bits[jobs, phase[jobs]] - remaining[jobs]
+    weights = [
+        mltcp_weight(float(s), float(b), mltcp)
+        for s, b in zip(sent, per_iteration[jobs], strict=True)
+    ]
+    got[held] = shared_rates(
+        demand[held], paths, capacity[index_of_full], weights=weights, classes=classes[jobs]
+    )
+    got[held] = np.maximum(got[held], _EPS)  # a starved class: no 0-division later
+    step = float(np.min(per_iteration[jobs] / MLTCP_STEPS / got[held]))
+    return got, step

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cassini.sim.network import FlowJob, NetworkResult, simulate
+from mltcp.policy import MltcpParams
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Window:
     horizon_s: float
     warmup_s: float
     excess_s: Mapping[str, float]
+    mltcp: MltcpParams | None = None  # the sharing the window ran under (None: max-min)
 
 
 @dataclass
@@ -46,9 +48,10 @@ class NetworkRecorder:
         horizon_s: float,
         warmup_s: float,
         result: NetworkResult,
+        mltcp: MltcpParams | None = None,
     ) -> None:
         excess = {link: s for link, s in result.excess_s.items() if s > 0}
-        self.windows.append(Window(now_s, flows, horizon_s, warmup_s, excess))
+        self.windows.append(Window(now_s, flows, horizon_s, warmup_s, excess, mltcp))
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ def link_timeline(
         horizon_s=best.horizon_s,
         warmup_s=best.warmup_s,
         tolerance=tolerance,
+        mltcp=best.mltcp,
         on_step=observe,
     )
     return LinkTimeline(

@@ -74,6 +74,7 @@ def simulate_config(
             precision_deg=cfg.precision_deg,
             progress=tick,
             recorder=recorder,
+            options=cfg.options,
         )
     return out
 
@@ -128,14 +129,17 @@ def results_json(
 
 
 def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    width = max([18, *map(len, summaries)])  # composed names grow long
     head = (
-        f"{'scheduler':<18} {'mean it':>8} {'p99 it':>8} {'mean x':>7} {'p99 x':>7} "
+        f"{'scheduler':<{width}} {'mean it':>8} {'p99 it':>8} {'mean x':>7} {'p99 x':>7} "
         f"{'mean JCT':>9} {'makespan':>9} {'excess':>8} {'wall':>6}"
     )
-    lines = [head, " " * 19 + "(ms)     (ms)   (over dedicated)   (s)       (s)     (s)     (s)"]
+    units = "(ms)     (ms)   (over dedicated)   (s)       (s)     (s)     (s)"
+    lines = [head, " " * (width + 1) + units]
     for name, s in summaries.items():
         lines.append(
-            f"{name:<18} {s['mean_iteration_s'] * 1e3:>8.1f} {s['p99_iteration_s'] * 1e3:>8.1f} "
+            f"{name:<{width}} {s['mean_iteration_s'] * 1e3:>8.1f} "
+            f"{s['p99_iteration_s'] * 1e3:>8.1f} "
             f"{s['mean_slowdown']:>7.3f} {s['p99_slowdown']:>7.3f} {s['mean_jct_s']:>9.1f} "
             f"{s['makespan_s']:>9.1f} {s['excess_demand_s_total']:>8.1f} {s['wall_s']:>6.1f}"
         )

@@ -1,91 +1,154 @@
-"""Schedulers of the simulated cluster: who runs next, on how many GPUs, and where.
+"""Scheduler names: a queue policy and the parts composed with it by ``+``.
 
-A scheduler is a *policy* (which queued job runs next and on how many GPUs) plus a
-*placement* stage (which of N candidate placements it takes):
-
-* ``themis`` — finish-time fairness, simplified from Themis (NSDI 2020): queued jobs bid
-  in order of their finish-time fairness rho = (waited + dedicated run time) /
-  dedicated run time, worst-treated first; a job that does not fit is skipped
-  (backfilling); no leases or preemption.
-* ``pollux`` — goodput, simplified from Pollux (OSDI 2021): a job gets twice the GPUs it
-  asked for when nobody else waits and they are free, half of them when the cluster is
-  short, whichever gives more goodput (GPUs x statistical efficiency, efficiency
-  ``1 / (1 + EFFICIENCY_LOSS * (scale - 1))`` above the asked-for batch); its
-  iterations scale so that it trains the same number of samples; no re-allocation.
-
-Placements: the policy's own choice (packed: fewest racks, then fewest servers) is the
-first of up to N candidates; the others start packing from other racks or take random
-free GPUs.  ``+cassini`` picks among the candidates with :func:`cassini.plugin.
-choose_placement` and applies its time-shifts; ``+random`` picks a random candidate;
+``themis``, ``themis+cassini``, ``themis+mltcp``, ``themis+crux``, ``themis+crux+cassini``,
+``themis+cassini+mltcp``, ``themis+defrag``, ``pollux+crux``, ``themis+ecmp``... The first
+part is the queue policy; each later one names an entry of a kind's table (see
+:mod:`cassini.sim.parts`), and ``cassini`` / ``crux`` stand for two parts each as the
+systems do.  Parts left out keep their defaults: packed placement, the config's routing
+(``single`` unless ``routing:`` says otherwise), max-min sharing, free-running timing.
 ``ideal`` is Themis on a dedicated network (no contention at all).
 
-``recorded`` replays a trace's own placement (:mod:`cassini.sim.recorded`): jobs in
-arrival order, each on exactly the hosts the trace names, once their GPUs are free.
+An unknown part raises :class:`~cassini.errors.InputError` listing every part by kind
+(``cassini sim`` exits 2).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from cassini.errors import InputError
-from cassini.sim.topology import Cluster
+from cassini.sim.parts import KINDS, parts_by_kind
+from cassini.sim.parts.placement import PLACEMENT_ALIASES, _pack, candidate_placements
+from cassini.sim.parts.queue import (
+    EFFICIENCY_LOSS,
+    QUEUE_POLICIES,
+    Decision,
+    finish_time_fairness,
+    statistical_efficiency,
+)
 from cassini.sim.workload import JobSpec
 
-POLICIES = ("themis", "pollux", "recorded")
-PLACEMENTS = ("first", "random", "cassini")
-#: Statistical-efficiency loss per doubling-equivalent of batch size (Pollux-like policy).
-EFFICIENCY_LOSS = 0.25
+__all__ = [
+    "EFFICIENCY_LOSS",
+    "Decision",
+    "Scheduler",
+    "_pack",
+    "candidate_placements",
+    "decide",
+    "finish_time_fairness",
+    "statistical_efficiency",
+]
+
+POLICIES = tuple(QUEUE_POLICIES)
+PLACEMENTS = ("first", "random", "cassini", "defrag")
+#: name parts that stand for several parts: (kind, entry) pairs
+BUNDLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "cassini": (("placement", "cassini"), ("timing", "held")),
+    "crux": (("routing", "crux"), ("sharing", "priority")),
+}
 
 
 @dataclass(frozen=True)
 class Scheduler:
-    """A scheduler's name split into its parts: ``policy`` (themis, pollux),
-    ``placement`` (first, random, cassini) and ``dedicated_network`` (ideal)."""
+    """A scheduler's name split into its parts.
+
+    ``policy``: queue policy; ``placement``: ``first`` (packed), ``random`` or
+    ``cassini``; ``defrag``: migrate running jobs into fewer racks; ``routing``: None
+    (the config's) or a routing part; ``mltcp`` / ``priority``: sharing; ``held``:
+    timing; ``dedicated_network``: ``ideal``."""
 
     name: str
     policy: str
-    placement: str
+    placement: str = "first"
     dedicated_network: bool = False
+    defrag: bool = False
+    routing: str | None = None
+    mltcp: bool = False
+    priority: bool = False
+    held: bool = False
 
     @classmethod
     def parse(cls, name: str) -> Scheduler:
-        """``themis``, ``themis+cassini``, ``pollux+random``, ``ideal``, ..."""
+        """Parse ``policy[+part...]`` or ``ideal``; InputError names an unknown part."""
         if name == "ideal":
             return cls(name, "themis", "first", dedicated_network=True)
-        policy, _, placement = name.partition("+")
-        placement = placement or "first"
-        if policy not in POLICIES or placement not in PLACEMENTS[1:] + ("first",):
-            raise InputError(
-                "schedulers",
-                f"unknown scheduler {name!r} (policies {', '.join(POLICIES)}, each optionally "
-                "+cassini or +random; or ideal)",
+        tokens = name.split("+")
+        policy = tokens[0]
+        if policy not in QUEUE_POLICIES:
+            raise _unknown(name, policy, "queue policy first")
+        chosen: dict[str, set[str]] = {}
+        for token in tokens[1:]:
+            token = PLACEMENT_ALIASES.get(token, token)
+            parts = BUNDLES.get(token) or tuple(
+                (kind, token) for kind, table in KINDS.items() if kind != "queue" and token in table
             )
-        return cls(name, policy, placement)
+            if not parts:
+                raise _unknown(name, token, "not a part")
+            for kind, entry in parts:
+                chosen.setdefault(kind, set()).add(entry)
+        placements = chosen.get("placement", set())
+        defrag = "defrag" in placements
+        placements -= {"defrag", "packed"}
+        for kind, allowed in (
+            ("placement", placements),
+            ("routing", chosen.get("routing", set())),
+            ("timing", chosen.get("timing", set())),
+        ):
+            if len(allowed) > 1:
+                raise InputError(
+                    "schedulers",
+                    f"scheduler {name!r} names {len(allowed)} {kind} parts "
+                    f"({', '.join(sorted(allowed))}); give at most one",
+                )
+        sharing = chosen.get("sharing", set())
+        timing = chosen.get("timing", set())
+        return cls(
+            name,
+            policy,
+            placement=next(iter(placements), "first"),
+            defrag=defrag,
+            routing=next(iter(chosen.get("routing", ())), None),
+            mltcp="mltcp" in sharing,
+            priority="priority" in sharing,
+            held="held" in timing,
+        )
+
+    @property
+    def canonical(self) -> str:
+        """The name in canonical part order (parses back to an equal scheduler but for
+        ``name``)."""
+        if self.dedicated_network:
+            return "ideal"
+        parts = [self.policy]
+        crux = self.routing == "crux" and self.priority
+        cassini = self.placement == "cassini" and self.held
+        if cassini:
+            parts.append("cassini")
+        elif self.placement != "first":
+            parts.append(self.placement)
+        if self.defrag:
+            parts.append("defrag")
+        if crux:
+            parts.append("crux")
+        elif self.routing:
+            parts.append(self.routing)
+        if self.mltcp:
+            parts.append("mltcp")
+        if self.priority and not crux:
+            parts.append("priority")
+        if self.held and not cassini:
+            parts.append("held")
+        return "+".join(parts)
 
 
-@dataclass(frozen=True)
-class Decision:
-    """The policy's decision for one queued job: run it on ``gpus`` GPUs for
-    ``iterations`` iterations."""
-
-    job: JobSpec
-    gpus: int
-    iterations: int
-
-
-def finish_time_fairness(job: JobSpec, now_s: float, dedicated_run_s: float) -> float:
-    """Themis' rho for a job still waiting: its finish time if started now over its
-    finish time on a dedicated cluster started at arrival (>= 1)."""
-    return (now_s - job.arrival_s + dedicated_run_s) / dedicated_run_s
-
-
-def statistical_efficiency(scale: float) -> float:
-    """Fraction of a sample's progress kept at ``scale`` times the asked-for batch."""
-    return 1.0 if scale <= 1 else 1.0 / (1.0 + EFFICIENCY_LOSS * (scale - 1.0))
+def _unknown(name: str, part: str, why: str) -> InputError:
+    return InputError(
+        "schedulers",
+        f"unknown scheduler {name!r}: unknown part {part!r} ({why}); parts by kind: "
+        f"{parts_by_kind()}; bundles: cassini = placement cassini + timing held, "
+        "crux = routing crux + sharing priority; or ideal",
+    )
 
 
 def decide(
@@ -95,99 +158,11 @@ def decide(
     now_s: float,
     iteration_time_s: Mapping[str, float],
 ) -> list[Decision]:
-    """Order the queue and size each job; the engine places them in this order while
-    they fit.  ``iteration_time_s`` is each model's dedicated iteration time (s)."""
-    if policy == "themis":
-        ranked = sorted(
-            queue,
-            key=lambda j: (
-                -finish_time_fairness(j, now_s, j.iterations * iteration_time_s[j.model]),
-                j.arrival_s,
-            ),
-        )
-        return [Decision(j, j.gpus, j.iterations) for j in ranked]
-    if policy == "recorded":  # the trace's own order and sizes
-        return [Decision(j, j.gpus, j.iterations) for j in sorted(queue, key=lambda j: j.arrival_s)]
-    if policy == "pollux":
-        out = []
-        budget = free_gpus
-        for k, j in enumerate(sorted(queue, key=lambda j: j.arrival_s)):
-            options = [j.gpus]
-            if k == len(queue) - 1 and budget >= 2 * j.gpus:
-                options.append(2 * j.gpus)
-            if budget < j.gpus and j.gpus > 1:
-                options.append(max(1, j.gpus // 2))
-            fits = [g for g in options if g <= budget] or [j.gpus]
-            g = max(fits, key=lambda g: (g * statistical_efficiency(g / j.gpus), -g))
-            scale = g / j.gpus
-            iters = math.ceil(j.iterations / (scale * statistical_efficiency(scale)))
-            out.append(Decision(j, g, max(1, iters)))
-            budget -= g
-        return out
-    raise InputError("policy", f"unknown policy {policy!r}")
-
-
-def candidate_placements(
-    cluster: Cluster,
-    free: np.ndarray,
-    gpus: int,
-    n_candidates: int,
-    rng: np.random.Generator,
-) -> list[dict[int, int]]:
-    """Up to ``n_candidates`` distinct placements ``{server: gpus}`` of ``gpus`` GPUs on
-    the free GPUs ``free`` (one count per server); empty when they do not fit.
-
-    The first is packed (one server if one has room; else the racks with the most free
-    GPUs first, inside a rack the fullest servers first); then packings that start from
-    other racks; then random picks of servers with free GPUs."""
-    if gpus > int(free.sum()):
-        return []
-    fit = np.flatnonzero(free >= gpus)
-    if len(fit):  # fits on one server: best fit, no network at all
-        best = fit[np.argmin(free[fit])]
-        return [{int(best): gpus}]
-    spr = cluster.servers_per_rack
-    rack_free = free.reshape(cluster.racks, spr).sum(axis=1)
-    rack_order = [int(r) for r in np.argsort(-rack_free, kind="stable") if rack_free[r] > 0]
-    out: list[dict[int, int]] = []
-    seen: set[tuple[tuple[int, int], ...]] = set()
-
-    def add(placement: dict[int, int] | None) -> None:
-        if placement is None:
-            return
-        key = tuple(sorted(placement.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(placement)
-
-    for first in rack_order:
-        if len(out) >= n_candidates:
-            return out
-        add(_pack(free, spr, [first] + [r for r in rack_order if r != first], gpus))
-    servers = np.flatnonzero(free > 0)
-    for _ in range(4 * n_candidates):
-        if len(out) >= n_candidates:
-            break
-        placement, need = {}, gpus
-        for s in rng.permutation(servers):
-            take = int(min(free[s], need))
-            placement[int(s)] = take
-            need -= take
-            if need == 0:
-                break
-        add(placement)
-    return out
-
-
-def _pack(free: np.ndarray, spr: int, racks: list[int], gpus: int) -> dict[int, int] | None:
-    placement, need = {}, gpus
-    for r in racks:
-        servers = range(r * spr, (r + 1) * spr)
-        for s in sorted(servers, key=lambda s: (-free[s], s)):
-            if need == 0:
-                return placement
-            take = int(min(free[s], need))
-            if take:
-                placement[s] = take
-                need -= take
-    return placement if need == 0 else None
+    """Order the queue and size each job with the queue policy ``policy``; the engine
+    places them in this order while they fit.  ``iteration_time_s`` is each model's
+    dedicated iteration time (s)."""
+    try:
+        fn = QUEUE_POLICIES[policy]
+    except KeyError:
+        raise InputError("policy", f"unknown policy {policy!r}") from None
+    return fn(queue, free_gpus, now_s, iteration_time_s)

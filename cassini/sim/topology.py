@@ -2,14 +2,18 @@
 
 Two-tier: every server has one link to its rack's ToR switch (``server_link_bps``) and
 every ToR one uplink to the spine, ``oversubscription`` times thinner than the sum of
-its servers' links.  Three-tier (``racks_per_pod`` set): racks are grouped into pods,
+its servers' links.  With ``spines`` N > 1 that uplink capacity is split over N spines
+(``tor<r>s<k>``, each 1/N of it) so that routing has equal-cost paths to choose from;
+``tor<r>`` then stands for all N together (perfect load balancing, ``routing: single``).
+Three-tier (``racks_per_pod`` set): racks are grouped into pods,
 and each pod has one uplink to the core, ``pod_oversubscription`` times thinner than the
 sum of its ToR uplinks.
 
 A data-parallel job's ring crosses the link of every server it uses (when it uses more
 than one), the uplink of every rack it uses (when it spans racks) and the uplink of
 every pod it uses (when it spans pods), each at the job's rate.  Link ids:
-``srv<i>`` (server i), ``tor<r>`` (rack r), ``pod<p>`` (pod p).
+``srv<i>`` (server i), ``tor<r>`` (rack r), ``tor<r>s<k>`` (rack r's uplink to spine k),
+``pod<p>`` (pod p).
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ class Cluster:
     oversubscription: float = 2.0
     racks_per_pod: int | None = None
     pod_oversubscription: float = 1.0
+    spines: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("racks", "servers_per_rack", "gpus_per_server"):
+        for name in ("racks", "servers_per_rack", "gpus_per_server", "spines"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(name, f"must be an integer >= 1, got {value!r}")
@@ -89,10 +94,20 @@ class Cluster:
         if self.racks_per_pod is not None:
             pods = self.racks // self.racks_per_pod
             out |= {f"pod{p}": float(self.pod_uplink_bps) for p in range(pods)}
+        if self.spines > 1:
+            share = float(self.tor_uplink_bps) / self.spines
+            out |= {self.uplink(r, k): share for r in range(self.racks) for k in range(self.spines)}
         return out
 
-    def path(self, servers: Iterable[int]) -> tuple[str, ...]:
-        """Links a job's ring crosses when it runs on ``servers`` (server indices)."""
+    def uplink(self, rack: int, spine: int | None) -> str:
+        """Id of rack ``rack``'s uplink to ``spine`` (None, or one spine: the whole uplink)."""
+        if spine is None or self.spines == 1:
+            return f"tor{rack}"
+        return f"tor{rack}s{spine}"
+
+    def path(self, servers: Iterable[int], spine: int | None = None) -> tuple[str, ...]:
+        """Links a job's ring crosses when it runs on ``servers`` (server indices), over
+        ``spine`` (None: the ToRs' whole uplinks)."""
         used = sorted(set(servers))
         for s in used:
             if not 0 <= s < self.servers:
@@ -102,7 +117,7 @@ class Cluster:
         path = [f"srv{s}" for s in used]
         racks = sorted({self.rack_of(s) for s in used})
         if len(racks) > 1:
-            path += [f"tor{r}" for r in racks]
+            path += [self.uplink(r, spine) for r in racks]
             pods = sorted({self.pod_of(s) for s in used})
             if len(pods) > 1:
                 path += [f"pod{p}" for p in pods]
@@ -122,16 +137,24 @@ class Cluster:
                 "racks_per_pod": self.racks_per_pod,
                 "pod_oversubscription": self.pod_oversubscription,
             }
+        if self.spines != 1:
+            out["spines"] = self.spines
         return out
 
     @classmethod
     def from_dict(cls, obj: Any, field: str = "cluster") -> Cluster:
         obj = schema.require_object(obj, field)
         required = ("racks", "servers_per_rack", "gpus_per_server")
-        optional = ("server_link_bps", "oversubscription", "racks_per_pod", "pod_oversubscription")
+        optional = (
+            "server_link_bps",
+            "oversubscription",
+            "racks_per_pod",
+            "pod_oversubscription",
+            "spines",
+        )
         schema.check_fields(obj, field, required, optional)
         kwargs: dict[str, Any] = {}
-        for name in required + ("racks_per_pod",):
+        for name in required + ("racks_per_pod", "spines"):
             if name in obj:
                 kwargs[name] = _integer(obj[name], schema.join(field, name))
         for name in ("server_link_bps", "oversubscription", "pod_oversubscription"):

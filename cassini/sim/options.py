@@ -1,0 +1,25 @@
+"""Run-wide settings of the simulator's mechanisms (config keys of the same names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mltcp.policy import MltcpParams
+
+#: MonkeyTree's measured cost of migrating one worker (arXiv 2602.08296), seconds
+MIGRATION_S = 9.0
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """``routing``: single, ecmp or crux for every scheduler that names none;
+    ``priority_levels``: hardware queues for priority sharing (Crux: K = 8);
+    ``mltcp``: MLTCP's parameters (slope, intercept, scale_cut) as the kernel runs them;
+    ``migration_s``: seconds a job stalls per migrated worker (one worker per server);
+    ``cooldown_s``: seconds after a migration before the job may move again."""
+
+    routing: str = "single"
+    priority_levels: int = 8
+    mltcp: MltcpParams = field(default_factory=MltcpParams)
+    migration_s: float = MIGRATION_S
+    cooldown_s: float = 300.0

@@ -1,0 +1,203 @@
+"""Placements: which of the candidate placements a job takes, and whether running jobs
+are later migrated to de-fragment the cluster.
+
+The candidates come from :func:`candidate_placements` (packed first, then packings from
+other racks, then random picks).  Each entry of :data:`PLACEMENTS` is a function
+``(sim, job_id, profile, options) -> (placement, time_shifts)`` where ``sim`` is the
+running :class:`cassini.sim.engine.Simulation` (read-only use of its state):
+
+* ``packed`` (alias ``first``) — the packed candidate: fewest racks, then fewest servers;
+* ``random`` — a random candidate (seeded);
+* ``cassini`` — :func:`cassini.plugin.choose_placement` over the candidates, with its
+  time-shifts (the ``cassini`` name part also holds jobs to them; see ``timing``);
+* ``defrag`` — packed, plus MonkeyTree-style migration of running jobs
+  (:func:`defrag_move`): a job spread over more racks than it needs moves into fewer
+  when the free GPUs allow it and the move pays back (the time saved at its dedicated
+  pace over its remaining iterations exceeds the stall), stalling ``migration_s`` per
+  moved worker (one worker per server), at most once per ``cooldown_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cassini.plugin import choose_placement
+from cassini.profile import JobProfile
+from cassini.sim.topology import Cluster
+
+if TYPE_CHECKING:
+    from cassini.sim.engine import Simulation
+
+Choice = tuple[dict[int, int], dict[str, float]]
+Placement = Callable[["Simulation", str, JobProfile, list[dict[int, int]]], Choice]
+
+
+def candidate_placements(
+    cluster: Cluster,
+    free: np.ndarray,
+    gpus: int,
+    n_candidates: int,
+    rng: np.random.Generator,
+) -> list[dict[int, int]]:
+    """Up to ``n_candidates`` distinct placements ``{server: gpus}`` of ``gpus`` GPUs on
+    the free GPUs ``free`` (one count per server); empty when they do not fit.
+
+    The first is packed (one server if one has room; else the racks with the most free
+    GPUs first, inside a rack the fullest servers first); then packings that start from
+    other racks; then random picks of servers with free GPUs."""
+    if gpus > int(free.sum()):
+        return []
+    fit = np.flatnonzero(free >= gpus)
+    if len(fit):  # fits on one server: best fit, no network at all
+        best = fit[np.argmin(free[fit])]
+        return [{int(best): gpus}]
+    spr = cluster.servers_per_rack
+    rack_free = free.reshape(cluster.racks, spr).sum(axis=1)
+    rack_order = [int(r) for r in np.argsort(-rack_free, kind="stable") if rack_free[r] > 0]
+    out: list[dict[int, int]] = []
+    seen: set[tuple[tuple[int, int], ...]] = set()
+
+    def add(placement: dict[int, int] | None) -> None:
+        if placement is None:
+            return
+        key = tuple(sorted(placement.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(placement)
+
+    for first in rack_order:
+        if len(out) >= n_candidates:
+            return out
+        add(_pack(free, spr, [first] + [r for r in rack_order if r != first], gpus))
+    servers = np.flatnonzero(free > 0)
+    for _ in range(4 * n_candidates):
+        if len(out) >= n_candidates:
+            break
+        placement, need = {}, gpus
+        for s in rng.permutation(servers):
+            take = int(min(free[s], need))
+            placement[int(s)] = take
+            need -= take
+            if need == 0:
+                break
+        add(placement)
+    return out
+
+
+def _pack(free: np.ndarray, spr: int, racks: list[int], gpus: int) -> dict[int, int] | None:
+    placement, need = {}, gpus
+    for r in racks:
+        servers = range(r * spr, (r + 1) * spr)
+        for s in sorted(servers, key=lambda s: (-free[s], s)):
+            if need == 0:
+                return placement
+            take = int(min(free[s], need))
+            if take:
+                placement[s] = take
+                need -= take
+    return placement if need == 0 else None
+
+
+# -- defragmentation ----------------------------------------------------------------------
+def racks_needed(cluster: Cluster, gpus: int) -> int:
+    """Fewest racks that can hold ``gpus`` GPUs."""
+    return math.ceil(gpus / (cluster.servers_per_rack * cluster.gpus_per_server))
+
+
+def defrag_move(
+    cluster: Cluster, free: np.ndarray, placement: dict[int, int]
+) -> tuple[dict[int, int], int] | None:
+    """MonkeyTree-style move of one running job: with its own GPUs given back, the packed
+    placement over the racks with the most free GPUs; returned with the number of
+    workers (GPUs) that change server, when it spans fewer racks than ``placement``
+    does; None when no move brings the job into fewer racks."""
+    racks_now = len({cluster.rack_of(s) for s in placement})
+    gpus = sum(placement.values())
+    if racks_now <= racks_needed(cluster, gpus):
+        return None
+    freed = free.copy()
+    for s, g in placement.items():
+        freed[s] += g
+    spr = cluster.servers_per_rack
+    rack_free = freed.reshape(cluster.racks, spr).sum(axis=1)
+    own = np.zeros(cluster.racks, int)
+    for s, g in placement.items():
+        own[cluster.rack_of(s)] += g
+    # most free GPUs first; among equals the racks the job is already on (fewer moves)
+    order = [int(r) for r in np.lexsort((-own, -rack_free)) if rack_free[r] > 0]
+    new = _pack(freed, spr, order, gpus)
+    if new is None or len({cluster.rack_of(s) for s in new}) >= racks_now:
+        return None
+    moved = sum(max(0, g - placement.get(s, 0)) for s, g in new.items())
+    return new, moved
+
+
+# -- the table ----------------------------------------------------------------------------
+def packed(
+    sim: Simulation, job_id: str, profile: JobProfile, options: list[dict[int, int]]
+) -> Choice:
+    return options[0], {}
+
+
+def random(
+    sim: Simulation, job_id: str, profile: JobProfile, options: list[dict[int, int]]
+) -> Choice:
+    return options[int(sim.rng.integers(len(options)))], {}
+
+
+def cassini(
+    sim: Simulation, job_id: str, profile: JobProfile, options: list[dict[int, int]]
+) -> Choice:
+    """CASSINI's choice among the candidates, on the links that could congest."""
+    from cassini.sim.engine import HELD_GROUP_LIMIT
+
+    peak = profile.peak_rate_bps
+    paths = [
+        [link for link in sim.route_candidate(job_id, p) if sim.coupling(link, peak)]
+        for p in options
+    ]
+    seeds = {j for path in paths for link in path for j in sim.on_link.get(link, ())}
+    group = sim.component(seeds)
+    if not group:
+        return options[0], {}
+    near: set[str] | None = None
+    if len(group) > HELD_GROUP_LIMIT:
+        # a group this large will not be held to shifts anyway: advise on the links the
+        # new job may share only, with the jobs on them
+        group = seeds
+        near = {link for path in paths for link in path}
+    jobs: dict[str, Any] = {j: sim.running[j].profile for j in group} | {job_id: profile}
+    base = {
+        j: [
+            link
+            for link in sim.running[j].path
+            if sim.coupling(link) and (near is None or link in near)
+        ]
+        for j in group
+    }
+    candidates = [base | {job_id: path} for path in paths]
+    links = {link: sim.cluster.links[link] for c in candidates for p in c.values() for link in p}
+    if not links:
+        return options[0], {}
+    sim.advised += 1
+    choice = choose_placement(
+        jobs, links, candidates, precision_deg=sim.precision_deg, repair=False
+    )
+    index = choice.index if choice.index is not None else 0
+    shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
+    return options[index], shifts
+
+
+#: name -> placement.  ``defrag`` places packed; the engine migrates (see defrag_move).
+PLACEMENTS: dict[str, Placement] = {
+    "packed": packed,
+    "random": random,
+    "cassini": cassini,
+    "defrag": packed,
+}
+#: old names still accepted
+PLACEMENT_ALIASES = {"first": "packed"}

@@ -1,0 +1,129 @@
+"""Link sharing: how flows that want more than a link's capacity split it.
+
+Entries of :data:`SHARINGS` (``mltcp`` and ``priority`` combine: weighted within a class):
+
+* ``maxmin`` — max-min fair, each flow capped at its demand: DCQCN/DCTCP (and Reno at
+  equal RTTs) once converged; the default.
+* ``mltcp`` — MLTCP on an ECN/DCTCP-like rate control: a flow's window grows F times
+  faster, F computed by :mod:`mltcp.policy` (the fixed-point rule the kernel programs
+  run, same slope, intercept and ``scale_cut``) from the fraction of its iteration's
+  bytes already sent.  With every flow on a link seeing the same marking fraction alpha,
+  DCTCP's steady state (grow F per RTT, cut ``w * alpha / 2``) gives a window, hence a
+  share, proportional to F; with ``scale_cut`` (cut divided by F too) proportional to
+  F**2.  This is ``mltcp.model``'s ``mltcp`` policy (share proportional to F) on a
+  fabric of many links, with each flow capped at its demand (weighted max-min).
+* ``priority`` — strict priority per link (Crux's hardware queues): class 0 first; a
+  lower class gets only what the higher ones leave, max-min fair within a class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mltcp.policy import ONE, MltcpParams, factor_q, ratio_q
+
+_EPS = 1e-12
+
+
+def mltcp_factor(sent_bits: float, bits_per_iteration: float, params: MltcpParams) -> float:
+    """MLTCP's F for a flow that has sent ``sent_bits`` of its iteration's
+    ``bits_per_iteration`` (bits), computed by :mod:`mltcp.policy`'s fixed-point rule on
+    bytes, exactly as the kernel programs compute it."""
+    slope_q, intercept_q = params.fixed()[:2]
+    ratio = ratio_q(int(sent_bits // 8), int(bits_per_iteration // 8))
+    return factor_q(ratio, slope_q, intercept_q) / ONE
+
+
+def mltcp_weight(sent_bits: float, bits_per_iteration: float, params: MltcpParams) -> float:
+    """A flow's share weight under MLTCP on DCTCP-like rate control: F, or F**2 with
+    ``scale_cut`` (see the module docstring)."""
+    f = mltcp_factor(sent_bits, bits_per_iteration, params)
+    return f * f if params.scale_cut else f
+
+
+def shared_rates(
+    demand_bps: Sequence[float],
+    links_of: Sequence[Sequence[int]],
+    capacity_bps: Sequence[float],
+    weights: Sequence[float] | None = None,
+    classes: Sequence[int] | None = None,
+) -> list[float]:
+    """Rates (bits/s) of flows capped at their demand: strict priority by ``classes``
+    (0 first), weighted max-min fair within a class (rate proportional to ``weights``
+    until a flow hits its demand or a link fills).
+
+    Parameters
+    ----------
+    demand_bps : each flow's cap.
+    links_of : for each flow, the indices of the links it crosses.
+    capacity_bps : each link's capacity.
+    weights : each flow's weight (> 0); default all 1 (max-min fair).
+    classes : each flow's priority class; default all 0.
+
+    Example
+    -------
+    >>> shared_rates([10, 10], [[0], [0]], [12], weights=[1, 2])
+    [4.0, 8.0]
+    >>> shared_rates([10, 10], [[0], [0]], [12], classes=[0, 1])
+    [10.0, 2.0]
+    """
+    n = len(demand_bps)
+    w = [1.0] * n if weights is None else [float(x) for x in weights]
+    cls = [0] * n if classes is None else list(classes)
+    remaining = [float(c) for c in capacity_bps]
+    rate = [0.0] * n
+    for level in sorted(set(cls)):
+        members = [f for f in range(n) if cls[f] == level]
+        _fill(members, demand_bps, links_of, remaining, w, rate)
+    return rate
+
+
+def _fill(
+    members: list[int],
+    demand: Sequence[float],
+    links_of: Sequence[Sequence[int]],
+    remaining: list[float],
+    w: list[float],
+    rate: list[float],
+) -> None:
+    """Weighted progressive filling of ``members`` on ``remaining`` (updated in place)."""
+    load: dict[int, float] = {}
+    for f in members:
+        for link in links_of[f]:
+            load[link] = load.get(link, 0.0) + w[f]
+    open_ = set(members)
+    while open_:
+        bound = {}
+        for f in open_:
+            b = demand[f] / w[f]
+            for link in links_of[f]:
+                level = remaining[link] / load[link]
+                if level < b:
+                    b = level
+            bound[f] = b
+        low = min(bound.values())
+        for f, b in bound.items():
+            if b <= low * (1 + 1e-9) + _EPS:
+                rate[f] = low * w[f]
+                open_.discard(f)
+                for link in links_of[f]:
+                    remaining[link] = max(0.0, remaining[link] - rate[f])
+                    load[link] -= w[f]
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """A sharing part: whether flows are weighted by MLTCP's F and whether links serve
+    priority classes strictly (both off: max-min fair)."""
+
+    mltcp: bool = False
+    priority: bool = False
+
+
+#: name -> sharing.  Parts combine by or-ing their flags.
+SHARINGS: dict[str, Sharing] = {
+    "maxmin": Sharing(),
+    "mltcp": Sharing(mltcp=True),
+    "priority": Sharing(priority=True),
+}

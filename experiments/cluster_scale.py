@@ -1,0 +1,409 @@
+"""Cluster scale: what each mechanism buys on one fabric, alone and combined (issue 20).
+
+Every scheme runs the same jobs on the same cluster in the simulator (``cassini.sim``):
+ideal (dedicated network), Themis, and Themis with CASSINI, MLTCP, Crux (priorities +
+paths), MonkeyTree-style defragmentation, each alone and in combinations.  The fabric is
+two-tier with every ToR's uplink split over 4 spines and ECMP routing (``routing:
+ecmp``); ``themis+single`` is the same with perfect load balancing, for the cost of ECMP
+collisions.  Jobs: Poisson arrivals at 0.9 load drawing models from the measured
+profile library (the testbed-measured entries of ``cassini/data/profiles.json``), or a
+trace file (``--trace``, any format ``cassini sim`` reads).
+
+    .venv/bin/python -m experiments.cluster_scale                 # small, about a minute
+    .venv/bin/python -m experiments.cluster_scale --full   # 1,024 GPUs 2:1, 2,048 GPUs 4:1
+    .venv/bin/python -m experiments.cluster_scale --full --jobs 300 --schemes themis,themis+crux
+
+Writes ``results.json`` (after every scheme, so a cut-off run keeps what finished),
+``slowdown_cdf.png`` and ``gpu_utilisation.png`` under ``--out`` (default
+``results/cluster_scale``) and prints one table per cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cassini.profile import JobProfile
+from cassini.sim.engine import SimResult, run
+from cassini.sim.options import SimOptions
+from cassini.sim.topology import Cluster
+from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "cluster_scale"
+
+#: (label, scheduler name) rows, in the table's order
+SCHEMES: tuple[tuple[str, str], ...] = (
+    ("ideal (dedicated network)", "ideal"),
+    ("Themis", "themis"),
+    ("Themis, no ECMP (perfect balance)", "themis+single"),
+    ("Themis + CASSINI", "themis+cassini"),
+    ("Themis + MLTCP", "themis+mltcp"),
+    ("Themis + Crux", "themis+crux"),
+    ("Themis + defrag", "themis+defrag"),
+    ("Themis + Crux + CASSINI", "themis+crux+cassini"),
+    ("Themis + CASSINI + MLTCP", "themis+cassini+mltcp"),
+    ("Themis + Crux + MLTCP", "themis+crux+mltcp"),
+    ("Themis + Crux + defrag", "themis+crux+defrag"),
+)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One cluster and its workload."""
+
+    name: str
+    cluster: Cluster
+    jobs: int
+    gpus: Mapping[int, float]
+    #: hours-long jobs are what defragmentation's ~9 s per worker is paid against; the
+    #: engine's cost grows with jobs, not iterations
+    iterations: tuple[int, int] = (1000, 10000)
+
+
+SMALL = (
+    Setup(
+        "256 GPUs, 2:1, 4 spines",
+        Cluster(racks=8, servers_per_rack=8, gpus_per_server=4, oversubscription=2, spines=4),
+        jobs=300,
+        gpus={4: 1, 8: 1, 16: 1, 24: 1, 32: 1, 48: 1},
+    ),
+    Setup(
+        "256 GPUs, 4:1, 4 spines",
+        Cluster(racks=8, servers_per_rack=16, gpus_per_server=2, oversubscription=4, spines=4),
+        jobs=300,
+        gpus={4: 1, 8: 1, 16: 1, 24: 1, 32: 1, 48: 1},
+    ),
+)
+FULL = (
+    Setup(
+        "1,024 GPUs, 2:1, 4 spines",
+        Cluster(racks=16, servers_per_rack=8, gpus_per_server=8, oversubscription=2, spines=4),
+        jobs=1000,
+        gpus={2: 1, 4: 1, 8: 1, 12: 1, 16: 1, 24: 1, 32: 1, 48: 1, 64: 1},
+    ),
+    Setup(
+        "2,048 GPUs, 4:1, 4 spines",
+        Cluster(racks=32, servers_per_rack=16, gpus_per_server=4, oversubscription=4, spines=4),
+        jobs=1000,
+        gpus={4: 1, 8: 1, 16: 1, 32: 1, 48: 1, 64: 1, 96: 1, 128: 1},
+    ),
+)
+
+
+def measured_library() -> dict[str, JobProfile]:
+    """The library entries measured on the testbed (provenance says so)."""
+    import importlib.resources
+
+    raw = json.loads(
+        importlib.resources.files("cassini").joinpath("data/profiles.json").read_text()
+    )
+    measured = {
+        e["id"]
+        for e in raw
+        if str(e.get("provenance", {}).get("source", "")).startswith("measured")
+    }
+    return {k: v for k, v in load_library().items() if k in measured}
+
+
+def workload(
+    setup: Setup, library: Mapping[str, JobProfile], args: argparse.Namespace
+) -> list[JobSpec]:
+    if args.trace:
+        jobs = read_trace(args.trace, library)
+        return [j for j in jobs if j.gpus <= setup.cluster.gpus][: args.jobs or None]
+    return poisson_jobs(
+        args.jobs or setup.jobs,
+        args.load,
+        setup.cluster.gpus,
+        library,
+        gpus=setup.gpus,
+        iterations=setup.iterations,
+        seed=args.seed,
+    )
+
+
+def row(result: SimResult, baseline: SimResult | None) -> dict[str, Any]:
+    """The table's columns for one scheme; throughput loss of the lowest-priority decile
+    is against Themis on the same jobs when ``baseline`` is given."""
+    s = result.summary()
+    low = s["lowest_priority_decile"] or {}
+    loss_vs_themis = math.nan
+    if baseline is not None and low:
+        base = {j.job_id: j for j in baseline.jobs}
+        mine = {j.job_id: j for j in result.jobs}
+        ids = [j for j in low["job_ids"] if j in base]
+        if ids:
+            loss_vs_themis = 1.0 - float(
+                np.mean([base[j].mean_iteration_s / mine[j].mean_iteration_s for j in ids])
+            )
+    return {
+        "mean_slowdown": s["mean_slowdown"],
+        "p99_slowdown": s["p99_slowdown"],
+        "mean_jct_s": s["mean_jct_s"],
+        "makespan_s": s["makespan_s"],
+        "gpu_utilisation": s["gpu_utilisation"],
+        "worst_job_slowdown": s["worst_job_slowdown"],
+        "low_decile_slowdown": low.get("mean_slowdown", math.nan),
+        "low_decile_loss_vs_themis": loss_vs_themis,
+        "migrations": s["migrations"],
+        "migration_s_total": s["migration_s_total"],
+        "advisor_calls": s["placements_advised"],
+        "link_excess_s": s["excess_demand_s_total"],
+        "ecmp_collisions": s["ecmp_collisions"],
+        "priority_cut_fraction": s["priority_cut_fraction"],
+        "wall_s": s["wall_s"],
+    }
+
+
+#: (mechanism, scheme, what the paper reports); compared against Themis on the same jobs
+PAPERS = (
+    ("CASSINI", "themis+cassini", "1.6x mean / 2.5x p99 iteration time (24 A100 servers)"),
+    ("MLTCP", "themis+mltcp", "2x mean / 4x p99 iteration time"),
+    ("Crux", "themis+crux", "+4-23 % GPU utilisation (trace sim); JCT up to -33 % (testbed)"),
+    ("MonkeyTree", "themis+defrag", "-14 % mean JCT (1,024 GPUs, 4:1)"),
+)
+
+
+def versus_themis(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each scheme against Themis on the same jobs: Themis' mean and p99 slowdown over
+    the scheme's (> 1 = faster, the papers' "Nx"), GPU utilisation gain and mean JCT
+    change (fractions)."""
+    base = rows.get("themis")
+    if base is None:
+        return {}
+    return {
+        name: {
+            "mean_speedup": base["mean_slowdown"] / r["mean_slowdown"],
+            "p99_speedup": base["p99_slowdown"] / r["p99_slowdown"],
+            "gpu_utilisation_gain": r["gpu_utilisation"] / base["gpu_utilisation"] - 1,
+            "mean_jct_change": r["mean_jct_s"] / base["mean_jct_s"] - 1,
+        }
+        for name, r in rows.items()
+        if name != "themis"
+    }
+
+
+def papers_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """The papers' headline numbers beside ours (vs Themis on the same jobs)."""
+    vs = versus_themis(rows)
+    lines = [
+        f"{'mechanism':<11} {'mean x':>7} {'p99 x':>7} {'GPU util':>9} {'mean JCT':>9}  paper",
+    ]
+    for label, name, paper in PAPERS:
+        if name in vs:
+            v = vs[name]
+            lines.append(
+                f"{label:<11} {v['mean_speedup']:>7.3f} {v['p99_speedup']:>7.3f} "
+                f"{v['gpu_utilisation_gain']:>+9.1%} {v['mean_jct_change']:>+9.1%}  {paper}"
+            )
+    return "\n".join(lines)
+
+
+def table(rows: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> str:
+    head = (
+        f"{'scheme':<34} {'mean x':>7} {'p99 x':>7} {'JCT s':>8} {'mkspan s':>9} {'GPU util':>8} "
+        f"{'worst x':>8} {'low10 x':>8} {'low10 loss':>10} {'migr':>5} {'advice':>6} "
+        f"{'excess s':>9} {'collis':>6} {'wall s':>7}"
+    )
+    lines = [head]
+    for name, r in rows.items():
+        lines.append(
+            f"{labels.get(name, name):<34} {r['mean_slowdown']:>7.3f} {r['p99_slowdown']:>7.3f} "
+            f"{r['mean_jct_s']:>8.0f} {r['makespan_s']:>9.0f} {r['gpu_utilisation']:>8.3f} "
+            f"{r['worst_job_slowdown']:>8.2f} {r['low_decile_slowdown']:>8.3f} "
+            f"{r['low_decile_loss_vs_themis']:>10.1%} {r['migrations']:>5} {r['advisor_calls']:>6} "
+            f"{r['link_excess_s']:>9.0f} {r['ecmp_collisions']:>6} {r['wall_s']:>7.1f}"
+        )
+    return "\n".join(lines)
+
+
+def plot(
+    results: Mapping[str, Mapping[str, SimResult]], labels: Mapping[str, str], out: Path
+) -> list[Path]:
+    """Slowdown CDF per scheme (one panel per cluster) and GPU utilisation per scheme."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(results)
+    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
+    colours = [*plt.get_cmap("tab10").colors, "black", "olive"]
+    for ax, (setup, by_scheme) in zip(axes[0], results.items(), strict=True):
+        ax.set_prop_cycle(color=colours)
+        bottom = 1.0
+        for name, r in by_scheme.items():
+            order = np.argsort(r.normalised_samples, kind="stable")
+            if len(order):
+                cum = np.cumsum(r.iteration_weights[order]) / r.iteration_weights.sum()
+                x = r.normalised_samples[order]
+                ax.step(x, cum, where="post", label=labels.get(name, name))
+                bottom = min(bottom, float(cum[np.searchsorted(x, 1.0 + 1e-9) - 1]))
+        ax.set_ylim(max(0.0, bottom - 0.05), 1.005)  # most iterations run at dedicated speed
+        ax.set_xlabel("iteration time / dedicated iteration time")
+        ax.set_ylabel("CDF over iterations")
+        ax.set_title(setup)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    cdf = out / "slowdown_cdf.png"
+    fig.savefig(cdf, dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
+    for ax, (setup, by_scheme) in zip(axes[0], results.items(), strict=True):
+        names = list(by_scheme)
+        util = [by_scheme[k].summary()["gpu_utilisation"] for k in names]
+        ax.barh([labels.get(k, k) for k in names], util)
+        ax.invert_yaxis()
+        ax.set_xlabel("GPU utilisation (compute GPU-s / allocated GPU-s)")
+        ax.set_title(setup)
+        ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    bars = out / "gpu_utilisation.png"
+    fig.savefig(bars, dpi=110)
+    plt.close(fig)
+    return [cdf, bars]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="1,024 and 2,048 GPUs (slow)")
+    parser.add_argument(
+        "--setup", type=int, action="append", help="run only this setup (0, 1; repeatable)"
+    )
+    parser.add_argument("--schemes", help="comma-separated scheduler names (default: all rows)")
+    parser.add_argument("--jobs", type=int, help="override the number of jobs")
+    parser.add_argument("--load", type=float, default=0.9, help="Poisson load (default 0.9)")
+    parser.add_argument("--trace", help="a trace file instead of Poisson arrivals")
+    parser.add_argument("--routing", default="ecmp", choices=("single", "ecmp", "crux"))
+    parser.add_argument(
+        "--priority-levels", type=int, default=8, help="hardware queues for Crux (default 8)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default=str(RESULTS), help="output directory")
+    parser.add_argument(
+        "--summarise",
+        metavar="RESULTS_JSON",
+        nargs="+",
+        help="print the tables of earlier runs; of several (seeds), the median and range",
+    )
+    args = parser.parse_args(argv)
+    if args.summarise:
+        if len(args.summarise) == 1:
+            return summarise(Path(args.summarise[0]))
+        return summarise_seeds([Path(p) for p in args.summarise])
+    labels = dict((name, label) for label, name in SCHEMES)
+    names = args.schemes.split(",") if args.schemes else [name for _, name in SCHEMES]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    library = measured_library()
+    options = SimOptions(routing=args.routing, priority_levels=args.priority_levels)
+    results: dict[str, dict[str, SimResult]] = {}
+    data: dict[str, Any] = {
+        "command": " ".join(
+            [
+                sys.executable.split("/")[-1],
+                "-m",
+                "experiments.cluster_scale",
+                *(argv or sys.argv[1:]),
+            ]
+        ),
+        "models": sorted(library),
+        "load": args.load,
+        "routing": args.routing,
+        "priority_levels": args.priority_levels,
+        "seed": args.seed,
+        "setups": {},
+    }
+    setups = FULL if args.full else SMALL
+    for setup in [setups[i] for i in args.setup] if args.setup else setups:
+        jobs = workload(setup, library, args)
+        results[setup.name] = {}
+        entry = data["setups"][setup.name] = {
+            "cluster": setup.cluster.to_dict() | {"gpus": setup.cluster.gpus},
+            "jobs": len(jobs),
+            "rows": {},
+        }
+        print(f"== {setup.name}: {len(jobs)} jobs", file=sys.stderr, flush=True)
+        for name in names:
+            start = time.perf_counter()
+            r = run(setup.cluster, jobs, library, name, seed=args.seed, options=options)
+            results[setup.name][name] = r
+            entry["rows"][name] = row(r, results[setup.name].get("themis"))
+            print(f"   {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+            entry["versus_themis"] = versus_themis(entry["rows"])
+            _write(data, out)
+        print(f"\n{setup.name}, {len(jobs)} jobs, load {args.load}, routing {args.routing}")
+        print(table(entry["rows"], labels))
+        print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
+        print(papers_table(entry["rows"]))
+    paths = plot(results, labels, out)
+    print(f"\nresults: {out / 'results.json'}; plots: {', '.join(map(str, paths))}")
+    return 0
+
+
+def summarise(path: Path) -> int:
+    """Print the tables of a results.json (also one a cut-off run left)."""
+    data = json.loads(path.read_text())
+    labels = dict((name, label) for label, name in SCHEMES)
+    for setup, entry in data["setups"].items():
+        rows = {
+            n: {k: (math.nan if v is None else v) for k, v in r.items()}
+            for n, r in entry["rows"].items()
+        }
+        print(f"\n{setup}, {entry['jobs']} jobs, load {data['load']}, routing {data['routing']}")
+        print(table(rows, labels))
+        print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
+        print(papers_table(rows))
+    return 0
+
+
+def summarise_seeds(paths: Sequence[Path]) -> int:
+    """Median [min-max] over runs (e.g. seeds) of each mechanism against Themis."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    setups = list(runs[0]["setups"])
+    for setup in setups:
+        print(f"\n{setup}: {len(runs)} runs (seeds {', '.join(str(r['seed']) for r in runs)})")
+        print(f"{'mechanism':<11} {'mean x':>19} {'p99 x':>19} {'GPU util':>22} {'mean JCT':>24}")
+        for label, name, _ in PAPERS:
+            vs = [versus_themis(r["setups"][setup]["rows"]).get(name) for r in runs]
+            if any(v is None for v in vs):
+                continue
+            cells = []
+            for key, fmt in (
+                ("mean_speedup", "{:.3f}"),
+                ("p99_speedup", "{:.3f}"),
+                ("gpu_utilisation_gain", "{:+.1%}"),
+                ("mean_jct_change", "{:+.1%}"),
+            ):
+                values = [v[key] for v in vs]
+                med, lo, hi = (fmt.format(x) for x in (np.median(values), min(values), max(values)))
+                cells.append(f"{med} [{lo}, {hi}]")
+            print(f"{label:<11} {cells[0]:>19} {cells[1]:>19} {cells[2]:>22} {cells[3]:>24}")
+    return 0
+
+
+def _write(data: Mapping[str, Any], out: Path) -> None:
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(data, indent=1, default=_json))
+    tmp.replace(out / "results.json")
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    raise TypeError(f"not JSON: {value!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
