@@ -86,26 +86,17 @@ def _figure(path: Path, caption: str) -> str:
     )
 
 
-def write(
-    path: Path,
-    data: Mapping[str, Any],
-    pictures: Sequence[tuple[Path, str]],
-    busiest: Mapping[str, Sequence[Mapping[str, Any]]],
-    notes: Sequence[str] = (),
-) -> Path:
-    """Write the page.  ``data``: the run's results.json; ``pictures``: (PNG, caption);
-    ``busiest``: per scheme, rows of the busiest-links table."""
-    summaries = data["summaries"]
+def _summary_section(data: Mapping[str, Any]) -> list[str]:
+    """The schemes' summary table and, when the run has them, the baseline/CASSINI ratios."""
     head = ["scheme"] + [f"{h} ({u})" if u else h for _, h, _, u in SUMMARY_COLUMNS]
     rows = []
-    for name, s in summaries.items():
+    for name, s in data["summaries"].items():
         cells = "".join(
             _cell(s[key] * scale if scale != 1 else s[key], key)
             for key, _, scale, _ in SUMMARY_COLUMNS
         )
         rows.append(f'<tr data-scheme="{html.escape(name)}">{_cell(name)}{cells}</tr>')
     parts = [
-        f"<h1>Simulation report: {html.escape(str(data.get('name', 'sim')))}</h1>",
         "<h2>Schemes</h2>",
         "<p>Iteration times over every iteration of every job; slowdown = iteration time "
         "over the job's dedicated iteration time; excess demand: seconds a link's demand "
@@ -124,9 +115,12 @@ def write(
             "<h2>Baseline over CASSINI</h2><p>&gt; 1: CASSINI is better.</p>",
             _table(["pair", *metrics], rows, "ratios"),
         ]
-    parts.append("<h2>Pictures</h2>")
-    parts += [_figure(p, caption) for p, caption in pictures]
-    parts.append("<h2>Busiest links</h2>")
+    return parts
+
+
+def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Per scheme, the table of its busiest links."""
+    parts = ["<h2>Busiest links</h2>"]
     for name, table in busiest.items():
         rows = [
             f'<tr data-scheme="{html.escape(name)}" data-link="{html.escape(r["link"])}">'
@@ -145,7 +139,12 @@ def write(
                 f"links-{html.escape(name)}",
             ),  # fmt: skip
         ]
-    parts.append("<h2>Cluster and workload</h2>")
+    return parts
+
+
+def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
+    """The cluster, the workload and every note on how the workload was read."""
+    parts = ["<h2>Cluster and workload</h2>"]
     cluster = data.get("cluster", {})
     parts.append(
         _table(["cluster", "value"], [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in
@@ -168,6 +167,26 @@ def write(
     if lists:
         parts.append('<ul class="notes">' + "".join(
             f"<li>{html.escape(str(x))}</li>" for x in lists) + "</ul>")  # fmt: skip
+    return parts
+
+
+def write(
+    path: Path,
+    data: Mapping[str, Any],
+    pictures: Sequence[tuple[Path, str]],
+    busiest: Mapping[str, Sequence[Mapping[str, Any]]],
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write the page.  ``data``: the run's results.json; ``pictures``: (PNG, caption);
+    ``busiest``: per scheme, rows of the busiest-links table."""
+    parts = [
+        f"<h1>Simulation report: {html.escape(str(data.get('name', 'sim')))}</h1>",
+        *_summary_section(data),
+        "<h2>Pictures</h2>",
+        *(_figure(p, caption) for p, caption in pictures),
+        *_busiest_section(busiest),
+        *_setup_section(data, notes),
+    ]
     body = "\n".join(parts)
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
