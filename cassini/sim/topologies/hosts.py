@@ -215,7 +215,8 @@ def _agreed(path: Path, rows: list[HostRow], role: str, group: Any) -> dict[Any,
     return {k: v for k, (v, _) in out.items()}
 
 
-def _build(path: Path, rows: list[HostRow], roles: set[str], settings: dict[str, Any]) -> Topology:
+def _check_hosts_and_core(path: Path, rows: list[HostRow], roles: set[str]) -> None:
+    """Every host named once; at most one core switch in the table."""
     seen: dict[str, int] = {}
     for row in rows:
         name, col = row.cells["host"]
@@ -224,7 +225,6 @@ def _build(path: Path, rows: list[HostRow], roles: set[str], settings: dict[str,
                 f"{path}:{row.line}:{col}", f"host {name!r} already on line {seen[name]}"
             )
         seen[name] = row.line
-
     if "core" in roles:
         first = rows[0]
         for row in rows:
@@ -235,6 +235,10 @@ def _build(path: Path, rows: list[HostRow], roles: set[str], settings: dict[str,
                     f"{first.line}: a host table may name one core switch (hosts under "
                     "different cores would have no path between them)",
                 )
+
+
+def _build(path: Path, rows: list[HostRow], roles: set[str], settings: dict[str, Any]) -> Topology:
+    _check_hosts_and_core(path, rows, roles)
 
     def tor_key(row: HostRow) -> tuple[str, str, str]:
         return (row.text("core"), row.text("agg"), row.text("tor"))
