@@ -96,36 +96,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    topo = ssub.add_parser(
-        "topo",
-        help="inspect a cluster topology (host table or config)",
-        description="Inspect a topology: a host table (CSV: Lingjun topo.csv or ours) or a "
-        "config's cluster (YAML/JSON).  See docs/topologies.md.",
-    )
-    tsub = topo.add_subparsers(dest="topo_command", required=True, metavar="SUBCOMMAND")
-    show = tsub.add_parser(
-        "show",
-        help="hosts, GPUs, switches per tier, uplink oversubscription per ToR, irregularities",
-        description="Print hosts, GPUs, switches and links per tier, uplink "
-        "oversubscription per ToR and anything irregular (table, or --json).",
-    )
-    show.add_argument("file", help="host table (.csv) or config (.yaml/.json)")
-    show.add_argument("--json", action="store_true", help="print the summary as JSON")
-    show.add_argument("--gpus-per-server", type=int, help="host table without a gpus column")
-    show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
-    show.add_argument("--oversubscription", type=float, help="ToR downlinks / uplinks")
-    show.add_argument("--pod-oversubscription", type=float, help="aggregation down / up")
+    _add_topo(ssub)
     for p in (run, sweep):
         p.add_argument("config", help="configuration file (YAML or JSON)")
         p.add_argument("--out", required=True, help="output directory")
-    trace.add_argument("what", nargs="+", metavar="ARG", help="CONFIG, or: convert IN")
-    trace.add_argument("--out", required=True, help="trace file to write")
-    trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
-    trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
-    trace.add_argument("--seed", type=int, default=0, help="convert: seed of the model rule")
-    trace.add_argument(
-        "--profiles", action="append", default=[], help="convert: extra profile JSON files"
-    )
+    _add_trace_arguments(trace)
     for p in (run, sweep):
         p.add_argument(
             "--format",
@@ -152,6 +127,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     sweep.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     sweep.add_argument("--workers", type=int, help="pool processes (default: CPUs)")
+
+
+def _add_topo(ssub: argparse._SubParsersAction) -> None:
+    """``cassini sim topo show``."""
+    topo = ssub.add_parser(
+        "topo",
+        help="inspect a cluster topology (host table or config)",
+        description="Inspect a topology: a host table (CSV: Lingjun topo.csv or ours) or a "
+        "config's cluster (YAML/JSON).  See docs/topologies.md.",
+    )
+    tsub = topo.add_subparsers(dest="topo_command", required=True, metavar="SUBCOMMAND")
+    show = tsub.add_parser(
+        "show",
+        help="hosts, GPUs, switches per tier, uplink oversubscription per ToR, irregularities",
+        description="Print hosts, GPUs, switches and links per tier, uplink "
+        "oversubscription per ToR and anything irregular (table, or --json).",
+    )
+    show.add_argument("file", help="host table (.csv) or config (.yaml/.json)")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    show.add_argument("--gpus-per-server", type=int, help="host table without a gpus column")
+    show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
+    show.add_argument("--oversubscription", type=float, help="ToR downlinks / uplinks")
+    show.add_argument("--pod-oversubscription", type=float, help="aggregation down / up")
+
+
+def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
+    """``cassini sim trace CONFIG`` and ``trace convert IN``'s arguments."""
+    trace.add_argument("what", nargs="+", metavar="ARG", help="CONFIG, or: convert IN")
+    trace.add_argument("--out", required=True, help="trace file to write")
+    trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
+    trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
+    trace.add_argument("--seed", type=int, default=0, help="convert: seed of the model rule")
+    trace.add_argument(
+        "--profiles", action="append", default=[], help="convert: extra profile JSON files"
+    )
 
 
 def main(args: argparse.Namespace) -> int:

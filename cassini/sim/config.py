@@ -204,17 +204,7 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         base / schema.identifier(p, f"profiles[{i}]")
         for i, p in enumerate(schema.array(obj.get("profiles", []), "profiles"))
     )
-    sweep = {}
-    for axis, values in schema.require_object(obj.get("sweep", {}), "sweep").items():
-        if axis not in SWEEP_AXES:
-            raise InputError(f"sweep.{axis}", f"unknown axis (allowed: {', '.join(SWEEP_AXES)})")
-        sweep[axis] = tuple(schema.array(values, f"sweep.{axis}", non_empty=True))
-        for k, v in enumerate(sweep[axis]):
-            f = f"sweep.{axis}[{k}]"
-            if axis == "scheduler":
-                Scheduler.parse(schema.identifier(v, f))
-            else:
-                schema.number(v, f, positive=axis != "seed", non_negative=True)
+    sweep = _sweep(obj.get("sweep", {}))
     return SimConfig(
         cluster=cluster,
         schedulers=schedulers,
@@ -230,6 +220,22 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         sweep=sweep,
         options=_options(obj),
     )
+
+
+def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:
+    """The ``sweep:`` grid: axis -> values, each value checked."""
+    sweep = {}
+    for axis, values in schema.require_object(obj, "sweep").items():
+        if axis not in SWEEP_AXES:
+            raise InputError(f"sweep.{axis}", f"unknown axis (allowed: {', '.join(SWEEP_AXES)})")
+        sweep[axis] = tuple(schema.array(values, f"sweep.{axis}", non_empty=True))
+        for k, v in enumerate(sweep[axis]):
+            f = f"sweep.{axis}[{k}]"
+            if axis == "scheduler":
+                Scheduler.parse(schema.identifier(v, f))
+            else:
+                schema.number(v, f, positive=axis != "seed", non_negative=True)
+    return sweep
 
 
 def _options(obj: Mapping[str, Any]) -> SimOptions:
