@@ -226,7 +226,7 @@ def write_report(
 ) -> dict[str, Any]:
     """The pictures; returns what ``report.html`` will show besides results.json."""
     from cassini.sim import pictures
-    from cassini.sim.recorded import MAPPING_RULE
+    from cassini.sim.recorded import mapping_rule
     from cassini.sim.recording import link_timeline
     from cassini.sim.utilisation import utilisation
 
@@ -284,7 +284,7 @@ def write_report(
     }
     notes = []
     if any(name.startswith("recorded") for name in run.results):
-        notes.append(MAPPING_RULE)
+        notes.append(mapping_rule(cfg.cluster))
     return {
         "timeline_link": link,
         "timeline_link_chosen": how,
