@@ -3,15 +3,29 @@ same run on the equivalent generated fabric agree exactly; irregular host tables
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from cassini import cli
 from cassini.sim.engine import SimResult, run
 from cassini.sim.options import SimOptions
 from cassini.sim.parts.placement import candidate_placements, racks_needed
+from cassini.sim.parts.routing import (
+    collisions,
+    crux_paths,
+    path_count,
+    path_load,
+    route_path,
+    uplinks,
+)
 from cassini.sim.topologies.clos import from_cluster, two_tier
+from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topologies.hosts import read_host_table
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import load_library, poisson_jobs
@@ -87,3 +101,87 @@ def test_irregular_host_tables_run(scheduler: str, table: str, kwargs: dict) -> 
     assert any(j.racks > 1 for j in result.jobs)
     s = result.summary()
     assert np.isfinite(s["mean_slowdown"]) and s["mean_slowdown"] >= 1 - 1e-9
+
+
+def test_path_index_picks_one_alternative_of_every_hop() -> None:
+    topo = fat_tree(4)
+    racks = [0, 1, 2]  # two racks of pod 0, one of pod 1
+    assert path_count(topo, racks) == 4  # the inter-pod hops have k*k/4 paths
+    assert path_count(topo, [0]) == 1
+    seen = set()
+    for k in range(4):
+        path = route_path(topo, [0, 2, 4], k)
+        up = uplinks(topo, racks, k)
+        assert set(up) <= set(path) and set(path) - set(up) == {"srv0", "srv2", "srv4"}
+        for a, b in [(0, 1), (1, 2), (2, 0)]:
+            options = topo.paths(a, b)
+            assert set(options[k % len(options)]) <= set(up)
+        seen.add(frozenset(up))
+    assert len(seen) == 4
+    assert route_path(topo, [0, 2, 4], None) == route_path(topo, [0, 2, 4], 0)
+
+
+def test_collisions_on_a_fabric_count_busy_uplinks_with_an_idle_sibling() -> None:
+    c = Cluster(racks=3, servers_per_rack=2, gpus_per_server=1, spines=2)
+    topo = two_tier(3, 2, 1, spines=2)
+    cluster_load = {"tor0s0": 5.0, "tor1s0": 5.0, "tor1s1": 5.0}
+    fabric_load = {"tor0-spine0": 5.0, "tor1-spine0": 5.0, "tor1-spine1": 5.0}
+    for k in range(2):
+        expected = collisions(c, [0, 1, 2], k, cluster_load)
+        assert collisions(topo, [0, 1, 2], k, fabric_load) == expected
+    assert collisions(topo, [0, 1, 2], 0, fabric_load) == 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(st.sets(st.integers(0, 7), min_size=2, max_size=4), st.floats(1, 100)),
+        min_size=1,
+        max_size=10,
+    ),
+)
+def test_crux_on_a_fat_tree_never_takes_a_more_loaded_path(jobs) -> None:
+    topo = fat_tree(4)
+    named = [(f"j{i}", sorted(racks), peak) for i, (racks, peak) in enumerate(jobs)]
+    chosen = crux_paths(topo, named)
+    current: dict[str, float] = {}
+    for job_id, racks, peak in named:
+        k = chosen[job_id]
+        for other in range(path_count(topo, racks)):
+            assert path_load(topo, racks, k, current) <= path_load(topo, racks, other, current)
+        for link in uplinks(topo, racks, k):
+            current[link] = current.get(link, 0.0) + peak
+
+
+@pytest.mark.parametrize("scheduler", ["themis+ecmp", "themis+crux"])
+def test_multipath_routing_runs_on_a_fat_tree(scheduler: str) -> None:
+    topo = fat_tree(4, gpus_per_server=4)
+    jobs = uniform_jobs(topo.gpus, n=30, seed=4)
+    result = run(topo, jobs, LIBRARY, scheduler, seed=4)
+    assert len(result.jobs) == len(jobs)
+    assert any(j.racks > 1 for j in result.jobs)
+    if scheduler == "themis+ecmp":
+        again = run(topo, jobs, LIBRARY, scheduler, seed=4)
+        assert outcome(again) == outcome(result) and again.collisions == result.collisions
+
+
+def test_cli_runs_a_host_table_config(tmp_path: Path) -> None:
+    shutil.copy(DATA / "lingjun_irregular.csv", tmp_path / "topo.csv")
+    config = {
+        "cluster": {"hosts": "topo.csv", "gpus_per_server": 8, "server_link_bps": 2e11},
+        "workload": {"poisson": {"jobs": 8, "load": 0.8, "gpus": {16: 1, 24: 1}}},
+        "schedulers": ["themis", "themis+cassini"],
+    }
+    (tmp_path / "sim.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    assert cli.main(["sim", "run", str(tmp_path / "sim.json"), "--out", str(out), "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["cluster"]["gpus"] == 128
+    topo = read_host_table(tmp_path / "topo.csv", gpus_per_server=8)
+    for name in ("themis", "themis+cassini"):
+        records = results["jobs"][name]
+        assert len(records) == 8
+        assert any(r["racks"] > 1 for r in records)
+        for r in records:
+            assert r["racks"] == len({topo.rack_of(s) for s, _ in r["placement"]})
+    assert (out / "report.html").exists()
