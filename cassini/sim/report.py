@@ -231,8 +231,11 @@ def write_report(
     from cassini.sim.utilisation import utilisation
 
     if timeline_link is not None and timeline_link not in cfg.cluster.links:
+        fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
         raise InputError(
-            "--timeline-link", f"no link {timeline_link!r} (links: srv<i>, tor<r>, pod<p>)"
+            "--timeline-link",
+            f"no link {timeline_link!r} (srv<i> is server i's link; switch links are "
+            f"named like {', '.join(fabric) or 'tor<r>'})",
         )
     end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
     util = {
