@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cassini import cli
 from cassini.sim.engine import SimResult, run
 from cassini.sim.options import SimOptions
-from cassini.sim.parts.placement import candidate_placements, racks_needed
+from cassini.sim.parts.placement import candidate_placements, defrag_move, racks_needed
 from cassini.sim.parts.routing import (
     collisions,
     crux_paths,
@@ -24,10 +24,12 @@ from cassini.sim.parts.routing import (
     route_path,
     uplinks,
 )
-from cassini.sim.topologies.clos import from_cluster, two_tier
+from cassini.sim.topologies.clos import from_cluster, three_tier, two_tier
 from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topologies.hosts import read_host_table
+from cassini.sim.topologies.rail import rail_optimised
 from cassini.sim.topology import Cluster
+from cassini.sim.utilisation import link_weights, utilisation
 from cassini.sim.workload import load_library, poisson_jobs
 
 LIBRARY = load_library()
@@ -185,3 +187,53 @@ def test_cli_runs_a_host_table_config(tmp_path: Path) -> None:
         for r in records:
             assert r["racks"] == len({topo.rack_of(s) for s, _ in r["placement"]})
     assert (out / "report.html").exists()
+
+
+def test_utilisation_spreads_a_job_over_its_equal_cost_paths() -> None:
+    topo = two_tier(2, 2, 4, spines=4)
+    weights = link_weights(topo, [0, 2])
+    assert weights["srv0"] == weights["srv2"] == pytest.approx(1.0)
+    for k in range(4):
+        assert weights[f"tor0-spine{k}"] == weights[f"tor1-spine{k}"] == pytest.approx(0.25)
+    # the same per-capacity view as the Cluster's summed uplinks
+    c = Cluster(racks=4, servers_per_rack=4, gpus_per_server=4)
+    jobs = uniform_jobs(c.gpus, n=20)
+    a = utilisation(run(c, jobs, LIBRARY, "themis", seed=2), c, LIBRARY)
+    t = from_cluster(c)
+    b = utilisation(run(t, jobs, LIBRARY, "themis", seed=2), t, LIBRARY)
+    assert sorted(a.link_share.sum(axis=1)) == pytest.approx(sorted(b.link_share.sum(axis=1)))
+    assert np.array_equal(a.gpu_allocated, b.gpu_allocated)
+
+
+@pytest.mark.parametrize(
+    "topo",
+    [
+        rail_optimised(groups=2, servers_per_group=6, gpus_per_server=4),
+        three_tier(4, 4, 2, 4, aggs_per_pod=2, cores=2),
+    ],
+    ids=["rail-optimised", "three-tier-2x2"],
+)
+@pytest.mark.parametrize("scheduler", ["themis+cassini", "themis+defrag", "themis+crux"])
+def test_generated_fabrics_run(topo, scheduler: str) -> None:
+    jobs = uniform_jobs(topo.gpus, n=30, seed=6)
+    result = run(topo, jobs, LIBRARY, scheduler, seed=6)
+    assert len(result.jobs) == len(jobs)
+    assert any(j.racks > 1 for j in result.jobs)
+    assert all(j.slowdown >= 1 - 1e-9 for j in result.jobs)
+
+
+def test_defrag_moves_on_irregular_racks() -> None:
+    topo = read_host_table(DATA / "lingjun_irregular.csv", gpus_per_server=8)
+    free = np.array(topo.gpus_per_host, int)
+    # a 16-GPU job spread over three racks while one 5-host rack is empty
+    big = max(range(len(topo.racks)), key=lambda r: len(topo.racks[r]))
+    others = [r for r in range(len(topo.racks)) if r != big]
+    spread = {topo.racks[r][0]: 8 for r in others[:2]}
+    for s, g in spread.items():
+        free[s] -= g
+    assert racks_needed(topo, 16) == 1
+    move = defrag_move(topo, free, spread)
+    assert move is not None
+    new, moved = move
+    assert sum(new.values()) == 16 and len({topo.rack_of(s) for s in new}) == 1
+    assert moved == 16
