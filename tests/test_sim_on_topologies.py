@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cassini import cli
+from cassini.sim import sweep
 from cassini.sim.engine import SimResult, run
 from cassini.sim.options import SimOptions
 from cassini.sim.parts.placement import candidate_placements, defrag_move, racks_needed
@@ -237,3 +238,33 @@ def test_defrag_moves_on_irregular_racks() -> None:
     new, moved = move
     assert sum(new.values()) == 16 and len({topo.rack_of(s) for s in new}) == 1
     assert moved == 16
+
+
+def test_sweep_over_a_host_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The oversubscription axis rebuilds a host table; one whose file gives its uplink
+    speeds cannot take it, and the sweep exits 2 naming the field before any run."""
+    for name in ("lingjun_irregular.csv", "hosts_irregular.csv"):
+        shutil.copy(DATA / name, tmp_path / name)
+    base = {
+        "workload": {"poisson": {"jobs": 6, "load": 0.8, "gpus": {12: 1, 20: 1}}},
+        "schedulers": ["themis"],
+        "sweep": {"oversubscription": [1, 4]},
+    }
+    good = base | {"cluster": {"hosts": "lingjun_irregular.csv", "gpus_per_server": 8}}
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    args = ["--out", str(tmp_path / "out"), "--workers", "1", "--backend", "pool"]
+    assert cli.main(["sim", "sweep", str(tmp_path / "good.json"), *args]) == 0
+    rows = json.loads((tmp_path / "out" / "sweep.json").read_text())["rows"]
+    slow = {r["oversubscription"]: r["mean_slowdown"] for r in rows}
+    assert slow[4] > slow[1]  # thinner uplinks: the axis reached the fabric
+    bad = base | {"cluster": {"hosts": "hosts_irregular.csv"}}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+
+    def no_run(*_: object) -> None:
+        raise AssertionError("a grid point ran")
+
+    monkeypatch.setattr(sweep, "run_point", no_run)  # Ray workers would fail far away
+    assert cli.main(["sim", "sweep", str(tmp_path / "bad.json"), *args]) == 2
+    assert "cluster.oversubscription" in capsys.readouterr().err
