@@ -8,7 +8,9 @@ import pytest
 
 from cassini.errors import InputError
 from cassini.sim.engine import run
-from cassini.sim.recorded import host_servers
+from cassini.sim.recorded import BY_NAME_RULE, MAPPING_RULE, host_servers, mapping_rule
+from cassini.sim.topologies.clos import two_tier
+from cassini.sim.topologies.hosts import read_host_table
 from cassini.sim.topology import Cluster
 from cassini.sim.traces import read
 from cassini.sim.workload import JobSpec, load_library
@@ -61,7 +63,6 @@ def test_recorded_placement_refuses_what_it_cannot_replay() -> None:
 
 def test_a_config_replays_lingjun_beside_a_scheduler_and_reports_the_mapping(tmp_path) -> None:
     from cassini.sim.config import config_from_dict
-    from cassini.sim.recorded import MAPPING_RULE
     from cassini.sim.report import simulate_config, write_run
 
     cfg = config_from_dict(
@@ -81,3 +82,68 @@ def test_a_config_replays_lingjun_beside_a_scheduler_and_reports_the_mapping(tmp
     host_of = {s: h for h, s in server_of.items()}
     for record in data["jobs"]["recorded"]:
         assert {host_of[s]: g for s, g in record["placement"]} == hosts[record["job_id"]]
+
+
+LINGJUN_TOPO = DATA / "lingjun" / "topo.csv"
+
+
+@pytest.mark.parametrize("scheduler", ["recorded", "recorded+cassini"])
+def test_lingjun_replays_on_its_own_topology_on_the_hosts_it_names(scheduler: str) -> None:
+    """On the trace's own topo.csv every job runs on exactly the hosts (ips) its
+    worker.csv rows name, so in their real racks, not in first-appearance order."""
+    topo = read_host_table(LINGJUN_TOPO, gpus_per_server=8)
+    jobs = read(DATA / "lingjun", LIBRARY).jobs
+    jobs = [JobSpec(j.job_id, j.arrival_s, j.gpus, 50, j.model, j.hosts) for j in jobs]
+    assert mapping_rule(topo) == BY_NAME_RULE
+    first_seen = host_servers(jobs, CLUSTER)
+    by_name = host_servers(jobs, topo)
+    assert by_name != first_seen  # the file's order differs from first appearance
+    result = run(topo, jobs, LIBRARY, scheduler)
+    by_id = {j.job_id: j for j in jobs}
+    assert {r.job_id for r in result.jobs} == set(by_id)
+    assert any(r.racks > 1 for r in result.jobs)
+    for r in result.jobs:
+        placed = {topo.hosts[s]: g for s, g in r.placement}
+        assert placed == dict(by_id[r.job_id].hosts), r.job_id
+        assert r.racks == len({topo.rack_of(topo.host_index(h)) for h in placed})
+
+
+def test_a_host_the_topology_lacks_is_refused_by_name(tmp_path) -> None:
+    table = tmp_path / "topo.csv"
+    lines = LINGJUN_TOPO.read_text().splitlines()
+    table.write_text("\n".join(line for line in lines if "e3038539b9fc" not in line) + "\n")
+    topo = read_host_table(table, gpus_per_server=8)
+    jobs = read(DATA / "lingjun", LIBRARY).jobs
+    with pytest.raises(InputError, match="host 'e3038539b9fc' is not in the cluster's host"):
+        run(topo, jobs, LIBRARY, "recorded")
+    with pytest.raises(InputError, match="16 GPUs on host"):
+        run(
+            topo, [JobSpec("x", 0.0, 16, 10, "vgg16", (("0c9d9de1b19e", 16),))], LIBRARY, "recorded"
+        )
+
+
+def test_generated_topologies_keep_first_appearance() -> None:
+    topo = two_tier(racks=2, servers_per_rack=4, gpus_per_server=8)
+    jobs = read(DATA / "lingjun", LIBRARY).jobs
+    assert mapping_rule(topo) == MAPPING_RULE
+    assert host_servers(jobs, topo) == host_servers(jobs, CLUSTER)
+
+
+def test_a_config_replays_lingjun_on_its_topo_csv(tmp_path) -> None:
+    from cassini.sim.config import config_from_dict
+    from cassini.sim.report import simulate_config, write_run
+
+    cfg = config_from_dict(
+        {
+            "cluster": {"hosts": str(LINGJUN_TOPO), "gpus_per_server": 8},
+            "workload": {"trace": str(DATA / "lingjun"), "format": "lingjun"},
+            "schedulers": ["recorded", "themis"],
+        }
+    )
+    done = simulate_config(cfg, record=True)
+    data = write_run(cfg, done.results, tmp_path, run=done)
+    assert BY_NAME_RULE in data["report"]["notes"]
+    hosts = {j.job_id: dict(j.hosts) for j in done.workload.jobs}
+    for record in data["jobs"]["recorded"]:
+        placed = {cfg.cluster.hosts[s]: g for s, g in record["placement"]}
+        assert placed == hosts[record["job_id"]]

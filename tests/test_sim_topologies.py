@@ -384,11 +384,15 @@ def test_topo_show_bad_row_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert f"{f}:3:4: ASW: missing" in capsys.readouterr().err
 
 
-def test_sim_run_refuses_a_topology_until_the_schedulers_take_one(
+def test_sim_run_on_a_generated_topology(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     f = tmp_path / "c.json"
-    f.write_text(json.dumps(BASE_CONFIG | {"cluster": {"generate": "fat-tree", "k": 4}}))
-    assert cli.main(["sim", "run", str(f), "--out", str(tmp_path / "out"), "--quiet"]) == 2
-    assert "cluster: host-table and generated topologies" in capsys.readouterr().err
+    workload = {"poisson": {"jobs": 4, "load": 0.8, "gpus": {24: 1}}}
+    cluster = {"generate": "fat-tree", "k": 4}
+    f.write_text(json.dumps(BASE_CONFIG | {"cluster": cluster, "workload": workload}))
+    assert cli.main(["sim", "run", str(f), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["cluster"]["generate"] == "fat-tree" and results["cluster"]["gpus"] == 128
+    assert len(results["jobs"]["themis"]) == 4
     assert cli.main(["sim", "trace", str(f), "--out", str(tmp_path / "jobs.csv")]) == 0

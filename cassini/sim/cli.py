@@ -170,7 +170,6 @@ def main(args: argparse.Namespace) -> int:
     from cassini.sim import report, sweep
     from cassini.sim.config import read_config
     from cassini.sim.schedulers import Scheduler
-    from cassini.sim.topology import Cluster
     from cassini.sim.workload import write_trace
 
     if args.sim_command == "topo":
@@ -180,13 +179,6 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.sim_command != "trace":
             cfg = read_config(args.config)
-        if args.sim_command != "trace" and not isinstance(cfg.cluster, Cluster):
-            # until the schedulers pack racks of any size (docs/topologies.md, Status)
-            raise InputError(
-                "cluster",
-                "host-table and generated topologies are not simulated yet (see "
-                "docs/topologies.md); `cassini sim topo show` reads them",
-            )
         out = Path(args.out)
         if args.sim_command == "trace":
             if args.what[0] == "convert":

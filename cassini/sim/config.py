@@ -15,7 +15,7 @@
       #     bad_rows: error          (error: stop at the first; skip: count, report, go on)
     profiles: [measured.json]        # optional extra profiles
     schedulers: [themis, themis+cassini, themis+crux, themis+cassini+mltcp]
-    routing: ecmp                    # single (default) | ecmp | crux; needs cluster.spines > 1
+    routing: ecmp                    # single (default) | ecmp | crux; needs several paths
     priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
     mltcp: {slope: 1.0, intercept: 0.5, scale_cut: false}   # as mltcp.policy.MltcpParams
     defrag: {migration_s: 9, cooldown_s: 300}  # seconds per migrated worker; cooldown

@@ -35,9 +35,10 @@ from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
 from cassini.sim.options import SimOptions
 from cassini.sim.parts import priority as crux
 from cassini.sim.parts.placement import PLACEMENTS, defrag_move
-from cassini.sim.parts.routing import ROUTINGS, collisions, crux_paths
+from cassini.sim.parts.routing import ROUTINGS, collisions, crux_paths, route_path
 from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
+from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 
@@ -248,7 +249,7 @@ class Simulation:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Cluster | Topology,
         jobs: Sequence[JobSpec],
         library: Mapping[str, JobProfile],
         scheduler: str,
@@ -283,7 +284,7 @@ class Simulation:
         self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
         recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
         self.host_server = host_servers(self.jobs, cluster) if recorded else None
-        self.free = np.full(cluster.servers, cluster.gpus_per_server, int)
+        self.free = np.array(cluster.gpus_per_host, int)  # free GPUs per server
         self.running: dict[str, _Running] = {}
         self.on_link: dict[str, set[str]] = {}
         self.peak_on_link: dict[str, float] = {}  # summed peak demand, bits/s
@@ -469,7 +470,7 @@ class Simulation:
         spine = None
         if len(racks) > 1:
             spine = self.routing.spine(self.cluster, job_id, racks, self.seed, self.peak_on_link)
-        return self.cluster.path(placement, spine)
+        return route_path(self.cluster, placement, spine)
 
     def _route(self, job_id: str, r: _Running, *, count: bool = False) -> None:
         """Give ``r`` its path (not yet on the links) and its Crux intensity."""
@@ -479,7 +480,7 @@ class Simulation:
             r.spine = self.routing.spine(self.cluster, job_id, racks, self.seed, self.peak_on_link)
             if count and r.spine is not None:
                 self.collisions += collisions(self.cluster, racks, r.spine, self.peak_on_link)
-        r.path = self.cluster.path(r.placement, r.spine)
+        r.path = route_path(self.cluster, r.placement, r.spine)
         links = self.cluster.links
         r.intensity = crux.intensity(
             sum(r.placement.values()),
@@ -530,7 +531,7 @@ class Simulation:
                 continue
             changed |= self._unlink(j, r) | {j}
             r.spine = k
-            r.path = self.cluster.path(r.placement, k)
+            r.path = route_path(self.cluster, r.placement, k)
             self._link(j, r)
         return changed
 
@@ -726,7 +727,7 @@ def _compute_s(profile: JobProfile) -> float:
 
 
 def run(
-    cluster: Cluster,
+    cluster: Cluster | Topology,
     jobs: Sequence[JobSpec],
     library: Mapping[str, JobProfile],
     scheduler: str,

@@ -7,12 +7,18 @@ arrival, see :mod:`cassini.sim.schedulers`) starts a job once every one of its h
 the GPUs it used there free, and puts it on exactly those hosts; ``recorded+cassini``
 keeps that placement and lets CASSINI time-shift the job.
 
-Host -> server mapping (:data:`MAPPING_RULE`): the simulated cluster is the generated one
-of the configuration (a trace's own topology, e.g. Lingjun's ``topo.csv``, is read by the
-host-table cluster reader, not here), so each distinct host gets a server of it: hosts
-in order of first appearance — jobs by arrival, then each job's hosts in the trace's
-order — take servers 0, 1, 2, ...; two jobs that shared a host share a server.  Rack
-membership therefore follows first appearance, not the real racks.
+Host -> server mapping, by the simulated cluster (:func:`mapping_rule` says which):
+
+* a host-table :class:`~cassini.sim.topologies.Topology` (``cluster: {hosts: topo.csv}``,
+  e.g. Lingjun's own ``topo.csv`` keyed by ``ip``) — by name (:data:`BY_NAME_RULE`): each
+  host the trace names is the topology's host of that name (Lingjun ``worker.csv``
+  ``host_ip`` = ``topo.csv`` ``ip``), so jobs run in the racks and pods they really ran
+  in; a host the table lacks is an InputError naming it;
+* a generated cluster (``Cluster`` or a generated ``Topology``) — by first appearance
+  (:data:`MAPPING_RULE`): hosts in order of first appearance — jobs by arrival, then each
+  job's hosts in the trace's order — take servers 0, 1, 2, ...; two jobs that shared a
+  host share a server.  Rack membership then follows first appearance, not the real
+  racks.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 
@@ -29,12 +36,27 @@ MAPPING_RULE = (
     "recorded placement: each distinct host of the trace gets a server of the generated "
     "cluster, in order of first appearance (jobs by arrival, hosts in trace order)"
 )
+BY_NAME_RULE = (
+    "recorded placement: each host of the trace is the host of the same name in the "
+    "cluster's host table (its own rack and pod)"
+)
 
 
-def host_servers(jobs: Sequence[JobSpec], cluster: Cluster) -> dict[str, int]:
-    """Server index of every host the jobs name (see :data:`MAPPING_RULE`); InputError
-    when a job has no hosts, more hosts than servers, or more GPUs on a host than a
-    server has."""
+def by_name(cluster: Cluster | Topology) -> bool:
+    """Whether recorded hosts map to servers by name: the cluster is a host table."""
+    return isinstance(cluster, Topology) and "hosts" in cluster.source
+
+
+def mapping_rule(cluster: Cluster | Topology) -> str:
+    """The host -> server rule recorded placement uses on ``cluster``."""
+    return BY_NAME_RULE if by_name(cluster) else MAPPING_RULE
+
+
+def host_servers(jobs: Sequence[JobSpec], cluster: Cluster | Topology) -> dict[str, int]:
+    """Server index of every host the jobs name (see :func:`mapping_rule`); InputError
+    when a job has no hosts, a host the host table lacks, more hosts than servers, or
+    more GPUs on a host than its server has."""
+    named = by_name(cluster)
     out: dict[str, int] = {}
     for job in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
         if not job.hosts:
@@ -44,18 +66,37 @@ def host_servers(jobs: Sequence[JobSpec], cluster: Cluster) -> dict[str, int]:
                 "for it; formats with hosts: philly, lingjun, pai2020 with its instance "
                 "table, csv with a hosts column)",
             )
-        for host, gpus in job.hosts:
-            if gpus > cluster.gpus_per_server:
-                raise InputError(
-                    f"jobs.{job.job_id}.hosts",
-                    f"{gpus} GPUs on host {host!r}, a server has {cluster.gpus_per_server}",
-                )
-            out.setdefault(host, len(out))
+        for host, _ in job.hosts:
+            if host in out:
+                continue
+            if named:
+                assert isinstance(cluster, Topology)
+                try:
+                    out[host] = cluster.host_index(host)
+                except InputError:
+                    raise InputError(
+                        f"jobs.{job.job_id}.hosts",
+                        f"host {host!r} is not in the cluster's host table "
+                        f"({cluster.source['hosts']}, {cluster.servers} hosts)",
+                    ) from None
+            else:
+                out[host] = len(out)
     if len(out) > cluster.servers:
         raise InputError(
             "cluster",
             f"the trace names {len(out)} hosts, the cluster has {cluster.servers} servers",
         )
+    per_server = cluster.gpus_per_host
+    for job in jobs:
+        used: dict[str, int] = {}
+        for host, gpus in job.hosts:
+            used[host] = used.get(host, 0) + gpus
+        for host, gpus in used.items():
+            if gpus > per_server[out[host]]:
+                raise InputError(
+                    f"jobs.{job.job_id}.hosts",
+                    f"{gpus} GPUs on host {host!r}, its server has {per_server[out[host]]}",
+                )
     return out
 
 

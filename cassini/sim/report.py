@@ -226,13 +226,16 @@ def write_report(
 ) -> dict[str, Any]:
     """The pictures; returns what ``report.html`` will show besides results.json."""
     from cassini.sim import pictures
-    from cassini.sim.recorded import MAPPING_RULE
+    from cassini.sim.recorded import mapping_rule
     from cassini.sim.recording import link_timeline
     from cassini.sim.utilisation import utilisation
 
     if timeline_link is not None and timeline_link not in cfg.cluster.links:
+        fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
         raise InputError(
-            "--timeline-link", f"no link {timeline_link!r} (links: srv<i>, tor<r>, pod<p>)"
+            "--timeline-link",
+            f"no link {timeline_link!r} (srv<i> is server i's link; switch links are "
+            f"named like {', '.join(fabric) or 'tor<r>'})",
         )
     end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
     util = {
@@ -284,7 +287,7 @@ def write_report(
     }
     notes = []
     if any(name.startswith("recorded") for name in run.results):
-        notes.append(MAPPING_RULE)
+        notes.append(mapping_rule(cfg.cluster))
     return {
         "timeline_link": link,
         "timeline_link_chosen": how,

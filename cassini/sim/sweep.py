@@ -69,6 +69,8 @@ def run_sweep(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     points = grid(cfg)
+    for p in points:  # a point the config cannot take (e.g. a host table's own uplink
+        cfg.variant(**p)  # speeds and an oversubscription axis) fails here, not in a worker
     use_ray = backend == "ray" or (backend == "auto" and (address or ray_available()))
     if use_ray:
         rows = _on_ray(cfg, points, address, progress)

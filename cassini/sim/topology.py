@@ -70,6 +70,17 @@ class Cluster:
     def tiers(self) -> int:
         return 2 if self.racks_per_pod is None else 3
 
+    @property
+    def gpus_per_host(self) -> tuple[int, ...]:
+        """GPUs of every server (all ``gpus_per_server``), as :class:`Topology` has it."""
+        return (self.gpus_per_server,) * self.servers
+
+    @property
+    def rack_servers(self) -> tuple[range, ...]:
+        """Every rack's servers as a range of indices."""
+        spr = self.servers_per_rack
+        return tuple(range(r * spr, (r + 1) * spr) for r in range(self.racks))
+
     def rack_of(self, server: int) -> int:
         return server // self.servers_per_rack
 

@@ -7,6 +7,11 @@ the link's utilisation, averaged over each time bin.  The GPUs: *allocated* is t
 of the cluster's GPUs held by running jobs; *effective* weighs each job's GPUs by
 dedicated / current iteration time (the share of time they compute rather than wait for
 the network, as Crux counts GPU utilisation).
+
+The records do not keep a job's routed path: on a ``Cluster`` a cross-rack job counts on
+its racks' summed uplinks (``tor<r>``); on a :class:`~cassini.sim.topologies.Topology`
+with equal-cost paths it counts evenly on each path index's links (:func:`link_weights`),
+which is the same per-capacity view when the alternatives are equal.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import numpy as np
 
 from cassini.profile import JobProfile
 from cassini.sim.engine import JobRecord, SimResult
+from cassini.sim.parts.routing import path_count, route_path
+from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 
 
@@ -57,9 +64,22 @@ def _spread(out: np.ndarray, edges: np.ndarray, t0: float, t1: float, value: flo
     out += value * overlap / width
 
 
+def link_weights(cluster: Cluster | Topology, servers: list[int]) -> dict[str, float]:
+    """Each link a job on ``servers`` loads, with the share of its rate counted there:
+    1 on a ``Cluster`` path; on a ``Topology``, the mean over its path indices."""
+    if isinstance(cluster, Cluster):
+        return dict.fromkeys(cluster.path(servers), 1.0)
+    n = path_count(cluster, sorted({cluster.rack_of(s) for s in servers}))
+    out: dict[str, float] = {}
+    for k in range(n):
+        for link in route_path(cluster, servers, k):
+            out[link] = out.get(link, 0.0) + 1.0 / n
+    return out
+
+
 def utilisation(
     result: SimResult,
-    cluster: Cluster,
+    cluster: Cluster | Topology,
     library: Mapping[str, JobProfile],
     *,
     end_s: float | None = None,
@@ -74,17 +94,17 @@ def utilisation(
     effective = np.zeros(bins)
     for job in result.jobs:
         bits = library[job.model].bits_per_iteration
-        path = cluster.path(s for s, _ in job.placement)
+        path = link_weights(cluster, [s for s, _ in job.placement])
         for t0, t1, it in segments(job):
             _spread(allocated, edges, t0, t1, job.gpus)
             _spread(effective, edges, t0, t1, job.gpus * job.dedicated_iteration_s / it)
             if path and bits > 0:
                 rate = np.zeros(bins)
                 _spread(rate, edges, t0, t1, bits / it)
-                for link in path:
+                for link, weight in path.items():
                     if link not in carried:
                         carried[link] = np.zeros(bins)
-                    carried[link] += rate
+                    carried[link] += rate * weight
     links = sorted(carried, key=lambda link: -carried[link].sum() / cluster.links[link])
     share = (
         np.array([carried[link] / cluster.links[link] for link in links])

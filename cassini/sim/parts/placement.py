@@ -19,32 +19,35 @@ running :class:`cassini.sim.engine.Simulation` (read-only use of its state):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cassini.plugin import choose_placement
 from cassini.profile import JobProfile
+from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 
 if TYPE_CHECKING:
     from cassini.sim.engine import Simulation
 
+#: what the placements run on: the uniform cluster or a general fabric
+Fabric = Cluster | Topology
 Choice = tuple[dict[int, int], dict[str, float]]
 Placement = Callable[["Simulation", str, JobProfile, list[dict[int, int]]], Choice]
 
 
 def candidate_placements(
-    cluster: Cluster,
+    cluster: Fabric,
     free: np.ndarray,
     gpus: int,
     n_candidates: int,
     rng: np.random.Generator,
 ) -> list[dict[int, int]]:
     """Up to ``n_candidates`` distinct placements ``{server: gpus}`` of ``gpus`` GPUs on
-    the free GPUs ``free`` (one count per server); empty when they do not fit.
+    the free GPUs ``free`` (one count per server); empty when they do not fit.  Racks
+    are ``cluster.rack_servers`` (ranges of server indices, of any size).
 
     The first is packed (one server if one has room; else the racks with the most free
     GPUs first, inside a rack the fullest servers first); then packings that start from
@@ -55,8 +58,8 @@ def candidate_placements(
     if len(fit):  # fits on one server: best fit, no network at all
         best = fit[np.argmin(free[fit])]
         return [{int(best): gpus}]
-    spr = cluster.servers_per_rack
-    rack_free = free.reshape(cluster.racks, spr).sum(axis=1)
+    racks = cluster.rack_servers
+    rack_free = rack_sums(racks, free)
     rack_order = [int(r) for r in np.argsort(-rack_free, kind="stable") if rack_free[r] > 0]
     out: list[dict[int, int]] = []
     seen: set[tuple[tuple[int, int], ...]] = set()
@@ -72,7 +75,7 @@ def candidate_placements(
     for first in rack_order:
         if len(out) >= n_candidates:
             return out
-        add(_pack(free, spr, [first] + [r for r in rack_order if r != first], gpus))
+        add(_pack(free, racks, [first] + [r for r in rack_order if r != first], gpus))
     servers = np.flatnonzero(free > 0)
     for _ in range(4 * n_candidates):
         if len(out) >= n_candidates:
@@ -88,11 +91,18 @@ def candidate_placements(
     return out
 
 
-def _pack(free: np.ndarray, spr: int, racks: list[int], gpus: int) -> dict[int, int] | None:
+def rack_sums(racks: Sequence[range], values: np.ndarray) -> np.ndarray:
+    """``values`` (one per server) summed over each rack (``racks``: contiguous ranges
+    of server indices in order, as ``rack_servers`` gives them)."""
+    return np.add.reduceat(values, [r.start for r in racks])
+
+
+def _pack(
+    free: np.ndarray, rack_servers: Sequence[range], racks: list[int], gpus: int
+) -> dict[int, int] | None:
     placement, need = {}, gpus
     for r in racks:
-        servers = range(r * spr, (r + 1) * spr)
-        for s in sorted(servers, key=lambda s: (-free[s], s)):
+        for s in sorted(rack_servers[r], key=lambda s: (-free[s], s)):
             if need == 0:
                 return placement
             take = int(min(free[s], need))
@@ -103,13 +113,14 @@ def _pack(free: np.ndarray, spr: int, racks: list[int], gpus: int) -> dict[int, 
 
 
 # -- defragmentation ----------------------------------------------------------------------
-def racks_needed(cluster: Cluster, gpus: int) -> int:
-    """Fewest racks that can hold ``gpus`` GPUs."""
-    return math.ceil(gpus / (cluster.servers_per_rack * cluster.gpus_per_server))
+def racks_needed(cluster: Fabric, gpus: int) -> int:
+    """Fewest racks that can hold ``gpus`` GPUs (the largest racks first)."""
+    capacity = np.sort(rack_sums(cluster.rack_servers, np.asarray(cluster.gpus_per_host)))[::-1]
+    return int(np.searchsorted(np.cumsum(capacity), gpus)) + 1
 
 
 def defrag_move(
-    cluster: Cluster, free: np.ndarray, placement: dict[int, int]
+    cluster: Fabric, free: np.ndarray, placement: dict[int, int]
 ) -> tuple[dict[int, int], int] | None:
     """MonkeyTree-style move of one running job: with its own GPUs given back, the packed
     placement over the racks with the most free GPUs; returned with the number of
@@ -122,14 +133,14 @@ def defrag_move(
     freed = free.copy()
     for s, g in placement.items():
         freed[s] += g
-    spr = cluster.servers_per_rack
-    rack_free = freed.reshape(cluster.racks, spr).sum(axis=1)
-    own = np.zeros(cluster.racks, int)
+    racks = cluster.rack_servers
+    rack_free = rack_sums(racks, freed)
+    own = np.zeros(len(racks), int)
     for s, g in placement.items():
         own[cluster.rack_of(s)] += g
     # most free GPUs first; among equals the racks the job is already on (fewer moves)
     order = [int(r) for r in np.lexsort((-own, -rack_free)) if rack_free[r] > 0]
-    new = _pack(freed, spr, order, gpus)
+    new = _pack(freed, racks, order, gpus)
     if new is None or len({cluster.rack_of(s) for s in new}) >= racks_now:
         return None
     moved = sum(max(0, g - placement.get(s, 0)) for s, g in new.items())

@@ -1,17 +1,25 @@
-"""Routing: which equal-cost path each job's traffic takes over a two-tier fabric whose
-ToR uplinks are split over ``cluster.spines`` spines (see :class:`~cassini.sim.topology.
-Cluster`).  A job is one flow in the network model, so it takes one spine: its traffic
-leaves and enters every rack it spans over that spine's uplink (``tor<r>s<k>``).
+"""Routing: which equal-cost path each job's traffic takes.  A job is one flow in the
+network model, so it takes one *path index* k ("spine") for all of its traffic:
+
+* on the uniform :class:`~cassini.sim.topology.Cluster` with ``spines`` N > 1, k is the
+  spine: the job's traffic leaves and enters every rack it spans over that spine's
+  uplink (``tor<r>s<k>``);
+* on a :class:`~cassini.sim.topologies.Topology`, every hop of the job's ring between
+  two ToRs takes alternative ``k mod n`` of the hop's n equal-cost paths
+  (:meth:`Topology.paths`, sorted by link ids); on a two-tier fabric the alternatives
+  are the spines, so this is the same choice as on the ``Cluster``.  The links counted
+  for load and collisions are the job's switch-to-switch links (its *uplinks*).
 
 Entries of :data:`ROUTINGS`:
 
-* ``single`` — one path per rack: the ToR's uplinks act as one link of their summed
-  capacity (``tor<r>``), i.e. perfect load balancing (packet spraying); today's model.
-* ``ecmp`` — the spine is a seeded hash of the job's id (the 5-tuple hash of a real
+* ``single`` — on a ``Cluster``, one path per rack: the ToR's uplinks act as one link of
+  their summed capacity (``tor<r>``), i.e. perfect load balancing (packet spraying);
+  on a ``Topology`` (which has no summed link) the first path of every hop.
+* ``ecmp`` — the path index is a seeded hash of the job's id (the 5-tuple hash of a real
   switch, fixed per flow); a hash onto an uplink that already carries traffic while
-  another uplink of the same ToR is idle is a *collision* (counted).
+  another uplink of the same switch is idle is a *collision* (counted).
 * ``crux`` — Crux's path selection: jobs in descending GPU intensity each take the
-  least-loaded spine (load = summed peak demand of the jobs already routed, on the
+  least-loaded path index (load = summed peak demand of the jobs already routed, on the
   job's most-loaded uplink, then their sum); the engine re-routes every running
   cross-rack job in that order whenever the set of cross-rack jobs changes.
 """
@@ -19,10 +27,15 @@ Entries of :data:`ROUTINGS`:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+from cassini.sim.topologies.fabric import Route, Topology
 from cassini.sim.topology import Cluster
+
+#: what routing runs on: the uniform cluster or a general fabric
+Fabric = Cluster | Topology
 
 
 def ecmp_spine(job_id: str, seed: int, spines: int) -> int:
@@ -32,45 +45,109 @@ def ecmp_spine(job_id: str, seed: int, spines: int) -> int:
     return int.from_bytes(digest, "big") % spines
 
 
-def uplinks(cluster: Cluster, racks: Sequence[int], spine: int) -> list[str]:
-    return [cluster.uplink(r, spine) for r in racks]
+def _ring_hops(topo: Topology, racks: Sequence[int]) -> list[tuple[str, str]]:
+    """The (source ToR, destination ToR) hops of a ring over ``racks``, every plane, in
+    the order :meth:`Topology.path_shares` visits them."""
+    order = sorted(set(racks), key=lambda r: (topo.rack_pods[r], r))
+    if len(order) < 2:
+        return []
+    return [
+        (topo.rack_tors[a][p], topo.rack_tors[b][p])
+        for p in range(topo.planes)
+        for a, b in zip(order, order[1:] + order[:1], strict=True)
+    ]
+
+
+def topology_route(k: int) -> Route:
+    """The ``route`` callback that takes alternative ``k mod n`` of every hop's n paths."""
+    return lambda src, dst, options: k % len(options)
+
+
+def path_count(cluster: Fabric, racks: Sequence[int]) -> int:
+    """How many path indices a job spanning ``racks`` can choose from (the spines of a
+    ``Cluster``; the most alternatives of any ring hop on a ``Topology``)."""
+    if isinstance(cluster, Cluster):
+        return cluster.spines
+    hops = _ring_hops(cluster, racks)
+    return max((len(cluster.tor_paths(a, b)) for a, b in hops), default=1)
+
+
+def route_path(cluster: Fabric, servers: Iterable[int], spine: int | None) -> tuple[str, ...]:
+    """Links a job on ``servers`` crosses over path index ``spine`` (None: the ToRs'
+    whole uplinks on a ``Cluster``, the first path of every hop on a ``Topology``)."""
+    if isinstance(cluster, Cluster):
+        return cluster.path(servers, spine)
+    return cluster.path(servers, None if spine is None else topology_route(spine))
+
+
+def uplinks(cluster: Fabric, racks: Sequence[int], spine: int) -> list[str]:
+    """The switch-to-switch links of a job spanning ``racks`` over path index ``spine``."""
+    if isinstance(cluster, Cluster):
+        return [cluster.uplink(r, spine) for r in racks]
+    out: dict[str, None] = {}
+    for a, b in _ring_hops(cluster, racks):
+        options = cluster.tor_paths(a, b)
+        out |= dict.fromkeys(options[spine % len(options)])
+    return list(out)
 
 
 def path_load(
-    cluster: Cluster, racks: Sequence[int], spine: int, load: Mapping[str, float]
+    cluster: Fabric, racks: Sequence[int], spine: int, load: Mapping[str, float]
 ) -> tuple[float, float]:
     """(most-loaded uplink, summed load) of the path over ``spine``, bits/s."""
     values = [load.get(link, 0.0) for link in uplinks(cluster, racks, spine)]
     return (max(values, default=0.0), sum(values))
 
 
-def least_loaded_spine(cluster: Cluster, racks: Sequence[int], load: Mapping[str, float]) -> int:
-    """The spine whose uplinks on ``racks`` are least loaded (max, then sum, then index)."""
-    return min(range(cluster.spines), key=lambda k: (*path_load(cluster, racks, k, load), k))
+def least_loaded_spine(cluster: Fabric, racks: Sequence[int], load: Mapping[str, float]) -> int:
+    """The path index whose uplinks on ``racks`` are least loaded (max, then sum, then
+    index)."""
+    return min(
+        range(path_count(cluster, racks)),
+        key=lambda k: (*path_load(cluster, racks, k, load), k),
+    )
 
 
-def collisions(
-    cluster: Cluster, racks: Sequence[int], spine: int, load: Mapping[str, float]
-) -> int:
-    """Uplinks of ``racks`` where ``spine`` already carries traffic while another
-    spine of the same ToR carries none."""
-    n = 0
-    for r in racks:
-        if load.get(cluster.uplink(r, spine), 0.0) > 0 and any(
-            load.get(cluster.uplink(r, k), 0.0) <= 0 for k in range(cluster.spines) if k != spine
-        ):
-            n += 1
-    return n
+@lru_cache(maxsize=8)
+def _lower_switch(topo: Topology) -> dict[str, str]:
+    return {link.id: link.lower for link in topo.fabric_links}
+
+
+def collisions(cluster: Fabric, racks: Sequence[int], spine: int, load: Mapping[str, float]) -> int:
+    """Uplinks of the path over ``spine`` that already carry traffic while another
+    uplink of the same switch (to another of the job's alternatives) carries none."""
+    if isinstance(cluster, Cluster):
+        return sum(
+            1
+            for r in racks
+            if load.get(cluster.uplink(r, spine), 0.0) > 0
+            and any(
+                load.get(cluster.uplink(r, k), 0.0) <= 0
+                for k in range(cluster.spines)
+                if k != spine
+            )
+        )
+    lower = _lower_switch(cluster)
+    siblings: dict[str, set[str]] = {}
+    for k in range(path_count(cluster, racks)):
+        for link in uplinks(cluster, racks, k):
+            siblings.setdefault(lower[link], set()).add(link)
+    return sum(
+        1
+        for link in uplinks(cluster, racks, spine)
+        if load.get(link, 0.0) > 0
+        and any(load.get(o, 0.0) <= 0 for o in siblings[lower[link]] if o != link)
+    )
 
 
 def crux_paths(
-    cluster: Cluster,
+    cluster: Fabric,
     jobs: Sequence[tuple[str, Sequence[int], float]],
     load: Mapping[str, float] | None = None,
 ) -> dict[str, int]:
     """Crux's path selection: ``jobs`` as (job id, racks, peak demand bits/s) in
-    descending intensity; each takes the least-loaded spine given the jobs before it
-    (and the background ``load``); returns job id -> spine."""
+    descending intensity; each takes the least-loaded path index given the jobs before
+    it (and the background ``load``); returns job id -> path index."""
     current = dict(load or {})
     out = {}
     for job_id, racks, peak in jobs:
@@ -83,11 +160,12 @@ def crux_paths(
 
 @dataclass(frozen=True)
 class Routing:
-    """A routing part: ``spine(cluster, job_id, racks, seed, load)`` picks the spine of a
-    new job (None = the aggregate uplink); ``reroutes`` asks the engine to re-route
-    every cross-rack job (in descending intensity) when their set changes."""
+    """A routing part: ``spine(cluster, job_id, racks, seed, load)`` picks the path index
+    of a new job (None = the aggregate uplink, or the first paths); ``reroutes`` asks
+    the engine to re-route every cross-rack job (in descending intensity) when their
+    set changes."""
 
-    spine: Callable[[Cluster, str, Sequence[int], int, Mapping[str, float]], int | None]
+    spine: Callable[[Fabric, str, Sequence[int], int, Mapping[str, float]], int | None]
     reroutes: bool = False
 
 
@@ -95,7 +173,9 @@ class Routing:
 ROUTINGS: dict[str, Routing] = {
     "single": Routing(lambda cluster, job_id, racks, seed, load: None),
     "ecmp": Routing(
-        lambda cluster, job_id, racks, seed, load: ecmp_spine(job_id, seed, cluster.spines)
+        lambda cluster, job_id, racks, seed, load: ecmp_spine(
+            job_id, seed, path_count(cluster, racks)
+        )
     ),
     "crux": Routing(
         lambda cluster, job_id, racks, seed, load: least_loaded_spine(cluster, racks, load),
