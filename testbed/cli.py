@@ -20,7 +20,8 @@ example config (YAML):
   schemes: [baseline, cassini, ideal]
 
 topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leaves,
-  spines, hosts_per_leaf, host_bps, oversubscription); fabric FABRIC_NAMES with
+  spines, hosts_per_leaf, host_bps, oversubscription, routing fixed | hash (ECMP, keyed
+  by ecmp_seed) | path (path selection)); fabric FABRIC_NAMES with
   buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
   h1..h2n, left h1..hn.
 jobs: id, kind (synthetic | ddp | model), hosts, iterations, compute_s, bytes (all-reduce

@@ -71,6 +71,10 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
             if h in used:
                 raise ConfigError(f"jobs.{j.job_id}.hosts: {h} already runs job {used[h]}")
             used[h] = j.job_id
+    if topo.routing == "path":  # path selection: the jobs' flows spread over the spines
+        from testbed.topo import select_paths
+
+        topo = select_paths(topo, [j.hosts for j in jobs])
     schemes = tuple(_scheme(s, i) for i, s in enumerate(_list(raw["schemes"], "schemes")))
     names = [s.name for s in schemes]
     if len(set(names)) != len(names):
