@@ -21,6 +21,7 @@ from typing import Any
 
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network import FlowJob, cycle_of, simulate
+from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult
 from testbed.run.config import RunConfig
 
@@ -294,10 +295,13 @@ def flow_jobs(
     profiles: dict[str, JobProfile],
     starts_s: dict[str, float],
     periods_s: dict[str, float] | None = None,
+    priorities: dict[str, int] | None = None,
 ) -> list[FlowJob]:
     """The model's jobs for the testbed's ``cfg``: each job's profile along the links of
-    its ring all-reduce, free-running unless ``periods_s`` holds it to the agent's grid."""
+    its ring all-reduce, free-running unless ``periods_s`` holds it to the agent's grid,
+    in its strict-priority class ``priorities[job]`` (0 highest; default all 0)."""
     periods_s = periods_s or {}
+    priorities = priorities or {}
     at = anchors({j.job_id: profiles[j.job_id] for j in cfg.jobs}, starts_s, periods_s)
     return [
         FlowJob(
@@ -306,20 +310,25 @@ def flow_jobs(
             tuple(cfg.topology.ring_links(job.hosts)),
             at[job.job_id],
             periods_s.get(job.job_id),
+            priorities.get(job.job_id, 0),
         )
         for job in cfg.jobs
     ]
 
 
 def model_iteration_times(
-    jobs: list[FlowJob], capacity_bps: dict[str, float], iterations: int, tolerance: float
+    jobs: list[FlowJob],
+    capacity_bps: dict[str, float],
+    iterations: int,
+    tolerance: float,
+    mltcp: MltcpParams | None = None,
 ) -> dict[str, list[float]]:
     """Each job's first ``iterations`` iterations in the model, as the testbed counts
     them: ``iterations - 1`` intervals between iteration ends, the first iteration
-    (start-up, initial shift) left out."""
+    (start-up, initial shift) left out; ``mltcp``: links shared by MLTCP's weights."""
     longest = max(j.grid_period_s or j.profile.iteration_time_s for j in jobs)
     horizon = max(j.anchor_s for j in jobs) + (iterations + 2) * longest * max(2, len(jobs))
-    res = simulate(jobs, capacity_bps, horizon_s=horizon, tolerance=tolerance)
+    res = simulate(jobs, capacity_bps, horizon_s=horizon, tolerance=tolerance, mltcp=mltcp)
     out = {}
     for job in jobs:
         # interval k is between cycle starts k and k+1; cycle k+1 starts when
