@@ -209,26 +209,23 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+ROW_KEY = (Column("scenario", "scenario"), Column("scheme", "scheme"), Column("job", "job"))
 COLUMNS = (
-    Column("scenario", "scenario", ""),
-    Column("scheme", "scheme", ""),
-    Column("job", "job", ""),
+    *ROW_KEY,
     Column("run", "run", "d"),
     Column("sim_iteration_s", "sim s", ".4f"),
     Column("testbed_iteration_s", "testbed s", ".4f"),
     Column("ratio", "sim/testbed", ".3f"),
     Column("steady_ratio", "2nd half", ".3f"),
-    Column("note", "note", ""),
+    Column("note", "note"),
 )
 SUMMARY_COLUMNS = (
-    Column("scenario", "scenario", ""),
-    Column("scheme", "scheme", ""),
-    Column("job", "job", ""),
+    *ROW_KEY,
     Column("runs", "runs", "d"),
     Column("median_ratio", "median", ".3f"),
     Column("min_ratio", "min", ".3f"),
     Column("max_ratio", "max", ".3f"),
-    Column("within_target", "within 10 %", ""),
+    Column("within_target", "within 10 %"),
 )
 
 
