@@ -41,10 +41,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassini.profile import JobProfile, Phase
-from cassini.sim.network import FlowJob, cycle_of, simulate
+from cassini.profile import JobProfile
+from cassini.sim.network import FlowJob
 from experiments.columns import JOB, NOTE, SCHEME, Column
-from experiments.common import JOB_SETS, job_set_config, progress, run_config
+from experiments.common import (
+    JOB_SETS,
+    flow_jobs,
+    goodput_factor,
+    job_set_config,
+    model_iteration_times,
+    only_job,
+    progress,
+    run_config,
+)
 from experiments.harness import Experiment, Run, UsageError, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult, SchemeResult
@@ -59,112 +68,6 @@ QUICK_ITERATIONS = 12
 def scenario(job_set: str, iterations: int) -> dict[str, Any]:
     """Experiment 1's job set on the ``fair`` fabric: dedicated, same start, CASSINI."""
     return job_set_config(job_set, "fair", iterations, list(SCHEMES))
-
-
-def nominal_profiles(cfg: RunConfig) -> dict[str, JobProfile]:
-    """What each job's definition implies on a dedicated network: ``compute_s`` seconds of
-    compute, then the bytes the worker's ring all-reduce sends (``2 (n - 1)`` chunks of
-    ``bytes // n``) at the slowest link of its ring.  The testbed measures the real
-    profiles in its dedicated run; these are for checks without one."""
-    topo = cfg.topology
-    capacity = topo.link_capacity()
-    out = {}
-    for job in cfg.jobs:
-        n = len(job.hosts)
-        bits = 2 * (n - 1) * max(1, job.bytes // n) * 8.0
-        rate = min(capacity[link] for link in topo.ring_links(job.hosts))
-        comm = bits / rate
-        out[job.job_id] = JobProfile(
-            job.job_id, job.compute_s + comm, [Phase(job.compute_s, comm, rate)]
-        )
-    return out
-
-
-def anchors(
-    profiles: dict[str, JobProfile],
-    starts_s: dict[str, float],
-    periods_s: dict[str, float] | None = None,
-) -> dict[str, float]:
-    """The model's ``anchor_s`` of each job whose first iteration (profile time 0) starts
-    ``starts_s[job]`` seconds after the common epoch.
-
-    The model's cycle starts where the profile's last phase ends
-    (``cycle_of(p).offset_s``) and opens with ``gaps_s[0]`` seconds of compute before the
-    phase that starts ``a0`` seconds into the profile; that phase starts ``start + a0``
-    on the testbed, so the cycle starts at ``start + a0 - gaps_s[0]`` (``start + offset
-    - T`` for one phase that ends before the iteration does).  A held job
-    (``periods_s[job]``, the agent's period) starts at ``shift mod period`` as the worker
-    does, and its anchor is reduced modulo the period (the grid repeats).  When a
-    free-running job's anchor would be negative, every anchor is delayed by the same
-    amount (a common delay changes nothing)."""
-    periods_s = periods_s or {}
-    raw = {}
-    for job, profile in profiles.items():
-        start = starts_s.get(job, 0.0)
-        period = periods_s.get(job)
-        if period:
-            start %= period
-        cycle = cycle_of(profile)
-        first_phase = (cycle.offset_s + cycle.gaps_s[0]) % cycle.iteration_time_s  # a0
-        raw[job] = start + first_phase - cycle.gaps_s[0]
-    lead = max(0.0, -min((x for j, x in raw.items() if not periods_s.get(j)), default=0.0))
-    return {
-        job: (x + lead) % periods_s[job] if periods_s.get(job) else x + lead
-        for job, x in raw.items()
-    }
-
-
-def flow_jobs(
-    cfg: RunConfig,
-    profiles: dict[str, JobProfile],
-    starts_s: dict[str, float],
-    periods_s: dict[str, float] | None = None,
-) -> list[FlowJob]:
-    """The model's jobs for the testbed's ``cfg``: each job's profile along the links of
-    its ring all-reduce, free-running unless ``periods_s`` holds it to the agent's grid."""
-    periods_s = periods_s or {}
-    at = anchors({j.job_id: profiles[j.job_id] for j in cfg.jobs}, starts_s, periods_s)
-    return [
-        FlowJob(
-            job.job_id,
-            profiles[job.job_id],
-            tuple(cfg.topology.ring_links(job.hosts)),
-            at[job.job_id],
-            periods_s.get(job.job_id),
-        )
-        for job in cfg.jobs
-    ]
-
-
-def model_iteration_times(
-    jobs: list[FlowJob], capacity_bps: dict[str, float], iterations: int, tolerance: float
-) -> dict[str, list[float]]:
-    """Each job's first ``iterations`` iterations in the model, as the testbed counts
-    them: ``iterations - 1`` intervals between iteration ends, the first iteration
-    (start-up, initial shift) left out."""
-    longest = max(j.grid_period_s or j.profile.iteration_time_s for j in jobs)
-    horizon = max(j.anchor_s for j in jobs) + (iterations + 2) * longest * max(2, len(jobs))
-    res = simulate(jobs, capacity_bps, horizon_s=horizon, tolerance=tolerance)
-    out = {}
-    for job in jobs:
-        # interval k is between cycle starts k and k+1; cycle k+1 starts when
-        # iteration k's last bit is sent (or at its slot): drop the one from the anchor
-        times = list(res.iteration_times_s[job.job_id])[1:iterations]
-        if len(times) < iterations - 1:
-            raise RuntimeError(f"{job.job_id}: model ran {len(times)} iterations in {horizon} s")
-        out[job.job_id] = times
-    return out
-
-
-def goodput_factor(cfg: RunConfig, profiles: dict[str, JobProfile]) -> float:
-    """Best payload rate a job reached alone over the slowest link of its ring, as a
-    fraction of that link's capacity (at most 1)."""
-    capacity = cfg.topology.link_capacity()
-    best = 0.0
-    for job in cfg.jobs:
-        slowest = min(capacity[link] for link in cfg.topology.ring_links(job.hosts))
-        best = max(best, profiles[job.job_id].peak_rate_bps / slowest)
-    return min(1.0, best) if best > 0 else 1.0
 
 
 def validate(results: ExperimentResult) -> dict[str, Any]:
@@ -220,7 +123,7 @@ def model_groups(
     """The model's runs for one scheme: each job alone for ``ideal``, else all the jobs
     together from the scheme's start offsets, held ones on the agent's periods."""
     if name == "ideal":  # each job alone
-        return [flow_jobs(_only(cfg, j.job_id), profiles, {j.job_id: 0.0}) for j in cfg.jobs]
+        return [flow_jobs(only_job(cfg, j.job_id), profiles, {j.job_id: 0.0}) for j in cfg.jobs]
     periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
     starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
     return [flow_jobs(cfg, profiles, starts, periods)]
@@ -283,10 +186,6 @@ def error_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         for variant in VARIANTS
         if shared
     }
-
-
-def _only(cfg: RunConfig, job_id: str) -> RunConfig:
-    return RunConfig(**{**cfg.__dict__, "jobs": tuple(j for j in cfg.jobs if j.job_id == job_id)})
 
 
 def _second_half(times: Sequence[float]) -> list[float]:

@@ -20,12 +20,14 @@ example config (YAML):
   schemes: [baseline, cassini, ideal]
 
 topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leaves,
-  spines, hosts_per_leaf, host_bps, oversubscription); fabric FABRIC_NAMES with
+  spines, hosts_per_leaf, host_bps, oversubscription, routing fixed | hash (ECMP, keyed
+  by ecmp_seed) | path (path selection)); fabric FABRIC_NAMES with
   buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
   h1..h2n, left h1..hn.
 jobs: id, kind (synthetic | ddp | model), hosts, iterations, compute_s, bytes (all-reduce
   size per iteration), shift (seconds or auto), jitter (fraction of compute), width/layers/
-  batch (ddp), model/compute/calibration/scale/nic_bps (model).
+  batch (ddp), model/compute/calibration/scale/nic_bps (model), priority (prio: 0
+  highest .. 7; default Crux's rule, cassini.priority).
 schemes: SCHEME_NAMES, or {scheme:, name:, cc:}.
 optional: cc (default cubic; dctcp_bpf on ecn), seed, agent: {slack, drift_tolerance},
   profile_iterations, profile_source (auto | log | hook | pcap), profiles.
@@ -89,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument("--cc", default="cubic", help="congestion control on the nodes")
     launch.add_argument("--iface", default=None, help="NCCL_SOCKET_IFNAME")
+    launch.add_argument(
+        "--priority",
+        type=int,
+        choices=range(8),
+        default=None,
+        help="mark the job's sockets with this class's DSCP (0 highest .. 7), for switches "
+        "with strict-priority queues (as the emulated prio fabric)",
+    )
     launch.add_argument("--port", type=int, default=29500)
     launch.add_argument("--shift-s", type=float, default=0.0)
     launch.add_argument("--period-s", type=float, default=0.0)

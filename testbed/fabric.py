@@ -10,12 +10,19 @@ table, which is the only place a new regime is added (``docs/extending.md``).
 - ``ecn``: the ``fifo`` queue plus a BPF classifier on the egress that keeps a virtual
   queue (bytes in minus link rate times elapsed time) and marks ECN CE above a threshold
   (bytes), DCTCP style.  Hosts ask for ECN (``net.ipv4.tcp_ecn=1``).
+- ``prio``: strict priority (the kernel has no ``prio`` or ``ets`` qdisc): an HTB class per
+  priority 0 (highest) .. 7, the highest at the full link rate and the lower ones
+  guaranteed almost nothing, borrowing what is left in priority order (HTB lends spare
+  rate to the lowest ``prio`` first).  Packets are classified on the DS field; each job's
+  workers run in a cgroup whose sock_ops program (``bpf/dscp_mark.bpf.c``) sets its
+  class's DSCP on every socket (:func:`dscp_of`), so unmodified training jobs work.
 
 The command builders are pure (they return argv lists) so they are tested without root.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -25,7 +32,10 @@ from typing import ClassVar, Protocol
 MTU = 1500
 ECN_SOURCE = Path(__file__).with_name("bpf") / "ecn_mark.bpf.c"
 EBPF_DIR = Path(__file__).resolve().parent.parent / "ebpf"
+DSCP_SOURCE = Path(__file__).with_name("bpf") / "dscp_mark.bpf.c"
 ECN_PIN_DIR = Path("/sys/fs/bpf/testbed")
+PRIORITY_LEVELS = 8  # classes of the prio fabric: 0 (highest) .. 7 (best effort, DSCP 0)
+LOW_CLASS_SHARE = 0.001  # the rate a lower prio class is guaranteed (share of the link)
 
 
 class QueueSettings(Protocol):
@@ -45,6 +55,7 @@ class Fabric(ABC):
     default_cc: ClassVar[str] = "cubic"  # a run's congestion control unless it names one
     mltcp_cc: ClassVar[str] = "mltcp_reno"  # the ``mltcp`` scheme's unless it names one
     needs_marker: ClassVar[bool] = False  # the ECN marker is loaded and configured per port
+    marks_dscp: ClassVar[bool] = False  # each job's sockets carry its priority's DSCP
 
     @abstractmethod
     def commands(
@@ -86,7 +97,17 @@ class EcnFabric(Fabric):
         return fifo_commands(dev, rate_bps, spec.buffer_packets) + ecn_commands(dev, pinned_prog)
 
 
-FABRICS: dict[str, Fabric] = {f.name: f for f in (FifoFabric(), FairFabric(), EcnFabric())}
+class PrioFabric(Fabric):
+    name = "prio"
+    marks_dscp = True
+
+    def commands(self, spec, dev, rate_bps, job_sources=(), pinned_prog=None):
+        return prio_commands(dev, rate_bps, spec.buffer_packets)
+
+
+FABRICS: dict[str, Fabric] = {
+    f.name: f for f in (FifoFabric(), FairFabric(), EcnFabric(), PrioFabric())
+}
 """Every fabric regime by the name a config gives (``topology.fabric``)."""
 
 
@@ -142,6 +163,45 @@ def fair_commands(
             f"{src}/32 flowid 1:{classid}".split()
             for src in sources
         ]
+    return cmds
+
+
+def dscp_of(priority: int) -> int:
+    """The DSCP of priority class ``priority`` (0 highest .. 7): the class selectors
+    CS7 .. CS0 (``8 * (7 - priority)``), which real switches map to traffic classes 7 .. 0
+    by default; priority 7 is DSCP 0, best effort."""
+    if not 0 <= priority < PRIORITY_LEVELS:
+        raise ValueError(f"priority must be 0..{PRIORITY_LEVELS - 1}, got {priority!r}")
+    return 8 * (PRIORITY_LEVELS - 1 - priority)
+
+
+def tos_of(priority: int) -> int:
+    """The IP TOS byte carrying ``priority``'s DSCP (ECN bits zero)."""
+    return dscp_of(priority) << 2
+
+
+def prio_commands(dev: str, rate_bps: float, buffer_packets: int) -> list[list[str]]:
+    """Strict priority at ``rate_bps`` bits/s: HTB class ``1:2p`` with ``prio p`` for each
+    priority p, matched on the DS field (TOS byte ``tos_of(p)``); priority 0 is guaranteed
+    the full rate, the others ``LOW_CLASS_SHARE`` of it and borrow the rest in priority
+    order; unmarked packets go to priority 7 (DSCP 0)."""
+    burst, ceil = _burst(rate_bps), f"{int(rate_bps)}bit"
+    low = max(8_000, int(LOW_CLASS_SHARE * rate_bps))
+    cmds = _htb_root(dev, rate_bps, f"{0x20 + PRIORITY_LEVELS - 1:x}")
+    for p in range(PRIORITY_LEVELS):
+        classid = f"{0x20 + p:x}"
+        rate = int(rate_bps) if p == 0 else low
+        cmds += [
+            f"tc class add dev {dev} parent 1:1 classid 1:{classid} htb rate {rate}bit "
+            f"ceil {ceil} burst {burst} cburst {burst} prio {p}".split(),
+            f"tc qdisc add dev {dev} parent 1:{classid} handle {classid}: pfifo "
+            f"limit {buffer_packets}".split(),
+        ]
+        if p < PRIORITY_LEVELS - 1:
+            cmds.append(
+                f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dsfield "
+                f"{tos_of(p):#04x} 0xfc flowid 1:{classid}".split()
+            )
     return cmds
 
 
@@ -243,6 +303,56 @@ class EcnMarker:
     def unload(self) -> None:
         for p in (self.prog, self.maps):
             subprocess.run(["rm", "-rf", str(p)], check=False)
+
+
+class DscpMarker:
+    """The ``prio`` fabric's DSCP marker: a cgroup sock_ops program built with clang,
+    loaded once per priority class (its TOS byte in the instance's map) and attached to
+    the cgroups of that class's jobs; :meth:`unload` detaches and unpins all."""
+
+    def __init__(self, build_dir: Path) -> None:
+        self.build_dir = build_dir
+        self.obj = build_dir / "dscp_mark.bpf.o"
+        self.tag = f"dscp-{os.getpid()}"
+        self.loaded: dict[int, Path] = {}  # priority -> pinned program
+        self.attached: list[tuple[Path, Path]] = []  # (cgroup, program)
+
+    def build(self) -> None:
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        obj = str(self.obj.resolve())
+        _run(["make", "-s", "-C", str(EBPF_DIR), f"DSCP_OBJ={obj}", obj])
+
+    def program(self, priority: int) -> Path:
+        """The pinned program marking ``priority``'s DSCP (loaded on first use)."""
+        if priority not in self.loaded:
+            if not self.obj.exists():
+                self.build()
+            ECN_PIN_DIR.mkdir(parents=True, exist_ok=True)
+            prog = ECN_PIN_DIR / f"{self.tag}-{priority}"
+            maps = ECN_PIN_DIR / f"{self.tag}-{priority}-maps"
+            _run(["bpftool", "prog", "load", str(self.obj), str(prog), "type", "sockops",
+                  "pinmaps", str(maps)])  # fmt: skip
+            _run(["bpftool", "map", "update", "pinned", str(maps / "dscp_tos"),
+                  "key", *_u32(0), "value", *_u32(tos_of(priority))])  # fmt: skip
+            self.loaded[priority] = prog
+        return self.loaded[priority]
+
+    def attach(self, cgroup: Path, priority: int) -> None:
+        """Mark every TCP socket opened in ``cgroup`` (a cgroup v2 directory) from now on
+        with ``priority``'s DSCP (beside other sock_ops programs there, e.g. MLTCP's)."""
+        prog = self.program(priority)
+        _run(["bpftool", "cgroup", "attach", str(cgroup), "sock_ops", "pinned", str(prog),
+              "multi"])  # fmt: skip
+        self.attached.append((cgroup, prog))
+
+    def unload(self) -> None:
+        for cgroup, prog in self.attached:
+            subprocess.run(["bpftool", "cgroup", "detach", str(cgroup), "sock_ops", "pinned",
+                            str(prog)], capture_output=True)  # fmt: skip
+        self.attached.clear()
+        for prog in self.loaded.values():
+            subprocess.run(["rm", "-rf", str(prog), f"{prog}-maps"], check=False)
+        self.loaded.clear()
 
 
 def _u32(x: int) -> list[str]:

@@ -12,6 +12,14 @@ for the DCTCP ones) and tie their ports to the job, moves the launching shell in
 cgroup, and starts torchrun there with ``MLTCP_JOB`` naming the job for the trainer's
 iteration marks (``mltcp.mark_iteration``; the trainer needs bpf(2) rights: root or
 CAP_BPF).  Any other congestion control is set host-wide with sysctl, as before.
+
+``--priority P`` (0 highest .. 7) marks the job for switches with strict-priority queues,
+as the emulated ``prio`` fabric does: the job's cgroup (MLTCP's, or one of its own) gets
+the sock_ops program ``testbed/bpf/dscp_mark.bpf.c`` with the TOS byte of P's DSCP
+(class selector CS(7-P), :func:`testbed.fabric.dscp_of`), so every NCCL socket carries it
+from its SYN on.  The switches then map DSCP to traffic class (CSn -> TC n by default on
+most datacenter switches) and serve the classes in strict priority; the priority of a job
+without ``--priority`` follows the Crux rule (:func:`cassini.priority.crux_levels`).
 """
 
 from __future__ import annotations
@@ -79,6 +87,9 @@ def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
             cc = mltcp_setup(args.cc, job)
         else:
             cc = f"sudo sysctl -qw net.ipv4.tcp_congestion_control={shlex.quote(args.cc)}"
+        priority = getattr(args, "priority", None)
+        if priority is not None:
+            cc = f"{cc} && {dscp_setup(priority, job, in_cgroup=is_mltcp(args.cc))}"
         envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         out.append((node, f"{cc} && {envs} {shlex.join(worker)}"))
     return out
@@ -104,6 +115,32 @@ def mltcp_setup(cc: str, job: str) -> str:
             'echo $$ | sudo tee "$CG/cgroup.procs" >/dev/null',
         ]
     )
+
+
+def dscp_setup(priority: int, job: str, in_cgroup: bool = False) -> str:
+    """Shell commands for one node: every TCP socket of ``job``'s cgroup marked with
+    ``priority``'s DSCP (a sock_ops program built from ``ebpf/``, its TOS byte in its
+    map), and this shell in that cgroup.  ``in_cgroup``: the shell is already in the
+    job's cgroup (``$CG``, MLTCP's)."""
+    from testbed.fabric import tos_of
+
+    tos = tos_of(priority)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", job)
+    pin = f"/sys/fs/bpf/dscp-{name}"
+    steps = [] if in_cgroup else [
+        f"CG=$(awk '$3==\"cgroup2\"{{print $2; exit}}' /proc/mounts)/prio-{name}",
+        'sudo mkdir -p "$CG"',
+    ]  # fmt: skip
+    steps += [
+        "sudo make -s -C ebpf dscp_mark.bpf.o",
+        f"sudo rm -rf {pin} {pin}-maps",
+        f"sudo bpftool prog load ebpf/dscp_mark.bpf.o {pin} type sockops pinmaps {pin}-maps",
+        f"sudo bpftool map update pinned {pin}-maps/dscp_tos key 0 0 0 0 value {tos} 0 0 0",
+        f'sudo bpftool cgroup attach "$CG" sock_ops pinned {pin} multi',
+    ]
+    if not in_cgroup:
+        steps.append('echo $$ | sudo tee "$CG/cgroup.procs" >/dev/null')
+    return " && ".join(steps)
 
 
 def run_commands(cmds: list[tuple[str, str]]) -> int:

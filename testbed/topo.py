@@ -11,14 +11,20 @@ from anyone else's.
   ``tbs2``, one bottleneck ``tbs1 <-> tbs2``.
 - :func:`leaf_spine` — ``leaves`` leaf switches ``tbl1..``, ``spines`` spine switches
   ``tbp1..``, ``hosts_per_leaf`` hosts on each leaf; uplink capacity set by the
-  oversubscription; traffic to host ``i`` on another leaf always crosses spine
-  ``tbp{i mod spines + 1}`` (no ECMP: every path is known).
+  oversubscription.  ``routing`` picks the spine a flow to another leaf crosses:
+  ``fixed`` (to host ``i``: spine ``tbp{i mod spines + 1}``), ``hash`` (ECMP: a keyed
+  hash of the flow, seeded by ``ecmp_seed``, as a switch's 5-tuple hash; :func:`ecmp_spine`)
+  or ``path`` (path selection: each job's flows placed on the least-loaded spine,
+  :func:`select_paths`, applied when the config's jobs are known).  Linux bridges forward
+  by destination MAC, so a flow here is (source leaf, destination host): every switch
+  entry is one static forwarding entry and every path is known to the advisor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from testbed.fabric import FABRICS, Fabric
@@ -106,6 +112,22 @@ class Topology:
     attach: dict[str, str]  # host -> its switch
     fabric: FabricSpec = field(default_factory=FabricSpec)
     spines: tuple[str, ...] = ()
+    routing: str = "fixed"  # leaf_spine: fixed | hash (ECMP) | path (path selection)
+    ecmp_seed: int = 0  # the ECMP hash's key
+    spine_choice: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # (source leaf, destination host) -> spine, set by select_paths
+
+    def __post_init__(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}")
+
+    def spine_for(self, leaf: str, dst: str) -> str:
+        """The spine that traffic from ``leaf`` to host ``dst`` (on another leaf) crosses."""
+        if (leaf, dst) in self.spine_choice:
+            return self.spine_choice[(leaf, dst)]
+        if self.routing == "hash":
+            return self.spines[ecmp_spine(self.ecmp_seed, leaf, self.ip(dst), len(self.spines))]
+        return self.spines[self.host_index(dst) % len(self.spines)]
 
     def host_index(self, host: str) -> int:
         return self.hosts.index(host)
@@ -120,8 +142,7 @@ class Topology:
         if a == b:
             return [a]
         if self.kind == "leaf_spine":
-            spine = self.spines[self.host_index(dst) % len(self.spines)]
-            return [a, spine, b]
+            return [a, self.spine_for(a, dst), b]
         return [a, b]
 
     def path(self, src: str, dst: str) -> list[LinkDirection]:
@@ -147,6 +168,52 @@ class Topology:
 
     def bottlenecks(self) -> list[LinkSpec]:
         return [link for link in self.links if link.fabric]
+
+
+ROUTINGS = ("fixed", "hash", "path")
+
+
+def ecmp_spine(seed: int, leaf: str, dst_ip: str, spines: int) -> int:
+    """The spine index (0 .. spines-1) ECMP hashes the flow from ``leaf`` to ``dst_ip``
+    onto: a BLAKE2b hash keyed by ``seed``, as switches key their 5-tuple hash."""
+    key = seed.to_bytes(8, "little", signed=True)
+    digest = hashlib.blake2b(f"{leaf}|{dst_ip}".encode(), key=key, digest_size=8).digest()
+    return int.from_bytes(digest, "little") % spines
+
+
+def flows_of(topo: Topology, hosts: Sequence[str]) -> list[tuple[str, str]]:
+    """The (source leaf, destination host) flows of a ring all-reduce over ``hosts`` that
+    cross a spine."""
+    out = []
+    for i, h in enumerate(hosts):
+        nxt = hosts[(i + 1) % len(hosts)]
+        if nxt != h and topo.attach[h] != topo.attach[nxt]:
+            out.append((topo.attach[h], nxt))
+    return out
+
+
+def select_paths(topo: Topology, jobs: Sequence[Sequence[str]]) -> Topology:
+    """Path selection: every flow of each job's ring (``jobs``: each job's hosts, in
+    order) on the spine whose uplink from the flow's leaf carries the fewest flows so far
+    (ties: the first spine); returns ``topo`` with those choices."""
+    if topo.kind != "leaf_spine":
+        return topo
+    load: dict[LinkDirection, int] = {}  # flows placed on each uplink and downlink
+    choice: dict[tuple[str, str], str] = {}
+    for hosts in jobs:
+        for leaf, dst in flows_of(topo, hosts):
+            if (leaf, dst) in choice:
+                continue
+            down = topo.attach[dst]
+
+            def flows_on(sp: str, leaf: str = leaf, down: str = down) -> int:
+                return load.get(LinkDirection(leaf, sp), 0) + load.get(LinkDirection(sp, down), 0)
+
+            spine = min(topo.spines, key=flows_on)
+            choice[(leaf, dst)] = spine
+            for d in (LinkDirection(leaf, spine), LinkDirection(spine, down)):
+                load[d] = load.get(d, 0) + 1
+    return replace(topo, spine_choice=choice)
 
 
 def dumbbell(
@@ -175,6 +242,8 @@ def leaf_spine(
     host_bps: float = 1e9,
     oversubscription: float = 2.0,
     fabric: FabricSpec | None = None,
+    routing: str = "fixed",
+    ecmp_seed: int = 0,
 ) -> Topology:
     """Two-tier leaf-spine: each leaf's uplinks carry ``hosts_per_leaf * host_bps /
     oversubscription`` in all, split evenly over the spines."""
@@ -196,6 +265,8 @@ def leaf_spine(
         attach,
         fabric or FabricSpec(),
         spine_names,
+        routing,
+        int(ecmp_seed),
     )
 
 
@@ -203,6 +274,8 @@ def from_config(cfg: dict[str, Any]) -> Topology:
     """Build from the runner's ``topology:`` mapping (see ``testbed run --help``)."""
     cfg = dict(cfg)
     kind = cfg.pop("kind", None)
+    if kind != "leaf_spine" and set(cfg) & {"routing", "ecmp_seed"}:
+        raise ValueError("routing and ecmp_seed are for kind: leaf_spine only")
     fabric = FabricSpec(
         kind=cfg.pop("fabric", "fifo"),
         buffer_packets=int(cfg.pop("buffer_packets", 100)),

@@ -11,6 +11,7 @@ from conftest import require
 
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network import cycle_of, simulate
+from experiments import common
 from experiments import sim_validation as sv
 from experiments.common import table
 from testbed.results import ExperimentResult, JobResult, SchemeResult
@@ -33,7 +34,7 @@ def test_scenario_is_experiment_1_on_the_fair_fabric(pair):
 def test_nominal_profile_follows_the_job_definition(pair):
     # 60 ms compute, then 2 x 500 kB from each worker at the 200 Mbit/s bottleneck
     for job in pair.jobs:
-        p = sv.nominal_profiles(pair)[job.job_id]
+        p = common.nominal_profiles(pair)[job.job_id]
         assert p.iteration_time_s == pytest.approx(0.1)
         (phase,) = p.phases
         assert phase.start_s == pytest.approx(0.06)
@@ -42,7 +43,7 @@ def test_nominal_profile_follows_the_job_definition(pair):
 
 
 def test_flow_jobs_cross_the_ring_links(pair):
-    jobs = sv.flow_jobs(pair, sv.nominal_profiles(pair), {})
+    jobs = common.flow_jobs(pair, common.nominal_profiles(pair), {})
     for fj in jobs:
         assert BOTTLENECK in fj.path and "tbs2->tbs1" in fj.path  # both ring directions
         assert fj.grid_period_s is None
@@ -56,12 +57,12 @@ MEASURED = JobProfile("j1", 0.1032, [Phase(0.0605, 0.0415, 1.93e8)])
 @pytest.mark.parametrize("profile", ["nominal", "measured"])
 @pytest.mark.parametrize("held", [False, True])
 def test_a_job_alone_runs_at_its_profile_or_agent_period(pair, profile, held):
-    only = sv._only(pair, "j1")
-    profiles = sv.nominal_profiles(pair) if profile == "nominal" else {"j1": MEASURED}
+    only = common.only_job(pair, "j1")
+    profiles = common.nominal_profiles(pair) if profile == "nominal" else {"j1": MEASURED}
     t = profiles["j1"].iteration_time_s
     periods = {"j1": 1.03 * t} if held else None
-    jobs = sv.flow_jobs(only, profiles, {"j1": 0.037}, periods)
-    times = sv.model_iteration_times(jobs, pair.topology.link_capacity(), 10, 0.05)["j1"]
+    jobs = common.flow_jobs(only, profiles, {"j1": 0.037}, periods)
+    times = common.model_iteration_times(jobs, pair.topology.link_capacity(), 10, 0.05)["j1"]
     assert len(times) == 9  # as the testbed counts: intervals between ends, first left out
     assert times == pytest.approx([1.03 * t if held else t] * 9, rel=1e-9)
 
@@ -73,12 +74,12 @@ def test_anchor_puts_the_phase_where_the_testbed_starts_it(profile, start):
     # period); the model's first phase must begin start + phase.start_s later
     cycle = cycle_of(profile)
     phase = profile.phases[0].start_s
-    free = sv.anchors({"j1": profile}, {"j1": start})["j1"]
+    free = common.anchors({"j1": profile}, {"j1": start})["j1"]
     lead = max(0.0, cycle.gaps_s[0] - phase - start)  # the delay that keeps the anchor >= 0
     assert free >= 0
     assert free + cycle.gaps_s[0] == pytest.approx(start + phase + lead)
     period = 1.05 * profile.iteration_time_s
-    held = sv.anchors({"j1": profile}, {"j1": start}, {"j1": period})["j1"]
+    held = common.anchors({"j1": profile}, {"j1": start}, {"j1": period})["j1"]
     assert 0 <= held < period
     off = (held + cycle.gaps_s[0] - (start % period + phase)) % period
     assert min(off, period - off) == pytest.approx(0.0, abs=1e-12)
@@ -87,7 +88,7 @@ def test_anchor_puts_the_phase_where_the_testbed_starts_it(profile, start):
 def test_free_running_anchors_keep_the_offsets_between_jobs():
     a = JobProfile("a", 0.1032, [Phase(0.0605, 0.0415, 1.93e8)])
     b = JobProfile("b", 0.1040, [Phase(0.0600, 0.0420, 1.90e8)])
-    at = sv.anchors({"a": a, "b": b}, {"a": 0.0, "b": 0.013})
+    at = common.anchors({"a": a, "b": b}, {"a": 0.0, "b": 0.013})
     assert min(at.values()) >= 0
     # phase starts (anchor + first gap) differ as the testbed's do: 13 ms + 0.5 ms - 0 ms
     start_a = at["a"] + cycle_of(a).gaps_s[0]
@@ -96,20 +97,20 @@ def test_free_running_anchors_keep_the_offsets_between_jobs():
 
 
 def test_cassini_shifts_interleave_the_pair_and_same_start_does_not(pair):
-    profiles = sv.nominal_profiles(pair)
+    profiles = common.nominal_profiles(pair)
     capacity = pair.topology.link_capacity()
     period = 0.1 * 1.03
-    held = sv.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.05}, {"j1": period, "j2": period})
+    held = common.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.05}, {"j1": period, "j2": period})
     res = simulate(held, capacity, horizon_s=3.0, warmup_s=0.5)
     assert res.excess_s[BOTTLENECK] == pytest.approx(0.0, abs=1e-9)
-    times = sv.model_iteration_times(held, capacity, 10, 0.05)
+    times = common.model_iteration_times(held, capacity, 10, 0.05)
     assert all(t == pytest.approx([period] * 9) for t in times.values())
     # same start, free-running: fully overlapped, each phase at half the link
-    free = sv.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.0})
-    times = sv.model_iteration_times(free, capacity, 10, 0.05)
+    free = common.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.0})
+    times = common.model_iteration_times(free, capacity, 10, 0.05)
     assert all(t == pytest.approx([0.06 + 0.08] * 9) for t in times.values())
     # a shift of less than the communication time overlaps on the grid too
-    close = sv.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.01}, {"j1": period, "j2": period})
+    close = common.flow_jobs(pair, profiles, {"j1": 0.0, "j2": 0.01}, {"j1": period, "j2": period})
     assert simulate(close, capacity, horizon_s=1.0).excess_s[BOTTLENECK] > 0
 
 
@@ -117,7 +118,7 @@ def _fake_results(cfg_raw):
     """A runner result whose measurements are exactly what the model predicts for the
     nominal profiles; CASSINI holds both jobs to a 103 ms period."""
     cfg = load_config(cfg_raw)
-    profiles = sv.nominal_profiles(cfg)
+    profiles = common.nominal_profiles(cfg)
     n = 9
     period = 0.103
 

@@ -39,7 +39,7 @@ class _Tagged(Fabric):
 
 
 def test_the_config_accepts_exactly_the_fabrics_of_the_table():
-    assert set(FABRICS) == {"fifo", "fair", "ecn"}
+    assert set(FABRICS) == {"fifo", "fair", "ecn", "prio"}
     for name, regime in FABRICS.items():
         assert regime.name == name and FabricSpec(name).regime is regime
     with pytest.raises(ValueError, match="fifo, fair, ecn"):
@@ -65,7 +65,7 @@ def test_a_new_fabric_is_one_entry_in_the_table(monkeypatch, capsys):
     assert SCHEMES["mltcp"].congestion_control(cfg, mltcp) == "mltcp_cubic"
     cmds = fabric.commands(cfg.topology.fabric, "tbs1-eth3", 2e8)
     assert cmds == [["tc", "qdisc", "replace", "dev", "tbs1-eth3", "root", "tagged", "200000000"]]
-    assert "fabric fifo | fair | ecn | tagged with" in run_help(capsys)
+    assert "fabric fifo | fair | ecn | prio | tagged with" in run_help(capsys)
 
 
 def compared_names(names: set[str], table_module: Path) -> list[str]:

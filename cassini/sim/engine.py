@@ -626,18 +626,10 @@ class Simulation:
         """Crux priorities for a group: intensity, compressed to K levels by the max-K-cut
         over the group's contention graph; the simple band rule's cut is kept beside it."""
         ids = [r.spec.job_id for r in runs]
-        prio = {j: self.running[j].intensity for j in ids}
-        finite = max((p for p in prio.values() if math.isfinite(p)), default=1.0)
-        prio = {j: (p if math.isfinite(p) else 2 * finite) for j, p in prio.items()}
+        intensities = {j: self.running[j].intensity for j in ids}
         on = {j: {link for link in self.running[j].path if self.coupling(link)} for j in ids}
-        edges = {
-            (u, v): min(prio[u], prio[v])
-            for a, u in enumerate(ids)
-            for v in ids[a + 1 :]
-            if on[u] & on[v]
-        }
         k = self.options.priority_levels
-        levels = crux.max_k_cut_levels(prio, edges, k, self.priority_rng)
+        levels, prio, edges = crux.crux_levels(intensities, on, k, self.priority_rng)
         order = sorted(ids, key=lambda j: (-prio[j], j))
         self.priority_cut["total"] += sum(edges.values())
         self.priority_cut["max_k_cut"] += crux.cut_weight(levels, edges)

@@ -55,6 +55,7 @@ class TestbedJob:
     scale: float = 1.0  # model: parameter sizes x scale (bucket structure kept)
     nic_bps: float | None = None  # model: the real NIC rate the emulated link stands for
     clock_offset_s: float = 0.0  # the job's hosts' clock error (seconds), injected
+    priority: int | None = None  # prio fabric: 0 (highest) .. 7; None: Crux's rule decides
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,10 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
             if h in used:
                 raise ConfigError(f"jobs.{j.job_id}.hosts: {h} already runs job {used[h]}")
             used[h] = j.job_id
+    if topo.routing == "path":  # path selection: the jobs' flows spread over the spines
+        from testbed.topo import select_paths
+
+        topo = select_paths(topo, [j.hosts for j in jobs])
     schemes = tuple(_scheme(s, i) for i, s in enumerate(_list(raw["schemes"], "schemes")))
     names = [s.name for s in schemes]
     if len(set(names)) != len(names):
@@ -181,6 +185,7 @@ def _job(raw: Any, index: int, topo: Topology) -> TestbedJob:
             layers=int(num("layers", 3, positive=True)),
             batch=int(num("batch", 32, positive=True)),
             clock_offset_s=schema.number(obj.get("clock_offset_s", 0.0), f"{where}.clock_offset_s"),
+            priority=_priority(obj.get("priority"), f"{where}.priority"),
         )
         if kind == "model":
             spec = _model_job(obj, where, spec, topo)
@@ -190,6 +195,17 @@ def _job(raw: Any, index: int, topo: Topology) -> TestbedJob:
     except InputError as e:
         raise ConfigError(e.field, e.problem) from None
     return spec
+
+
+def _priority(raw: Any, where: str) -> int | None:
+    """A job's priority class on the ``prio`` fabric: 0 (highest) .. 7, or None."""
+    from testbed.fabric import PRIORITY_LEVELS
+
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < PRIORITY_LEVELS:
+        raise ConfigError(where, f"an integer 0 (highest) .. {PRIORITY_LEVELS - 1}, got {raw!r}")
+    return raw
 
 
 def _model_job(obj: dict[str, Any], where: str, spec: TestbedJob, topo: Topology) -> TestbedJob:

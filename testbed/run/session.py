@@ -21,7 +21,7 @@ from typing import Any
 
 from cassini.measure import iteration_times
 from mltcp import variants
-from testbed import mltcp_jobs, startgate
+from testbed import dscp_jobs, mltcp_jobs, startgate
 from testbed.capture import Capture
 from testbed.iterations import read_log
 from testbed.net import EmulatedCluster, TestbedError
@@ -147,7 +147,8 @@ class Session:
         self.cluster: EmulatedCluster | None = None
         self.procs: list[subprocess.Popen] = []
         self.tags: dict[str, str] = {}  # job -> its run-unique MLTCP job name
-        self.cgroups: dict[str, Path] = {}
+        self.cgroups: dict[str, Path] = {}  # job -> its cgroup (MLTCP, prio marking)
+        self.levels: dict[str, int] = {}  # job -> its prio fabric class (0 highest)
         self.marks_fd: int | None = None
         self.codes: list[int] = []
         self.link_bytes: dict[str, int] = {}
@@ -187,6 +188,13 @@ class Session:
             if m.mode == "exact":
                 self.marks_fd = mltcp_jobs.marks_fd()
                 stack.callback(os.close, self.marks_fd)
+        if cfg.topology.fabric.regime.marks_dscp:  # each job's sockets carry its class
+            from testbed.run.priorities import job_levels
+
+            self.levels = job_levels(cfg)
+            self.cgroups = stack.enter_context(
+                dscp_jobs.job_classes(self.levels, self.cluster.build_dir, self.cgroups)
+            )
         if self.capture is not None:
             stack.enter_context(Capture(self.cluster, cfg.jobs[0].hosts[0], self.capture))
 
@@ -216,7 +224,7 @@ class Session:
                 )
                 self.procs.append(proc)
                 if self.cgroups:  # from here, before it opens a socket (imports take seconds)
-                    mltcp_jobs.join(self.cgroups[job.job_id], proc.pid)
+                    dscp_jobs.join(self.cgroups[job.job_id], proc.pid)
 
     def release(self) -> None:
         """Once every worker is ready, write the go file with the common epoch; a worker

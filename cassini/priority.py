@@ -1,0 +1,158 @@
+"""Crux's GPU intensity and its priorities compressed to K hardware queues: the one rule
+the simulator's priority sharing (:mod:`cassini.sim.engine`) and the testbed's ``prio``
+fabric (:mod:`testbed.run.priorities`) both use (:func:`crux_levels`).
+
+* Intensity ``I = W / t``: W the job's GPU compute per iteration (GPUs x compute
+  seconds outside communication phases, GPU-seconds), t its iteration's bits over the
+  slowest link of its path (seconds).  Priority ``P = k * I`` with k = 1 (Crux's k
+  corrects for compute/communication overlap and iteration counts; our profiles give
+  the phases outside compute already).
+* Compression to K levels (:func:`max_k_cut_levels`): jobs that share a congestible link
+  form a contention DAG (edge from the higher- to the lower-priority job, weight
+  ``min(P_u, P_v)``: the intensity at stake when the two share a queue); over ``m``
+  random topological orders, cut each order into at most K contiguous levels so that
+  the weight of edges *between* levels is largest (dynamic programme, exact per order),
+  and keep the best.  The simple rule :func:`band_levels` (K equal-count bands in
+  descending intensity) is reported beside it on the same groups
+  (``priority_cut_fraction``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence, Set
+
+import numpy as np
+
+#: random topological orders tried by the max-K-cut (Crux: m = 10)
+ORDERS = 10
+
+
+def intensity(gpus: int, compute_s: float, bits: float, slowest_bps: float) -> float:
+    """Crux's GPU intensity (GPU-seconds of compute per second of communication); inf
+    for a job that sends nothing."""
+    if bits <= 0 or slowest_bps <= 0:
+        return float("inf")
+    return gpus * compute_s / (bits / slowest_bps)
+
+
+def band_levels(order: Sequence[str], k: int) -> dict[str, int]:
+    """K equal-count bands of ``order`` (highest priority first): level 0 .. k-1."""
+    n = len(order)
+    return {j: min(k - 1, i * k // max(1, n)) for i, j in enumerate(order)}
+
+
+def cut_weight(levels: Mapping[str, int], edges: Mapping[tuple[str, str], float]) -> float:
+    """Summed weight of the edges whose ends are in different levels."""
+    return float(sum(w for (u, v), w in edges.items() if levels[u] != levels[v]))
+
+
+def _random_topological(
+    nodes: Sequence[str],
+    priority: Mapping[str, float],
+    adjacent: Mapping[str, set[str]],
+    rng: np.random.Generator,
+) -> list[str]:
+    """A random topological order of the contention DAG (edges higher -> lower P)."""
+    rank = {j: (-priority[j], j) for j in nodes}
+    indeg = {j: sum(1 for u in adjacent[j] if rank[u] < rank[j]) for j in nodes}
+    ready = [j for j in nodes if indeg[j] == 0]
+    out = []
+    while ready:
+        j = ready.pop(int(rng.integers(len(ready))))
+        out.append(j)
+        for v in adjacent[j]:
+            if rank[v] > rank[j]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    ready.append(v)
+    return out
+
+
+def _best_cut(
+    order: list[str], edges: Mapping[tuple[str, str], float], k: int
+) -> tuple[float, list[int]]:
+    """Least within-level weight cutting ``order`` into <= k contiguous levels, with the
+    level of each position."""
+    n = len(order)
+    pos = {j: i for i, j in enumerate(order)}
+    a = np.zeros((n, n))
+    for (u, v), w in edges.items():
+        i, j = sorted((pos[u], pos[v]))
+        a[i, j] += w
+    p = np.zeros((n + 1, n + 1))
+    p[1:, 1:] = a.cumsum(0).cumsum(1)
+    d = np.diag(p)
+    within = d[None, :] - p - p.T + d[:, None]  # within[i, j]: segment [i, j)
+    within[np.tril_indices(n + 1)] = np.inf
+    within[np.arange(n + 1), np.arange(n + 1)] = 0.0
+    cost = within[0].copy()
+    choices = []
+    for _ in range(1, k):
+        total = cost[:, None] + within
+        arg = total.argmin(axis=0)
+        choices.append(arg)
+        cost = total[arg, np.arange(n + 1)]
+    # backtrack from the full order
+    levels = [0] * n
+    j, level = n, len(choices)
+    while level > 0:
+        i = int(choices[level - 1][j])
+        for x in range(i, j):
+            levels[x] = level
+        j, level = i, level - 1
+    # renumber used levels 0.. in order
+    used = sorted(set(levels))
+    levels = [used.index(x) for x in levels]
+    return float(cost[n]), levels
+
+
+def max_k_cut_levels(
+    priority: Mapping[str, float],
+    edges: Mapping[tuple[str, str], float],
+    k: int,
+    rng: np.random.Generator,
+    orders: int = ORDERS,
+) -> dict[str, int]:
+    """Levels 0 (highest) .. k-1 for the jobs of ``priority`` maximising the weight of
+    contention ``edges`` cut between levels, over ``orders`` random topological orders."""
+    nodes = sorted(priority, key=lambda j: (-priority[j], j))
+    if len(nodes) <= k:
+        return {j: i for i, j in enumerate(nodes)}
+    adjacent: dict[str, set[str]] = {j: set() for j in nodes}
+    for u, v in edges:
+        adjacent[u].add(v)
+        adjacent[v].add(u)
+    best: tuple[float, list[str], list[int]] | None = None
+    for t in range(orders):
+        order = nodes if t == 0 else _random_topological(nodes, priority, adjacent, rng)
+        within, levels = _best_cut(order, edges, k)
+        if best is None or within < best[0] - 1e-12:
+            best = (within, order, levels)
+    assert best is not None
+    return dict(zip(best[1], best[2], strict=True))
+
+
+def crux_levels(
+    intensities: Mapping[str, float],
+    shared: Mapping[str, Set[str]],
+    k: int,
+    rng: np.random.Generator,
+) -> tuple[dict[str, int], dict[str, float], dict[tuple[str, str], float]]:
+    """Crux's priority levels 0 (highest) .. k-1 for jobs of GPU ``intensities``, where
+    ``shared`` holds each job's congestible links: a job that sends nothing (inf) ranks
+    above every finite one, jobs sharing a link are joined by a contention edge of weight
+    ``min(P_u, P_v)``, and :func:`max_k_cut_levels` compresses the order to ``k`` levels.
+    Returns the levels, the priorities used and the edges."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    finite = max((p for p in intensities.values() if math.isfinite(p)), default=1.0)
+    prio = {j: (p if math.isfinite(p) else 2 * finite) for j, p in intensities.items()}
+    ids = list(prio)
+    edges = {
+        (u, v): min(prio[u], prio[v])
+        for a, u in enumerate(ids)
+        for v in ids[a + 1 :]
+        if set(shared.get(u, ())) & set(shared.get(v, ()))
+    }
+    return max_k_cut_levels(prio, edges, k, rng), prio, edges

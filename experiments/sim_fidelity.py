@@ -1,0 +1,282 @@
+"""Sim-vs-testbed fidelity: the same small scenarios in the fluid simulator
+(cassini.sim.network: max-min, MLTCP-weighted or strict-priority sharing, the testbed's
+routes) and on the Mininet testbed (real kernels, real TCP), in one run.
+
+Scenarios (two synthetic jobs each, 30 iterations by default):
+  compatible pair  experiment 1's pair (40 % share each) on ``fair``: same start, CASSINI
+  two-50% pair     two jobs at 50 % share on ``fair``: same start, CASSINI
+  mltcp pair       the two-50 % pair on ``ecn``: same start (DCTCP), MLTCP
+  priority pair    the two-50 % pair on ``prio``, priorities 0 and 1: same start
+  ecmp hashed      the two-50 % pair on a 2-leaf, 2-spine leaf-spine (``fair`` uplinks),
+                   ECMP-hashed with a seed that puts both jobs on one spine: same start
+  ecmp path        the same, path-selected (one spine each): same start
+
+The simulator gets what the testbed measured with each job alone (its profile: compute
+gaps and phases at their measured payload rates), the same paths (the testbed topology's
+routes, ECMP and path selection included), the links' nominal capacities (what HTB
+shapes: headers and ACKs included), the same start offsets, the agent's periods and
+tolerance for CASSINI, MLTCP's loaded parameters for MLTCP and each job's priority class
+(``testbed.run.priorities.job_levels``, the simulator's Crux function) on ``prio``.  Each
+row is one job under one scheme: mean iteration time in the simulator and on the testbed,
+ratio = sim / testbed (target: within 10 %); ``steady_ratio`` is the same over the second
+half of the iterations (start-up left out).
+
+    sudo .venv/bin/python -m experiments.sim_fidelity                 # every scenario, once
+    sudo .venv/bin/python -m experiments.sim_fidelity --runs 2        # twice: median, range
+    sudo .venv/bin/python -m experiments.sim_fidelity --scenarios "priority pair"
+
+Writes results/sim_fidelity/results.json (``rows``: {scenario, scheme, job, run,
+sim_iteration_s, testbed_iteration_s, ratio}; ``summary``: per scenario, scheme and job
+the median ratio and its range over the runs) and the testbed's own results under
+results/sim_fidelity/run<k>/<scenario>/.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from experiments.columns import Column
+from experiments.common import (
+    HALF_PAIR,
+    PAIR,
+    dumbbell,
+    flow_jobs,
+    mltcp_available,
+    model_iteration_times,
+    progress,
+    run_config,
+)
+from experiments.harness import Experiment, Run, UsageError, iterations, option
+from mltcp.policy import MltcpParams
+from testbed.results import ExperimentResult
+from testbed.run.config import RunConfig
+from testbed.runner import load_config
+from testbed.topo import from_config
+
+TARGET = 0.10  # |ratio - 1| a row should stay within
+ECMP_HOST_BPS = 400e6  # 2 hosts x 400 Mbit/s / oversubscription 2 / 2 spines: 200 Mbit/s uplinks
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A testbed config (of the iteration count) and the schemes compared on it."""
+
+    name: str
+    config: Callable[[int], dict[str, Any]]
+    compared: tuple[str, ...]
+    needs_mltcp: bool = False
+
+
+def pair_on(fabric: str, job_set: Any, schemes: list[str], **job: Any) -> Callable[[int], dict]:
+    def build(n: int) -> dict[str, Any]:
+        jobs = job_set.jobs(n)
+        for entry, extra in zip(jobs, job.get("per_job", [{}] * len(jobs)), strict=True):
+            entry.update(extra)
+        return {"topology": dumbbell(2, fabric), "jobs": jobs, "schemes": schemes, "seed": 1}
+
+    return build
+
+
+def leaf_spine_topology(routing: str, seed: int = 0) -> dict[str, Any]:
+    """Two leaves of two hosts, two spines, 200 Mbit/s ``fair`` uplinks."""
+    return {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+            "host_bps": ECMP_HOST_BPS, "fabric": "fair", "routing": routing,
+            "ecmp_seed": seed}  # fmt: skip
+
+
+ECMP_JOBS = (("h1", "h3"), ("h2", "h4"))  # one host of each job on each leaf
+
+
+def colliding_seed(limit: int = 1000) -> int:
+    """The first ECMP seed that hashes both jobs' flows, both ways, onto one spine."""
+    for seed in range(limit):
+        topo = from_config(leaf_spine_topology("hash", seed))
+        for a, b in ((0, 1), (1, 0)):
+            spines = {topo.switch_path(j[a], j[b])[1] for j in ECMP_JOBS}
+            if len(spines) != 1:
+                break
+        else:
+            return seed
+    raise RuntimeError(f"no seed below {limit} collides the jobs")
+
+
+def ecmp(routing: str) -> Callable[[int], dict[str, Any]]:
+    def build(n: int) -> dict[str, Any]:
+        seed = colliding_seed() if routing == "hash" else 0
+        jobs = HALF_PAIR.jobs(n)
+        for entry, hosts in zip(jobs, ECMP_JOBS, strict=True):
+            entry["hosts"] = list(hosts)
+        return {"topology": leaf_spine_topology(routing, seed), "jobs": jobs,
+                "schemes": ["ideal", "baseline"], "seed": 1}  # fmt: skip
+
+    return build
+
+
+SCENARIOS = (
+    Scenario("compatible pair", pair_on("fair", PAIR, ["ideal", "baseline", "cassini"]),
+             ("baseline", "cassini")),
+    Scenario("two-50% pair", pair_on("fair", HALF_PAIR, ["ideal", "baseline", "cassini"]),
+             ("baseline", "cassini")),
+    Scenario("mltcp pair", pair_on("ecn", HALF_PAIR, ["ideal", "baseline", "mltcp"]),
+             ("baseline", "mltcp"), needs_mltcp=True),
+    Scenario("priority pair", pair_on("prio", HALF_PAIR, ["ideal", "baseline"],
+                                      per_job=[{"priority": 0}, {"priority": 1}]),
+             ("baseline",)),
+    Scenario("ecmp hashed", ecmp("hash"), ("baseline",)),
+    Scenario("ecmp path", ecmp("path"), ("baseline",)),
+)  # fmt: skip
+BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def mltcp_params(spec_slope: float | None, spec_intercept: float | None) -> MltcpParams:
+    """The MLTCP rule the testbed's run used: the scheme's slope/intercept over the
+    kernel's loaded parameters (the defaults where none can be read)."""
+    try:
+        from mltcp import loader
+
+        loaded = loader.get_params()
+        base = MltcpParams(loaded.slope, loaded.intercept)
+    except Exception:  # noqa: BLE001 - not loaded: the documented defaults
+        base = MltcpParams()
+    rule = {
+        k: v for k, v in (("slope", spec_slope), ("intercept", spec_intercept)) if v is not None
+    }
+    return replace(base, **rule)
+
+
+def fidelity_rows(
+    scenario: str, compared: tuple[str, ...], results: ExperimentResult, run: int = 1
+) -> list[dict[str, Any]]:
+    """Model a finished testbed run of the scenario: one row per compared scheme and job,
+    the simulator's mean iteration time over the testbed's (the same iterations)."""
+    cfg: RunConfig = load_config(dict(results.config))
+    profiles = dict(results.schemes["ideal"].profiles)
+    caps = dict(cfg.topology.link_capacity())
+    priorities: dict[str, int] = {}
+    if cfg.topology.fabric.regime.marks_dscp:
+        from testbed.run.priorities import job_levels
+
+        priorities = job_levels(cfg)
+    specs = {s.name: s for s in cfg.schemes}
+    rows = []
+    for name in compared:
+        if name not in results.schemes:
+            continue
+        scheme = results.schemes[name]
+        periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
+        starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
+        spec = specs[name]
+        mltcp = mltcp_params(spec.slope, spec.intercept) if spec.kind == "mltcp" else None
+        group = flow_jobs(cfg, profiles, starts, periods, priorities)
+        count = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
+        sim = model_iteration_times(group, caps, count, cfg.drift_tolerance, mltcp)
+        for job, entry in scheme.jobs.items():
+            measured, modelled = list(entry.iteration_times_s), sim[job]
+            testbed_s, sim_s = statistics.mean(measured), statistics.mean(modelled)
+            half = len(measured) // 2
+            steady = statistics.mean(modelled[half:]) / statistics.mean(measured[half:])
+            rows.append({
+                "scenario": scenario, "scheme": name, "job": job, "run": run,
+                "sim_iteration_s": sim_s, "testbed_iteration_s": testbed_s,
+                "ratio": sim_s / testbed_s, "steady_ratio": steady,
+                "note": scheme.reused_note,
+            })  # fmt: skip
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per scenario, scheme and job over the runs: median ratio, its range, and whether
+    every run stayed within the target."""
+    keys: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        keys.setdefault((r["scenario"], r["scheme"], r["job"]), []).append(r["ratio"])
+    return [
+        {
+            "scenario": s,
+            "scheme": m,
+            "job": j,
+            "runs": len(v),
+            "median_ratio": statistics.median(v),
+            "min_ratio": min(v),
+            "max_ratio": max(v),
+            "within_target": all(abs(x - 1) <= TARGET for x in v),
+        }  # fmt: skip
+        for (s, m, j), v in keys.items()
+    ]
+
+
+ROW_KEY = (Column("scenario", "scenario"), Column("scheme", "scheme"), Column("job", "job"))
+COLUMNS = (
+    *ROW_KEY,
+    Column("run", "run", "d"),
+    Column("sim_iteration_s", "sim s", ".4f"),
+    Column("testbed_iteration_s", "testbed s", ".4f"),
+    Column("ratio", "sim/testbed", ".3f"),
+    Column("steady_ratio", "2nd half", ".3f"),
+    Column("note", "note"),
+)
+SUMMARY_COLUMNS = (
+    *ROW_KEY,
+    Column("runs", "runs", "d"),
+    Column("median_ratio", "median", ".3f"),
+    Column("min_ratio", "min", ".3f"),
+    Column("max_ratio", "max", ".3f"),
+    Column("within_target", "within 10 %"),
+)
+
+
+def chosen(args: Any) -> list[Scenario]:
+    names = [n.strip() for n in args.scenarios.split(",")] if args.scenarios else list(BY_NAME)
+    return [BY_NAME[n] for n in names]
+
+
+def check(args: Any) -> None:
+    if args.iterations < 10:
+        raise UsageError("--iterations: at least 10")
+    if args.runs < 1:
+        raise UsageError("--runs: at least 1")
+    if args.scenarios:
+        unknown = [n for n in args.scenarios.split(",") if n.strip() not in BY_NAME]
+        if unknown:
+            raise UsageError(f"--scenarios: unknown {unknown} (have {', '.join(BY_NAME)})")
+
+
+def run_fidelity(run: Run) -> None:
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    usable, why = mltcp_available()
+    for k in range(1, run.args.runs + 1):
+        for sc in chosen(run.args):
+            if sc.needs_mltcp and not usable:
+                skipped[sc.name] = why
+                continue
+            where = run.out / f"run{k}" / sc.name.replace(" ", "_").replace("%", "pct")
+            res = run_config(sc.config(run.args.iterations), where, f"run {k}: {sc.name}")
+            rows += fidelity_rows(sc.name, sc.compared, res, k)
+            run.save({"rows": rows, "summary": summary(rows), "skipped": skipped,
+                      "iterations": run.args.iterations, "target": TARGET})  # fmt: skip
+    run.show(rows, COLUMNS, "sim/testbed, every run")
+    run.show(summary(rows), SUMMARY_COLUMNS, "over the runs")
+    for name, reason in skipped.items():
+        progress(f"skipped {name}: {reason}")
+
+
+EXPERIMENT = Experiment(
+    "sim_fidelity",
+    __doc__,
+    run_fidelity,
+    options=(
+        iterations(30),
+        option("--runs", type=int, default=1, help="repeat every scenario (median, range)"),
+        option("--scenarios", default=None, help="comma-separated subset (default: all)"),
+    ),
+    check=check,
+)
+main = EXPERIMENT.main
+
+if __name__ == "__main__":
+    sys.exit(main())

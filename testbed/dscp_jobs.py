@@ -1,0 +1,75 @@
+"""The ``prio`` fabric's marking for a run's jobs: each job's workers in a cgroup v2 whose
+TCP sockets carry the DSCP of the job's priority class (a sock_ops program,
+:class:`testbed.fabric.DscpMarker`), so sockets gloo opens on its own are marked too.
+With MLTCP the job's MLTCP cgroup is marked instead (a process is in one cgroup)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from testbed.fabric import DscpMarker
+
+CGROUP_PREFIX = "testbed-prio-"
+
+
+@contextlib.contextmanager
+def cgroup2_root() -> Iterator[Path]:
+    """The host's cgroup v2 mount (mounted on a temporary directory while the block runs
+    when there is none)."""
+    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
+    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
+    if root is not None:
+        yield Path(root)
+        return
+    mounted = tempfile.mkdtemp(prefix="testbed-cg2-")
+    subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
+    try:
+        yield Path(mounted)
+    finally:
+        subprocess.run(["umount", mounted], check=False)
+        os.rmdir(mounted)
+
+
+@contextlib.contextmanager
+def job_classes(
+    levels: Mapping[str, int],
+    build_dir: Path,
+    cgroups: Mapping[str, Path] | None = None,
+) -> Iterator[dict[str, Path]]:
+    """A cgroup per job (job id -> priority in ``levels``) whose sockets are marked with
+    its priority's DSCP; ``cgroups`` reuses existing ones (MLTCP's).  Yields job id ->
+    cgroup; the cgroups it made and the programs go on exit (processes left in them are
+    killed)."""
+    marker = DscpMarker(build_dir)
+    made: list[Path] = []
+    with contextlib.ExitStack() as stack:
+        paths: dict[str, Path] = dict(cgroups or {})
+        try:
+            if set(levels) - set(paths):
+                root = stack.enter_context(cgroup2_root())
+                for job in levels:
+                    if job not in paths:
+                        path = root / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
+                        path.mkdir(exist_ok=True)
+                        made.append(path)
+                        paths[job] = path
+            for job, priority in levels.items():
+                marker.attach(paths[job], priority)
+            yield paths
+        finally:
+            marker.unload()
+            for path in made:
+                for pid in (path / "cgroup.procs").read_text().split():
+                    subprocess.run(["kill", "-9", pid], capture_output=True)
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+
+
+def join(path: Path, pid: int) -> None:
+    """Move process ``pid`` into the cgroup ``path``."""
+    (path / "cgroup.procs").write_text(str(pid))

@@ -1,0 +1,105 @@
+"""The ``prio`` fabric without root: its tc commands, the DSCP of each class, a job's
+``priority`` in a config, and the Crux rule the testbed shares with the simulator."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cassini.priority import crux_levels
+from cassini.sim.parts import priority as sim_priority
+from testbed.fabric import FABRICS, PRIORITY_LEVELS, dscp_of, prio_commands, tos_of
+from testbed.launch import dscp_setup
+from testbed.run.load import ConfigError, load_config
+from testbed.run.priorities import job_levels
+
+
+def config(*jobs, fabric="prio"):
+    return {
+        "topology": {"kind": "dumbbell", "pairs": 3, "bottleneck_bps": 100e6, "fabric": fabric},
+        "jobs": list(jobs),
+        "schemes": ["baseline"],
+    }
+
+
+def job(name, hosts, **extra):
+    return {"id": name, "hosts": hosts, "iterations": 10, **extra}
+
+
+def test_class_selectors_from_highest_to_best_effort():
+    assert [dscp_of(p) for p in range(PRIORITY_LEVELS)] == [56, 48, 40, 32, 24, 16, 8, 0]
+    assert tos_of(0) == 0xE0
+    with pytest.raises(ValueError, match="priority"):
+        dscp_of(8)
+
+
+def test_prio_commands_are_strict_priority_classes_matched_on_the_ds_field():
+    cmds = [" ".join(c) for c in prio_commands("tbs1-eth3", 100e6, 50)]
+    classes = [c for c in cmds if c.startswith("tc class add") and "parent 1:1 " in c]
+    assert len(classes) == PRIORITY_LEVELS
+    for p, c in enumerate(classes):
+        assert c.endswith(f"prio {p}")
+        # the highest class is guaranteed the link; the others borrow what it leaves
+        assert ("rate 100000000bit" in c) == (p == 0)
+        assert "ceil 100000000bit" in c
+    filters = [c for c in cmds if "dsfield" in c]
+    assert [f.split("dsfield ")[1].split()[0] for f in filters] == [
+        f"{tos_of(p):#04x}" for p in range(PRIORITY_LEVELS - 1)
+    ]
+    assert "default 27" in cmds[0]  # unmarked packets: best effort, the lowest class
+    assert FABRICS["prio"].marks_dscp and not FABRICS["fair"].marks_dscp
+
+
+def test_a_jobs_priority_is_read_and_checked():
+    cfg = load_config(config(job("a", ["h1", "h4"], priority=0), job("b", ["h2", "h5"])))
+    assert [j.priority for j in cfg.jobs] == [0, None]
+    for bad in (8, -1, "high", True, 1.5):
+        with pytest.raises(ConfigError, match=r"jobs\[0\]\.priority"):
+            load_config(config(job("a", ["h1", "h4"], priority=bad)))
+
+
+def test_without_priority_the_crux_rule_ranks_the_more_intense_job_higher():
+    # intensity = GPUs x compute / communication time: b computes 4x as long per bit
+    cfg = load_config(
+        config(
+            job("a", ["h1", "h4"], compute_s=0.05, bytes=1_000_000),
+            job("b", ["h2", "h5"], compute_s=0.20, bytes=1_000_000),
+        )
+    )
+    assert job_levels(cfg) == {"b": 0, "a": 1}
+    given_ = load_config(
+        config(
+            job("a", ["h1", "h4"], compute_s=0.05, priority=0),
+            job("b", ["h2", "h5"], compute_s=0.2),
+        )
+    )
+    assert job_levels(given_)["a"] == 0
+
+
+def test_the_simulator_calls_the_same_rule():
+    assert sim_priority.crux_levels is crux_levels
+
+
+@given(
+    st.lists(st.floats(0.01, 100.0), min_size=1, max_size=12),
+    st.integers(1, 8),
+    st.integers(0, 2**16),
+)
+def test_crux_levels_stay_in_range_and_respect_intensity_order(values, k, seed):
+    intensities = {f"j{i}": v for i, v in enumerate(values)}
+    shared = {j: {"link"} for j in intensities}  # all on one link: a full contention graph
+    levels, prio, edges = crux_levels(intensities, shared, k, np.random.default_rng(seed))
+    assert set(levels.values()) <= set(range(k))
+    assert len(edges) == len(values) * (len(values) - 1) // 2
+    for u in intensities:
+        for v in intensities:
+            if prio[u] > prio[v]:
+                assert levels[u] <= levels[v]
+
+
+def test_launch_marks_the_jobs_cgroup_with_its_dscp():
+    cmd = dscp_setup(2, "job1")
+    assert f"value {tos_of(2)} 0 0 0" in cmd
+    assert 'bpftool cgroup attach "$CG" sock_ops' in cmd
+    assert cmd.endswith('tee "$CG/cgroup.procs" >/dev/null')
+    assert "mkdir" not in dscp_setup(2, "job1", in_cgroup=True)
