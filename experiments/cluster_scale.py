@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 
 from cassini.profile import JobProfile
-from cassini.sim.engine import SimResult, run
+from cassini.sim.engine import SimResult
+from cassini.sim.engine import run as simulate_run
 from cassini.sim.options import SimOptions
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
-
-RESULTS = Path(__file__).resolve().parent.parent / "results" / "cluster_scale"
+from experiments.harness import Experiment, Run, full, option
 
 #: (label, scheduler name) rows, in the table's order
 SCHEMES: tuple[tuple[str, str], ...] = (
@@ -275,37 +275,35 @@ def plot(
     return [cdf, bars]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true", help="1,024 and 2,048 GPUs (slow)")
-    parser.add_argument(
-        "--setup", type=int, action="append", help="run only this setup (0, 1; repeatable)"
-    )
-    parser.add_argument("--schemes", help="comma-separated scheduler names (default: all rows)")
-    parser.add_argument("--jobs", type=int, help="override the number of jobs")
-    parser.add_argument("--load", type=float, default=0.9, help="Poisson load (default 0.9)")
-    parser.add_argument("--trace", help="a trace file instead of Poisson arrivals")
-    parser.add_argument("--routing", default="ecmp", choices=("single", "ecmp", "crux"))
-    parser.add_argument(
-        "--priority-levels", type=int, default=8, help="hardware queues for Crux (default 8)"
-    )
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default=str(RESULTS), help="output directory")
-    parser.add_argument(
+OPTIONS = (
+    full("1,024 GPUs 2:1 and 2,048 GPUs 4:1 (slow)"),
+    option("--setup", type=int, action="append", help="run only this setup (0, 1; repeatable)"),
+    option("--schemes", help="comma-separated scheduler names (default: all rows)"),
+    option("--jobs", type=int, help="override the number of jobs"),
+    option("--load", type=float, default=0.9, help="Poisson load (default 0.9)"),
+    option("--trace", help="a trace file instead of Poisson arrivals"),
+    option("--routing", default="ecmp", choices=("single", "ecmp", "crux")),
+    option("--priority-levels", type=int, default=8, help="hardware queues for Crux (default 8)"),
+    option("--seed", type=int, default=1),
+    option(
         "--summarise",
         metavar="RESULTS_JSON",
         nargs="+",
         help="print the tables of earlier runs; of several (seeds), the median and range",
-    )
-    args = parser.parse_args(argv)
+    ),
+)
+
+
+def run_scale(run: Run) -> int:
+    """Every scheme on every setup's jobs; tables, results.json and plots under run.out."""
+    args = run.args
     if args.summarise:
         if len(args.summarise) == 1:
             return summarise(Path(args.summarise[0]))
         return summarise_seeds([Path(p) for p in args.summarise])
     labels = dict((name, label) for label, name in SCHEMES)
     names = args.schemes.split(",") if args.schemes else [name for _, name in SCHEMES]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = run.out
     library = measured_library()
     options = SimOptions(routing=args.routing, priority_levels=args.priority_levels)
     results: dict[str, dict[str, SimResult]] = {}
@@ -315,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.executable.split("/")[-1],
                 "-m",
                 "experiments.cluster_scale",
-                *(argv or sys.argv[1:]),
+                *sys.argv[1:],
             ]
         ),
         "models": sorted(library),
@@ -337,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"== {setup.name}: {len(jobs)} jobs", file=sys.stderr, flush=True)
         for name in names:
             start = time.perf_counter()
-            r = run(setup.cluster, jobs, library, name, seed=args.seed, options=options)
+            r = simulate_run(setup.cluster, jobs, library, name, seed=args.seed, options=options)
             results[setup.name][name] = r
             entry["rows"][name] = row(r, results[setup.name].get("themis"))
             print(f"   {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
@@ -404,6 +402,9 @@ def _json(value: Any) -> Any:
         return None
     raise TypeError(f"not JSON: {value!r}")
 
+
+EXPERIMENT = Experiment("cluster_scale", __doc__, run_scale, options=OPTIONS, needs_root=False)
+main = EXPERIMENT.main
 
 if __name__ == "__main__":
     sys.exit(main())
