@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -256,33 +257,41 @@ class JobProfile:
 def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None = None) -> float:
     """Estimate the period (seconds) of a periodic series by autocorrelation.
 
+    The correlogram is taken of the series smoothed over half its correlation length (a
+    moving average over half the lags before the autocorrelation first turns negative,
+    i.e. half a communication phase): a DDP job's iterations wander by several ms, so at
+    1 ms bins each correlogram peak is a broad hill of spiky single-lag maxima, chance
+    alignments of 1-2 ms bursts, and a spike at the 2nd multiple can outgrow the period's
+    hill (a capture whose iterations took 62-75 ms read 130 ms) or no spike reach a
+    fixed floor (iterations of 62-99 ms).  The smoothing sums each hill's mass into its
+    height and attenuates the fundamental by under 10 % (a moving average shorter than a
+    quarter period).
+
     Takes the shortest lag whose autocorrelation is at least 80 % of the strongest peak
     (so a multiple of the period is not chosen), then walks its multiples 1, 2, 3, ... up
     to the largest inside the series: each peak is looked for near the multiple of the
     period known so far, and the period becomes the sum of the peaks' positions over the
     sum of their multiples (the least-squares slope when a peak's spread grows with its
     multiple, as iteration jitter adds up), so the first lag's error is never multiplied
-    past a peak.  A peak's position is the centroid of its upper half: a DDP job's jitter
-    makes each peak a broad hill of small local maxima (a ResNet-50 capture's first hill
-    had maxima at 60 and 63 ms for a 63 ms iteration; stepping straight to the 10th
-    multiple of 60 read the period 8 % short).
+    past a peak.  A peak's position is the centroid of its upper half.
     Only peaks after the autocorrelation first turns negative count: a mean-free periodic
     series sums to zero over a period, so it decorrelates before its period, while a peak
     before that is structure inside a phase (e.g. a shaper releasing packets every timer
     tick), not the iteration.
+
+    The series is periodic only if the correlogram at the period's multiples stands out
+    of its own noise (:func:`_periodicity_significant`); otherwise :class:`InputError`.
     """
     x = np.asarray(samples, float) - float(np.mean(samples))
-    n = x.size
-    if n < 8 or not np.any(x):
+    if x.size < 8 or not np.any(x):
         raise InputError("samples_bps", "has no periodic structure (constant or too short)")
-    spectrum = np.fft.rfft(x, 2 * n)
-    raw = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
-    ac = raw / (n - np.arange(n))  # unbiased: each lag averages n - k products
-    ac = ac / ac[0]
-    # peaks are chosen on the biased estimate (each lag's sum over all n): at long lags
-    # the unbiased one averages few products and a jittery series' 3rd or 5th multiple
-    # can outgrow the period's own peak (a 10-iteration DDP capture read as 3 periods)
-    tapered = raw / raw[0]
+    span = _decorrelation_lag(_correlogram(x)[0])
+    if span is None:
+        raise InputError("samples_bps", "has no periodic structure (never decorrelates)")
+    width = max(1, (span + 1) // 2)
+    x = np.convolve(x, np.full(width, 1.0 / width), mode="valid")
+    n = x.size
+    ac, tapered = _correlogram(x)
     lo = max(2, int(math.ceil((min_lag_s or 0.0) / dt_s)))
     hi = n // 2
     if hi <= lo + 1:
@@ -290,18 +299,86 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     window = ac[lo:hi]
     interior = (window[1:-1] >= window[:-2]) & (window[1:-1] >= window[2:])
     peaks = np.nonzero(interior)[0] + 1 + lo
-    negative = np.nonzero(ac[1:hi] <= 0)[0]
-    peaks = peaks[peaks > negative[0] + 1] if negative.size else peaks[:0]
+    decorrelated = _decorrelation_lag(ac[:hi])
+    peaks = peaks[peaks > decorrelated + 1] if decorrelated is not None else peaks[:0]
     if peaks.size == 0 or ac[peaks].max() <= 0.2:
         raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
+    # peaks are chosen on the biased estimate (each lag's sum over all n): at long lags
+    # the unbiased one averages few products and a jittery series' 3rd or 5th multiple
+    # can outgrow the period's own peak (a 10-iteration DDP capture read as 3 periods)
     best = tapered[peaks].max()
     lag = int(peaks[np.argmax(tapered[peaks] >= 0.8 * best)])
-    period, positions, multiples = float(lag), 0.0, 0
-    for multiple in range(1, max(1, (n - 1) // (2 * lag)) + 1):
-        positions += _peak_centroid(ac, multiple * period, max(1, int(period // 4)))
+    noise = _null_noise(ac, decorrelated)
+    reachable = max(1, (n - 1) // (2 * lag))
+    period, positions, multiples, walked = float(lag), 0.0, 0, 0
+    for multiple in range(1, reachable + 1):
+        position = _peak_centroid(ac, multiple * period, max(1, int(period // 4)))
+        if multiple > 1 and np.interp(position, np.arange(n), ac) < 2 * noise[round(position)]:
+            break  # the jitter added up over this many iterations has flattened the hill
+        positions += position
         multiples += multiple
+        walked = multiple
         period = positions / multiples
+    if reachable > 1 and walked < 2:
+        raise InputError("samples_bps", "has no periodic structure (its peak does not recur)")
+    # the test reads the correlogram at the fitted multiples, not at each hill's top: a
+    # hill's top is the largest of the lags near it, which noise alone puts near 2 sigma
+    lags = period * np.arange(1, walked + 1)
+    heights = np.column_stack(
+        (np.interp(lags, np.arange(n), ac), noise[np.round(lags).astype(int)])
+    )
+    if not _periodicity_significant(heights, hi - lo):
+        raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
     return period * dt_s
+
+
+def _correlogram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Autocorrelation of a mean-free series at lags 0..n-1, normalised to 1 at lag 0:
+    unbiased (each lag's mean of its n - k products) and biased (their sum over n)."""
+    n = x.size
+    spectrum = np.fft.rfft(x, 2 * n)
+    raw = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
+    unbiased = raw / (n - np.arange(n))
+    return unbiased / unbiased[0], raw / raw[0]
+
+
+def _decorrelation_lag(ac: np.ndarray) -> int | None:
+    """The first lag (>= 1) at which the autocorrelation is <= 0, or None."""
+    negative = np.nonzero(ac[1:] <= 0)[0]
+    return int(negative[0]) + 1 if negative.size else None
+
+
+# chance that a series without periodic structure passes _periodicity_significant
+_FALSE_PERIOD_CHANCE = 1e-4
+
+
+def _null_noise(ac: np.ndarray, decorrelated: int) -> np.ndarray:
+    """Standard deviation of the (unbiased) autocorrelation at each lag k of a series
+    without periodic structure, only its own short-range correlation (the lags before
+    ``decorrelated``): Bartlett's sqrt((1 + 2 sum r_j^2) / (n - k)); 1 / sqrt(n) for
+    white noise."""
+    n = ac.size
+    short_range = 1.0 + 2.0 * float(np.sum(ac[1:decorrelated] ** 2))
+    return np.sqrt(short_range / (n - np.arange(n)))
+
+
+def _periodicity_significant(heights: np.ndarray, candidates: int) -> bool:
+    """Whether the autocorrelation peaks at a period's multiples, ``(height, null
+    standard deviation)`` each (:func:`_null_noise`), stand out of the noise.
+
+    Their mean must exceed the normal quantile that the chance maximum over the
+    ``candidates`` lags searched passes with probability ``_FALSE_PERIOD_CHANCE``
+    (Bonferroni); multiples a period apart are independent under the null, so the mean's
+    standard deviation is the root of their variances' sum over their count.  Averaging
+    the multiples is what lets a jittery job pass: its hills are low (a 1 ms series of
+    iterations of 62-99 ms peaked at 0.19), but there is one at every multiple."""
+    values = np.asarray(heights, float).reshape(-1, 2)
+    if values.size == 0:
+        return False
+    mean = float(values[:, 0].mean())
+    spread = math.sqrt(float(np.sum(values[:, 1] ** 2))) / len(values)
+    z = NormalDist().inv_cdf(1.0 - _FALSE_PERIOD_CHANCE / max(1, candidates))
+    return mean > z * spread
 
 
 def _peak_centroid(ac: np.ndarray, guess: float, span: int) -> float:
