@@ -257,33 +257,39 @@ class JobProfile:
 def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None = None) -> float:
     """Estimate the period (seconds) of a periodic series by autocorrelation.
 
-    The correlogram is taken of the series smoothed over half its correlation length (a
-    moving average over half the lags before the autocorrelation first turns negative,
-    i.e. half a communication phase): a DDP job's iterations wander by several ms, so at
-    1 ms bins each correlogram peak is a broad hill of spiky single-lag maxima, chance
-    alignments of 1-2 ms bursts, and a spike at the 2nd multiple can outgrow the period's
-    hill (a capture whose iterations took 62-75 ms read 130 ms) or no spike reach a
-    fixed floor (iterations of 62-99 ms).  The smoothing sums each hill's mass into its
-    height and attenuates the fundamental by under 10 % (a moving average shorter than a
-    quarter period).
+    The correlogram is that of the series smoothed by a moving average over half its
+    correlation length (half the lags before its autocorrelation first turns negative,
+    about half a communication phase).  A DDP job's iterations wander by several ms, so
+    at 1 ms bins each correlogram peak is a broad hill of single-lag spikes, chance
+    alignments of 1-2 ms bursts: on a loaded host a spike at the 2nd multiple outgrew the
+    period's hill (iterations of 62-75 ms read 130 ms) or no spike reached 0.2
+    (iterations of 62-99 ms).  The moving average sums a hill's mass into its height; it
+    spans at most an eighth of the period for any unimodal phase pattern (whose
+    correlation length is at most a quarter period), so the period's own component loses
+    under 3 %.
 
     Takes the shortest lag whose autocorrelation is at least 80 % of the strongest peak
-    (so a multiple of the period is not chosen), then walks its multiples 1, 2, 3, ... up
-    to the largest inside the series: each peak is looked for near the multiple of the
+    (so a multiple of the period is not chosen), then walks its multiples 1, 2, 3, ...
+    up to the largest inside the series: each peak is looked for near the multiple of the
     period known so far, and the period becomes the sum of the peaks' positions over the
     sum of their multiples (the least-squares slope when a peak's spread grows with its
     multiple, as iteration jitter adds up), so the first lag's error is never multiplied
-    past a peak.  A peak's position is the centroid of its upper half.
+    past a peak.  A peak's position is the centroid of its upper half (a ResNet-50
+    capture's first hill had maxima at 60 and 63 ms for a 63 ms iteration).  The walk
+    stops at the first multiple whose hill is under twice the noise (the iterations'
+    jitter, added up, has flattened it); when the series reaches a 2nd multiple, the
+    hill must recur there.
     Only peaks after the autocorrelation first turns negative count: a mean-free periodic
     series sums to zero over a period, so it decorrelates before its period, while a peak
     before that is structure inside a phase (e.g. a shaper releasing packets every timer
     tick), not the iteration.
 
-    The series is periodic only if the correlogram at the period's multiples stands out
-    of its own noise (:func:`_periodicity_significant`); otherwise :class:`InputError`.
+    A series is periodic only if its strongest peak exceeds 0.2 and the correlogram at
+    the walked multiples stands out of the series' own noise
+    (:func:`_periodicity_significant`); otherwise :class:`InputError`.
     """
     x = np.asarray(samples, float) - float(np.mean(samples))
-    if x.size < 8 or not np.any(x):
+    if x.size < 8 or not np.dot(x, x) > 0:  # a constant's rounding residue squares to 0
         raise InputError("samples_bps", "has no periodic structure (constant or too short)")
     span = _decorrelation_lag(_correlogram(x)[0])
     if span is None:
