@@ -276,9 +276,9 @@ def _poisson_bursts(seed: int) -> np.ndarray:
 
 
 def test_aperiodic_bursts_are_rarely_called_periodic():
-    """Bursts at random gaps: the significance test (one false period in 10 000 for
+    """Bursts at random gaps: the significance test (one false period in 100 000 for
     Gaussian noise) is approximate for such sparse, heavy-tailed series, and the 0.2 floor
-    alone called 16 of these 200 fixed trains periodic (8 %), the test 1."""
+    alone called 16 of these 200 fixed trains periodic (8 %); the test calls 1."""
     called = 0
     for seed in range(200):
         try:
