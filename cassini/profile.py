@@ -186,7 +186,8 @@ class JobProfile:
         samples_bps : bandwidth in bits/s, one sample per ``dt_s`` seconds.
         dt_s : sample spacing in seconds.
         iteration_time_s : the iteration time if known; otherwise estimated from the
-            autocorrelation of the series (see :func:`estimate_period`).
+            autocorrelation of the series (see :func:`estimate_period`, which needs at
+            least four iterations).
         threshold_bps : a folded sample above it belongs to a communication phase; default
             :func:`phase_threshold` of the folded series (robust to a few bins that
             capture timestamps crowd into a spike, unlike a fraction of the peak).
