@@ -240,9 +240,10 @@ def _jittered_bursts(rng: np.random.Generator, period_ms: int, jitter: float) ->
 def test_period_of_spiky_bursts_with_iteration_jitter(seed, period_ms, jitter):
     """Iteration jitter of up to 15 % either way (the loaded testbed's 62-99 ms is
     -17..+32 % of a 75 ms mean): the estimate is within 2 % of the mean iteration time,
-    plus a fifth of the jitter (5 % at 15 %)."""
+    plus a third of the jitter (7 % at 15 %; over 500 draws at 15 % the error was 3.9 %
+    at the 99th percentile, 5.7 % at worst)."""
     x, mean_s = _jittered_bursts(np.random.default_rng(seed), period_ms, jitter)
-    assert estimate_period(x, 0.001) == pytest.approx(mean_s, rel=0.02 + 0.2 * jitter)
+    assert estimate_period(x, 0.001) == pytest.approx(mean_s, rel=0.02 + jitter / 3)
 
 
 @settings(max_examples=60, deadline=None)
