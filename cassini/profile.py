@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -185,7 +186,8 @@ class JobProfile:
         samples_bps : bandwidth in bits/s, one sample per ``dt_s`` seconds.
         dt_s : sample spacing in seconds.
         iteration_time_s : the iteration time if known; otherwise estimated from the
-            autocorrelation of the series (see :func:`estimate_period`).
+            autocorrelation of the series (see :func:`estimate_period`, which needs at
+            least four iterations).
         threshold_bps : a folded sample above it belongs to a communication phase; default
             :func:`phase_threshold` of the folded series (robust to a few bins that
             capture timestamps crowd into a spike, unlike a fraction of the peak).
@@ -256,52 +258,165 @@ class JobProfile:
 def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None = None) -> float:
     """Estimate the period (seconds) of a periodic series by autocorrelation.
 
-    Takes the shortest lag whose autocorrelation is at least 80 % of the strongest peak
-    (so a multiple of the period is not chosen), then walks its multiples 1, 2, 3, ... up
-    to the largest inside the series: each peak is looked for near the multiple of the
-    period known so far, and the period becomes the sum of the peaks' positions over the
-    sum of their multiples (the least-squares slope when a peak's spread grows with its
-    multiple, as iteration jitter adds up), so the first lag's error is never multiplied
-    past a peak.  A peak's position is the centroid of its upper half: a DDP job's jitter
-    makes each peak a broad hill of small local maxima (a ResNet-50 capture's first hill
-    had maxima at 60 and 63 ms for a 63 ms iteration; stepping straight to the 10th
-    multiple of 60 read the period 8 % short).
+    The series is smoothed by moving averages of 1, 2, 4, 8 and 16 samples, and at each
+    width the correlogram's strongest peak and its 2nd to 4th submultiples are candidate
+    periods; the candidate whose correlogram stands furthest out of the series' own noise
+    at its multiples (:func:`_comb_z`: the mean autocorrelation there, in standard
+    deviations) is the period.  A DDP job's iterations wander by several ms, so at 1 ms
+    bins each correlogram peak is a broad hill of single-lag spikes, chance alignments of
+    1-2 ms bursts: on a loaded host a spike at the 2nd multiple outgrew the period's hill
+    (iterations of 62-75 ms read 130 ms) or no spike reached the 0.2 floor (iterations of
+    62-99 ms).  A moving average sums a hill's mass into its height; a submultiple wins
+    when the first hill is lower than a later one (a job whose slow iterations are
+    followed by fast ones); scoring by the mean over the multiples prefers the
+    fundamental, as a multiple has fewer multiples in the series and a part-period peak
+    (two phases per iteration) has empty ones between.
+
+    At each width and candidate: the strongest peak is the shortest lag whose (biased)
+    autocorrelation is at least 80 % of the largest, so a multiple of the period is not
+    chosen; the walk over its multiples 1, 2, 3, ... looks for each peak near the
+    multiple of the period known so far, and the period becomes the sum of the peaks'
+    positions over the sum of their multiples (the least-squares slope when a peak's
+    spread grows with its multiple, as iteration jitter adds up), so the first lag's
+    error is never multiplied past a peak.  A peak's position is the centroid of its
+    upper half (a ResNet-50 capture's first hill had maxima at 60 and 63 ms for a 63 ms
+    iteration).  The walk stops at the first multiple whose hill is under twice the
+    noise (the jitter, added up, has flattened it); the peak must recur at the 2nd
+    multiple, so the series must hold at least four periods.
     Only peaks after the autocorrelation first turns negative count: a mean-free periodic
     series sums to zero over a period, so it decorrelates before its period, while a peak
     before that is structure inside a phase (e.g. a shaper releasing packets every timer
     tick), not the iteration.
+
+    The series is periodic only if some width's strongest peak exceeds 0.2 and the best
+    candidate's z passes the normal quantile for a chance of ``_FALSE_PERIOD_CHANCE``
+    over every lag, width and submultiple searched (Bonferroni); otherwise
+    :class:`InputError`.
     """
     x = np.asarray(samples, float) - float(np.mean(samples))
-    n = x.size
-    if n < 8 or not np.any(x):
+    if x.size < 8 or not np.dot(x, x) > 0:  # a constant's rounding residue squares to 0
         raise InputError("samples_bps", "has no periodic structure (constant or too short)")
-    spectrum = np.fft.rfft(x, 2 * n)
-    raw = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
-    ac = raw / (n - np.arange(n))  # unbiased: each lag averages n - k products
-    ac = ac / ac[0]
-    # peaks are chosen on the biased estimate (each lag's sum over all n): at long lags
-    # the unbiased one averages few products and a jittery series' 3rd or 5th multiple
-    # can outgrow the period's own peak (a 10-iteration DDP capture read as 3 periods)
-    tapered = raw / raw[0]
     lo = max(2, int(math.ceil((min_lag_s or 0.0) / dt_s)))
-    hi = n // 2
-    if hi <= lo + 1:
+    if x.size // 2 <= lo + 1:
         raise InputError("samples_bps", "too short to estimate an iteration time")
+    best_z, best_period, searched = -math.inf, 0.0, 0
+    for width in _WIDTHS:
+        smooth = np.convolve(x, np.full(width, 1.0 / width), mode="valid")
+        if smooth.size // 2 <= lo + 1:
+            break
+        searched += (smooth.size // 2 - lo) * _SUBMULTIPLES
+        for z, period in _period_candidates(smooth, lo):
+            if z > best_z:
+                best_z, best_period = z, period
+    if not best_z > NormalDist().inv_cdf(1.0 - _FALSE_PERIOD_CHANCE / searched):
+        raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
+    return best_period * dt_s
+
+
+# moving-average widths (bins) tried by estimate_period, and the submultiples of each
+# width's strongest peak tried as the period
+_WIDTHS = (1, 2, 4, 8, 16)
+_SUBMULTIPLES = 4
+# chance that a series without periodic structure is called periodic (Bonferroni over
+# every lag, width and submultiple searched; exact for Gaussian noise)
+_FALSE_PERIOD_CHANCE = 1e-5
+
+
+def _period_candidates(x: np.ndarray, lo: int) -> list[tuple[float, float]]:
+    """``(z, period in lags)`` for the strongest correlogram peak of the mean-free series
+    ``x`` and its 2nd to 4th submultiples, each period walked over its multiples; z is
+    how far the correlogram's mean at those multiples stands above the series' own
+    noise (:func:`_comb_z`).  Empty when no peak after the decorrelation reaches 0.2."""
+    n = x.size
+    ac, tapered = _correlogram(x)
+    hi = n // 2
     window = ac[lo:hi]
     interior = (window[1:-1] >= window[:-2]) & (window[1:-1] >= window[2:])
     peaks = np.nonzero(interior)[0] + 1 + lo
-    negative = np.nonzero(ac[1:hi] <= 0)[0]
-    peaks = peaks[peaks > negative[0] + 1] if negative.size else peaks[:0]
+    decorrelated = _decorrelation_lag(ac[:hi])
+    peaks = peaks[peaks > decorrelated + 1] if decorrelated is not None else peaks[:0]
     if peaks.size == 0 or ac[peaks].max() <= 0.2:
-        raise InputError("samples_bps", "has no periodic structure (no autocorrelation peak)")
+        return []
+    # peaks are chosen on the biased estimate (each lag's sum over all n): at long lags
+    # the unbiased one averages few products and a jittery series' 3rd or 5th multiple
+    # can outgrow the period's own peak (a 10-iteration DDP capture read as 3 periods)
     best = tapered[peaks].max()
     lag = int(peaks[np.argmax(tapered[peaks] >= 0.8 * best)])
-    period, positions, multiples = float(lag), 0.0, 0
-    for multiple in range(1, max(1, (n - 1) // (2 * lag)) + 1):
-        positions += _peak_centroid(ac, multiple * period, max(1, int(period // 4)))
+    noise = _null_noise(ac, decorrelated)
+    out = []
+    for divisor in range(1, _SUBMULTIPLES + 1):
+        guess = lag / divisor
+        if guess < lo or guess <= decorrelated + 1:
+            break
+        walked = _walk_multiples(ac, noise, guess)
+        if walked is not None:
+            out.append((_comb_z(ac, noise, *walked), walked[0]))
+    return out
+
+
+def _walk_multiples(ac: np.ndarray, noise: np.ndarray, lag: float) -> tuple[float, int] | None:
+    """The period (lags) from the peaks at the multiples of ``lag`` and how many
+    multiples it rests on; None unless the peak recurs at the 2nd multiple inside the
+    first half of the series (a lone peak is no evidence of a period: heavy-tailed noise
+    puts one 7 sigma high at long lags).  See :func:`estimate_period`."""
+    n = ac.size
+    reachable = max(1, int((n - 1) // (2 * lag)))
+    period, positions, multiples, walked = lag, 0.0, 0, 0
+    for multiple in range(1, reachable + 1):
+        position = _peak_centroid(ac, multiple * period, max(1, int(period // 4)))
+        if multiple > 1 and np.interp(position, np.arange(n), ac) < 2 * noise[round(position)]:
+            break  # the jitter added up over this many iterations has flattened the hill
+        positions += position
         multiples += multiple
+        walked = multiple
         period = positions / multiples
-    return period * dt_s
+    if walked < 2:
+        return None
+    return period, walked
+
+
+def _comb_z(ac: np.ndarray, noise: np.ndarray, period: float, multiples: int) -> float:
+    """How many standard deviations the mean (unbiased) autocorrelation at the period's
+    first ``multiples`` multiples stands above zero, for a series whose only structure
+    is its short-range correlation (:func:`_null_noise`).  Read at the fitted multiples,
+    not at each hill's top (the largest of the lags near it, which noise alone puts near
+    2 sigma); multiples a period apart are independent under that null, so the mean's
+    standard deviation is the root of their variances' sum over their count.  Averaging
+    the multiples is what lets a jittery job pass: its hills are low (a 1 ms series of
+    iterations of 62-99 ms peaked at 0.19), but there is one at every multiple."""
+    lags = period * np.arange(1, multiples + 1)
+    lags = lags[lags < ac.size - 1]
+    if lags.size == 0:
+        return -math.inf
+    mean = float(np.mean(np.interp(lags, np.arange(ac.size), ac)))
+    spread = math.sqrt(float(np.sum(noise[np.round(lags).astype(int)] ** 2))) / lags.size
+    return mean / spread
+
+
+def _correlogram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Autocorrelation of a mean-free series at lags 0..n-1, normalised to 1 at lag 0:
+    unbiased (each lag's mean of its n - k products) and biased (their sum over n)."""
+    n = x.size
+    spectrum = np.fft.rfft(x, 2 * n)
+    raw = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
+    unbiased = raw / (n - np.arange(n))
+    return unbiased / unbiased[0], raw / raw[0]
+
+
+def _decorrelation_lag(ac: np.ndarray) -> int | None:
+    """The first lag (>= 1) at which the autocorrelation is <= 0, or None."""
+    negative = np.nonzero(ac[1:] <= 0)[0]
+    return int(negative[0]) + 1 if negative.size else None
+
+
+def _null_noise(ac: np.ndarray, decorrelated: int) -> np.ndarray:
+    """Standard deviation of the (unbiased) autocorrelation at each lag k of a series
+    without periodic structure, only its own short-range correlation (the lags before
+    ``decorrelated``): Bartlett's sqrt((1 + 2 sum r_j^2) / (n - k)); 1 / sqrt(n) for
+    white noise."""
+    n = ac.size
+    short_range = 1.0 + 2.0 * float(np.sum(ac[1:decorrelated] ** 2))
+    return np.sqrt(short_range / (n - np.arange(n)))
 
 
 def _peak_centroid(ac: np.ndarray, guess: float, span: int) -> float:

@@ -192,3 +192,104 @@ def test_period_of_jittered_bucketed_iterations(seed, period_ms):
         t += period * (1 + 0.01 * rng.standard_normal())
     x = x[: int(t / dt)]
     assert estimate_period(x, dt) == pytest.approx(t / iterations, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pcap_series_resnet50_jitter_2x.json",
+        "pcap_series_resnet50_jitter_nopeak.json",
+        "pcap_series_resnet50_jitter_nopeak2.json",
+    ],
+)
+def test_period_of_loaded_host_ddp_captures(name):
+    """Three captures of the same root test on a loaded 2-core host whose iterations
+    wandered over 62-75, 62-99 and 63-93 ms: at 1 ms bins the correlogram's period hill
+    was a row of single-lag spikes (0.17 at most in the first), so a spike at the 2nd
+    multiple won (129.7 ms for 65.8) or nothing reached the 0.2 floor (the other two
+    were rejected).  The mean iteration over the window, from the worker log, is the
+    reference."""
+    x, data = _captured_series(name)
+    assert estimate_period(x, data["dt_s"]) == pytest.approx(data["iteration_time_s"], rel=0.02)
+
+
+def _jittered_bursts(rng: np.random.Generator, period_ms: int, jitter: float) -> tuple:
+    """20 iterations of four bucket bursts at fixed shares of each iteration, every
+    iteration's length drawn uniformly from period * [1 - jitter, 1 + jitter] (the starts
+    random-walk, as on the testbed), each 1 ms bin of a burst sending with probability
+    0.6 (packets crowd into some bins, leave others empty).  Returns the 1 ms series
+    (bits/s) and the mean iteration time (seconds)."""
+    dt, period, iterations = 0.001, period_ms / 1000, 20
+    x, t = np.zeros(int(iterations * period_ms * (1 + jitter)) + 10), 0.0
+    for _ in range(iterations):
+        length = period * (1 + jitter * rng.uniform(-1.0, 1.0))
+        for offset, share in ((0.35, 0.05), (0.42, 0.12), (0.58, 0.1), (0.9, 0.05)):
+            a = int((t + offset * length) / dt)
+            bins = max(1, int(share * length / dt))
+            x[a : a + bins] += 2e8 * (rng.random(bins) < 0.6)
+        t += length
+    return x[: int(t / dt)], t / iterations
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    period_ms=st.integers(40, 120),
+    jitter=st.floats(0.0, 0.15),
+)
+def test_period_of_spiky_bursts_with_iteration_jitter(seed, period_ms, jitter):
+    """Iteration jitter of up to 15 % either way (the loaded testbed's 62-99 ms is
+    -17..+32 % of a 75 ms mean): the estimate is within 2 % of the mean iteration time,
+    plus a third of the jitter (7 % at 15 %; over 500 draws at 15 % the error was 3.9 %
+    at the 99th percentile, 5.7 % at worst)."""
+    x, mean_s = _jittered_bursts(np.random.default_rng(seed), period_ms, jitter)
+    assert estimate_period(x, 0.001) == pytest.approx(mean_s, rel=0.02 + jitter / 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(8, 5000),
+    kind=st.sampled_from(["normal", "exponential", "poisson"]),
+)
+def test_noise_has_no_period(seed, n, kind):
+    """Independent samples (white noise of three shapes) have no period at any length."""
+    rng = np.random.default_rng(seed)
+    x = {
+        "normal": lambda: rng.normal(size=n),
+        "exponential": lambda: rng.exponential(1e8, size=n),
+        "poisson": lambda: rng.poisson(3.0, size=n) * 1e8,
+    }[kind]()
+    with pytest.raises(InputError, match="periodic structure|too short"):
+        estimate_period(x, 0.001)
+
+
+@given(value=st.floats(0.0, 1e12), n=st.integers(1, 5000))
+def test_constant_series_has_no_period(value, n):
+    with pytest.raises(InputError, match="periodic structure"):
+        estimate_period(np.full(n, value), 0.001)
+
+
+def _poisson_bursts(seed: int) -> np.ndarray:
+    """1.3 s of 1-3 ms bursts (100-500 Mbit/s) at exponential gaps of mean 20 ms: bursty
+    like a capture, with no period."""
+    rng = np.random.default_rng(seed)
+    x, t = np.zeros(1300), 0
+    while t < 1290:
+        t += int(rng.exponential(20)) + 1
+        x[t : t + rng.integers(1, 4)] += rng.uniform(1e8, 5e8)
+    return x
+
+
+def test_aperiodic_bursts_are_rarely_called_periodic():
+    """Bursts at random gaps: the significance test (one false period in 100 000 for
+    Gaussian noise) is approximate for such sparse, heavy-tailed series, and the 0.2 floor
+    alone called 16 of these 200 fixed trains periodic (8 %); the test calls 1."""
+    called = 0
+    for seed in range(200):
+        try:
+            estimate_period(_poisson_bursts(seed), 0.001)
+            called += 1
+        except InputError:
+            pass
+    assert called <= 4  # 2 %
