@@ -42,9 +42,7 @@ def groups(draw) -> tuple[list[FlowJob], MltcpParams | None]:
     jobs = []
     for i in range(n):
         p = draw(profiles(f"j{i}"))
-        path = tuple(
-            sorted(draw(st.sets(st.sampled_from(LINKS), min_size=1, max_size=2)))
-        )
+        path = tuple(sorted(draw(st.sets(st.sampled_from(LINKS), min_size=1, max_size=2))))
         anchor = draw(st.floats(0.0, 1.0)) * p.iteration_time_s
         grid = p.iteration_time_s if held else None
         level = draw(st.integers(0, 2)) if priority else 0
