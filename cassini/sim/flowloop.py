@@ -38,6 +38,9 @@ MATCH_TOL = 1e-9
 #: how many earlier states each new one is compared with (cycles of up to this many
 #: iterations of the first job are found)
 HISTORY = 24
+#: groups of more jobs are not searched for cycles (free-running jobs of different
+#: periods in a large group practically never repeat; the search would cost for nothing)
+SKIP_MAX_JOBS = 16
 
 
 @dataclass
@@ -102,7 +105,7 @@ def run_events(
     per_iteration = [float(sum(c.bits)) for c in cycles]
     general = mltcp is not None or len(set(classes)) > 1
     over_cap = [c * (1 + 1e-9) for c in caps]
-    skip = skip and on_step is None and n > 0
+    skip = skip and on_step is None and 0 < n <= SKIP_MAX_JOBS
 
     mode = [_WAIT] * n
     until = [max(0.0, a) for a in anchors]
@@ -152,124 +155,184 @@ def run_events(
         else:
             begin_iteration(i, now)
 
+    # rates, kept per job and per link; without MLTCP they change only when a flow
+    # starts or stops, and only within the flows it meets through full links
+    members: list[set[int]] = [set() for _ in range(n_links)]  # sending jobs per link
+    demand = [0.0] * n  # bits/s wanted by each sending job
+    got = [0.0] * n  # bits/s each sending job gets
+    flow = [0.0] * n_links  # bits/s each link carries
+    over: set[int] = set()  # links whose demand exceeds their capacity
+    used: set[int] = set()  # links with a sending job
+    changed: list[int] = []  # jobs that started or stopped sending since the last solve
+
+    def start_sending(i: int) -> None:
+        mode[i], remaining[i] = _SEND, bits[i][phase[i]]
+        demand[i] = got[i] = peak[i][phase[i]]
+        for link in links_of[i]:
+            members[link].add(i)
+        changed.append(i)
+
+    def stop_sending(i: int) -> None:
+        got[i] = demand[i] = 0.0
+        for link in links_of[i]:
+            members[link].discard(i)
+        changed.append(i)
+
+    def solve(flows: list[int], links: list[int], weights: list[float] | None) -> None:
+        """Rates of ``flows`` (one connected set) meeting on the full ``links``."""
+        col = {link: c for c, link in enumerate(links)}
+        paths = [[col[x] for x in links_of[i] if x in col] for i in flows]
+        cls = [classes[i] for i in flows]
+        dem = [demand[i] for i in flows]
+        if weights is not None:
+            fair = shared_rates(dem, paths, [caps[x] for x in links], weights=weights, classes=cls)
+        else:
+            key = tuple((i, phase[i]) for i in flows)
+            fair = seen.get(key)
+            if fair is None:
+                if not general and all(len(p) == 1 for p in paths) and len(links) == 1:
+                    fair = water_fill(dem, caps[links[0]])
+                else:
+                    fair = shared_rates(dem, paths, [caps[x] for x in links], classes=cls)
+                seen[key] = fair
+        for i, r in zip(flows, fair, strict=True):
+            got[i] = max(r, _EPS) if general else r  # a starved class: no 0-division
+
+    def components(start: set[int]) -> list[tuple[list[int], list[int]]]:
+        """The sending jobs of ``start`` that cross a full link, split into sets
+        connected through full links, each with its full links (sorted)."""
+        out, done = [], set()
+        for s in sorted(start):
+            if s in done or not any(x in over for x in links_of[s]):
+                continue
+            flows, links, todo = [], set(), [s]
+            done.add(s)
+            while todo:
+                i = todo.pop()
+                flows.append(i)
+                for x in links_of[i]:
+                    if x in over and x not in links:
+                        links.add(x)
+                        for j in members[x]:
+                            if j not in done:
+                                done.add(j)
+                                todo.append(j)
+            out.append((sorted(flows), sorted(links)))
+        return out
+
+    def resolve() -> None:
+        """Bring loads, full links and rates up to date after ``changed``."""
+        touched = {x for i in changed for x in links_of[i]}
+        reach: set[int] = set()  # links a rate change can travel through
+        for x in touched:
+            load = sum(demand[i] for i in members[x])
+            if x in over:
+                reach.add(x)
+            if load > over_cap[x]:
+                over.add(x)
+                reach.add(x)
+            else:
+                over.discard(x)
+            if members[x]:
+                used.add(x)
+            else:
+                used.discard(x)
+        hit = {i for i in changed if mode[i] == _SEND}
+        todo = list(reach)
+        while todo:
+            x = todo.pop()
+            for i in members[x]:
+                if i not in hit:
+                    hit.add(i)
+                    todo.extend(y for y in links_of[i] if y in over and y not in reach)
+                    reach.update(y for y in links_of[i] if y in over)
+        for i in hit:
+            got[i] = demand[i]
+        for flows, links in components(hit):
+            solve(flows, links, None)
+        for x in touched.union(*(links_of[i] for i in hit)):
+            flow[x] = sum(got[i] for i in members[x])
+        changed.clear()
+
+    def resolve_mltcp() -> float:
+        """Every rate under MLTCP weights (they change as bytes go out); the longest
+        step (s) before they must be solved again."""
+        if changed:
+            touched = {x for i in changed for x in links_of[i]}
+            for x in touched:
+                if sum(demand[i] for i in members[x]) > over_cap[x]:
+                    over.add(x)
+                else:
+                    over.discard(x)
+                if members[x]:
+                    used.add(x)
+                else:
+                    used.discard(x)
+            changed.clear()
+        step = math.inf
+        sending = [i for i in rng if mode[i] == _SEND]
+        for i in sending:
+            got[i] = demand[i]
+        for flows, links in components(set(sending)):
+            weights = [
+                mltcp_weight(
+                    sent_before[i][phase[i]] + bits[i][phase[i]] - remaining[i],
+                    per_iteration[i],
+                    mltcp,
+                )
+                for i in flows
+            ]
+            solve(flows, links, weights)
+            for i in flows:
+                s = per_iteration[i] / MLTCP_STEPS / got[i]
+                if s < step:
+                    step = s
+        for x in used:
+            flow[x] = sum(got[i] for i in members[x])
+        return step
+
     t, events = 0.0, 0
     rng = range(n)
     while t < horizon_s:
         events += 1
         if events > max_events:
             raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
-        active = [i for i in rng if mode[i] == _SEND]
-        demand = [peak[i][phase[i]] for i in active]
-        load: dict[int, float] = {}
-        for k, i in enumerate(active):
-            d = demand[k]
-            for link in links_of[i]:
-                load[link] = load.get(link, 0.0) + d
-        over = [link for link, x in load.items() if x > over_cap[link]]
-        got = demand
         step = math.inf
-        if over:
-            over.sort()
-            full = {link: c for c, link in enumerate(over)}
-            held = [k for k, i in enumerate(active) if any(x in full for x in links_of[i])]
-            got = list(demand)
-            if general:
-                fl = [active[k] for k in held]
-                paths = [[full[x] for x in links_of[i] if x in full] for i in fl]
-                cap_full = [caps[x] for x in over]
-                cls = [classes[i] for i in fl]
-                if mltcp is None:
-                    key = tuple((i, phase[i]) for i in fl)
-                    fair = seen.get(key)
-                    if fair is None:
-                        fair = seen[key] = shared_rates(
-                            [demand[k] for k in held], paths, cap_full, classes=cls
-                        )
-                    for k, r in zip(held, fair, strict=True):
-                        got[k] = max(r, _EPS)  # a starved class: no 0-division later
-                else:
-                    weights = [
-                        mltcp_weight(
-                            sent_before[i][phase[i]] + bits[i][phase[i]] - remaining[i],
-                            per_iteration[i],
-                            mltcp,
-                        )
-                        for i in fl
-                    ]
-                    fair = shared_rates(
-                        [demand[k] for k in held], paths, cap_full, weights=weights, classes=cls
-                    )
-                    for k, r in zip(held, fair, strict=True):
-                        got[k] = r = max(r, _EPS)
-                        s = per_iteration[active[k]] / MLTCP_STEPS / r
-                        if s < step:
-                            step = s
-            else:
-                meets = [[x for x in links_of[active[k]] if x in full] for k in held]
-                if all(len(m) == 1 for m in meets):  # independent links: fill each
-                    by_link: dict[int, list[int]] = {}
-                    for k, m in zip(held, meets, strict=True):
-                        by_link.setdefault(m[0], []).append(k)
-                    for link, fs in by_link.items():
-                        key = (link, *((active[k], phase[active[k]]) for k in fs))
-                        fair = seen.get(key)
-                        if fair is None:
-                            fair = seen[key] = water_fill([demand[k] for k in fs], caps[link])
-                        for k, r in zip(fs, fair, strict=True):
-                            got[k] = r
-                else:
-                    key = tuple((active[k], phase[active[k]]) for k in held)
-                    fair = seen.get(key)
-                    if fair is None:
-                        fair = seen[key] = shared_rates(
-                            [demand[k] for k in held],
-                            [[full[x] for x in m] for m in meets],
-                            [caps[x] for x in over],
-                        )
-                    for k, r in zip(held, fair, strict=True):
-                        got[k] = r
+        if mltcp is not None:
+            step = resolve_mltcp()
+        elif changed:
+            resolve()
         dt = horizon_s - t
-        for k, i in enumerate(active):
-            x = remaining[i] / got[k]
-            if x < dt:
-                dt = x
         for i in rng:
             m = mode[i]
-            if m == _WAIT:
+            if m == _SEND:
+                x = remaining[i] / got[i]
+            elif m == _WAIT:
                 x = until[i] - t
-                if x < dt:
-                    dt = x
-            elif m == _GAP and remaining[i] < dt:
-                dt = remaining[i]
+            else:
+                x = remaining[i]
+            if x < dt:
+                dt = x
         if step < dt:
             dt = step
         if dt < 0.0:
             dt = 0.0
         if on_step is not None and dt > 0:
-            on_step(t, dt, np.array(active, int), np.array(got, float))
-        if active:
-            if over:
-                flow: dict[int, float] = {}
-                for k, i in enumerate(active):
-                    g = got[k]
-                    for link in links_of[i]:
-                        flow[link] = flow.get(link, 0.0) + g
-            else:
-                flow = load
+            active = [i for i in rng if mode[i] == _SEND]
+            on_step(t, dt, np.array(active, int), np.array([got[i] for i in active], float))
+        if used:
             lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
             if hi > lo:
                 w = hi - lo
-                for link in over:
-                    excess[link] += w
-                for link, x in flow.items():
-                    carried[link] += x * w
+                for x in over:
+                    excess[x] += w
+                for x in used:
+                    carried[x] += flow[x] * w
             if look_for_cycle:
-                log.append(("step", t, t + dt, over, flow))
+                log.append(("step", t, t + dt, tuple(over), [(x, flow[x]) for x in used]))
         t += dt
         if t >= horizon_s:
             break
-        for k, i in enumerate(active):
-            remaining[i] -= got[k] * dt
         mark = False
         for i in rng:
             m = mode[i]
@@ -281,17 +344,20 @@ def run_events(
                 remaining[i] -= dt
                 if remaining[i] <= _EPS:
                     if n_phases[i]:
-                        mode[i], remaining[i] = _SEND, bits[i][phase[i]]
+                        start_sending(i)
                     else:
                         end_iteration(i, t)
                         mark = mark or (i == 0 and mode[0] == _GAP)
-            elif remaining[i] <= 1e-9 * bits[i][phase[i]]:
-                if phase[i] + 1 < n_phases[i]:
-                    phase[i] += 1
-                    mode[i], remaining[i] = _GAP, gaps[i][phase[i]]
-                else:
-                    end_iteration(i, t)
-                    mark = mark or (i == 0 and mode[0] == _GAP)
+            else:
+                remaining[i] -= got[i] * dt
+                if remaining[i] <= 1e-9 * bits[i][phase[i]]:
+                    stop_sending(i)
+                    if phase[i] + 1 < n_phases[i]:
+                        phase[i] += 1
+                        mode[i], remaining[i] = _GAP, gaps[i][phase[i]]
+                    else:
+                        end_iteration(i, t)
+                        mark = mark or (i == 0 and mode[0] == _GAP)
         if not (look_for_cycle and mark):
             continue
         state = _state(t, mode, until, remaining, phase, slot, anchors, grids, start_of)
@@ -382,7 +448,7 @@ def _replay(
                 w = hi - lo
                 for link in over:
                     excess[link] += w
-                for link, x in flow.items():
+                for link, x in flow:
                     carried[link] += x * w
         elif entry[2] + shift >= warmup_s:
             (times if entry[0] == "it" else busy)[entry[1]].append(entry[3])
