@@ -160,22 +160,28 @@ def run_events(
     members: list[set[int]] = [set() for _ in range(n_links)]  # sending jobs per link
     demand = [0.0] * n  # bits/s wanted by each sending job
     got = [0.0] * n  # bits/s each sending job gets
-    flow = [0.0] * n_links  # bits/s each link carries
+    load = [0.0] * n_links  # bits/s wanted on each link
+    sent = [0.0] * n  # bits each job sent inside the window (carried bits add these up)
     over: set[int] = set()  # links whose demand exceeds their capacity
-    used: set[int] = set()  # links with a sending job
+    sending: set[int] = set()
     changed: list[int] = []  # jobs that started or stopped sending since the last solve
 
     def start_sending(i: int) -> None:
         mode[i], remaining[i] = _SEND, bits[i][phase[i]]
-        demand[i] = got[i] = peak[i][phase[i]]
+        demand[i] = got[i] = d = peak[i][phase[i]]
         for link in links_of[i]:
             members[link].add(i)
+            load[link] += d
+        sending.add(i)
         changed.append(i)
 
     def stop_sending(i: int) -> None:
+        d = demand[i]
         got[i] = demand[i] = 0.0
         for link in links_of[i]:
             members[link].discard(i)
+            load[link] = load[link] - d if members[link] else 0.0
+        sending.discard(i)
         changed.append(i)
 
     def solve(flows: list[int], links: list[int], weights: list[float] | None) -> None:
@@ -225,18 +231,13 @@ def run_events(
         touched = {x for i in changed for x in links_of[i]}
         reach: set[int] = set()  # links a rate change can travel through
         for x in touched:
-            load = sum(demand[i] for i in members[x])
             if x in over:
                 reach.add(x)
-            if load > over_cap[x]:
+            if load[x] > over_cap[x]:
                 over.add(x)
                 reach.add(x)
             else:
                 over.discard(x)
-            if members[x]:
-                used.add(x)
-            else:
-                used.discard(x)
         hit = {i for i in changed if mode[i] == _SEND}
         todo = list(reach)
         while todo:
@@ -250,8 +251,6 @@ def run_events(
             got[i] = demand[i]
         for flows, links in components(hit):
             solve(flows, links, None)
-        for x in touched.union(*(links_of[i] for i in hit)):
-            flow[x] = sum(got[i] for i in members[x])
         changed.clear()
 
     def resolve_mltcp() -> float:
@@ -260,20 +259,15 @@ def run_events(
         if changed:
             touched = {x for i in changed for x in links_of[i]}
             for x in touched:
-                if sum(demand[i] for i in members[x]) > over_cap[x]:
+                if load[x] > over_cap[x]:
                     over.add(x)
                 else:
                     over.discard(x)
-                if members[x]:
-                    used.add(x)
-                else:
-                    used.discard(x)
             changed.clear()
         step = math.inf
-        sending = [i for i in rng if mode[i] == _SEND]
         for i in sending:
             got[i] = demand[i]
-        for flows, links in components(set(sending)):
+        for flows, links in components(sending):
             weights = [
                 mltcp_weight(
                     sent_before[i][phase[i]] + bits[i][phase[i]] - remaining[i],
@@ -287,8 +281,6 @@ def run_events(
                 s = per_iteration[i] / MLTCP_STEPS / got[i]
                 if s < step:
                     step = s
-        for x in used:
-            flow[x] = sum(got[i] for i in members[x])
         return step
 
     t, events = 0.0, 0
@@ -320,16 +312,16 @@ def run_events(
         if on_step is not None and dt > 0:
             active = [i for i in rng if mode[i] == _SEND]
             on_step(t, dt, np.array(active, int), np.array([got[i] for i in active], float))
-        if used:
+        if sending:
             lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
             if hi > lo:
                 w = hi - lo
                 for x in over:
                     excess[x] += w
-                for x in used:
-                    carried[x] += flow[x] * w
+                for i in sending:
+                    sent[i] += got[i] * w
             if look_for_cycle:
-                log.append(("step", t, t + dt, tuple(over), [(x, flow[x]) for x in used]))
+                log.append(("step", t, t + dt, tuple(over), [(i, got[i]) for i in sending]))
         t += dt
         if t >= horizon_s:
             break
@@ -381,7 +373,7 @@ def run_events(
         cycle = log[at:]
         for c in range(1, copies + 1):
             # copy c of [t0, t) lands on [t0 + c P, t + c P)
-            _replay(cycle, c * period, warmup_s, horizon_s, times, busy, excess, carried)
+            _replay(cycle, c * period, warmup_s, horizon_s, times, busy, excess, sent)
         jump = copies * period
         t += jump
         skipped += jump
@@ -394,6 +386,9 @@ def run_events(
                 slot[i] += round(jump / grids[i])
         look_for_cycle = False
         log.clear()
+    for i in rng:
+        for x in links_of[i]:
+            carried[x] += sent[i]
     return LoopResult(times, busy, excess, carried, events, skipped)
 
 
@@ -437,18 +432,18 @@ def _replay(
     times: list[list[float]],
     busy: list[list[float]],
     excess: list[float],
-    carried: list[float],
+    sent: list[float],
 ) -> None:
     """Add what one cycle recorded, moved ``shift`` seconds later."""
     for entry in cycle:
         if entry[0] == "step":
-            _, a, b, over, flow = entry
+            _, a, b, over, rates = entry
             lo, hi = max(a + shift, warmup_s), min(b + shift, horizon_s)
             if hi > lo:
                 w = hi - lo
                 for link in over:
                     excess[link] += w
-                for link, x in flow:
-                    carried[link] += x * w
+                for i, r in rates:
+                    sent[i] += r * w
         elif entry[2] + shift >= warmup_s:
             (times if entry[0] == "it" else busy)[entry[1]].append(entry[3])
