@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cassini.profile import JobProfile, Phase
-from cassini.sim.flowloop import water_fill
+from cassini.sim.flowloop import max_min_links, water_fill
 from cassini.sim.network import FlowJob, NetworkResult, simulate, simulate_reference
+from cassini.sim.parts.sharing import shared_rates
 from mltcp.policy import MltcpParams
 
 LINKS = ("l0", "l1", "l2")
@@ -94,3 +95,24 @@ def test_skipping_jumps_over_a_held_steady_state() -> None:
 def test_water_fill_is_max_min_on_one_link() -> None:
     assert water_fill([10.0, 10.0, 2.0], 12.0) == [5.0, 5.0, 2.0]
     assert water_fill([1.0, 2.0], 12.0) == [1.0, 2.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    flows=st.lists(
+        st.tuples(
+            st.floats(1e8, 2e10),
+            st.sets(st.integers(0, 3), min_size=1, max_size=3),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    caps=st.lists(st.floats(1e9, 3e10), min_size=4, max_size=4),
+)
+def test_max_min_links_is_progressive_filling(flows, caps) -> None:
+    """The fast max-min solver gives shared_rates' (unweighted) rates."""
+    demand = [d for d, _ in flows]
+    paths = [sorted(p) for _, p in flows]
+    assert max_min_links(demand, paths, caps) == pytest.approx(
+        shared_rates(demand, paths, caps), rel=1e-7
+    )
