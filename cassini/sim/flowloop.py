@@ -117,7 +117,8 @@ def max_min_links(
             rate[f] = low
             left -= 1
             for x in paths[f]:
-                rem[x] = max(0.0, rem[x] - low)
+                r = rem[x] - low
+                rem[x] = r if r > 0.0 else 0.0
                 users[x] -= 1
     return rate
 
