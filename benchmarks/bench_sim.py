@@ -121,7 +121,7 @@ def main() -> None:
     print(f"{len(jobs)} jobs on {cfg.cluster.gpus} GPUs, load {poisson.get('load')}")
     print(
         f"{'scheduler':<22} {'wall s':>7} {'cpu s':>7} {'/target':>7} {'/ideal':>7} "
-        f"{'ref/cpu':>7} {'groups':>6} {'events':>9} {'ev/s':>7} {'skip':>5} "
+        f"{'ref/cpu':>7} {'groups':>6} {'events':>9} {'ev/s':>7} {'skip':>6} "
         f"{'mean x':>6} {'p99 x':>6}"
     )
     for name, r in rows.items():
@@ -133,7 +133,7 @@ def main() -> None:
                 f"{label:<22} {row['wall_s']:>7.1f} {row['cpu_s']:>7.1f} "
                 f"{row['wall_s'] / target:>7.2f} {rel} {vs:>7} {row['network_evaluations']:>6} "
                 f"{row['network_events']:>9} {row['events_per_s']:>7.0f} "
-                f"{row['skipped_share']:>5.0%} {row['mean_slowdown']:>6.3f} "
+                f"{row['skipped_share']:>6.1%} {row['mean_slowdown']:>6.3f} "
                 f"{row['p99_slowdown']:>6.3f}"
             )
     slow = [n for n, r in rows.items() if r["wall_s"] > target]
