@@ -33,14 +33,12 @@ import numpy as np
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.sim.flowloop import MLTCP_STEPS, run_events
 from cassini.sim.parts.sharing import mltcp_weight, shared_rates
 from mltcp.policy import MltcpParams
 
 _EPS = 1e-12
 _WAIT, _GAP, _SEND = 0, 1, 2  # what a job is doing
-#: under MLTCP sharing, rates are re-solved at least this many times per iteration's
-#: bytes of every flow on a full link (F changes as the bytes go out)
-MLTCP_STEPS = 20
 
 
 @dataclass(frozen=True)
@@ -116,6 +114,8 @@ class NetworkResult:
     leaves out waiting for a slot.
     ``excess_s``: per link, seconds during which the summed demand of the flows on it
     exceeded its capacity.  ``carried_bits``: per link, bits carried in the window.
+    ``events``: events stepped through; ``skipped_s``: simulated seconds jumped over
+    (steady-state skipping).
     """
 
     iteration_times_s: dict[str, tuple[float, ...]]
@@ -124,6 +124,7 @@ class NetworkResult:
     carried_bits: dict[str, float]
     window_s: float
     events: int
+    skipped_s: float = 0.0
 
     def mean_iteration_time_s(self, job_id: str) -> float:
         times = self.iteration_times_s[job_id]
@@ -214,6 +215,7 @@ def simulate(
     max_events: int = 2_000_000,
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
+    skip: bool = True,
 ) -> NetworkResult:
     """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
 
@@ -232,15 +234,53 @@ def simulate(
     on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
         every step of the whole window: the indices (into ``jobs``) of the jobs sending
         from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
+        With an observer no time is skipped.
+    skip : jump over whole cycles once the group's state repeats (steady-state
+        skipping, :mod:`cassini.sim.flowloop`); False steps through every event.
 
     Returns
     -------
-    NetworkResult
+    NetworkResult (``skipped_s``: simulated seconds jumped over)
 
     Raises
     ------
     InputError for a path naming an unknown link, a duplicate job id, or a bad window.
+
+    The event loop is :func:`cassini.sim.flowloop.run_events` (plain Python floats);
+    :func:`simulate_reference` is the original numpy loop, kept as its reference.
     """
+    link_ids, index, caps = _links(jobs, capacity_bps, horizon_s, warmup_s)
+    out = run_events(
+        [cycle_of(j.profile) for j in jobs],
+        [[index[link] for link in j.path] for j in jobs],
+        caps,
+        [j.anchor_s for j in jobs],
+        [j.grid_period_s for j in jobs],
+        [j.priority for j in jobs],
+        horizon_s=horizon_s,
+        warmup_s=warmup_s,
+        tolerance=tolerance,
+        max_events=max_events,
+        mltcp=mltcp,
+        on_step=on_step,
+        skip=skip,
+    )
+    return NetworkResult(
+        iteration_times_s={j.job_id: tuple(out.times[i]) for i, j in enumerate(jobs)},
+        busy_s={j.job_id: tuple(out.busy[i]) for i, j in enumerate(jobs)},
+        excess_s={link: float(out.excess[index[link]]) for link in link_ids},
+        carried_bits={link: float(out.carried[index[link]]) for link in link_ids},
+        window_s=horizon_s - warmup_s,
+        events=out.events,
+        skipped_s=out.skipped_s,
+    )
+
+
+def _links(
+    jobs: Sequence[FlowJob], capacity_bps: Mapping[str, float], horizon_s: float, warmup_s: float
+) -> tuple[list[str], dict[str, int], list[float]]:
+    """Check the inputs; the links the paths name (sorted), their indices and
+    capacities (bits/s)."""
     if not (horizon_s > 0 and 0 <= warmup_s < horizon_s):
         raise InputError(
             "horizon_s", f"need 0 <= warmup_s < horizon_s, got {warmup_s}, {horizon_s}"
@@ -253,7 +293,24 @@ def simulate(
     caps = [float(capacity_bps[link]) for link in link_ids]
     if len({j.job_id for j in jobs}) != len(jobs):
         raise InputError("jobs", "duplicate job id")
+    return link_ids, index, caps
 
+
+def simulate_reference(
+    jobs: Sequence[FlowJob],
+    capacity_bps: Mapping[str, float],
+    *,
+    horizon_s: float,
+    warmup_s: float = 0.0,
+    tolerance: float = 0.05,
+    max_events: int = 2_000_000,
+    mltcp: MltcpParams | None = None,
+    on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
+) -> NetworkResult:
+    """:func:`simulate` as first written: a numpy step per event, no skipping.  The
+    reference the fast loop is tested against (and timed against in
+    ``benchmarks/bench_sim.py``)."""
+    link_ids, index, caps = _links(jobs, capacity_bps, horizon_s, warmup_s)
     cycles = [cycle_of(j.profile) for j in jobs]
     n, n_links = len(jobs), len(caps)
     width = max(1, max((len(c.bits) for c in cycles), default=1))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,8 +240,7 @@ def write_report(
         )
     end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
     util = {
-        name: utilisation(r, cfg.cluster, run.library, end_s=end)
-        for name, r in run.results.items()
+        name: utilisation(r, cfg.cluster, run.library, end_s=end) for name, r in run.results.items()
     }
     link = timeline_link or most_congested_link(cfg, run)
     how = "given with --timeline-link" if timeline_link else "the most congested"
@@ -308,7 +308,60 @@ def _html(cfg: SimConfig, data: Mapping[str, Any], out_dir: Path) -> Path:
     )
 
 
+class ProgressBar:
+    """A one-line progress bar on stderr: jobs done of total, the simulated time reached
+    (when ``clock`` gives it, seconds) and an ETA from the pace so far.  Silent for the
+    first ``after_s`` seconds of wall time (short runs print nothing); redrawn at most
+    every ``every_s`` seconds; a final line at the end."""
+
+    def __init__(
+        self,
+        name: str,
+        clock: Callable[[], float] | None = None,
+        *,
+        after_s: float = 2.0,
+        every_s: float = 0.5,
+        width: int = 24,
+    ) -> None:
+        self.name, self.clock = name, clock
+        self.after_s, self.every_s, self.width = after_s, every_s, width
+        self.start = time.perf_counter()
+        self.shown = -math.inf
+        self.drawn = False
+
+    def line(self, done: int, total: int) -> str:
+        """The bar's text for ``done`` of ``total`` jobs."""
+        elapsed = time.perf_counter() - self.start
+        frac = done / total if total else 1.0
+        filled = int(round(frac * self.width))
+        eta = elapsed * (1 - frac) / frac if frac > 0 else math.inf
+        eta_text = f"{eta:5.0f} s" if math.isfinite(eta) else "    ? s"
+        sim = f" sim {self.clock():9.0f} s" if self.clock is not None else ""
+        return (
+            f"  {self.name:<16} [{'#' * filled}{'.' * (self.width - filled)}] "
+            f"{done}/{total} jobs{sim}  {elapsed:5.0f} s, ETA {eta_text}"
+        )
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        final = done >= total
+        if now - self.start < self.after_s and not (final and self.drawn):
+            return
+        if not final and now - self.shown < self.every_s:
+            return
+        self.shown, self.drawn = now, True
+        end = "\n" if final else ""
+        print(f"\r{self.line(done, total)}", end=end, file=sys.stderr, flush=True)
+
+
+_bars: dict[str, ProgressBar] = {}
+
+
 def stderr_progress(name: str, done: int, total: int) -> None:
-    step = max(1, total // 10)
-    if done % step == 0 or done == total:
-        print(f"  {name}: {done}/{total} jobs finished", file=sys.stderr, flush=True)
+    """Progress of the scheduler ``name`` as a :class:`ProgressBar` on stderr."""
+    bar = _bars.get(name)
+    if bar is None or done == 0:
+        bar = _bars[name] = ProgressBar(name)
+    bar(done, total)
+    if done >= total:
+        _bars.pop(name, None)
