@@ -72,8 +72,9 @@ def _rank(rank: int, port: int, env: dict, out: str) -> None:
         starts.append(time.time())
         dist.all_reduce(torch.ones(4))  # the job's ranks stay in step, as in training
         if rank == 0:
-            with open(f"{out}.progress", "w") as f:
+            with open(f"{out}.progress.tmp", "w") as f:
                 f.write(str(i + 1))
+            os.replace(f"{out}.progress.tmp", f"{out}.progress")  # whole, never half-written
     shift.close()
     with open(f"{out}.{rank}", "w") as f:
         json.dump({"starts": starts, **shift.status()}, f)
@@ -109,7 +110,9 @@ def test_both_ranks_move_to_a_changed_shift_within_n_plus_1_iterations(served, t
     deadline = time.monotonic() + 60
     progress = tmp_path / "rank.progress"
     while time.monotonic() < deadline and job.is_alive():
-        if progress.exists() and progress.read_text().strip() and int(progress.read_text()) >= 20:
+        # read once (rank 0 replaces the file every iteration)
+        text = progress.read_text().strip() if progress.exists() else ""
+        if text and int(text) >= 20:
             break
         time.sleep(0.02)
     changed_at = time.time()
