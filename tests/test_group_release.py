@@ -124,3 +124,48 @@ def test_every_rank_runs_free_together_within_two_iterations(
     assert len(set(freed_at)) == 1 and freed_at[0] is not None
     assert freed_at[0] - notice_at <= (2 if ahead else 1)
     assert all(a.released_by_partner for a in agents)
+
+
+class _Channel:
+    """A release channel in memory (the testbed's board or the service, for the test)."""
+
+    def __init__(self, job_id: str, partners: set[str]) -> None:
+        self.job_id, self.partners = job_id, frozenset(partners)
+        self.board: set[str] = set()
+        self.reports: list[str] = []
+
+    def released(self) -> set[str]:
+        return set(self.board)
+
+    def report(self, reason: str) -> None:
+        self.reports.append(reason)
+        self.board.add(self.job_id)
+
+
+def test_timeshift_reads_the_channel_before_every_iteration() -> None:
+    """cassini.torch.TimeShift (one rank): a partner on the channel frees the job at the
+    next iteration; the job's own release is reported once."""
+    from cassini.torch.timeshift import ShiftSettings, TimeShift
+
+    clock = FakeClock()
+    settings = ShiftSettings(True, 0.02, 0.1, 100.0)
+    channel = _Channel("b", {"a"})
+    shift = TimeShift(settings, channel=channel, clock=clock, sleep=clock.sleep)
+    for _ in range(3):
+        shift.wait()
+        clock.t += 0.05
+    assert shift.enabled
+    channel.board.add("a")
+    before = clock.t
+    shift.wait()
+    assert not shift.enabled and clock.t == before  # ran free at once
+    assert channel.reports == []  # released with its group: nothing to report
+
+    slow = _Channel("a", {"b"})
+    clock2 = FakeClock()
+    shift2 = TimeShift(settings, channel=slow, clock=clock2, sleep=clock2.sleep)
+    for _ in range(40):
+        shift2.wait()
+        clock2.t += 0.15  # cannot hold a 100 ms period
+    assert not shift2.enabled and len(slow.reports) == 1
+    assert "missed its slot" in slow.reports[0]
