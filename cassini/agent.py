@@ -32,6 +32,15 @@ waiting, no skips), as if it had no time-shift, and says why (``release_reason``
 Releasing costs at most what the shift was meant to save; holding a job that cannot keep
 pace costs a skipped period every few iterations.
 
+Group release.  The simulator releases a held group together: a job held to a slot
+against a partner that now runs free waits for nothing.  :meth:`TimeShiftAgent.request_release`
+asks the planner to release the job at its next decision (a ``by_partner`` release, which
+every rank adopts like its own); :class:`GroupRelease` says when: once a partner (or the
+job itself, released by hand) is on the caller's list of released jobs, and once, when the
+job released itself, that the caller must report it.  The caller does the I/O: the
+``cassini serve`` registry (``cassini.torch``) or the testbed's release board
+(``testbed.releaseboard``).
+
 Pure: the clock and sleep are injectable; no I/O.
 """
 
@@ -39,7 +48,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -47,21 +56,26 @@ from dataclasses import dataclass, field
 class SlotDecision:
     """The planner's decision for one iteration: start at ``target_s`` (wall clock,
     seconds), which is slot ``slot``; ``realigned`` when that skipped slots; ``released``
-    when the job runs free from now on (then ``target_s`` is the planner's now)."""
+    when the job runs free from now on (then ``target_s`` is the planner's now);
+    ``by_partner`` when that release was asked for from outside (its group was released),
+    not decided on the job's own lateness."""
 
     target_s: float
     slot: int
     realigned: bool = False
     released: bool = False
+    by_partner: bool = False
 
     def to_floats(self) -> tuple[float, float, float, float]:
-        """Four floats, for a collective that moves one float64 tensor."""
-        return (self.target_s, float(self.slot), float(self.realigned), float(self.released))
+        """Four floats, for a collective that moves one float64 tensor (released: 0 no,
+        1 on its own lateness, 2 with its group)."""
+        released = 0.0 if not self.released else (2.0 if self.by_partner else 1.0)
+        return (self.target_s, float(self.slot), float(self.realigned), released)
 
     @classmethod
     def from_floats(cls, values: Sequence[float]) -> SlotDecision:
         target, slot, realigned, released = (float(v) for v in values)
-        return cls(target, int(round(slot)), realigned > 0.5, released > 0.5)
+        return cls(target, int(round(slot)), realigned > 0.5, released > 0.5, released > 1.5)
 
 
 Broadcast = Callable[[tuple[float, ...] | None], Sequence[float]]
@@ -93,6 +107,8 @@ class TimeShiftAgent:
     realignments: int = 0
     released: bool = False
     release_reason: str | None = None
+    released_by_partner: bool = False
+    pending_release: str | None = None
     slot: int = 0
     iteration: int = 0
     late_streak: int = 0
@@ -128,11 +144,20 @@ class TimeShiftAgent:
         return self.epoch_s + self.shift_s + k * self.period_s
 
     # -- the planner -------------------------------------------------------------------
+    def request_release(self, reason: str) -> None:
+        """Release the job at the planner's next decision, because its group was released
+        (``reason`` says by whom); every rank adopts it with that decision.  Planner only;
+        a no-op once released or asked."""
+        if not self.released and self.pending_release is None:
+            self.pending_release = reason
+
     def plan(self) -> SlotDecision:
         """Decide the next iteration's start (planner rank only), and apply it."""
         now = self.clock()
         if self.released:
             decision = SlotDecision(now, self.slot, released=True)
+        elif self.pending_release is not None:
+            decision = SlotDecision(now, self.slot, released=True, by_partner=True)
         else:
             decision = self._decide(now)
         self._apply(decision)
@@ -181,11 +206,15 @@ class TimeShiftAgent:
         """Count a re-alignment or release the decision carries (every rank, both modes)."""
         if decision.released and not self.released:
             self.released = True
+            self.released_by_partner = decision.by_partner
             recent = [i for i in self.realigned_at if i > self.iteration - self.window]
-            self.release_reason = (
-                f"missed its slot {len(recent) + 1} times within "
-                f"{self.window} iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
-            )
+            if decision.by_partner:
+                self.release_reason = self.pending_release or "released with its group"
+            else:
+                self.release_reason = (
+                    f"missed its slot {len(recent) + 1} times within {self.window} "
+                    f"iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
+                )
         if decision.realigned:
             self.realignments += 1
             self.realigned_at.append(self.iteration)
@@ -257,6 +286,9 @@ class TimeShiftAgent:
     def _decide_next(self, current: int, late: float) -> SlotDecision:
         """The slot after ``current``, from this iteration's lateness (planner, ahead
         mode)."""
+        if self.pending_release is not None:
+            nxt = current + 1
+            return SlotDecision(self.slot_time(nxt), nxt, released=True, by_partner=True)
         verdict = self._judge(late, self.iteration + 1)
         nxt = current + 1
         if verdict == "hold":
@@ -282,5 +314,44 @@ class TimeShiftAgent:
             "iterations": self.iteration,
             "realignments": self.realignments,
             "released": self.released,
+            "released_by_partner": self.released_by_partner,
             "release_reason": self.release_reason,
         }
+
+
+@dataclass
+class GroupRelease:
+    """One held job's part in releasing its group together (pure; planner rank only).
+
+    ``partners``: the jobs held in the same group (sharing a link with it, or with a job
+    that does).  Each iteration the caller hands :meth:`check` the jobs it knows to be
+    released (from the service's registry or the testbed's release board); a partner
+    among them, or the job itself (released by hand), makes the agent release at its next
+    decision.  :meth:`report_due` is True once, after the job released *itself* (its own
+    lateness), so the caller tells the others; a job released with its group need not.
+    """
+
+    job_id: str
+    partners: frozenset[str]
+    reported: bool = False
+
+    def check(self, agent: TimeShiftAgent, released_jobs: Iterable[str]) -> str | None:
+        """The job that releases this one (a partner, or itself by hand), asking ``agent``
+        to release; None when none is released or the agent already runs free."""
+        if agent.released or agent.pending_release is not None:
+            return None
+        released = set(released_jobs)
+        if self.job_id in released and not self.reported:
+            agent.request_release(f"{self.job_id} released by hand")
+            return self.job_id
+        for partner in sorted(self.partners & released):
+            agent.request_release(f"released with its group: partner {partner} runs free")
+            return partner
+        return None
+
+    def report_due(self, agent: TimeShiftAgent) -> bool:
+        """True once, when the job released itself and the others were not told yet."""
+        if agent.released and not agent.released_by_partner and not self.reported:
+            self.reported = True
+            return True
+        return False

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from cassini.torch.timeshift import ShiftSettings, TimeShift
+from testbed import releaseboard
 from testbed.startgate import worker_ready
 from testbed.workerspec import WorkerSpec
 
@@ -121,7 +122,10 @@ def _start(spec: WorkerSpec) -> TimeShift:
     if spec.period_s:
         settings = ShiftSettings(True, spec.shift_s, spec.period_s, epoch, spec.tolerance_s)
     offset = spec.clock_offset_s  # an injected clock error (seconds)
-    shift = TimeShift(settings, clock=lambda: time.time() + offset)
+    board = None
+    if spec.period_s and spec.release_board and spec.rank == 0:  # the planner rank
+        board = releaseboard.Board(spec.release_board, spec.job_id, spec.partners)
+    shift = TimeShift(settings, channel=board, clock=lambda: time.time() + offset)
     if not shift.enabled:
         wait = epoch + spec.shift_s - time.time()
         if wait > 0:

@@ -22,7 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from cassini.agent import TimeShiftAgent
+from cassini.agent import GroupRelease, TimeShiftAgent
+from testbed import releaseboard
 from testbed.startgate import worker_ready
 from testbed.workerspec import WorkerSpec
 
@@ -125,10 +126,15 @@ def run(spec: WorkerSpec) -> None:
         wait = epoch + spec.shift_s - time.time()
         if wait > 0:
             time.sleep(wait)
+    group = _group_release(spec)
     marker = _iteration_marker(spec)
     with open(spec.out, "w", buffering=1) as out:
         for k in range(spec.iterations):
+            if agent and group and not agent.released:  # a partner released, or by hand
+                group[0].check(agent, group[1].released())
             drift = _agent_wait(agent, rank, n, to_next, from_prev) if agent else 0.0
+            if agent and group and group[0].report_due(agent):
+                group[1].report(agent.release_reason or "released")
             start = time.time()
             compute = spec.compute_s * (1 + rng.uniform(-jitter, jitter))
             time.sleep(max(0.0, compute))
@@ -170,6 +176,14 @@ def tcp_state(sock: socket.socket) -> dict[str, int]:
         "rtt_us": rtt_us,
         "total_retrans": total_retrans,
     }
+
+
+def _group_release(spec: WorkerSpec) -> tuple[GroupRelease, releaseboard.Board] | None:
+    """The planner rank's part in its group's release (None: no board, or not rank 0)."""
+    if not spec.period_s or not spec.release_board or spec.rank != 0:
+        return None
+    board = releaseboard.Board(spec.release_board, spec.job_id, spec.partners)
+    return GroupRelease(spec.job_id, board.partners), board
 
 
 def _agent_wait(

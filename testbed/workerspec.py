@@ -44,6 +44,8 @@ class WorkerSpec:
     shift_s: float = 0.0  # start offset after the epoch (within the period when held)
     period_s: float | None = None  # held by the time-shift agent to this period
     tolerance_s: float | None = None  # agent: re-align once later than this
+    release_board: str | None = None  # held: the run's release board (testbed.releaseboard)
+    partners: tuple[str, ...] = ()  # held: the jobs released together with this one
     clock_offset_s: float = 0.0  # an injected clock error of the job's hosts
     start_gate: str | None = None  # go file with the common epoch (testbed.startgate)
     epoch_s: float | None = None  # a fixed epoch instead of the go file
@@ -71,6 +73,8 @@ class WorkerSpec:
         schema.check_fields(obj, "", required, names[5:])
         if "addrs" in obj:
             obj["addrs"] = tuple(schema.array(obj["addrs"], "addrs"))
+        if "partners" in obj:
+            obj["partners"] = tuple(schema.array(obj["partners"], "partners"))
         return cls(**obj)
 
     @classmethod

@@ -52,7 +52,7 @@ def shift_of(srv, job_id):
     path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/time_shift"
     out = ok_json(call(srv.port, "GET", path))
     assert set(out) == {
-        "job_id", "shift", "shift_s", "period_s", "epoch_s", "reason", "tolerance_s"
+        "job_id", "shift", "shift_s", "period_s", "epoch_s", "reason", "tolerance_s", "released"
     }  # fmt: skip
     assert out["job_id"] == job_id
     return out
@@ -165,6 +165,7 @@ def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
         "epoch_s": EPOCH_S,
         "reason": None,
         "tolerance_s": None,  # an explicit shift: the agent's default tolerance
+        "released": False,
     }
     assert shift_of(served, "a") == out
     body = {"shift_s": 0.01, "period_s": 0.1, "epoch_s": 1000.0}
@@ -173,6 +174,52 @@ def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
     job = {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]}
     ok_json(call(port, "POST", "/v1/jobs", job))
     assert shift_of(served, "a")["period_s"] == 0.1
+
+
+def test_a_released_job_releases_its_held_group(served):
+    """A job that reports its release (PUT shift false) is answered ``released``, and so
+    is its partner on the shared link, which runs free with it; a job sharing no link
+    with them keeps its answer."""
+    port = served.port
+    assert shift_of(served, "b")["shift"] is True and shift_of(served, "b")["released"] is False
+    half_before = shift_of(served, "half")
+    body = {"shift": False, "reason": "the job released itself: missed its slot 3 times"}
+    out = ok_json(call(port, "PUT", "/v1/jobs/a/time_shift", body))
+    assert out["shift"] is False and out["released"] is True
+    b = shift_of(served, "b")
+    assert b["shift"] is False and b["released"] is True
+    assert "released with its group: a runs free" in b["reason"]
+    assert "missed its slot" in b["reason"]
+    assert shift_of(served, "half") == half_before
+    # a held shift again for a: the group is held again
+    ok_json(call(port, "PUT", "/v1/jobs/a/time_shift", {"shift_s": 0.0, "period_s": 0.1}))
+    assert shift_of(served, "b")["shift"] is True
+
+
+def test_the_agent_reports_its_own_release_with_its_token(tmp_path):
+    """cassini.torch's ShiftSource PUTs the release with the token file's bearer token;
+    without the token the service refuses it (and the job keeps running, the error kept)."""
+    from cassini.torch.timeshift import ShiftSource
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cluster_doc()))
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# the scheduler's and the jobs' tokens\n" + "t" * 32 + " jobs\n")
+    srv = start(cluster_file=str(path), workers=1, quiet=True, insecure_writes=False,
+                token_file=str(tokens))
+    try:
+        url = f"http://127.0.0.1:{srv.port}"
+        anonymous = ShiftSource(url, "a")
+        anonymous.report("missed its slot 3 times")
+        assert anonymous.report_error is not None and "401" in anonymous.report_error
+        assert shift_of(srv, "b")["released"] is False
+        source = ShiftSource(url, "a", token_file=str(tokens))
+        source.report("missed its slot 3 times")
+        assert source.report_error is None
+        b = ShiftSource(url, "b").first()
+        assert b.shift is False and "a runs free" in (b.reason or "")
+    finally:
+        srv.stop()
 
 
 @pytest.mark.parametrize(

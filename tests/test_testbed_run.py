@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from cassini.errors import InputError
+from testbed import releaseboard
 from testbed.ddp_worker import torchrun_spec
 from testbed.results import JobDirection
 from testbed.run import load_config
@@ -70,6 +71,22 @@ def test_each_rank_gets_its_jobs_fields_and_the_held_jobs_period(tmp_path):
     assert spec.shift_s == pytest.approx(0.05)  # within the period
     assert spec.compute_s == 0.04 and spec.kind == "synthetic"
     assert WorkerSpec.from_json(spec.to_json()) == spec
+    assert spec.partners == () and spec.release_board == str(tmp_path / "released")
+    assert free.release_board is None and free.partners == ()
+    pair = Schedule({"a": 0.0, "b": 0.05}, {"a": 0.1, "b": 0.1})
+    spec_b = worker_spec(cfg, b, 1, 0, pair, tmp_path / "b0.jsonl", tmp_path / "go")
+    assert spec_b.partners == ("a",)  # released together with the other held job
+    assert WorkerSpec.from_json(spec_b.to_json()) == spec_b
+
+
+def test_release_board_round_trip(tmp_path):
+    board = tmp_path / "released"
+    assert releaseboard.released_jobs(board, ["a", "b"]) == set()
+    releaseboard.announce(board, "a", "missed its slot 3 times")
+    assert releaseboard.released_jobs(board, ["a", "b"]) == {"a"}
+    assert releaseboard.reason(board, "a") == "missed its slot 3 times"
+    assert releaseboard.reason(board, "b") is None
+    assert sorted(p.name for p in board.iterdir()) == ["a"]  # no temporary left
 
 
 def test_torchrun_ranks_get_the_same_spec_type(monkeypatch):

@@ -20,7 +20,7 @@ from cassini.service import k8s
 from cassini.service.cluster import check_nodes, read_job
 from cassini.service.errors import json_bytes
 from cassini.service.service import Service
-from cassini.service.shifts import JobShift
+from cassini.service.shifts import JobShift, answered_shift
 from cassini.service.tasks import AdviseTask, FilterTask, PrioritizeTask, ScoreTask
 
 
@@ -109,6 +109,7 @@ async def get_time_shift(service: Service, call: Call) -> Answer:
         s = JobShift(
             job.job_id, False, 0.0, job.profile.iteration_time_s, "not computed yet; retry"
         )
+    s = answered_shift(s, registry.state(), registry.explicit)
     body = json_bytes(s.to_dict(registry.epoch_s))
     etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
@@ -123,7 +124,7 @@ async def put_time_shift(service: Service, call: Call) -> Answer:
     job = registry.job(call.params["job_id"])
     shift = read_time_shift_put(call.body, job.job_id, registry.epoch_s)
     registry.set_shift(shift)
-    return 200, shift.to_dict(registry.epoch_s)
+    return 200, answered_shift(shift, registry.state(), registry.explicit).to_dict(registry.epoch_s)
 
 
 def read_time_shift_put(obj: Any, job_id: str, default_epoch_s: float) -> JobShift:

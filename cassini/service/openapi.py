@@ -131,6 +131,11 @@ SCHEMAS: dict[str, Any] = {
             "period_s": {**_POS, "description": "seconds; the job's iteration time"},
             "epoch_s": {**_NONNEG, "description": "UNIX seconds slot 0 counts from"},
             "reason": {"type": ["string", "null"]},
+            "released": {
+                "type": "boolean",
+                "description": "true: released by PUT (shift false), the job's own or a job "
+                "of its held group (jobs joined by shared links); it runs free",
+            },
             "tolerance_s": {
                 "type": ["number", "null"],
                 "minimum": 0,
@@ -138,7 +143,7 @@ SCHEMAS: dict[str, Any] = {
                 "re-aligns the job (the advisor's slip tolerance; null: the agent's default)",
             },
         },
-        ["job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"],
+        ["job_id", "shift", "shift_s", "period_s", "epoch_s", "reason", "released"],
     ),
     "TimeShiftPut": {
         **_obj(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+
+import networkx as nx
 
 from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.service.scoring import State
@@ -24,11 +27,13 @@ class JobShift:
     reason: str | None
     tolerance_s: float | None = None
     epoch_s: float | None = None
+    released: bool = False  # runs free because it (or its held group) was released
 
     def to_dict(self, default_epoch_s: float) -> dict[str, Any]:
         """The ``TimeShift`` answer: slot k starts at ``epoch_s + shift_s + k * period_s``."""
         epoch = self.epoch_s if self.epoch_s is not None else default_epoch_s
         return {
+            "released": bool(self.released),
             "job_id": self.job_id,
             "shift": bool(self.shift),
             "shift_s": float(self.shift_s),
@@ -114,3 +119,51 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
         for j, s in shifted.items():
             out[j] = replace(s, tolerance_s=tolerances[j])
     return out
+
+
+_groups_cache: dict[str, Any] = {}  # the held groups of the latest state seen
+
+
+def held_groups(state: State) -> dict[str, frozenset[str]]:
+    """Each job that shares a link: the jobs of its group (itself included), those joined
+    to it by shared links, directly or through other jobs (what the simulator releases
+    together)."""
+    graph = nx.Graph()
+    for jid, job in state.jobs.items():
+        for lid in state.job_links(job):
+            graph.add_edge(("job", jid), ("link", lid))
+    out: dict[str, frozenset[str]] = {}
+    for component in nx.connected_components(graph):
+        jobs = frozenset(name for kind, name in component if kind == "job")
+        if len(jobs) > 1:
+            out.update(dict.fromkeys(jobs, jobs))
+    return out
+
+
+def answered_shift(shift: JobShift, state: State, explicit: Mapping[str, JobShift]) -> JobShift:
+    """The time-shift a job is answered: a job released by PUT (``shift: false``) is
+    ``released``; so is every job of its held group, which runs free with it (the
+    reason names the released partner)."""
+    own = explicit.get(shift.job_id)
+    if own is not None and not own.shift:
+        return replace(shift, released=True)
+    if all(e.shift for e in explicit.values()):
+        return shift  # nothing released: no group to look at
+    if _groups_cache.get("state") is not state:  # the registry keeps one until a change
+        _groups_cache.clear()
+        _groups_cache.update(state=state, groups=held_groups(state))
+    group = _groups_cache["groups"].get(shift.job_id, frozenset())
+    partners = sorted(
+        j for j in group if j != shift.job_id and j in explicit and not explicit[j].shift
+    )
+    if not partners:
+        return shift
+    why = explicit[partners[0]].reason or "released"
+    return replace(
+        shift,
+        shift=False,
+        shift_s=0.0,
+        released=True,
+        tolerance_s=None,
+        reason=f"released with its group: {partners[0]} runs free ({why})",
+    )

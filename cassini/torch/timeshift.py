@@ -15,7 +15,11 @@ or, instead of the three numbers, ``CASSINI_URL`` (a ``cassini serve`` base URL)
 every ``CASSINI_REFRESH_ITERATIONS`` iterations (default 50; 0: never) with
 ``If-None-Match`` (a 304 when nothing changed).  A changed shift, period or epoch, or a
 release, is broadcast to every rank at that iteration and every rank moves to the new
-grid at its next slot, together.  With none of these variables set the job runs free
+grid at its next slot, together.  A job that releases itself (it cannot hold its period)
+says so: rank 0 sends ``PUT {url}/v1/jobs/{id}/time_shift {"shift": false}`` once, with
+the bearer token of ``CASSINI_TOKEN_FILE`` (the first word of its first line that is not
+a comment) when set, and the service answers its partners ``shift: false`` (released with
+its group) at their next re-read.  With none of these variables set the job runs free
 (``TimeShift.enabled`` is False).
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
@@ -31,11 +35,11 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from cassini.agent import SlotDecision, TimeShiftAgent
+from cassini.agent import GroupRelease, SlotDecision, TimeShiftAgent
 
 ENV_SHIFT_S = "CASSINI_SHIFT_S"
 ENV_PERIOD_S = "CASSINI_PERIOD_S"
@@ -45,6 +49,7 @@ ENV_TOLERANCE_S = "CASSINI_TOLERANCE_S"
 ENV_URL = "CASSINI_URL"
 ENV_JOB_ID = "CASSINI_JOB_ID"
 ENV_REFRESH = "CASSINI_REFRESH_ITERATIONS"
+ENV_TOKEN_FILE = "CASSINI_TOKEN_FILE"
 DEFAULT_REFRESH_ITERATIONS = 50
 NUMBERS = (ENV_SHIFT_S, ENV_PERIOD_S, ENV_EPOCH_S)
 SETTINGS_FLOATS = 5  # ShiftSettings.to_floats
@@ -204,15 +209,74 @@ def _settings_of_answer(body: Any, where: str) -> ShiftSettings:
         raise TimeShiftError(f"{ENV_URL}: {where}: {e}") from None
 
 
+class ReleaseChannel(Protocol):
+    """Where a job's planner learns that its group was released, and reports its own
+    release: ``cassini serve``'s registry (:class:`ShiftSource`) or the testbed's release
+    board (``testbed.releaseboard.Board``)."""
+
+    job_id: str
+    partners: frozenset[str]
+
+    def released(self) -> Iterable[str]:
+        """The jobs known to run free (checked before every iteration: keep it cheap)."""
+        ...
+
+    def report(self, reason: str) -> None:
+        """Say that this job released itself (once); must not raise."""
+        ...
+
+
+def read_token(path: str) -> str:
+    """The bearer token of a token file: the first word of its first line that is not
+    blank or a ``#`` comment."""
+    try:
+        text = open(path).read()  # noqa: SIM115 - small file, read once
+    except OSError as e:
+        raise TimeShiftError(f"{ENV_TOKEN_FILE}: cannot read {path}: {e}") from None
+    for line in text.splitlines():
+        words = line.split()
+        if words and not words[0].startswith("#"):
+            return words[0]
+    raise TimeShiftError(f"{ENV_TOKEN_FILE}: {path} holds no token")
+
+
 class ShiftSource:
     """Rank 0's link to ``cassini serve``: the job's time-shift, re-read cheaply (a
-    conditional GET; 304 when unchanged)."""
+    conditional GET; 304 when unchanged), and the report of its own release (a PUT).
+
+    Its partners are the service's business: it answers them ``shift: false`` once this
+    job is released, so :meth:`released` has nothing to add between re-reads."""
 
     def __init__(self, url: str, job_id: str, timeout_s: float = 5.0,
-                 opener: Callable[..., Any] = urllib.request.urlopen) -> None:
+                 opener: Callable[..., Any] = urllib.request.urlopen,
+                 token_file: str | None = None) -> None:
         self.url, self.job_id, self.timeout_s, self.opener = url, job_id, timeout_s, opener
+        self.token_file = token_file
+        self.partners: frozenset[str] = frozenset()
         self.etag: str | None = None
         self.errors = 0  # refreshes that failed (the job kept its grid)
+        self.report_error: str | None = None  # why the release report failed, if it did
+
+    def released(self) -> Iterable[str]:
+        return ()
+
+    def report(self, reason: str) -> None:
+        """``PUT .../time_shift {"shift": false, "reason"}``; a failure is kept in
+        ``report_error`` (the job runs free either way)."""
+        headers = {"Content-Type": "application/json"}
+        try:
+            if self.token_file:
+                headers["Authorization"] = "Bearer " + read_token(self.token_file)
+            body = json.dumps({"shift": False, "reason": f"the job released itself: {reason}"})
+            request = urllib.request.Request(
+                _where(self.url, self.job_id), data=body.encode(), headers=headers, method="PUT"
+            )
+            with self.opener(request, timeout=self.timeout_s) as resp:
+                resp.read()
+        except urllib.error.HTTPError as e:
+            self.report_error = f"answered {e.code}: {_error_text(e)}"
+        except (TimeShiftError, urllib.error.URLError, OSError, ValueError) as e:
+            self.report_error = str(e)
 
     def first(self) -> ShiftSettings:
         settings, self.etag = fetch_settings(self.url, self.job_id, None, self.timeout_s,
@@ -262,7 +326,10 @@ class TimeShift:
     (:meth:`cassini.agent.TimeShiftAgent.step_ahead`), so no rank waits for a message
     between iterations; ``ahead=False`` broadcasts it synchronously at every step.  Extra
     keyword arguments go to :class:`cassini.agent.TimeShiftAgent` (``drift_tolerance``,
-    ``patience``, ``max_realignments``, ``window``, ``clock``, ``sleep``).
+    ``patience``, ``max_realignments``, ``window``, ``clock``, ``sleep``).  ``channel``
+    (rank 0; default the ``cassini serve`` source when there is one) is where the job
+    learns that its group was released and reports its own release
+    (:class:`cassini.agent.GroupRelease`).
     """
 
     def __init__(
@@ -273,6 +340,7 @@ class TimeShift:
         ahead: bool = True,
         source: ShiftSource | None = None,
         refresh_every: int = 0,
+        channel: ReleaseChannel | None = None,
         **agent_options: Any,
     ) -> None:
         self.settings = settings
@@ -280,6 +348,14 @@ class TimeShift:
         self.ahead = ahead
         self.source = source  # rank 0 only
         self.refresh_every = refresh_every  # iterations between re-reads (0: never)
+        if channel is None and isinstance(source, ShiftSource):
+            channel = source
+        self.channel = channel  # rank 0 only
+        self.group_release = (
+            GroupRelease(self.channel.job_id, frozenset(self.channel.partners))
+            if self.channel is not None
+            else None
+        )
         self.changes = 0  # new settings applied since the start
         self._agent_options = agent_options
         self._calls = 0
@@ -353,14 +429,23 @@ class TimeShift:
             self._refresh()
         if self.agent is None:
             return 0.0
+        agent, group, channel = self.agent, self.group_release, self.channel
+        if group is not None and channel is not None and not agent.released:
+            group.check(agent, channel.released())
+        drift = self._step(agent)
+        if group is not None and channel is not None and group.report_due(agent):
+            channel.report(agent.release_reason or "released")
+        return drift
+
+    def _step(self, agent: TimeShiftAgent) -> float:
         if not self._distributed:
-            return self.agent.step()
+            return agent.step()
         planner = self._rank == 0
         sync = lambda values: _broadcast(values, self.group)  # noqa: E731
         if self.ahead:
             ex = self._exchange
-            return self.agent.step_ahead(planner, ex.post, ex.take, first=sync)
-        return self.agent.step(planner, sync)
+            return agent.step_ahead(planner, ex.post, ex.take, first=sync)
+        return agent.step(planner, sync)
 
     def _refresh(self) -> None:
         """Rank 0 re-reads the settings; a change reaches every rank at this same
@@ -401,6 +486,8 @@ class TimeShift:
             out["changes"] = self.changes
         if self.source is not None:
             out["refresh_errors"] = self.source.errors
+            if self.source.report_error:
+                out["release_report_error"] = self.source.report_error
         if self.settings is not None:
             out["source"] = self.settings.source
             if not self.settings.shift:
@@ -415,8 +502,9 @@ def _resolve(env: Mapping[str, str]) -> tuple[ShiftSettings | None, ShiftSource 
     flag = env.get(ENV_SHIFT, "").strip().lower()
     if env.get(ENV_URL) and env.get(ENV_JOB_ID) and flag not in ("0", "false", "no", "off"):
         refresh = refresh_iterations(env)
-        source = ShiftSource(env[ENV_URL], env[ENV_JOB_ID])
-        return source.first(), (source if refresh else None), refresh
+        source = ShiftSource(env[ENV_URL], env[ENV_JOB_ID],
+                             token_file=env.get(ENV_TOKEN_FILE) or None)
+        return source.first(), source, refresh
     return settings_from_env(env), None, 0
 
 
@@ -480,6 +568,7 @@ class _AheadExchange:
 
 
 __all__ = [
+    "ReleaseChannel",
     "ShiftSettings",
     "ShiftSource",
     "SlotDecision",

@@ -25,6 +25,7 @@ from testbed import dscp_jobs, mltcp_jobs, startgate
 from testbed.capture import Capture
 from testbed.iterations import read_log
 from testbed.net import EmulatedCluster, TestbedError
+from testbed.releaseboard import board_for
 from testbed.results import JobResult, SchemeResult
 from testbed.run.config import WORKER_MODULES, RunConfig, SchemeSpec, TestbedJob
 from testbed.run.config import estimated_period_s as _estimated_period
@@ -120,7 +121,15 @@ def worker_spec(
     if schedule.held(job.job_id):
         period = schedule.periods_s[job.job_id]
         tolerance = schedule.tolerances_s.get(job.job_id)
-        spec = replace(spec, period_s=period, shift_s=offset % period, tolerance_s=tolerance)
+        partners = tuple(sorted(j for j in schedule.periods_s if j != job.job_id))
+        spec = replace(
+            spec,
+            period_s=period,
+            shift_s=offset % period,
+            tolerance_s=tolerance,
+            release_board=str(board_for(gate)),
+            partners=partners,
+        )
     return spec
 
 
@@ -162,6 +171,9 @@ class Session:
         for paths in self.logs.values():  # leftovers of an earlier run in this directory
             for path in paths:
                 Path(str(path) + startgate.READY_SUFFIX).unlink(missing_ok=True)
+        board = board_for(self.gate)  # an earlier run's releases must not release this one
+        for job in self.cfg.jobs:
+            (board / job.job_id).unlink(missing_ok=True)
         try:
             self._bring_up()
         except BaseException:
