@@ -15,57 +15,22 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from testbed import fabric as fab
 from testbed import hostlock
+from testbed.host import (
+    TestbedError,
+    allow_congestion_control,
+    check_prerequisites,
+    ensure_bpffs,
+)
+from testbed.host import wait_all as wait_all  # re-exported: testbed.net.wait_all
 from testbed.topo import LinkDirection, Topology
 
 STATE_DIR = Path("/run/testbed")
-ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-
-
-class TestbedError(RuntimeError):
-    """A testbed prerequisite is missing or a setup step failed; the message says which."""
-
-    __test__ = False  # not a pytest test class
-
-
-def check_prerequisites() -> None:
-    """Raise TestbedError naming what is missing (root, Mininet, tc, bridges)."""
-    if os.geteuid() != 0:
-        raise TestbedError("the testbed needs root (network namespaces, tc, bridges)")
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        raise TestbedError(
-            "Mininet is not importable: run `make setup` (Debian's mininet)"
-        ) from None
-    for tool in ("tc", "ip", "mnexec", "ethtool"):
-        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
-            raise TestbedError(f"`{tool}` not found: run `make setup`")
-
-
-def allow_congestion_control(name: str) -> None:
-    """Let non-init namespaces select ``name`` (written from the init namespace)."""
-    available = AVAILABLE_CC.read_text().split()
-    if name not in available:
-        raise TestbedError(
-            f"congestion control {name!r} is not available (have: {' '.join(available)}); "
-            "for MLTCP variants run `mltcp load` first"
-        )
-    allowed = ALLOWED_CC.read_text().split()
-    if name not in allowed:
-        ALLOWED_CC.write_text(" ".join([*allowed, name]))
-
-
-def ensure_bpffs() -> None:
-    if not os.path.ismount("/sys/fs/bpf"):
-        subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=True)
 
 
 class EmulatedCluster:
@@ -401,16 +366,3 @@ def _alive(pid: Any) -> bool:
         return True
     except OSError:
         return False
-
-
-def wait_all(procs: Sequence[subprocess.Popen], timeout_s: float) -> list[int]:
-    """Wait for every process; kill the rest after ``timeout_s``.  Returns exit codes."""
-    deadline = time.time() + timeout_s
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(0.1, deadline - time.time())))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            codes.append(p.wait())
-    return codes

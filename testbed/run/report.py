@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from testbed.net import wait_all
+from testbed.host import wait_all
 from testbed.results import ExperimentResult
 
 Progress = Callable[[str], None]
