@@ -25,6 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cassini import schema
 from cassini.affinity import affinity_graph, time_shifts
 from cassini.circle import LinkSolution, compatibility_score, n_angles
 from cassini.errors import InputError
@@ -55,14 +56,7 @@ class Link:
     capacity_bps: float
 
     def __post_init__(self) -> None:
-        if not (
-            isinstance(self.capacity_bps, int | float)
-            and math.isfinite(self.capacity_bps)
-            and self.capacity_bps > 0
-        ):
-            raise InputError(
-                "capacity_bps", f"must be a finite number > 0, got {self.capacity_bps!r}"
-            )
+        schema.number(self.capacity_bps, "capacity_bps", positive=True)  # the one check
 
 
 @dataclass(frozen=True)

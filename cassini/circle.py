@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cassini import schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
 
@@ -258,8 +259,7 @@ def _checked_jobs(
 ) -> list[JobProfile]:
     """:func:`compatibility_score`'s inputs checked, each error naming its field; the jobs
     sorted by id."""
-    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
-        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    schema.number(capacity_bps, "capacity_bps", positive=True)
     if len(jobs) == 0:
         raise InputError("jobs", "must not be empty")
     if method not in ("auto", "exact", "heuristic"):

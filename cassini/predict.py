@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cassini import schema
 from cassini.circle import LinkSolution
 from cassini.errors import InputError
 from cassini.profile import JobProfile
@@ -74,8 +75,7 @@ def link_time_s(profile: JobProfile, capacity_bps: float) -> float:
     held to a period with room for 2 x 54.9 ms, they touched, ran 70-110 ms and were
     released in 4 of 10 runs.  A slower phase (DDP buckets that the backward pass paces)
     counts only its bits: it can share."""
-    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
-        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    schema.number(capacity_bps, "capacity_bps", positive=True)
     total = 0.0
     for p in profile.phases:
         at_capacity = p.rate_bps * p.duration_s / capacity_bps
@@ -88,8 +88,7 @@ def link_load(profiles: Iterable[JobProfile], capacity_bps: float) -> float:
     """Fraction of the link the jobs need: ``sum_j link_time_s(j) / iteration_time_j``
     (:func:`link_time_s`: their bits at the capacity, phases at line rate for their
     durations; above 1: no rotation can fit them)."""
-    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
-        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    schema.number(capacity_bps, "capacity_bps", positive=True)
     return float(sum(link_time_s(p, capacity_bps) / p.iteration_time_s for p in profiles))
 
 
@@ -237,8 +236,7 @@ def simulate_link(
     time 0.  Iteration times are means over the iterations after the first ``warmup``.
 
     Raises InputError for a bad capacity, iteration count or sharing rule."""
-    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
-        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    schema.number(capacity_bps, "capacity_bps", positive=True)
     if not (isinstance(iterations, int) and isinstance(warmup, int) and 0 <= warmup < iterations):
         raise InputError("iterations", f"need 0 <= warmup < iterations, got {warmup}, {iterations}")
     if sharing not in ("max-min", "proportional"):

@@ -31,6 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from cassini import schema
 from cassini.circle import continuous_score, unified_period
 from cassini.errors import InputError
 from cassini.profile import JobProfile
@@ -63,8 +64,7 @@ def link_slip_tolerances_s(
     ``profiles`` are the held jobs on the link with ``iteration_time_s`` their held
     periods (seconds); ``shifts_s`` their time-shifts (seconds) on those periods.  A job
     alone on the link gets ``limit`` x its period (nothing to meet)."""
-    if not (math.isfinite(capacity_bps) and capacity_bps > 0):
-        raise InputError("capacity_bps", f"must be a finite number > 0, got {capacity_bps!r}")
+    schema.number(capacity_bps, "capacity_bps", positive=True)
     if not (math.isfinite(allowance) and allowance >= 0):
         raise InputError("allowance", f"must be a number >= 0, got {allowance!r}")
     if not (math.isfinite(limit) and 0 < limit < 0.5):
