@@ -7,6 +7,7 @@ where the problem is (``candidates[2].paths.j7[1]``).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,8 +43,8 @@ def number(
     positive: bool = False,
     non_negative: bool = False,
 ) -> float:
-    """A finite JSON number (bools are not numbers), optionally > 0 or >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A finite number (bools are not numbers; numpy's are), optionally > 0 or >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(field, f"must be a number, got {_kind(value)}")
     value = float(value)
     if not math.isfinite(value):

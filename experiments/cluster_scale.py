@@ -38,7 +38,7 @@ from cassini.sim.engine import run as simulate_run
 from cassini.sim.options import SimOptions
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
-from experiments.harness import Experiment, Run, full, option
+from experiments.harness import Experiment, Run, UsageError, full, option
 
 #: (label, scheduler name) rows, in the table's order
 SCHEMES: tuple[tuple[str, str], ...] = (
@@ -313,7 +313,7 @@ def run_scale(run: Run) -> int:
                 sys.executable.split("/")[-1],
                 "-m",
                 "experiments.cluster_scale",
-                *sys.argv[1:],
+                *run.argv,
             ]
         ),
         "models": sorted(library),
@@ -403,7 +403,17 @@ def _json(value: Any) -> Any:
     raise TypeError(f"not JSON: {value!r}")
 
 
-EXPERIMENT = Experiment("cluster_scale", __doc__, run_scale, options=OPTIONS, needs_root=False)
+def check(args: argparse.Namespace) -> None:
+    """Refuse a --setup that names no setup (exit status 2)."""
+    setups = FULL if args.full else SMALL
+    for i in args.setup or ():
+        if not 0 <= i < len(setups):
+            raise UsageError(f"--setup {i}: there are setups 0..{len(setups) - 1}")
+
+
+EXPERIMENT = Experiment(
+    "cluster_scale", __doc__, run_scale, options=OPTIONS, check=check, needs_root=False
+)
 main = EXPERIMENT.main
 
 if __name__ == "__main__":

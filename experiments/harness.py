@@ -17,6 +17,7 @@ docs/extending.md, "Add an experiment".
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,11 +58,13 @@ def iterations(default: int | None, help: str | None = None) -> Option:
 
 @dataclass(frozen=True)
 class Run:
-    """What an experiment's run gets: its parsed ``args`` and its output folder ``out``."""
+    """What an experiment's run gets: its parsed ``args``, its output folder ``out`` and
+    the command-line words ``argv`` they were parsed from."""
 
     args: argparse.Namespace
     out: Path
     results_name: str = "results.json"
+    argv: tuple[str, ...] = ()
 
     @property
     def results_path(self) -> Path:
@@ -110,9 +113,7 @@ class Experiment:
         )
         for opt in self.options:
             ap.add_argument(*opt.flags, **opt.settings)
-        ap.add_argument(
-            "--out", default=None, help=f"output folder (default results/{self.name})"
-        )
+        ap.add_argument("--out", default=None, help=f"output folder (default results/{self.name})")
         return ap
 
     def main(self, argv: list[str] | None = None) -> int:
@@ -128,5 +129,6 @@ class Experiment:
         if needs_root:
             require_root()
         name = self.results_name(args) if callable(self.results_name) else self.results_name
-        code = self.run(Run(args, out_dir(self.name, args.out), name))
+        words = tuple(sys.argv[1:] if argv is None else argv)
+        code = self.run(Run(args, out_dir(self.name, args.out), name, words))
         return 0 if code is None else code

@@ -2,9 +2,9 @@
 
 Traces that record where jobs ran (Philly's machines, Lingjun's worker ``host_ip``,
 PAI's instance ``machine``) give every :class:`~cassini.sim.workload.JobSpec` its
-``hosts``: ``(host name, GPUs on it)`` pairs.  The ``recorded`` scheduler (FIFO by
-arrival, see :mod:`cassini.sim.schedulers`) starts a job once every one of its hosts has
-the GPUs it used there free, and puts it on exactly those hosts; ``recorded+cassini``
+``hosts``: ``(host name, GPUs on it)`` pairs.  The ``recorded`` scheduler (arrival
+order with backfilling, see :mod:`cassini.sim.parts.queue`) starts a job once every one of
+its hosts has the GPUs it used there free, and puts it on exactly those hosts; ``recorded+cassini``
 keeps that placement and lets CASSINI time-shift the job.
 
 Host -> server mapping, by the simulated cluster (:func:`mapping_rule` says which):

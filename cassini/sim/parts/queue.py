@@ -17,6 +17,9 @@ while they fit (a job that does not fit is skipped unless the policy stops the l
   attained first.  The engine does not preempt, so every queued job has attained 0 and
   2D-LAS falls to its tie-break: fewest GPUs first (the job that reaches a given
   attained service last), then arrival.
+* ``recorded`` — a trace's own jobs in arrival order (then job id), each on the hosts its
+  trace names (:mod:`cassini.sim.recorded`); a job whose hosts are busy waits while later
+  ones whose hosts are free start (backfilling).
 """
 
 from __future__ import annotations
@@ -112,7 +115,8 @@ def recorded(
 ) -> list[Decision]:
     """A trace's own order and sizes (arrival order); the engine puts each job on the
     hosts its trace names (:mod:`cassini.sim.recorded`)."""
-    return [Decision(j, j.gpus, j.iterations) for j in sorted(queue, key=lambda j: j.arrival_s)]
+    ranked = sorted(queue, key=lambda j: (j.arrival_s, j.job_id))  # as recorded.host_servers
+    return [Decision(j, j.gpus, j.iterations) for j in ranked]
 
 
 #: name -> policy.  Add one: a function with the signature above and an entry here.
