@@ -25,6 +25,10 @@ def lock_file(tmp_path, monkeypatch):
     path = tmp_path / "host.lock"
     monkeypatch.setattr(hostlock, "LOCK_PATH", path)
     monkeypatch.delenv(hostlock.HOLDER_ENV, raising=False)
+    # this process may hold the real host lock (conftest takes it for the root tests that
+    # ran before): start from "not held" and give the real one back untouched afterwards
+    monkeypatch.setattr(hostlock, "_held", None)
+    monkeypatch.setattr(hostlock, "_depth", 0)
     yield path
     while hostlock.held():
         hostlock.release()
