@@ -5,7 +5,10 @@ Standard library only, so that ``cassini --help`` does not pay for the HTTP stac
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from collections.abc import Callable
+from typing import Any
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -24,6 +27,7 @@ def default_state_path() -> str:
         os.path.expanduser("~"), ".local", "state"
     )
     return os.path.join(base, "cassini", "serve.sqlite")
+
 
 DESCRIPTION = "serve the advisor over HTTP (JSON), with a kube-scheduler extender"
 
@@ -80,54 +84,40 @@ options, a bad cluster file, token file or state file.
 """
 
 
-def _positive_int(text: str) -> int:
+def _parsed(text: str, convert: type, word: str, ok: Callable[[Any], bool], need: str) -> Any:
+    """``convert(text)`` for an option, refused (ArgumentTypeError) unless ``ok``;
+    ``word`` names the type and ``need`` the range in the messages."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+        raise argparse.ArgumentTypeError(f"must be {word}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"must be {need}, got {value if convert is int else text}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _parsed(text, int, "an integer", lambda v: v >= 1, ">= 1")
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {value}")
-    return value
+    return _parsed(text, int, "an integer", lambda v: 0 <= v <= 65535, "in 0..65535")
 
 
 def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
+    return _parsed(
+        text, float, "a number", lambda v: v > 0 and v != math.inf, "a finite number > 0"
+    )
 
 
 def _unit_interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-    return value
+    return _parsed(text, float, "a number", lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 
 
 def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
+    return _parsed(
+        text, float, "a number", lambda v: v >= 0 and v != math.inf, "a finite number >= 0"
+    )
 
 
 def _precision(text: str) -> float:
