@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from helpers.pairs import dumbbell_pair
 
 from testbed import releaseboard, runner
 from testbed.iterations import read_log
@@ -24,20 +25,7 @@ RELEASE_AFTER = 10  # job a's rank 0 has logged this many iterations when it is 
 
 def _config() -> dict:
     job = {"kind": "synthetic", "compute_s": 0.03, "bytes": 300_000, "iterations": ITERATIONS}
-    return {
-        "topology": {
-            "kind": "dumbbell",
-            "pairs": 2,
-            "bottleneck_bps": 200_000_000,
-            "access_bps": 1_000_000_000,
-            "fabric": "fair",
-        },
-        "jobs": [
-            {"id": "a", "hosts": ["h1", "h3"], **job},
-            {"id": "b", "hosts": ["h2", "h4"], **job},
-        ],
-        "schemes": ["baseline"],
-    }
+    return dumbbell_pair(job)
 
 
 def _release_a_by_hand(log, board, done: dict, stop: threading.Event) -> None:

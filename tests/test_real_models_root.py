@@ -7,6 +7,7 @@ prerequisite fails instead of skipping."""
 import numpy as np
 import pytest
 from conftest import require
+from helpers.pairs import dumbbell_pair
 
 from testbed import runner
 from testbed.calibration import load_calibration
@@ -17,20 +18,7 @@ pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
 
 def resnet_pair(iterations: int = 5) -> dict:
     job = {"kind": "model", "model": "resnet50", "iterations": iterations, "nic_bps": 50e9}
-    return {
-        "topology": {
-            "kind": "dumbbell",
-            "pairs": 2,
-            "bottleneck_bps": 200_000_000,
-            "access_bps": 1_000_000_000,
-            "fabric": "fair",
-        },
-        "jobs": [
-            {"id": "a", "hosts": ["h1", "h3"], **job},
-            {"id": "b", "hosts": ["h2", "h4"], **job},
-        ],
-        "schemes": ["baseline"],
-    }
+    return dumbbell_pair(job)
 
 
 def test_resnet50_replay_jobs_all_reduce_real_buckets(tmp_path):
