@@ -146,9 +146,8 @@ class SimResult:
     collisions: int = 0
     #: priority sharing: summed contention-edge weight, and the part cut by each rule
     priority_cut: Mapping[str, float] = field(default_factory=dict)
-    #: network model: simulated seconds of all windows, and the part skipped in steady state
+    #: network model: simulated seconds of all windows
     network_window_s: float = 0.0
-    network_skipped_s: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         """Mean and p99 iteration time (absolute s, and over dedicated), JCT, makespan,
@@ -343,7 +342,6 @@ class Simulation:
             collisions=self.collisions,
             priority_cut=dict(self.priority_cut) if self.scheduler.priority else {},
             network_window_s=self.network_window_s,
-            network_skipped_s=self.network_skipped_s,
         )
 
     def _next_finish(self) -> tuple[float, list[str]]:
@@ -597,9 +595,8 @@ class Simulation:
         return seen
 
     # -- network --------------------------------------------------------------------------
-    #: simulated seconds of all network windows so far, and the part skipped in steady state
+    #: simulated seconds of all network windows so far
     network_window_s: float = 0.0
-    network_skipped_s: float = 0.0
 
     def _evaluate(self, changed: set[str]) -> None:
         """Re-run the network model for every group that holds a changed job."""
@@ -703,7 +700,6 @@ class Simulation:
             self.recorder.window(self.now, tuple(flows), horizon, warmup, result, mltcp)
         self.network_events += result.events
         self.network_window_s += horizon
-        self.network_skipped_s += result.skipped_s
         return result
 
     # -- results --------------------------------------------------------------------------

@@ -1,18 +1,12 @@
-"""The network model's event loop in plain Python floats, with steady-state skipping.
+"""The network model's event loop in plain Python floats.
 
 The groups the simulator hands :func:`cassini.sim.network.simulate` are small (a few
 jobs on a few links), so numpy calls on 2-4-element arrays cost far more than the
 arithmetic; this loop does the same steps as the reference loop
 (:func:`cassini.sim.network.simulate_reference`) on lists, giving the same results up
-to float rounding.
-
-Steady-state skipping: the state of a group (what each job is doing, how far it is into
-it, where its slot grid stands) is recorded whenever the first job starts an iteration.
-When it matches an earlier record to within :data:`MATCH_TOL` of the time between the
-two, the group has entered a cycle of period ``P``; every later stretch of ``P``
-repeats it, so the loop jumps over whole cycles, adding each skipped cycle's iteration
-times, excess-demand time and carried bits as recorded while simulating it (and replays
-the one cycle that straddles the end of the warm-up step by step).  Pure logic: no I/O.
+to float rounding.  It serves observers (``on_step``, for reports) and machines without
+numba; :mod:`cassini.sim.jitloop` is the compiled loop the simulator runs otherwise.
+Pure logic: no I/O.
 """
 
 from __future__ import annotations
@@ -32,15 +26,6 @@ _WAIT, _GAP, _SEND = 0, 1, 2
 #: under MLTCP sharing, rates are re-solved at least this many times per iteration's
 #: bytes of every flow on a full link (F changes as the bytes go out)
 MLTCP_STEPS = 20
-#: two recorded states match when every time and amount differs by at most this
-#: fraction of the candidate cycle's period (times) or of the phase's bits (bits)
-MATCH_TOL = 1e-9
-#: how many earlier states each new one is compared with (cycles of up to this many
-#: iterations of the first job are found)
-HISTORY = 24
-#: groups of more jobs are not searched for cycles (free-running jobs of different
-#: periods in a large group practically never repeat; the search would cost for nothing)
-SKIP_MAX_JOBS = 16
 
 
 @dataclass
@@ -52,7 +37,6 @@ class LoopResult:
     excess: list[float]
     carried: list[float]
     events: int
-    skipped_s: float
 
 
 def water_fill(demand: Sequence[float], capacity: float) -> list[float]:
@@ -137,13 +121,11 @@ def run_events(
     max_events: int,
     mltcp: MltcpParams | None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None,
-    skip: bool = True,
 ) -> LoopResult:
     """Run the fluid model (see :func:`cassini.sim.network.simulate`) over jobs given as
     unrolled ``cycles``, link indices ``links_of``, link capacities ``caps`` (bits/s),
     ``anchors`` (s), slot-grid periods ``grids`` (s, None = free-running) and priority
-    ``classes``.  ``skip`` turns steady-state skipping on (it is off while ``on_step``
-    observes every step)."""
+    ``classes``."""
     n, n_links = len(cycles), len(caps)
     gaps = [list(c.gaps_s) for c in cycles]
     n_phases = [len(c.bits) for c in cycles]
@@ -159,7 +141,6 @@ def run_events(
     per_iteration = [float(sum(c.bits)) for c in cycles]
     general = mltcp is not None or len(set(classes)) > 1
     over_cap = [c * (1 + 1e-9) for c in caps]
-    skip = skip and on_step is None and 0 < n <= SKIP_MAX_JOBS
 
     mode = [_WAIT] * n
     until = [max(0.0, a) for a in anchors]
@@ -172,29 +153,16 @@ def run_events(
     excess = [0.0] * n_links
     carried = [0.0] * n_links
     seen: dict[tuple, list[float]] = {}
-    # steady-state skipping: states at the first job's iteration starts, and what was
-    # recorded since (to repeat it for skipped cycles)
-    marks: list[tuple[float, tuple, int, int]] = []  # (t, state, log length, events)
-    log: list[tuple] = []  # ("it"|"busy", job, start s, value s) | ("step", lo, hi, over, flow)
-    skipped = 0.0
-    look_for_cycle = skip
-
-    def record_iteration(i: int, now: float) -> None:
-        if start_of[i] >= warmup_s:
-            times[i].append(now - start_of[i])
-        if look_for_cycle:
-            log.append(("it", i, start_of[i], now - start_of[i]))
 
     def begin_iteration(i: int, now: float) -> None:
-        record_iteration(i, now)
+        if start_of[i] >= warmup_s:
+            times[i].append(now - start_of[i])
         start_of[i] = now
         mode[i], phase[i], remaining[i] = _GAP, 0, gaps[i][0]
 
     def end_iteration(i: int, now: float) -> None:
         if start_of[i] >= warmup_s:
             busy[i].append(now - start_of[i])
-        if look_for_cycle:
-            log.append(("busy", i, start_of[i], now - start_of[i]))
         grid = grids[i]
         if grid is None:
             begin_iteration(i, now)
@@ -378,18 +346,14 @@ def run_events(
                     excess[x] += w
                 for i in sending:
                     sent[i] += got[i] * w
-            if look_for_cycle:
-                log.append(("step", t, t + dt, tuple(over), [(i, got[i]) for i in sending]))
         t += dt
         if t >= horizon_s:
             break
-        mark = False
         for i in rng:
             m = mode[i]
             if m == _WAIT:
                 if until[i] <= t + _EPS:
                     begin_iteration(i, t)
-                    mark = mark or i == 0
             elif m == _GAP:
                 remaining[i] -= dt
                 if remaining[i] <= _EPS:
@@ -397,7 +361,6 @@ def run_events(
                         start_sending(i)
                     else:
                         end_iteration(i, t)
-                        mark = mark or (i == 0 and mode[0] == _GAP)
             else:
                 remaining[i] -= got[i] * dt
                 if remaining[i] <= 1e-9 * bits[i][phase[i]]:
@@ -407,101 +370,8 @@ def run_events(
                         mode[i], remaining[i] = _GAP, gaps[i][phase[i]]
                     else:
                         end_iteration(i, t)
-                        mark = mark or (i == 0 and mode[0] == _GAP)
-        if not (look_for_cycle and mark):
-            continue
-        state = _state(t, mode, until, remaining, phase, slot, anchors, grids, start_of)
-        found = None
-        for t0, s0, at, ev in reversed(marks):
-            if _same(state, s0, t - t0, bits, phase):
-                found = (t0, at, ev)
-                break
-        marks.append((t, state, len(log), events))
-        del marks[:-HISTORY]
-        if found is None:
-            continue
-        t0, at, ev = found
-        period = t - t0
-        if not period > 0:
-            continue
-        copies = math.floor((horizon_s - t) / period) - 1  # leave the end to the loop
-        if copies < 1:
-            look_for_cycle = False
-            continue
-        cycle = log[at:]
-        for c in range(1, copies + 1):
-            # copy c of [t0, t) lands on [t0 + c P, t + c P)
-            _replay(cycle, c * period, warmup_s, horizon_s, times, busy, excess, sent)
-        jump = copies * period
-        t += jump
-        skipped += jump
-        for i in rng:
-            if mode[i] == _WAIT:
-                until[i] += jump
-            if start_of[i] == start_of[i]:  # not nan
-                start_of[i] += jump
-            if grids[i] is not None:
-                slot[i] += round(jump / grids[i])
-        look_for_cycle = False
-        log.clear()
     for i in rng:
         for x in links_of[i]:
             carried[x] += sent[i]
-    return LoopResult(times, busy, excess, carried, events, skipped)
+    return LoopResult(times, busy, excess, carried, events)
 
-
-def _state(t, mode, until, remaining, phase, slot, anchors, grids, start_of) -> tuple:
-    """The group's state at ``t``, times relative to ``t``."""
-    out = []
-    for i in range(len(mode)):
-        due = anchors[i] + slot[i] * grids[i] - t if grids[i] is not None else 0.0
-        out.append(
-            (
-                mode[i],
-                phase[i],
-                remaining[i],
-                until[i] - t if mode[i] == _WAIT else 0.0,
-                due,
-                t - start_of[i] if start_of[i] == start_of[i] else -1.0,
-            )
-        )
-    return tuple(out)
-
-
-def _same(a: tuple, b: tuple, period: float, bits: list[list[float]], phase: list[int]) -> bool:
-    """Whether two states match (see :data:`MATCH_TOL`)."""
-    tol_t = MATCH_TOL * period
-    for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        if x[0] != y[0] or x[1] != y[1]:
-            return False
-        tol_r = MATCH_TOL * bits[i][phase[i]] if x[0] == _SEND else tol_t
-        if abs(x[2] - y[2]) > tol_r:
-            return False
-        if abs(x[3] - y[3]) > tol_t or abs(x[4] - y[4]) > tol_t or abs(x[5] - y[5]) > tol_t:
-            return False
-    return True
-
-
-def _replay(
-    cycle: list[tuple],
-    shift: float,
-    warmup_s: float,
-    horizon_s: float,
-    times: list[list[float]],
-    busy: list[list[float]],
-    excess: list[float],
-    sent: list[float],
-) -> None:
-    """Add what one cycle recorded, moved ``shift`` seconds later."""
-    for entry in cycle:
-        if entry[0] == "step":
-            _, a, b, over, rates = entry
-            lo, hi = max(a + shift, warmup_s), min(b + shift, horizon_s)
-            if hi > lo:
-                w = hi - lo
-                for link in over:
-                    excess[link] += w
-                for i, r in rates:
-                    sent[i] += r * w
-        elif entry[2] + shift >= warmup_s:
-            (times if entry[0] == "it" else busy)[entry[1]].append(entry[3])

@@ -33,12 +33,15 @@ import numpy as np
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.sim import jitloop
 from cassini.sim.flowloop import MLTCP_STEPS, run_events
 from cassini.sim.parts.sharing import mltcp_weight, shared_rates
 from mltcp.policy import MltcpParams
 
 _EPS = 1e-12
 _WAIT, _GAP, _SEND = 0, 1, 2  # what a job is doing
+#: the event loops :func:`simulate` can run
+LOOPS = ("auto", "compiled", "python")
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,7 @@ class NetworkResult:
     leaves out waiting for a slot.
     ``excess_s``: per link, seconds during which the summed demand of the flows on it
     exceeded its capacity.  ``carried_bits``: per link, bits carried in the window.
-    ``events``: events stepped through; ``skipped_s``: simulated seconds jumped over
-    (steady-state skipping).
+    ``events``: events stepped through.
     """
 
     iteration_times_s: dict[str, tuple[float, ...]]
@@ -124,7 +126,6 @@ class NetworkResult:
     carried_bits: dict[str, float]
     window_s: float
     events: int
-    skipped_s: float = 0.0
 
     def mean_iteration_time_s(self, job_id: str) -> float:
         times = self.iteration_times_s[job_id]
@@ -215,7 +216,7 @@ def simulate(
     max_events: int = 2_000_000,
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
-    skip: bool = True,
+    loop: str = "auto",
 ) -> NetworkResult:
     """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
 
@@ -234,37 +235,51 @@ def simulate(
     on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
         every step of the whole window: the indices (into ``jobs``) of the jobs sending
         from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
-        With an observer no time is skipped.
-    skip : jump over whole cycles once the group's state repeats (steady-state
-        skipping, :mod:`cassini.sim.flowloop`); False steps through every event.
+    loop : ``compiled`` (:mod:`cassini.sim.jitloop`, numba; ~100x less time per
+        event), ``python`` (:mod:`cassini.sim.flowloop`), or ``auto``
+        (the default): compiled where numba is installed and no ``on_step`` observer
+        is given, else Python.
 
     Returns
     -------
-    NetworkResult (``skipped_s``: simulated seconds jumped over)
+    NetworkResult
 
     Raises
     ------
     InputError for a path naming an unknown link, a duplicate job id, or a bad window.
 
-    The event loop is :func:`cassini.sim.flowloop.run_events` (plain Python floats);
-    :func:`simulate_reference` is the original numpy loop, kept as its reference.
+    The event loops are :func:`cassini.sim.jitloop.run_events_compiled` and
+    :func:`cassini.sim.flowloop.run_events` (plain Python floats, held to each other by
+    tests); :func:`simulate_reference` is the original numpy loop, kept as their
+    reference.
     """
+    if loop not in LOOPS:
+        raise InputError("loop", f"unknown loop {loop!r}; expected one of {', '.join(LOOPS)}")
+    if loop == "compiled" and (on_step is not None or not jitloop.AVAILABLE):
+        why = "an on_step observer" if on_step is not None else "numba is not installed"
+        raise InputError("loop", f"the compiled loop cannot run here: {why}")
     link_ids, index, caps = _links(jobs, capacity_bps, horizon_s, warmup_s)
-    out = run_events(
+    args = (
         [cycle_of(j.profile) for j in jobs],
         [[index[link] for link in j.path] for j in jobs],
         caps,
         [j.anchor_s for j in jobs],
         [j.grid_period_s for j in jobs],
         [j.priority for j in jobs],
+    )
+    kw = dict(
         horizon_s=horizon_s,
         warmup_s=warmup_s,
         tolerance=tolerance,
         max_events=max_events,
         mltcp=mltcp,
-        on_step=on_step,
-        skip=skip,
     )
+    if loop == "compiled" or (loop == "auto" and on_step is None and jitloop.AVAILABLE):
+        out = jitloop.run_events_compiled(*args, **kw, mltcp_steps=MLTCP_STEPS)
+        if out is None:
+            raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
+    else:
+        out = run_events(*args, **kw, on_step=on_step)
     return NetworkResult(
         iteration_times_s={j.job_id: tuple(out.times[i]) for i, j in enumerate(jobs)},
         busy_s={j.job_id: tuple(out.busy[i]) for i, j in enumerate(jobs)},
@@ -272,7 +287,6 @@ def simulate(
         carried_bits={link: float(out.carried[index[link]]) for link in link_ids},
         window_s=horizon_s - warmup_s,
         events=out.events,
-        skipped_s=out.skipped_s,
     )
 
 
@@ -307,8 +321,8 @@ def simulate_reference(
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
 ) -> NetworkResult:
-    """:func:`simulate` as first written: a numpy step per event, no skipping.  The
-    reference the fast loop is tested against (and timed against in
+    """:func:`simulate` as first written: a numpy step per event.  The reference the
+    fast loops are tested against (and timed against in
     ``benchmarks/bench_sim.py``)."""
     link_ids, index, caps = _links(jobs, capacity_bps, horizon_s, warmup_s)
     cycles = [cycle_of(j.profile) for j in jobs]
