@@ -243,7 +243,8 @@ class Simulation:
     seed : seeds the random placements.
     window : how long the network model looks at each group of jobs.
     precision_deg : CASSINI's angle step.
-    progress : called as ``progress(finished, total)`` now and then.
+    progress : called as ``progress(finished, total, now_s)`` now and then (jobs
+        finished, jobs in the run, simulated seconds reached).
     recorder : optional observer of the network model (for reports), e.g.
         :class:`cassini.sim.recording.NetworkRecorder`: gets
         ``window(now_s, flows, horizon_s, warmup_s, result, mltcp)`` after every evaluation.
@@ -260,7 +261,7 @@ class Simulation:
         seed: int = 0,
         window: NetworkWindow = NetworkWindow(),
         precision_deg: float = 5.0,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int, float], None] | None = None,
         options: SimOptions | None = None,
         recorder: Any = None,
     ) -> None:
@@ -323,7 +324,7 @@ class Simulation:
             changed |= self._schedule()
             self._evaluate(changed)
             if self.progress and (t_finish <= t):
-                self.progress(len(self.records), total)
+                self.progress(len(self.records), total, self.now)
         samples, norm, weights = self._distribution()
         first = min(j.arrival_s for j in self.jobs)
         return SimResult(

@@ -54,16 +54,21 @@ class Run:
 def simulate_config(
     cfg: SimConfig,
     *,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Callable[[str, int, int, float], None] | None = None,
     record: bool = False,
 ) -> Run:
     """Simulate every scheduler of ``cfg`` on the same jobs; ``record`` keeps the network
-    windows that the report's link timeline replays."""
+    windows that the report's link timeline replays.  ``progress(name, done, total,
+    now_s)``: jobs finished of the scheduler ``name`` and simulated seconds reached."""
     library = cfg.library()
     workload = cfg.read_workload(library)
     out = Run({}, workload, library)
     for name in cfg.schedulers:
-        tick = (lambda done, total, name=name: progress(name, done, total)) if progress else None
+        tick = (
+            (lambda done, total, now, name=name: progress(name, done, total, now))
+            if progress
+            else None
+        )
         recorder = out.recorders.setdefault(name, NetworkRecorder()) if record else None
         out.results[name] = run(
             cfg.cluster,
@@ -81,7 +86,7 @@ def simulate_config(
 
 
 def run_config(
-    cfg: SimConfig, *, progress: Callable[[str, int, int], None] | None = None
+    cfg: SimConfig, *, progress: Callable[[str, int, int, float], None] | None = None
 ) -> dict[str, SimResult]:
     """Simulate every scheduler of ``cfg`` on the same jobs."""
     return simulate_config(cfg, progress=progress).results
@@ -329,20 +334,23 @@ class ProgressBar:
         self.shown = -math.inf
         self.drawn = False
 
-    def line(self, done: int, total: int) -> str:
-        """The bar's text for ``done`` of ``total`` jobs."""
+    def line(self, done: int, total: int, now_s: float | None = None) -> str:
+        """The bar's text for ``done`` of ``total`` jobs at simulated time ``now_s``
+        (default: ``clock()``, when given)."""
         elapsed = time.perf_counter() - self.start
         frac = done / total if total else 1.0
         filled = int(round(frac * self.width))
         eta = elapsed * (1 - frac) / frac if frac > 0 else math.inf
         eta_text = f"{eta:5.0f} s" if math.isfinite(eta) else "    ? s"
-        sim = f" sim {self.clock():9.0f} s" if self.clock is not None else ""
+        if now_s is None and self.clock is not None:
+            now_s = self.clock()
+        sim = f" sim {now_s:9.0f} s" if now_s is not None else ""
         return (
             f"  {self.name:<16} [{'#' * filled}{'.' * (self.width - filled)}] "
             f"{done}/{total} jobs{sim}  {elapsed:5.0f} s, ETA {eta_text}"
         )
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, now_s: float | None = None) -> None:
         now = time.perf_counter()
         final = done >= total
         if now - self.start < self.after_s and not (final and self.drawn):
@@ -351,17 +359,18 @@ class ProgressBar:
             return
         self.shown, self.drawn = now, True
         end = "\n" if final else ""
-        print(f"\r{self.line(done, total)}", end=end, file=sys.stderr, flush=True)
+        print(f"\r{self.line(done, total, now_s)}", end=end, file=sys.stderr, flush=True)
 
 
 _bars: dict[str, ProgressBar] = {}
 
 
-def stderr_progress(name: str, done: int, total: int) -> None:
-    """Progress of the scheduler ``name`` as a :class:`ProgressBar` on stderr."""
+def stderr_progress(name: str, done: int, total: int, now_s: float | None = None) -> None:
+    """Progress of the scheduler ``name`` (jobs done of total, simulated seconds
+    reached) as a :class:`ProgressBar` on stderr."""
     bar = _bars.get(name)
     if bar is None or done == 0:
         bar = _bars[name] = ProgressBar(name)
-    bar(done, total)
+    bar(done, total, now_s)
     if done >= total:
         _bars.pop(name, None)
