@@ -40,6 +40,171 @@ _TOO_MANY_EVENTS, _OUT_OF_ROOM = -1, -2
 AVAILABLE = njit is not None
 
 
+def _identity(f):
+    return f
+
+
+_jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
+
+
+@_jit
+def _component(
+    s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows
+):
+    """Label ``label`` on the sending jobs connected to job ``s`` through full links;
+    they go into ``flows``, in index order.  Returns how many."""
+    comp[s] = label
+    flows[0] = s
+    head, tail = 0, 1
+    while head < tail:
+        i = flows[head]
+        head += 1
+        for p in range(link_ptr[i], link_ptr[i + 1]):
+            x = link_idx[p]
+            if not over[x]:
+                continue
+            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                j = link_jobs[q]
+                if mode[j] == _SEND and comp[j] != label:
+                    comp[j] = label
+                    flows[tail] = j
+                    tail += 1
+    for a in range(1, tail):  # insertion sort: the sets are small
+        v = flows[a]
+        b = a - 1
+        while b >= 0 and flows[b] > v:
+            flows[b + 1] = flows[b]
+            b -= 1
+        flows[b + 1] = v
+    return tail
+
+
+@_jit
+def _fill(
+    flows,
+    k,
+    link_ptr,
+    link_idx,
+    over,
+    caps,
+    demand,
+    weight,
+    classes,
+    general,
+    got,
+    fixed,
+    tight,
+    rem,
+    wload,
+    n_open,
+    level_of,
+    links,
+):
+    """Rates of the connected ``flows[:k]`` on their full links: weighted progressive
+    filling, class by class (lowest number first), into ``got``.  ``level_of`` and
+    ``links`` are scratch (per link)."""
+    n_l = 0
+    for a in range(k):
+        i = flows[a]
+        for p in range(link_ptr[i], link_ptr[i + 1]):
+            x = link_idx[p]
+            if over[x] and rem[x] != -1.0:
+                rem[x] = -1.0  # marks x as listed
+                links[n_l] = x
+                n_l += 1
+    for b in range(n_l):
+        rem[links[b]] = caps[links[b]]
+    level = -1
+    while True:
+        nxt = -1
+        for a in range(k):
+            c = classes[flows[a]]
+            if c > level and (nxt < 0 or c < nxt):
+                nxt = c
+        if nxt < 0:
+            break
+        level = nxt
+        for b in range(n_l):
+            wload[links[b]] = 0.0
+            n_open[links[b]] = 0
+        left = 0
+        for a in range(k):
+            i = flows[a]
+            if classes[i] != level:
+                continue
+            fixed[i] = False
+            left += 1
+            for p in range(link_ptr[i], link_ptr[i + 1]):
+                x = link_idx[p]
+                if over[x]:
+                    wload[x] += weight[i]
+                    n_open[x] += 1
+        while left > 0:
+            low = math.inf
+            for b in range(n_l):
+                x = links[b]
+                if n_open[x] > 0:
+                    lv = rem[x] / wload[x]
+                    level_of[x] = lv
+                    if lv < low:
+                        low = lv
+                else:
+                    level_of[x] = math.inf
+            for a in range(k):
+                i = flows[a]
+                if classes[i] == level and not fixed[i]:
+                    b_i = demand[i] / weight[i]
+                    if b_i < low:
+                        low = b_i
+            limit = low * (1 + 1e-9) + _EPS
+            for a in range(k):
+                i = flows[a]
+                if classes[i] != level or fixed[i]:
+                    continue
+                hit = demand[i] / weight[i] <= limit
+                if not hit:
+                    for p in range(link_ptr[i], link_ptr[i + 1]):
+                        x = link_idx[p]
+                        if over[x] and level_of[x] <= limit:
+                            hit = True
+                            break
+                tight[i] = hit
+            for a in range(k):
+                i = flows[a]
+                if classes[i] != level or fixed[i] or not tight[i]:
+                    continue
+                fixed[i] = True
+                left -= 1
+                r = low * weight[i]
+                got[i] = max(r, _EPS) if general else r
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    if over[x]:
+                        v = rem[x] - r
+                        rem[x] = v if v > 0.0 else 0.0
+                        wload[x] -= weight[i]
+                        n_open[x] -= 1
+    for b in range(n_l):
+        rem[links[b]] = 0.0
+
+
+@_jit
+def _mltcp_weight(done_bits, per_iteration, slope_q, intercept_q, scale_cut):
+    """MLTCP's share weight (:func:`cassini.sim.parts.sharing.mltcp_weight`, the
+    kernel's fixed-point rule on bytes)."""
+    sent_q = int(math.floor(done_bits / 8.0))
+    per_q = int(math.floor(per_iteration / 8.0))
+    if per_q == 0:
+        ratio = 0
+    elif sent_q >= per_q:
+        ratio = ONE
+    else:
+        ratio = (sent_q << SHIFT) // per_q
+    f = ((intercept_q + ((slope_q * ratio) >> SHIFT)) & U32_MAX) / ONE
+    return f * f if scale_cut else f
+
+
+@_jit
 def _loop(
     gaps,
     bits,
@@ -78,7 +243,11 @@ def _loop(
     ``link_jobs[link_jobs_ptr[x]:link_jobs_ptr[x + 1]]``; ``grids`` holds NaN for a
     free-running job.  Fills ``times``/``busy`` (per job, the first ``n_times``/``n_busy``
     entries), ``excess`` and ``carried``.  Returns the number of events, or
-    ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds)."""
+    ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds).
+
+    Without MLTCP, rates change only when a flow starts or stops, and only for the flows
+    it reaches through links that are (or were) full: only those sets are re-solved
+    (with MLTCP every set is, every event)."""
     n = gaps.shape[0]
     n_links = caps.shape[0]
     room = times.shape[1]
@@ -98,14 +267,18 @@ def _loop(
     over = np.zeros(n_links, np.bool_)
     # scratch for the rate solver
     comp = np.full(n, -1, np.int64)
-    queue = np.zeros(n, np.int64)
     flows = np.zeros(n, np.int64)
     fixed = np.zeros(n, np.bool_)
     tight = np.zeros(n, np.bool_)
+    changed = np.zeros(n, np.int64)  # jobs that started or stopped sending since the last solve
+    in_changed = np.zeros(n, np.bool_)
+    n_changed = 0
     rem = np.zeros(n_links)
     wload = np.zeros(n_links)
     n_open = np.zeros(n_links, np.int64)
-    changed = False
+    level_of = np.zeros(n_links)
+    links = np.zeros(n_links, np.int64)
+    label = 0
     t = 0.0
     events = 0
     while t < horizon_s:
@@ -113,17 +286,20 @@ def _loop(
         if events > max_events:
             return _TOO_MANY_EVENTS
         step = math.inf
-        if use_mltcp or changed:
-            changed = False
-            for x in range(n_links):
-                over[x] = load[x] > over_cap[x]
+        if use_mltcp:  # weights change as bytes go out: every set, every event
+            for c in range(n_changed):
+                i = changed[c]
+                in_changed[i] = False
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    over[x] = load[x] > over_cap[x]
+            n_changed = 0
             for i in range(n):
-                comp[i] = -1
                 if mode[i] == _SEND:
                     got[i] = demand[i]
-            n_comp = 0
+            label += 1
             for s in range(n):
-                if mode[s] != _SEND or comp[s] >= 0:
+                if mode[s] != _SEND or comp[s] == label:
                     continue
                 crosses = False
                 for p in range(link_ptr[s], link_ptr[s + 1]):
@@ -132,133 +308,64 @@ def _loop(
                         break
                 if not crosses:
                     continue
-                # the set connected to s through full links (breadth first)
-                comp[s] = n_comp
-                queue[0] = s
-                head, tail = 0, 1
-                while head < tail:
-                    i = queue[head]
-                    head += 1
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        if not over[x]:
-                            continue
-                        for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                            j = link_jobs[q]
-                            if mode[j] == _SEND and comp[j] < 0:
-                                comp[j] = n_comp
-                                queue[tail] = j
-                                tail += 1
-                # queue[:tail] holds the set; solve it in index order
-                k = 0
-                for i in range(n):
-                    if comp[i] == n_comp:
-                        flows[k] = i
-                        k += 1
-                n_comp += 1
+                k = _component(
+                    s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows
+                )
                 for a in range(k):
                     i = flows[a]
-                    if use_mltcp:
-                        done_bits = sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i]
-                        sent_q = int(math.floor(done_bits / 8.0))
-                        per_q = int(math.floor(per_iteration[i] / 8.0))
-                        if per_q == 0:
-                            ratio = 0
-                        elif sent_q >= per_q:
-                            ratio = ONE
-                        else:
-                            ratio = (sent_q << SHIFT) // per_q
-                        f_q = (intercept_q + ((slope_q * ratio) >> SHIFT)) & U32_MAX
-                        f = f_q / ONE
-                        weight[i] = f * f if scale_cut else f
-                    else:
-                        weight[i] = 1.0
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        if over[x]:
-                            rem[x] = caps[x]
-                # strict priority: class by class, lowest number first
-                level = -1
-                while True:
-                    nxt = -1
-                    for a in range(k):
-                        c = classes[flows[a]]
-                        if c > level and (nxt < 0 or c < nxt):
-                            nxt = c
-                    if nxt < 0:
-                        break
-                    level = nxt
-                    left = 0
-                    for a in range(k):
-                        i = flows[a]
-                        if classes[i] != level:
+                    weight[i] = _mltcp_weight(
+                        sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
+                        per_iteration[i],
+                        slope_q,
+                        intercept_q,
+                        scale_cut,
+                    )
+                _fill(
+                    flows, k, link_ptr, link_idx, over, caps, demand, weight, classes,
+                    general, got, fixed, tight, rem, wload, n_open, level_of, links,
+                )
+                for a in range(k):
+                    i = flows[a]
+                    s_step = per_iteration[i] / mltcp_steps / got[i]
+                    if s_step < step:
+                        step = s_step
+        elif n_changed > 0:
+            # only links of the flows that started or stopped change state; every flow
+            # whose rate can change is in the set, through full links, of a sending flow
+            # on one of them
+            for c in range(n_changed):
+                i = changed[c]
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    over[x] = load[x] > over_cap[x]
+            label += 1
+            for c in range(n_changed):
+                i = changed[c]
+                in_changed[i] = False
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                        s = link_jobs[q]
+                        if mode[s] != _SEND or comp[s] == label:
                             continue
-                        for p in range(link_ptr[i], link_ptr[i + 1]):
-                            x = link_idx[p]
-                            if over[x]:
-                                wload[x] = 0.0
-                                n_open[x] = 0
-                    for a in range(k):
-                        i = flows[a]
-                        if classes[i] != level:
+                        crosses = False
+                        for p2 in range(link_ptr[s], link_ptr[s + 1]):
+                            if over[link_idx[p2]]:
+                                crosses = True
+                                break
+                        if not crosses:
+                            comp[s] = label
+                            got[s] = demand[s]
                             continue
-                        fixed[i] = False
-                        left += 1
-                        for p in range(link_ptr[i], link_ptr[i + 1]):
-                            x = link_idx[p]
-                            if over[x]:
-                                wload[x] += weight[i]
-                                n_open[x] += 1
-                    while left > 0:  # weighted progressive filling
-                        low = math.inf
-                        for a in range(k):
-                            i = flows[a]
-                            if classes[i] != level or fixed[i]:
-                                continue
-                            b = demand[i] / weight[i]
-                            for p in range(link_ptr[i], link_ptr[i + 1]):
-                                x = link_idx[p]
-                                if over[x] and n_open[x] > 0:
-                                    lv = rem[x] / wload[x]
-                                    if lv < b:
-                                        b = lv
-                            tight[i] = False
-                            if b < low:
-                                low = b
-                        limit = low * (1 + 1e-9) + _EPS
-                        for a in range(k):
-                            i = flows[a]
-                            if classes[i] != level or fixed[i]:
-                                continue
-                            hit = demand[i] / weight[i] <= limit
-                            if not hit:
-                                for p in range(link_ptr[i], link_ptr[i + 1]):
-                                    x = link_idx[p]
-                                    if over[x] and n_open[x] > 0 and rem[x] / wload[x] <= limit:
-                                        hit = True
-                                        break
-                            tight[i] = hit
-                        for a in range(k):
-                            i = flows[a]
-                            if classes[i] != level or fixed[i] or not tight[i]:
-                                continue
-                            fixed[i] = True
-                            left -= 1
-                            r = low * weight[i]
-                            got[i] = max(r, _EPS) if general else r
-                            for p in range(link_ptr[i], link_ptr[i + 1]):
-                                x = link_idx[p]
-                                if over[x]:
-                                    v = rem[x] - r
-                                    rem[x] = v if v > 0.0 else 0.0
-                                    wload[x] -= weight[i]
-                                    n_open[x] -= 1
-                if use_mltcp:
-                    for a in range(k):
-                        i = flows[a]
-                        s_step = per_iteration[i] / mltcp_steps / got[i]
-                        if s_step < step:
-                            step = s_step
+                        k = _component(
+                            s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp,
+                            label, flows,
+                        )
+                        _fill(
+                            flows, k, link_ptr, link_idx, over, caps, demand, weight, classes,
+                            general, got, fixed, tight, rem, wload, n_open, level_of, links,
+                        )
+            n_changed = 0
         dt = horizon_s - t
         any_sending = False
         for i in range(n):
@@ -309,7 +416,10 @@ def _loop(
                             x = link_idx[p]
                             members[x] += 1
                             load[x] += d
-                        changed = True
+                        if not in_changed[i]:
+                            in_changed[i] = True
+                            changed[n_changed] = i
+                            n_changed += 1
                     else:
                         end = True
             else:
@@ -322,7 +432,10 @@ def _loop(
                         x = link_idx[p]
                         members[x] -= 1
                         load[x] = load[x] - d if members[x] > 0 else 0.0
-                    changed = True
+                    if not in_changed[i]:
+                        in_changed[i] = True
+                        changed[n_changed] = i
+                        n_changed += 1
                     if phase[i] + 1 < n_phases[i]:
                         phase[i] += 1
                         mode[i] = _GAP
@@ -365,7 +478,6 @@ def _loop(
     return events
 
 
-_compiled = njit(cache=True, nogil=True)(_loop) if AVAILABLE else None
 
 
 def run_events_compiled(
@@ -382,12 +494,10 @@ def run_events_compiled(
     max_events: int,
     mltcp: MltcpParams | None,
     mltcp_steps: int,
-    python: bool = False,
 ):
     """:func:`cassini.sim.flowloop.run_events`'s inputs and result
     (:class:`cassini.sim.flowloop.LoopResult`), stepped by the compiled
-    loop; ``python=True`` runs the same code uncompiled (for tests where numba is
-    absent, and for debugging).  Returns None when ``max_events`` is exceeded."""
+    loop.  Returns None when ``max_events`` is exceeded."""
     from cassini.sim.flowloop import LoopResult
 
     n = len(cycles)
@@ -424,7 +534,6 @@ def run_events_compiled(
     link_jobs = np.array([i for js in on_link for i in js], np.int64)
     slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp is not None else (0, ONE, 0, 0, 0)
     general = mltcp is not None or len(set(classes)) > 1
-    loop = _loop if python or _compiled is None else _compiled
     # iterations take at least the shortest dedicated iteration time: room for them all,
     # grown if a degenerate profile needs more
     room = int(min(horizon_s / max(shortest, 1e-6), 1e6)) + 4 if n else 1
@@ -435,7 +544,7 @@ def run_events_compiled(
         n_busy = np.zeros(n, np.int64)
         excess = np.zeros(n_links)
         carried = np.zeros(n_links)
-        events = loop(
+        events = _loop(
             gaps,
             bits,
             peak,
