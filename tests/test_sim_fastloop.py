@@ -102,3 +102,37 @@ def test_max_min_links_is_progressive_filling(flows, caps) -> None:
     assert max_min_links(demand, paths, caps) == pytest.approx(
         shared_rates(demand, paths, caps), rel=1e-7
     )
+
+
+def test_auto_loop_is_compiled_unless_observed_or_numba_is_missing(monkeypatch) -> None:
+    """``loop="auto"`` runs the compiled loop; an ``on_step`` observer or a machine
+    without numba gets the Python loop, and asking for the compiled one there says why."""
+    from cassini.errors import InputError
+    from cassini.sim import jitloop
+
+    p = JobProfile("x", 0.1, (Phase(0.02, 0.05, 1e10),))
+    jobs = [FlowJob("a", p, ("l0",), 0.0), FlowJob("b", p, ("l0",), 0.03)]
+    kw = dict(horizon_s=2.0, warmup_s=0.5)
+    calls = []
+    real = jitloop.run_events_compiled
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(jitloop, "run_events_compiled", counted)
+    auto = simulate(jobs, CAPS, **kw)
+    assert calls == [1]
+    steps = []
+    observed = simulate(jobs, CAPS, on_step=lambda *a: steps.append(a), **kw)
+    assert calls == [1] and steps
+    assert_same(observed, auto)
+    with pytest.raises(InputError, match="on_step"):
+        simulate(jobs, CAPS, loop="compiled", on_step=lambda *a: None, **kw)
+    monkeypatch.setattr(jitloop, "AVAILABLE", False)
+    assert_same(simulate(jobs, CAPS, **kw), auto)
+    assert calls == [1]
+    with pytest.raises(InputError, match="numba is not installed"):
+        simulate(jobs, CAPS, loop="compiled", **kw)
+    with pytest.raises(InputError, match="unknown loop"):
+        simulate(jobs, CAPS, loop="fast", **kw)
