@@ -48,9 +48,7 @@ _jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
 
 
 @_jit
-def _component(
-    s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows
-):
+def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows):
     """Label ``label`` on the sending jobs connected to job ``s`` through full links;
     they go into ``flows``, in index order.  Returns how many."""
     comp[s] = label
@@ -273,6 +271,8 @@ def _loop(
     changed = np.zeros(n, np.int64)  # jobs that started or stopped sending since the last solve
     in_changed = np.zeros(n, np.bool_)
     n_changed = 0
+    reach = np.zeros(n_links, np.int64)  # changed links that are or were full
+    in_reach = np.zeros(n_links, np.bool_)
     rem = np.zeros(n_links)
     wload = np.zeros(n_links)
     n_open = np.zeros(n_links, np.int64)
@@ -321,8 +321,24 @@ def _loop(
                         scale_cut,
                     )
                 _fill(
-                    flows, k, link_ptr, link_idx, over, caps, demand, weight, classes,
-                    general, got, fixed, tight, rem, wload, n_open, level_of, links,
+                    flows,
+                    k,
+                    link_ptr,
+                    link_idx,
+                    over,
+                    caps,
+                    demand,
+                    weight,
+                    classes,
+                    general,
+                    got,
+                    fixed,
+                    tight,
+                    rem,
+                    wload,
+                    n_open,
+                    level_of,
+                    links,
                 )
                 for a in range(k):
                     i = flows[a]
@@ -330,42 +346,72 @@ def _loop(
                     if s_step < step:
                         step = s_step
         elif n_changed > 0:
-            # only links of the flows that started or stopped change state; every flow
-            # whose rate can change is in the set, through full links, of a sending flow
-            # on one of them
+            # only links of the flows that started or stopped change state, and only
+            # those that are or were full pass a change on: every flow whose rate can
+            # change is in the set, through full links, of a sending flow on one of them
+            n_reach = 0
             for c in range(n_changed):
                 i = changed[c]
                 for p in range(link_ptr[i], link_ptr[i + 1]):
                     x = link_idx[p]
-                    over[x] = load[x] > over_cap[x]
-            label += 1
+                    now_over = load[x] > over_cap[x]
+                    if (over[x] or now_over) and not in_reach[x]:
+                        in_reach[x] = True
+                        reach[n_reach] = x
+                        n_reach += 1
+                    over[x] = now_over
             for c in range(n_changed):
-                i = changed[c]
-                in_changed[i] = False
-                for p in range(link_ptr[i], link_ptr[i + 1]):
-                    x = link_idx[p]
-                    for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                        s = link_jobs[q]
-                        if mode[s] != _SEND or comp[s] == label:
-                            continue
-                        crosses = False
-                        for p2 in range(link_ptr[s], link_ptr[s + 1]):
-                            if over[link_idx[p2]]:
-                                crosses = True
-                                break
-                        if not crosses:
-                            comp[s] = label
-                            got[s] = demand[s]
-                            continue
-                        k = _component(
-                            s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp,
-                            label, flows,
-                        )
-                        _fill(
-                            flows, k, link_ptr, link_idx, over, caps, demand, weight, classes,
-                            general, got, fixed, tight, rem, wload, n_open, level_of, links,
-                        )
+                in_changed[changed[c]] = False
             n_changed = 0
+            label += 1
+            for r in range(n_reach):
+                x = reach[r]
+                in_reach[x] = False
+                for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                    s = link_jobs[q]
+                    if mode[s] != _SEND or comp[s] == label:
+                        continue
+                    crosses = False
+                    for p2 in range(link_ptr[s], link_ptr[s + 1]):
+                        if over[link_idx[p2]]:
+                            crosses = True
+                            break
+                    if not crosses:
+                        comp[s] = label
+                        got[s] = demand[s]
+                        continue
+                    k = _component(
+                        s,
+                        mode,
+                        link_ptr,
+                        link_idx,
+                        link_jobs_ptr,
+                        link_jobs,
+                        over,
+                        comp,
+                        label,
+                        flows,
+                    )
+                    _fill(
+                        flows,
+                        k,
+                        link_ptr,
+                        link_idx,
+                        over,
+                        caps,
+                        demand,
+                        weight,
+                        classes,
+                        general,
+                        got,
+                        fixed,
+                        tight,
+                        rem,
+                        wload,
+                        n_open,
+                        level_of,
+                        links,
+                    )
         dt = horizon_s - t
         any_sending = False
         for i in range(n):
@@ -476,8 +522,6 @@ def _loop(
         for p in range(link_ptr[i], link_ptr[i + 1]):
             carried[link_idx[p]] += sent[i]
     return events
-
-
 
 
 def run_events_compiled(
