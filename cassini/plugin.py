@@ -89,6 +89,7 @@ def choose_placement(
     loops: str = "score",
     candidate_ids: Sequence[str] | None = None,
     repair: bool = True,
+    predict: str = "best",
 ) -> PlacementChoice:
     """Choose among a scheduler's candidate placements the one whose jobs interleave best.
 
@@ -119,6 +120,10 @@ def choose_placement(
     repair : bool, optional (default True)
         Refine the shifts of loopy affinity graphs (beyond the paper, which drops loops);
         off is faster on large candidates.
+    predict : {"best", "all", "none"}, optional (default "best")
+        Predict iteration times (shifted and at the same start) for the best candidate,
+        every accepted one, or none (in ``ranked[i].prediction``); they never change the
+        choice or the shifts, so a caller that does not read them saves their time.
 
     Returns
     -------
@@ -154,6 +159,7 @@ def choose_placement(
         loops=loops,
         workers=1,
         repair=repair,
+        predict=predict,
     )
     return _choice(advice, cands, job_map)
 

@@ -83,6 +83,18 @@ def test_options_reach_the_advisor():
     assert fine.time_shifts_s["b"] == pytest.approx(0.05)
 
 
+def test_predictions_are_optional_and_never_change_the_choice():
+    """The simulator asks for no predictions: same choice, shifts and scores, none
+    predicted; by default the best candidate carries one."""
+    full = choose_placement(JOBS, LINKS, [COLLIDE, COMPATIBLE])
+    bare = choose_placement(JOBS, LINKS, [COLLIDE, COMPATIBLE], predict="none")
+    assert (bare.index, bare.score) == (full.index, full.score)
+    assert bare.time_shifts_s == full.time_shifts_s
+    assert [r.score for r in bare.ranked] == [r.score for r in full.ranked]
+    assert full.ranked[0].prediction is not None
+    assert all(r.prediction is None for r in bare.ranked)
+
+
 @pytest.mark.parametrize(
     "kwargs, field",
     [
@@ -103,6 +115,7 @@ def test_options_reach_the_advisor():
         ({"precision_deg": 0}, "precision_deg"),
         ({"aggregate": "max"}, "aggregate"),
         ({"loops": "ignore"}, "loops"),
+        ({"predict": "some"}, "predict"),
     ],
 )
 def test_bad_input_raises_input_error_naming_the_field(kwargs, field):

@@ -195,8 +195,8 @@ def cassini(
     if not links:
         return options[0], {}
     sim.advised += 1
-    choice = choose_placement(
-        jobs, links, candidates, precision_deg=sim.precision_deg, repair=False
+    choice = choose_placement(  # predictions are not used here: not computed
+        jobs, links, candidates, precision_deg=sim.precision_deg, repair=False, predict="none"
     )
     index = choice.index if choice.index is not None else 0
     shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
