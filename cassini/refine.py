@@ -15,6 +15,7 @@ the total, so the ascent terminates.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
@@ -23,31 +24,132 @@ from cassini.circle import LinkSolution, excess, roll
 from cassini.profile import JobProfile
 
 
-class _LinkState:
-    """A link's demand at the current rotations, updated as jobs move; scoring many
-    rotations of one job is one (rotations, |A|) array operation."""
+class _Component:
+    """The links of one loopy component at the current rotations of their jobs.
 
-    def __init__(self, sol: LinkSolution, rotations: dict[str, int]) -> None:
-        self.sol = sol
-        self.vector = {j: sol.vectors[i] for i, j in enumerate(sol.job_ids)}
-        self.rot = dict(rotations)
-        self.total = sum(roll(self.vector[j], self.rot[j]) for j in sol.job_ids)
-        self.norm = sol.n_angles * sol.capacity_bps
+    ``total[row[link]]`` is the link's summed demand per angle (bits/s).  Each job keeps,
+    over the links it crosses (in id order), its demand vectors and current rotations, so
+    that scoring many rotations of one job on all its links is one (links, rotations,
+    |A|) array operation per angle count: the same floating-point operations, row by row,
+    as scoring each link on its own (tested against the per-link reference)."""
 
-    def _rolled(self, job: str, rotations: np.ndarray) -> np.ndarray:
-        n = self.sol.n_angles
-        return self.vector[job][(np.arange(n)[None, :] - rotations[:, None]) % n]
+    def __init__(
+        self,
+        links: list[str],
+        links_of: Mapping[str, list[str]],
+        link_solutions: Mapping[str, LinkSolution],
+        shifts: Mapping[str, float],
+        period: Mapping[str, float],
+    ) -> None:
+        self.row = {link: r for r, link in enumerate(links)}
+        factor: dict[tuple[str, str], float] = {}
+        rot: dict[tuple[str, str], int] = {}
+        totals = []
+        for link in links:
+            sol = link_solutions[link]
+            step = sol.unified.period_s / sol.n_angles
+            total = 0
+            for i, j in enumerate(sol.job_ids):
+                t_eff = sol.unified.period_s / sol.unified.repeats[i]
+                # LinkSolution.rotations_of, one shift at a time
+                factor[link, j] = t_eff / period[j] / step
+                rot[link, j] = int(np.rint(shifts[j] * factor[link, j])) % sol.n_angles
+                total = total + roll(sol.vectors[i], rot[link, j])
+            totals.append(total)
+        self.totals = totals
+        self.jobs = {
+            j: _JobLinks(
+                [self.row[link] for link in on],
+                [link_solutions[link] for link in on],
+                j,
+                [factor[link, j] for link in on],
+                [rot[link, j] for link in on],
+            )
+            for j, on in links_of.items()
+        }
 
-    def scores_with(self, job: str, rotations: np.ndarray) -> np.ndarray:
-        """Link score with ``job`` at each of ``rotations`` (the others where they are)."""
-        rest = self.total - roll(self.vector[job], self.rot[job])
-        demand = rest[None, :] + self._rolled(job, rotations)
-        return 1.0 - excess(demand, self.sol.capacity_bps).sum(axis=-1) / self.norm
+    def scores(self, job: str, shifts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Total score of ``job``'s links with the job at each of ``shifts`` (seconds; the
+        others where they are), and per angle-count group the rotations it takes."""
+        return self.jobs[job].scores(self.totals, shifts)
 
-    def move(self, job: str, rotation: int) -> None:
-        v = self.vector[job]
-        self.total = self.total - roll(v, self.rot[job]) + roll(v, rotation)
-        self.rot[job] = rotation
+    def move(self, job: str, rotations: list[np.ndarray], index: int) -> None:
+        """Put ``job`` at the rotations of its ``index``-th scored shift."""
+        self.jobs[job].move(self.totals, rotations, index)
+
+
+class _JobLinks:
+    """One job's demand on each of its links, grouped by the links' angle counts."""
+
+    def __init__(
+        self,
+        rows: list[int],
+        sols: list[LinkSolution],
+        job: str,
+        factors: list[float],
+        rotations: list[int],
+    ) -> None:
+        self.n_links = len(rows)
+        self.groups = []
+        for n in dict.fromkeys(sol.n_angles for sol in sols):
+            at = [k for k, sol in enumerate(sols) if sol.n_angles == n]
+            self.groups.append(
+                _Group(
+                    n=n,
+                    positions=at,
+                    rows=np.array([rows[k] for k in at], dtype=np.int64),
+                    vectors=np.vstack([sols[k].vectors[sols[k].job_ids.index(job)] for k in at]),
+                    factors=np.array([factors[k] for k in at], float),
+                    capacity=np.array([sols[k].capacity_bps for k in at], float),
+                    norm=np.array([n * sols[k].capacity_bps for k in at], float),
+                    rot=np.array([rotations[k] for k in at], dtype=np.int64),
+                )
+            )
+
+    def scores(
+        self, totals: list[np.ndarray], shifts: np.ndarray
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        per_link: list[np.ndarray] = [np.empty(0)] * self.n_links
+        rotations = []
+        for g in self.groups:
+            rot = np.rint(shifts[None, :] * g.factors[:, None]).astype(np.int64) % g.n
+            rest = np.vstack([totals[r] for r in g.rows.tolist()]) - g.rolled(g.rot[:, None])[:, 0]
+            demand = rest[:, None, :] + g.rolled(rot)
+            score = 1.0 - excess(demand, g.capacity[:, None, None]).sum(axis=-1) / g.norm[:, None]
+            for k, pos in enumerate(g.positions):
+                per_link[pos] = score[k]
+            rotations.append(rot)
+        return sum(per_link), rotations
+
+    def move(self, totals: list[np.ndarray], rotations: list[np.ndarray], index: int) -> None:
+        for g, rot in zip(self.groups, rotations, strict=True):
+            new = rot[:, index]
+            old_rolled = g.rolled(g.rot[:, None])[:, 0]
+            new_rolled = g.rolled(new[:, None])[:, 0]
+            for k, r in enumerate(g.rows.tolist()):
+                totals[r] = totals[r] - old_rolled[k] + new_rolled[k]
+            g.rot = new
+
+
+@dataclass
+class _Group:
+    """A job's links with ``n`` angles: their rows, the job's demand vector on each
+    (bits/s per angle), shift-to-angle factors, capacities (bits/s) and score norms
+    (``n * capacity``), and the job's current rotation on each."""
+
+    n: int
+    positions: list[int]
+    rows: np.ndarray
+    vectors: np.ndarray
+    factors: np.ndarray
+    capacity: np.ndarray
+    norm: np.ndarray
+    rot: np.ndarray
+
+    def rolled(self, rotations: np.ndarray) -> np.ndarray:
+        """``roll(vectors[l], rotations[l, k])`` at ``[l, k]``: shape (links, k, n)."""
+        idx = (np.arange(self.n)[None, None, :] - rotations[:, :, None]) % self.n
+        return self.vectors[np.arange(len(self.rows))[:, None, None], idx]
 
 
 def refine_shifts(
@@ -75,24 +177,14 @@ def refine_shifts(
     result = dict(shifts)
     period = {j: p.iteration_time_s for j, p in profiles.items()}
     for component in nx.connected_components(graph):
-        sub = graph.subgraph(component)
-        if sub.number_of_edges() < sub.number_of_nodes():  # a tree: already optimal
+        jobs = sorted(n[1] for n in component if n[0] == "job")
+        # bipartite: every edge has one job end
+        edges = sum(graph.degree(("job", j)) for j in jobs)
+        if edges < len(component):  # a tree: already optimal
             continue
         links = sorted(n[1] for n in component if n[0] == "link")
-        jobs = sorted(n[1] for n in component if n[0] == "job")
-        states = {
-            link: _LinkState(
-                link_solutions[link],
-                {
-                    j: int(
-                        link_solutions[link].rotations_of(j, np.array([result[j]]), period[j])[0]
-                    )
-                    for j in link_solutions[link].job_ids
-                },
-            )
-            for link in links
-        }
         links_of = {j: sorted(link[1] for link in graph[("job", j)]) for j in jobs}
+        state = _Component(links, links_of, link_solutions, result, period)
         for _ in range(sweeps):
             moved = False
             for j in jobs:
@@ -100,16 +192,11 @@ def refine_shifts(
                 shifts = np.array(
                     [result[j], *_proposals(j, links_of[j], link_solutions, result, period)]
                 )
-                rotations = {
-                    link: link_solutions[link].rotations_of(j, shifts, period[j])
-                    for link in links_of[j]
-                }
-                values = sum(states[link].scores_with(j, rotations[link]) for link in links_of[j])
+                values, rotations = state.scores(j, shifts)
                 best = int(np.argmax(values))
                 if values[best] > values[0] + 1e-12:
                     result[j] = float(shifts[best])
-                    for link in links_of[j]:
-                        states[link].move(j, int(rotations[link][best]))
+                    state.move(j, rotations, best)
                     moved = True
             if not moved:
                 break
