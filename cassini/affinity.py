@@ -23,6 +23,7 @@ as conflicts.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -150,7 +151,7 @@ def time_shifts(
     loops = (
         graph.number_of_edges() - graph.number_of_nodes() + nx.number_connected_components(graph)
     )
-    check = dict(score_tolerance=loop_tolerance)
+    check = dict(score_tolerance=loop_tolerance, loop_names=LoopNames(graph))
     conflicts, realised = check_consistency(graph, link_solutions, shifts, profiles, **check)
     repaired = False
     if loops and repair and _loss(realised, link_solutions) > 1e-9:
@@ -174,6 +175,7 @@ def check_consistency(
     profiles: Mapping[str, JobProfile],
     *,
     score_tolerance: float = 1e-9,
+    loop_names: LoopNames | None = None,
 ) -> tuple[list[str], dict[str, float]]:
     """Check the final shifts on every shared link.
 
@@ -182,6 +184,7 @@ def check_consistency(
     on ``l``), misalignments up to half an angle being indistinguishable on the grid.
     Where that fails, the link's score at the final shifts is computed on the same grid;
     the link is still sound if it is within ``score_tolerance`` of the link's optimum.
+    ``loop_names`` (of this graph) may be shared between checks of the same graph.
 
     Returns
     -------
@@ -190,7 +193,7 @@ def check_consistency(
     """
     iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
     problems, realised = [], {}
-    cycles: dict[tuple[str, str], list] | None = None  # the loops, found at the first problem
+    loop_names = loop_names if loop_names is not None else LoopNames(graph)
     for l_node in sorted(n for n in graph if n[0] == "link"):
         link = l_node[1]
         sol = link_solutions[link]
@@ -208,10 +211,8 @@ def check_consistency(
         )
         realised[link] = score
         if score < sol.score - score_tolerance:
-            if cycles is None:
-                cycles = _first_cycles(graph)
             problems.append(
-                f"loop {_loop_through(cycles, l_node)} has inconsistent time-shifts: on link "
+                f"loop {loop_names.through(l_node)} has inconsistent time-shifts: on link "
                 f"{link} the relative shifts are off by {error * 1e3:.3g} ms and its score "
                 f"drops from {sol.score:.3f} to {score:.3f}"
             )
@@ -244,14 +245,18 @@ def _best_common_rotation(
     t_anchor = iteration_times_s[anchor]
     base = shifts[anchor] - sol.time_shifts_s[anchor]
     repeats = max(1, int(round(sol.unified_period_s / t_anchor)))
-    deltas = base + t_anchor * np.arange(repeats)
-    worst = np.zeros(repeats)
-    for k in jobs:
-        t_k = iteration_times_s[k]
-        diff = np.mod(shifts[k] - sol.time_shifts_s[k] - deltas, t_k)
-        worst = np.maximum(worst, np.minimum(diff, t_k - diff))
-    i = int(np.argmin(worst))
-    return float(deltas[i]), float(worst[i])
+    # plain floats (a few jobs, a few rotations): Python's % on floats is np.mod's
+    offsets = [(shifts[k] - sol.time_shifts_s[k], iteration_times_s[k]) for k in jobs]
+    best_delta, best_worst = base, math.inf
+    for i in range(repeats):
+        delta = base + t_anchor * i
+        worst = 0.0
+        for offset, t_k in offsets:
+            diff = (offset - delta) % t_k
+            worst = max(worst, min(diff, t_k - diff))
+        if worst < best_worst:
+            best_delta, best_worst = delta, worst
+    return float(best_delta), float(best_worst)
 
 
 def _tolerance(sol: LinkSolution) -> float:
@@ -259,28 +264,31 @@ def _tolerance(sol: LinkSolution) -> float:
     return 0.5 * step + sol.unified.max_relative_error * sol.unified_period_s + 1e-9
 
 
-def _first_cycles(graph: nx.Graph) -> dict[tuple[str, str], list]:
-    """Each node on a loop -> the first cycle of ``nx.cycle_basis(graph)`` through it (the
-    basis found once per check, not once per link that loses score: on a 16,384-GPU
-    candidate that search was a third of the advisor's time)."""
-    first: dict[tuple[str, str], list] = {}
-    for cycle in nx.cycle_basis(graph):
-        for node in cycle:
-            first.setdefault(node, cycle)
-    return first
+class LoopNames:
+    """Names of the loops of an affinity graph: for a node, the first cycle of
+    ``nx.cycle_basis(graph)`` through it, written from a job.  The basis is found once, on
+    the first name asked (not once per link that loses score: on a 16,384-GPU candidate
+    that search was a third of the advisor's time)."""
 
+    def __init__(self, graph: nx.Graph) -> None:
+        self._graph = graph
+        self._first: dict[tuple[str, str], list] | None = None
 
-def _loop_through(cycles: Mapping[tuple[str, str], list], node: tuple[str, str]) -> str:
-    """The loop through ``node`` (from :func:`_first_cycles`), written from a job."""
-    cycle = cycles.get(node)
-    if cycle is None:
-        return f"through {node[1]}"
-    i = cycle.index(node)
-    ordered = cycle[i:] + cycle[:i]
-    # start the printed loop at a job, as the paper draws them
-    if ordered[0][0] == "link":
-        ordered = ordered[1:] + ordered[:1]
-    return "-".join(n[1] for n in [*ordered, ordered[0]])
+    def through(self, node: tuple[str, str]) -> str:
+        if self._first is None:
+            self._first = {}
+            for cycle in nx.cycle_basis(self._graph):
+                for n in cycle:
+                    self._first.setdefault(n, cycle)
+        cycle = self._first.get(node)
+        if cycle is None:
+            return f"through {node[1]}"
+        i = cycle.index(node)
+        ordered = cycle[i:] + cycle[:i]
+        # start the printed loop at a job, as the paper draws them
+        if ordered[0][0] == "link":
+            ordered = ordered[1:] + ordered[:1]
+        return "-".join(n[1] for n in [*ordered, ordered[0]])
 
 
 def _component_key(component: set) -> str:

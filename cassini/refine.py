@@ -27,11 +27,11 @@ from cassini.profile import JobProfile
 class _Component:
     """The links of one loopy component at the current rotations of their jobs.
 
-    ``total[row[link]]`` is the link's summed demand per angle (bits/s).  Each job keeps,
-    over the links it crosses (in id order), its demand vectors and current rotations, so
-    that scoring many rotations of one job on all its links is one (links, rotations,
-    |A|) array operation per angle count: the same floating-point operations, row by row,
-    as scoring each link on its own (tested against the per-link reference)."""
+    ``totals[n][row[link]]`` is the summed demand per angle (bits/s) of a link with ``n``
+    angles.  Each job keeps, over the links it crosses (in id order), its demand vectors
+    and current rotations, so that scoring many rotations of one job on all its links is
+    one (links, rotations, |A|) array operation: the same floating-point operations, row
+    by row, as scoring each link on its own (tested against the per-link reference)."""
 
     def __init__(
         self,
@@ -41,10 +41,10 @@ class _Component:
         shifts: Mapping[str, float],
         period: Mapping[str, float],
     ) -> None:
-        self.row = {link: r for r, link in enumerate(links)}
         factor: dict[tuple[str, str], float] = {}
         rot: dict[tuple[str, str], int] = {}
-        totals = []
+        rows: dict[int, list[np.ndarray]] = {}
+        self.row: dict[str, int] = {}
         for link in links:
             sol = link_solutions[link]
             step = sol.unified.period_s / sol.n_angles
@@ -53,67 +53,39 @@ class _Component:
                 t_eff = sol.unified.period_s / sol.unified.repeats[i]
                 # LinkSolution.rotations_of, one shift at a time
                 factor[link, j] = t_eff / period[j] / step
-                rot[link, j] = int(np.rint(shifts[j] * factor[link, j])) % sol.n_angles
+                # round() halves to even, as np.rint
+                rot[link, j] = round(shifts[j] * factor[link, j]) % sol.n_angles
                 total = total + roll(sol.vectors[i], rot[link, j])
-            totals.append(total)
-        self.totals = totals
+            same_size = rows.setdefault(sol.n_angles, [])
+            self.row[link] = len(same_size)
+            same_size.append(total)
+        self.totals = {n: np.vstack(t) for n, t in rows.items()}
         self.jobs = {
-            j: _JobLinks(
-                [self.row[link] for link in on],
-                [link_solutions[link] for link in on],
-                j,
-                [factor[link, j] for link in on],
-                [rot[link, j] for link in on],
-            )
+            j: [
+                _Group.of(
+                    [link for link in on if link_solutions[link].n_angles == n],
+                    [k for k, link in enumerate(on) if link_solutions[link].n_angles == n],
+                    j,
+                    link_solutions,
+                    self.row,
+                    factor,
+                    rot,
+                )
+                for n in dict.fromkeys(link_solutions[link].n_angles for link in on)
+            ]
             for j, on in links_of.items()
         }
 
     def scores(self, job: str, shifts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Total score of ``job``'s links with the job at each of ``shifts`` (seconds; the
-        others where they are), and per angle-count group the rotations it takes."""
-        return self.jobs[job].scores(self.totals, shifts)
-
-    def move(self, job: str, rotations: list[np.ndarray], index: int) -> None:
-        """Put ``job`` at the rotations of its ``index``-th scored shift."""
-        self.jobs[job].move(self.totals, rotations, index)
-
-
-class _JobLinks:
-    """One job's demand on each of its links, grouped by the links' angle counts."""
-
-    def __init__(
-        self,
-        rows: list[int],
-        sols: list[LinkSolution],
-        job: str,
-        factors: list[float],
-        rotations: list[int],
-    ) -> None:
-        self.n_links = len(rows)
-        self.groups = []
-        for n in dict.fromkeys(sol.n_angles for sol in sols):
-            at = [k for k, sol in enumerate(sols) if sol.n_angles == n]
-            self.groups.append(
-                _Group(
-                    n=n,
-                    positions=at,
-                    rows=np.array([rows[k] for k in at], dtype=np.int64),
-                    vectors=np.vstack([sols[k].vectors[sols[k].job_ids.index(job)] for k in at]),
-                    factors=np.array([factors[k] for k in at], float),
-                    capacity=np.array([sols[k].capacity_bps for k in at], float),
-                    norm=np.array([n * sols[k].capacity_bps for k in at], float),
-                    rot=np.array([rotations[k] for k in at], dtype=np.int64),
-                )
-            )
-
-    def scores(
-        self, totals: list[np.ndarray], shifts: np.ndarray
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        per_link: list[np.ndarray] = [np.empty(0)] * self.n_links
+        """Total score of ``job``'s links (summed in link id order) with the job at each of
+        ``shifts`` (seconds; the others where they are), and per group of its links the
+        rotations (links, shifts) it takes there."""
+        groups = self.jobs[job]
+        per_link: list[np.ndarray] = [np.empty(0)] * sum(len(g.positions) for g in groups)
         rotations = []
-        for g in self.groups:
+        for g in groups:
             rot = np.rint(shifts[None, :] * g.factors[:, None]).astype(np.int64) % g.n
-            rest = np.vstack([totals[r] for r in g.rows.tolist()]) - g.rolled(g.rot[:, None])[:, 0]
+            rest = self.totals[g.n][g.rows] - g.rolled(g.rot)
             demand = rest[:, None, :] + g.rolled(rot)
             score = 1.0 - excess(demand, g.capacity[:, None, None]).sum(axis=-1) / g.norm[:, None]
             for k, pos in enumerate(g.positions):
@@ -121,35 +93,66 @@ class _JobLinks:
             rotations.append(rot)
         return sum(per_link), rotations
 
-    def move(self, totals: list[np.ndarray], rotations: list[np.ndarray], index: int) -> None:
-        for g, rot in zip(self.groups, rotations, strict=True):
+    def move(self, job: str, rotations: list[np.ndarray], index: int) -> None:
+        """Put ``job`` at the rotations of its ``index``-th scored shift."""
+        for g, rot in zip(self.jobs[job], rotations, strict=True):
             new = rot[:, index]
-            old_rolled = g.rolled(g.rot[:, None])[:, 0]
-            new_rolled = g.rolled(new[:, None])[:, 0]
-            for k, r in enumerate(g.rows.tolist()):
-                totals[r] = totals[r] - old_rolled[k] + new_rolled[k]
+            totals = self.totals[g.n]
+            totals[g.rows] = totals[g.rows] - g.rolled(g.rot) + g.rolled(new)
             g.rot = new
 
 
 @dataclass
 class _Group:
-    """A job's links with ``n`` angles: their rows, the job's demand vector on each
-    (bits/s per angle), shift-to-angle factors, capacities (bits/s) and score norms
-    (``n * capacity``), and the job's current rotation on each."""
+    """A job's links with ``n`` angles: their rows in the component's totals, their
+    positions among the job's links, the job's demand on each (``windows[l, n - k]`` is
+    its vector rolled by ``k`` angles, bits/s), shift-to-angle factors, capacities (bits/s),
+    score norms (``n * capacity``) and the job's current rotation on each."""
 
     n: int
     positions: list[int]
     rows: np.ndarray
-    vectors: np.ndarray
+    windows: np.ndarray
     factors: np.ndarray
     capacity: np.ndarray
     norm: np.ndarray
     rot: np.ndarray
 
+    @classmethod
+    def of(
+        cls,
+        links: list[str],
+        positions: list[int],
+        job: str,
+        link_solutions: Mapping[str, LinkSolution],
+        row: Mapping[str, int],
+        factor: Mapping[tuple[str, str], float],
+        rot: Mapping[tuple[str, str], int],
+    ) -> _Group:
+        sols = [link_solutions[link] for link in links]
+        n = sols[0].n_angles
+        vectors = np.vstack([sol.vectors[sol.job_ids.index(job)] for sol in sols])
+        doubled = np.concatenate([vectors, vectors], axis=1)
+        step_link, step_angle = doubled.strides
+        windows = np.lib.stride_tricks.as_strided(
+            doubled, (len(links), n + 1, n), (step_link, step_angle, step_angle), writeable=False
+        )
+        return cls(
+            n=n,
+            positions=positions,
+            rows=np.array([row[link] for link in links], dtype=np.int64),
+            windows=windows,
+            factors=np.array([factor[link, job] for link in links], float),
+            capacity=np.array([sol.capacity_bps for sol in sols], float),
+            norm=np.array([n * sol.capacity_bps for sol in sols], float),
+            rot=np.array([rot[link, job] for link in links], dtype=np.int64),
+        )
+
     def rolled(self, rotations: np.ndarray) -> np.ndarray:
-        """``roll(vectors[l], rotations[l, k])`` at ``[l, k]``: shape (links, k, n)."""
-        idx = (np.arange(self.n)[None, None, :] - rotations[:, :, None]) % self.n
-        return self.vectors[np.arange(len(self.rows))[:, None, None], idx]
+        """The job's vector on link ``l`` rolled by ``rotations[l, ...]`` angles, shape
+        ``rotations.shape + (n,)`` (rotations in [0, n))."""
+        lead = np.arange(len(self.rows)).reshape((-1,) + (1,) * (rotations.ndim - 1))
+        return self.windows[lead, self.n - rotations]
 
 
 def refine_shifts(
