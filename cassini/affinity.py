@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
-import numpy as np
 
 from cassini.circle import LinkSolution, score_at_shifts
 from cassini.profile import JobProfile
@@ -74,17 +73,21 @@ def affinity_graph(
     for job, links in paths.items():
         for link in dict.fromkeys(links):  # a link listed twice is crossed once
             jobs_on.setdefault(link, []).append(job)
-    graph = nx.Graph()
+    # nodes and edges in the order of one add_node/add_edge at a time, added in bulk
+    nodes: list[tuple[tuple[str, str], dict[str, str]]] = []
+    edges: list[tuple[tuple[str, str], tuple[str, str], dict[str, float]]] = []
     for link, jobs in jobs_on.items():
         if len(jobs) < 2:
             continue
-        graph.add_node(link_node(link), kind="link", id=link)
+        nodes.append((link_node(link), {"kind": "link", "id": link}))
+        shifts = link_solutions[link].time_shifts_s if link_solutions is not None else None
         for job in jobs:
-            graph.add_node(job_node(job), kind="job", id=job)
-            weight = 0.0
-            if link_solutions is not None:
-                weight = link_solutions[link].time_shifts_s[job]
-            graph.add_edge(job_node(job), link_node(link), weight=weight)
+            nodes.append((job_node(job), {"kind": "job", "id": job}))
+            weight = shifts[job] if shifts is not None else 0.0
+            edges.append((job_node(job), link_node(link), {"weight": weight}))
+    graph = nx.Graph()
+    graph.add_nodes_from(nodes)
+    graph.add_edges_from(edges)
     return graph
 
 
@@ -127,7 +130,8 @@ def time_shifts(
     iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
     shifts: dict[str, float] = {}
     anchored: set[str] = set()
-    for component in sorted(nx.connected_components(graph), key=_component_key):
+    components = list(nx.connected_components(graph))
+    for component in sorted(components, key=_component_key):
         jobs = [n for n in component if n[0] == "job"]
         ref = min(jobs, key=lambda n: (-graph.degree(n), n[1]))
         shifts[ref[1]] = 0.0
@@ -144,18 +148,15 @@ def time_shifts(
                 for k_node in sorted(graph[l_node]):
                     k = k_node[1]
                     if k not in shifts:
-                        shifts[k] = float(
-                            np.mod(sol.time_shifts_s[k] + delta, iteration_times_s[k])
-                        )
+                        # Python's % on floats is np.mod's
+                        shifts[k] = float((sol.time_shifts_s[k] + delta) % iteration_times_s[k])
                         queue.append(k_node)
-    loops = (
-        graph.number_of_edges() - graph.number_of_nodes() + nx.number_connected_components(graph)
-    )
+    loops = graph.number_of_edges() - graph.number_of_nodes() + len(components)
     check = dict(score_tolerance=loop_tolerance, loop_names=LoopNames(graph))
     conflicts, realised = check_consistency(graph, link_solutions, shifts, profiles, **check)
     repaired = False
     if loops and repair and _loss(realised, link_solutions) > 1e-9:
-        better = refine_shifts(graph, link_solutions, profiles, shifts)
+        better = refine_shifts(graph, link_solutions, profiles, shifts, components=components)
         c2, r2 = check_consistency(graph, link_solutions, better, profiles, **check)
         if sum(r2.values()) > sum(realised.values()) + 1e-12:
             shifts, conflicts, realised, repaired = better, c2, r2, True

@@ -121,18 +121,22 @@ def _stretched_period(
     first with the least worst stretch; returns (period in seconds, repeats per job)."""
     longest = max(times)
     cap_s = max_period_factor * longest
-    periods = sorted(
-        {p for t in times for k in range(1, math.floor(cap_s / t) + 1) if (p := t * k) >= longest}
+    periods = np.array(
+        sorted(
+            {
+                p
+                for t in times
+                for k in range(1, math.floor(cap_s / t) + 1)
+                if (p := t * k) >= longest
+            }
+        )
     )
-    best, best_worst, best_reps = 0.0, math.inf, ()
-    for period in periods:
-        reps = tuple(math.floor(period / t + 1e-9) for t in times)
-        worst = max(period / (r * t) - 1.0 for r, t in zip(reps, times, strict=True))
-        if worst <= tolerance:
-            return period, reps
-        if worst < best_worst:
-            best, best_worst, best_reps = period, worst, reps
-    return best, best_reps
+    t = np.array(times)
+    reps = np.floor(periods[:, None] / t[None, :] + 1e-9)
+    worst = np.max(periods[:, None] / (reps * t[None, :]) - 1.0, axis=1)
+    within = np.flatnonzero(worst <= tolerance)
+    best = int(within[0]) if within.size else int(np.argmin(worst))
+    return float(periods[best]), tuple(int(r) for r in reps[best])
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,9 +203,10 @@ def demand_vectors(jobs: Sequence[JobProfile], unified: UnifiedPeriod, angles: i
     A job is first stretched to its effective iteration time ``period_s / repeats`` (a
     no-op when the period is exact), so its pattern closes on the circle.
     """
+    edges = np.linspace(0.0, unified.period_s, angles + 1)
     rows = []
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
-        rows.append(_stretched_bin_average(job, t_eff, angles, unified.period_s))
+        rows.append(_stretched_bin_average(job, t_eff, angles, unified.period_s, edges=edges))
     return np.vstack(rows)
 
 
@@ -564,9 +569,12 @@ def score_at_shifts(
     """Grid score (and demand curve) of arbitrary time-shifts, on the same circle and
     angles as :func:`compatibility_score` (so the two are directly comparable)."""
     demand = np.zeros(angles)
+    edges = np.linspace(0.0, unified.period_s, angles + 1)
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
         shift = time_shifts_s.get(job.job_id, 0.0) * t_eff / job.iteration_time_s
-        demand += _stretched_bin_average(job, t_eff, angles, unified.period_s, shift)
+        demand += _stretched_bin_average(
+            job, t_eff, angles, unified.period_s, shift, edges=edges
+        )
     return float(score_of_demand(demand, capacity_bps)), demand
 
 
@@ -634,18 +642,27 @@ def _stretched(job: JobProfile, iteration_time_s: float) -> JobProfile:
 
 
 def _stretched_bin_average(
-    job: JobProfile, iteration_time_s: float, n_bins: int, span_s: float, shift_s: float = 0.0
+    job: JobProfile,
+    iteration_time_s: float,
+    n_bins: int,
+    span_s: float,
+    shift_s: float = 0.0,
+    *,
+    edges: np.ndarray | None = None,
 ) -> np.ndarray:
     """``_stretched(job, iteration_time_s).bin_average(n_bins, span_s, shift_s)`` (bits/s
     per bin), the same floating-point operations in the same order, without building the
     stretched profile (the hot path of every link problem; equal bit for bit, tested).
-    A stretch that would make the profile invalid takes the slow path, which raises."""
+    ``edges``, when given, is ``np.linspace(0.0, span_s, n_bins + 1)`` (shared by the jobs
+    of one circle).  A stretch that would make the profile invalid takes the slow path,
+    which raises."""
     intervals = _stretched_intervals(job, iteration_time_s)
     if intervals is None:
         return _stretched(job, iteration_time_s).bin_average(n_bins, span_s, shift_s)
     starts, ends, rates, bits, period = intervals
     widths = ends - starts
-    edges = np.linspace(0.0, span_s, n_bins + 1)
+    if edges is None:
+        edges = np.linspace(0.0, span_s, n_bins + 1)
 
     def integral(t: np.ndarray) -> np.ndarray:  # JobProfile._periodic_integral
         whole = np.floor(t / period)

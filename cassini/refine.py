@@ -14,7 +14,7 @@ the total, so the ascent terminates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import networkx as nx
@@ -85,9 +85,9 @@ class _Component:
         rotations = []
         for g in groups:
             rot = np.rint(shifts[None, :] * g.factors[:, None]).astype(np.int64) % g.n
-            rest = self.totals[g.n][g.rows] - g.rolled(g.rot)
-            demand = rest[:, None, :] + g.rolled(rot)
-            score = 1.0 - excess(demand, g.capacity[:, None, None]).sum(axis=-1) / g.norm[:, None]
+            rest = self.totals[g.n][g.rows] - g.current
+            demand = rest[:, None, :] + g.windows[g.lead, g.n - rot]
+            score = 1.0 - excess(demand, g.capacity).sum(axis=-1) / g.norm
             for k, pos in enumerate(g.positions):
                 per_link[pos] = score[k]
             rotations.append(rot)
@@ -96,18 +96,19 @@ class _Component:
     def move(self, job: str, rotations: list[np.ndarray], index: int) -> None:
         """Put ``job`` at the rotations of its ``index``-th scored shift."""
         for g, rot in zip(self.jobs[job], rotations, strict=True):
-            new = rot[:, index]
+            new = g.windows[g.lead[:, 0], g.n - rot[:, index]]
             totals = self.totals[g.n]
-            totals[g.rows] = totals[g.rows] - g.rolled(g.rot) + g.rolled(new)
-            g.rot = new
+            totals[g.rows] = totals[g.rows] - g.current + new
+            g.current = new
 
 
 @dataclass
 class _Group:
     """A job's links with ``n`` angles: their rows in the component's totals, their
     positions among the job's links, the job's demand on each (``windows[l, n - k]`` is
-    its vector rolled by ``k`` angles, bits/s), shift-to-angle factors, capacities (bits/s),
-    score norms (``n * capacity``) and the job's current rotation on each."""
+    its vector rolled by ``k`` angles, bits/s), shift-to-angle factors, capacities (bits/s,
+    shape (links, 1, 1)), score norms (``n * capacity``, shape (links, 1)), the job's
+    demand on each at its current rotation and ``lead`` (``arange(links)`` as a column)."""
 
     n: int
     positions: list[int]
@@ -116,7 +117,8 @@ class _Group:
     factors: np.ndarray
     capacity: np.ndarray
     norm: np.ndarray
-    rot: np.ndarray
+    current: np.ndarray
+    lead: np.ndarray
 
     @classmethod
     def of(
@@ -137,22 +139,19 @@ class _Group:
         windows = np.lib.stride_tricks.as_strided(
             doubled, (len(links), n + 1, n), (step_link, step_angle, step_angle), writeable=False
         )
+        lead = np.arange(len(links))[:, None]
+        rotations = np.array([rot[link, job] for link in links], dtype=np.int64)
         return cls(
             n=n,
             positions=positions,
             rows=np.array([row[link] for link in links], dtype=np.int64),
             windows=windows,
             factors=np.array([factor[link, job] for link in links], float),
-            capacity=np.array([sol.capacity_bps for sol in sols], float),
-            norm=np.array([n * sol.capacity_bps for sol in sols], float),
-            rot=np.array([rot[link, job] for link in links], dtype=np.int64),
+            capacity=np.array([sol.capacity_bps for sol in sols], float)[:, None, None],
+            norm=np.array([n * sol.capacity_bps for sol in sols], float)[:, None],
+            current=windows[lead[:, 0], n - rotations],
+            lead=lead,
         )
-
-    def rolled(self, rotations: np.ndarray) -> np.ndarray:
-        """The job's vector on link ``l`` rolled by ``rotations[l, ...]`` angles, shape
-        ``rotations.shape + (n,)`` (rotations in [0, n))."""
-        lead = np.arange(len(self.rows)).reshape((-1,) + (1,) * (rotations.ndim - 1))
-        return self.windows[lead, self.n - rotations]
 
 
 def refine_shifts(
@@ -162,6 +161,7 @@ def refine_shifts(
     shifts: Mapping[str, float],
     *,
     sweeps: int = 5,
+    components: Iterable[set] | None = None,
 ) -> dict[str, float]:
     """Improve one-shift-per-job assignments on the loopy components of an affinity graph.
 
@@ -172,6 +172,7 @@ def refine_shifts(
     profiles : job profiles by id.
     shifts : starting shifts (seconds), e.g. from Algorithm 1.
     sweeps : at most this many passes over the jobs.
+    components : the graph's connected components (node sets), when already known.
 
     Returns
     -------
@@ -179,7 +180,9 @@ def refine_shifts(
     """
     result = dict(shifts)
     period = {j: p.iteration_time_s for j, p in profiles.items()}
-    for component in nx.connected_components(graph):
+    if components is None:
+        components = nx.connected_components(graph)
+    for component in components:
         jobs = sorted(n[1] for n in component if n[0] == "job")
         # bipartite: every edge has one job end
         edges = sum(graph.degree(("job", j)) for j in jobs)
