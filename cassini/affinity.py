@@ -74,19 +74,22 @@ def affinity_graph(
         for link in dict.fromkeys(links):  # a link listed twice is crossed once
             jobs_on.setdefault(link, []).append(job)
     # nodes and edges in the order of one add_node/add_edge at a time, added in bulk
-    nodes: list[tuple[tuple[str, str], dict[str, str]]] = []
+    nodes: dict[tuple[str, str], dict[str, str]] = {}  # first appearance, as add_node
     edges: list[tuple[tuple[str, str], tuple[str, str], dict[str, float]]] = []
     for link, jobs in jobs_on.items():
         if len(jobs) < 2:
             continue
-        nodes.append((link_node(link), {"kind": "link", "id": link}))
+        l_node = link_node(link)
+        nodes[l_node] = {"kind": "link", "id": link}
         shifts = link_solutions[link].time_shifts_s if link_solutions is not None else None
         for job in jobs:
-            nodes.append((job_node(job), {"kind": "job", "id": job}))
+            j_node = job_node(job)
+            if j_node not in nodes:
+                nodes[j_node] = {"kind": "job", "id": job}
             weight = shifts[job] if shifts is not None else 0.0
-            edges.append((job_node(job), link_node(link), {"weight": weight}))
+            edges.append((j_node, l_node, {"weight": weight}))
     graph = nx.Graph()
-    graph.add_nodes_from(nodes)
+    graph.add_nodes_from(nodes.items())
     graph.add_edges_from(edges)
     return graph
 
@@ -199,9 +202,8 @@ def check_consistency(
         link = l_node[1]
         sol = link_solutions[link]
         jobs = sorted(k[1] for k in graph[l_node])
-        _, error = _best_common_rotation(sol, shifts, iteration_times_s, jobs, jobs[0])
         realised[link] = sol.score
-        if error <= _tolerance(sol):
+        if _aligned_within(sol, shifts, iteration_times_s, jobs, jobs[0], _tolerance(sol)):
             continue
         score, _ = score_at_shifts(
             [profiles[j] for j in sol.job_ids],
@@ -212,6 +214,7 @@ def check_consistency(
         )
         realised[link] = score
         if score < sol.score - score_tolerance:
+            _, error = _best_common_rotation(sol, shifts, iteration_times_s, jobs, jobs[0])
             problems.append(
                 f"loop {loop_names.through(l_node)} has inconsistent time-shifts: on link "
                 f"{link} the relative shifts are off by {error * 1e3:.3g} ms and its score "
@@ -258,6 +261,34 @@ def _best_common_rotation(
         if worst < best_worst:
             best_delta, best_worst = delta, worst
     return float(best_delta), float(best_worst)
+
+
+def _aligned_within(
+    sol: LinkSolution,
+    shifts: Mapping[str, float],
+    iteration_times_s: Mapping[str, float],
+    jobs: Sequence[str],
+    anchor: str,
+    tolerance: float,
+) -> bool:
+    """Whether :func:`_best_common_rotation`'s misalignment is at most ``tolerance``
+    seconds: some rotation keeps every job within it (the same arithmetic, stopping at
+    the first job out of it and the first rotation that fits)."""
+    if not jobs:
+        return tolerance >= 0.0
+    t_anchor = iteration_times_s[anchor]
+    base = shifts[anchor] - sol.time_shifts_s[anchor]
+    repeats = max(1, int(round(sol.unified_period_s / t_anchor)))
+    offsets = [(shifts[k] - sol.time_shifts_s[k], iteration_times_s[k]) for k in jobs]
+    for i in range(repeats):
+        delta = base + t_anchor * i
+        for offset, t_k in offsets:
+            diff = (offset - delta) % t_k
+            if min(diff, t_k - diff) > tolerance:
+                break
+        else:
+            return True
+    return False
 
 
 def _tolerance(sol: LinkSolution) -> float:

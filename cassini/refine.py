@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import networkx as nx
 import numpy as np
@@ -28,10 +29,11 @@ class _Component:
     """The links of one loopy component at the current rotations of their jobs.
 
     ``totals[n][row[link]]`` is the summed demand per angle (bits/s) of a link with ``n``
-    angles.  Each job keeps, over the links it crosses (in id order), its demand vectors
-    and current rotations, so that scoring many rotations of one job on all its links is
-    one (links, rotations, |A|) array operation: the same floating-point operations, row
-    by row, as scoring each link on its own (tested against the per-link reference)."""
+    angles.  Every (job, link) pair of the component is a row of one :class:`_Pairs`
+    table per angle count, ordered by job then link id, so a job's links are a slice of
+    it and scoring many rotations of one job on all its links is one (links, rotations,
+    |A|) array operation: the same floating-point operations, row by row, as scoring
+    each link on its own (tested against the per-link reference)."""
 
     def __init__(
         self,
@@ -43,115 +45,121 @@ class _Component:
     ) -> None:
         factor: dict[tuple[str, str], float] = {}
         rot: dict[tuple[str, str], int] = {}
-        rows: dict[int, list[np.ndarray]] = {}
-        self.row: dict[str, int] = {}
+        vector: dict[tuple[str, str], np.ndarray] = {}
+        totals: dict[int, list[np.ndarray]] = {}
+        row: dict[str, int] = {}
         for link in links:
             sol = link_solutions[link]
             step = sol.unified.period_s / sol.n_angles
             total = 0
             for i, j in enumerate(sol.job_ids):
                 t_eff = sol.unified.period_s / sol.unified.repeats[i]
-                # LinkSolution.rotations_of, one shift at a time
+                # LinkSolution.rotations_of, one shift at a time (round() halves to even,
+                # as np.rint)
                 factor[link, j] = t_eff / period[j] / step
-                # round() halves to even, as np.rint
                 rot[link, j] = round(shifts[j] * factor[link, j]) % sol.n_angles
+                vector[link, j] = sol.vectors[i]
                 total = total + roll(sol.vectors[i], rot[link, j])
-            same_size = rows.setdefault(sol.n_angles, [])
-            self.row[link] = len(same_size)
+            same_size = totals.setdefault(sol.n_angles, [])
+            row[link] = len(same_size)
             same_size.append(total)
-        self.totals = {n: np.vstack(t) for n, t in rows.items()}
-        self.jobs = {
-            j: [
-                _Group.of(
-                    [link for link in on if link_solutions[link].n_angles == n],
-                    [k for k, link in enumerate(on) if link_solutions[link].n_angles == n],
-                    j,
-                    link_solutions,
-                    self.row,
-                    factor,
-                    rot,
-                )
-                for n in dict.fromkeys(link_solutions[link].n_angles for link in on)
-            ]
-            for j, on in links_of.items()
+        self.totals = {n: np.vstack(t) for n, t in totals.items()}
+        pairs: dict[int, list[tuple[str, str]]] = {n: [] for n in totals}
+        # per job: (angle count, first row, end row, positions among its links)
+        self.groups: dict[str, list[tuple[int, int, int, list[int]]]] = {}
+        for j, on in links_of.items():
+            groups = []
+            for n in dict.fromkeys(link_solutions[link].n_angles for link in on):
+                at = [k for k, link in enumerate(on) if link_solutions[link].n_angles == n]
+                first = len(pairs[n])
+                pairs[n] += [(on[k], j) for k in at]
+                groups.append((n, first, len(pairs[n]), at))
+            self.groups[j] = groups
+        self.pairs = {
+            n: _Pairs.of(n, p, link_solutions, row, factor, rot, vector)
+            for n, p in pairs.items()
+            if p
         }
 
     def scores(self, job: str, shifts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Total score of ``job``'s links (summed in link id order) with the job at each of
         ``shifts`` (seconds; the others where they are), and per group of its links the
         rotations (links, shifts) it takes there."""
-        groups = self.jobs[job]
-        per_link: list[np.ndarray] = [np.empty(0)] * sum(len(g.positions) for g in groups)
+        groups = self.groups[job]
+        per_link: list[np.ndarray] = [np.empty(0)] * sum(len(at) for *_, at in groups)
         rotations = []
-        for g in groups:
-            rot = np.rint(shifts[None, :] * g.factors[:, None]).astype(np.int64) % g.n
-            rest = self.totals[g.n][g.rows] - g.current
-            demand = rest[:, None, :] + g.windows[g.lead, g.n - rot]
-            score = 1.0 - excess(demand, g.capacity).sum(axis=-1) / g.norm
-            for k, pos in enumerate(g.positions):
+        for n, a, b, at in groups:
+            t = self.pairs[n]
+            rot = np.rint(shifts[None, :] * t.factors[a:b, None]).astype(np.int64) % n
+            rest = self.totals[n][t.rows[a:b]] - t.current[a:b]
+            demand = rest[:, None, :] + t.windows[a:b][_lead(b - a), n - rot]
+            score = 1.0 - excess(demand, t.capacity[a:b]).sum(axis=-1) / t.norm[a:b]
+            for k, pos in enumerate(at):
                 per_link[pos] = score[k]
             rotations.append(rot)
         return sum(per_link), rotations
 
     def move(self, job: str, rotations: list[np.ndarray], index: int) -> None:
         """Put ``job`` at the rotations of its ``index``-th scored shift."""
-        for g, rot in zip(self.jobs[job], rotations, strict=True):
-            new = g.windows[g.lead[:, 0], g.n - rot[:, index]]
-            totals = self.totals[g.n]
-            totals[g.rows] = totals[g.rows] - g.current + new
-            g.current = new
+        for (n, a, b, _), rot in zip(self.groups[job], rotations, strict=True):
+            t = self.pairs[n]
+            new = t.windows[a:b][_lead(b - a)[:, 0], n - rot[:, index]]
+            totals, rows = self.totals[n], t.rows[a:b]
+            totals[rows] = totals[rows] - t.current[a:b] + new
+            t.current[a:b] = new
 
 
-@dataclass
-class _Group:
-    """A job's links with ``n`` angles: their rows in the component's totals, their
-    positions among the job's links, the job's demand on each (``windows[l, n - k]`` is
-    its vector rolled by ``k`` angles, bits/s), shift-to-angle factors, capacities (bits/s,
-    shape (links, 1, 1)), score norms (``n * capacity``, shape (links, 1)), the job's
-    demand on each at its current rotation and ``lead`` (``arange(links)`` as a column)."""
+@dataclass(frozen=True)
+class _Pairs:
+    """The (link, job) pairs of a component whose links have ``n`` angles (ordered by job
+    then link): each link's
+    row in the totals, the job's demand on it (``windows[p, n - k]`` is the vector rolled
+    by ``k`` angles, bits/s), shift-to-angle factors, capacities (bits/s, shape (pairs,
+    1, 1)), score norms (``n * capacity``, shape (pairs, 1)) and the job's demand at its
+    current rotation (updated as jobs move)."""
 
-    n: int
-    positions: list[int]
     rows: np.ndarray
     windows: np.ndarray
     factors: np.ndarray
     capacity: np.ndarray
     norm: np.ndarray
     current: np.ndarray
-    lead: np.ndarray
 
     @classmethod
     def of(
         cls,
-        links: list[str],
-        positions: list[int],
-        job: str,
+        n: int,
+        pairs: list[tuple[str, str]],
         link_solutions: Mapping[str, LinkSolution],
         row: Mapping[str, int],
         factor: Mapping[tuple[str, str], float],
         rot: Mapping[tuple[str, str], int],
-    ) -> _Group:
-        sols = [link_solutions[link] for link in links]
-        n = sols[0].n_angles
-        vectors = np.vstack([sol.vectors[sol.job_ids.index(job)] for sol in sols])
+        vector: Mapping[tuple[str, str], np.ndarray],
+    ) -> _Pairs:
+        vectors = np.vstack([vector[p] for p in pairs])
         doubled = np.concatenate([vectors, vectors], axis=1)
-        step_link, step_angle = doubled.strides
+        step_pair, step_angle = doubled.strides
         windows = np.lib.stride_tricks.as_strided(
-            doubled, (len(links), n + 1, n), (step_link, step_angle, step_angle), writeable=False
+            doubled, (len(pairs), n + 1, n), (step_pair, step_angle, step_angle), writeable=False
         )
-        lead = np.arange(len(links))[:, None]
-        rotations = np.array([rot[link, job] for link in links], dtype=np.int64)
+        capacity = np.array([link_solutions[link].capacity_bps for link, _ in pairs], float)
+        rotations = np.array([rot[p] for p in pairs], dtype=np.int64)
         return cls(
-            n=n,
-            positions=positions,
-            rows=np.array([row[link] for link in links], dtype=np.int64),
+            rows=np.array([row[link] for link, _ in pairs], dtype=np.int64),
             windows=windows,
-            factors=np.array([factor[link, job] for link in links], float),
-            capacity=np.array([sol.capacity_bps for sol in sols], float)[:, None, None],
-            norm=np.array([n * sol.capacity_bps for sol in sols], float)[:, None],
-            current=windows[lead[:, 0], n - rotations],
-            lead=lead,
+            factors=np.array([factor[p] for p in pairs], float),
+            capacity=capacity[:, None, None],
+            norm=np.array([n * link_solutions[link].capacity_bps for link, _ in pairs])[:, None],
+            current=windows[np.arange(len(pairs)), n - rotations],
         )
+
+
+@lru_cache(maxsize=64)
+def _lead(count: int) -> np.ndarray:
+    """``arange(count)`` as a column (read-only, shared)."""
+    lead = np.arange(count)[:, None]
+    lead.setflags(write=False)
+    return lead
 
 
 def refine_shifts(
