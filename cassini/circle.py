@@ -299,7 +299,8 @@ def _best_rotations(
     """The rotations (angles per job) that score best, centred, and the search used:
     exhaustive when ``method`` asks or ``"auto"`` finds it within :data:`EXACT_BUDGET`,
     else coordinate descent."""
-    periods = [rotation_period(v) for v in vectors]
+    # job 0 stays at rotation 0 (one rotation): only the others' periods are searched
+    periods = [1] + [rotation_period(v) for v in vectors[1:]]
     mats = [_rotation_matrix(v, k) for v, k in zip(vectors, periods, strict=True)]
     search_size = math.prod(periods[1:]) * angles
     if method == "exact" or (method == "auto" and search_size <= EXACT_BUDGET):
@@ -316,8 +317,9 @@ def _time_shifts(
     """Each job's rotation as a time-shift in seconds within its own iteration."""
     step_s = unified.period_s / angles
     # a rotation is a shift on the (possibly stretched) circle; map it back to real time
+    # Python's % on floats is np.mod's
     return {
-        j.job_id: float(np.mod(k * step_s, t_eff) / t_eff * j.iteration_time_s) % j.iteration_time_s
+        j.job_id: float((k * step_s) % t_eff / t_eff * j.iteration_time_s) % j.iteration_time_s
         for j, k, t_eff in zip(jobs, rotations, unified.effective_iteration_times_s(), strict=True)
     }
 
