@@ -135,7 +135,7 @@ def _stretched_period(
     reps = np.floor(periods[:, None] / t[None, :] + 1e-9)
     worst = np.max(periods[:, None] / (reps * t[None, :]) - 1.0, axis=1)
     within = np.flatnonzero(worst <= tolerance)
-    best = int(within[0]) if within.size else int(np.argmin(worst))
+    best = int(within[0]) if within.size else int(worst.argmin())
     return float(periods[best]), tuple(int(r) for r in reps[best])
 
 
@@ -333,7 +333,7 @@ def rotation_period(vector: np.ndarray) -> int:
     # at once, each row comparing v[i + s] with v[i] for i < n - s (padded with v[0] - v[0])
     divisors, left, right = _divisor_pairs(n)
     if divisors.size:
-        fits = np.nonzero(np.abs(vector[right] - vector[left]).max(axis=1) <= atol)[0]
+        fits = (np.abs(vector[right] - vector[left]).max(axis=1) <= atol).nonzero()[0]
         if fits.size:
             return int(divisors[fits[0]])
     return n
@@ -413,18 +413,18 @@ def _exact(
     def leaves(base: np.ndarray, chosen: dict[int, int]) -> None:
         first = base[None, :] + mats[inner[0]]
         bound = excess(first, capacity).sum(axis=-1)
-        rows = np.nonzero(bound < best[0] - tol)[0]
+        rows = (bound < best[0] - tol).nonzero()[0]
         if rows.size == 0:
             return
         if len(inner) == 1:
-            k = int(rows[np.argmin(bound[rows])])
+            k = int(rows[bound[rows].argmin()])
             best[0], best[1] = float(bound[k]), _assign(n, chosen, {inner[0]: k})
             return
         grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
         grid -= capacity
         np.maximum(grid, 0.0, out=grid)
         totals = grid.sum(axis=-1)
-        flat = int(np.argmin(totals))
+        flat = int(totals.argmin())
         r, k = np.unravel_index(flat, totals.shape)
         if totals[r, k] < best[0] - tol:
             best[0] = float(totals[r, k])
@@ -437,7 +437,7 @@ def _exact(
         i = outer[depth]
         partial = base[None, :] + mats[i]
         bound = excess(partial, capacity).sum(axis=-1)
-        for k in np.argsort(bound, kind="stable"):
+        for k in bound.argsort(kind="stable"):
             if bound[k] >= best[0] - tol:
                 break
             branch(depth + 1, partial[k], {**chosen, i: int(k)})
@@ -489,7 +489,7 @@ def _centre(
             hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
             penalty = soft_m @ soft_rest
             penalty[hard > hard[rot[i]] + tol] = np.inf
-            k = int(np.argmin(penalty))
+            k = int(penalty.argmin())
             if penalty[k] < penalty[rot[i]] - tiny:
                 rot[i], moved = k, True
                 total, soft_total = rest + hard_m[k], soft_rest + soft_m[k]
@@ -541,7 +541,7 @@ def _coordinate_descent(
             for i in range(1, n):
                 rest = total - mats[i][rot[i]]
                 values = excess(rest[None, :] + mats[i], capacity).sum(axis=-1)
-                k = int(np.argmin(values))
+                k = int(values.argmin())
                 if values[k] < current - 1e-9 * capacity:
                     rot[i], current, total, improved = k, float(values[k]), rest + mats[i][k], True
             if not improved:
@@ -552,7 +552,7 @@ def _coordinate_descent(
     placed = vectors[0].copy()
     for i in sorted(range(1, n), key=lambda i: -vectors[i].sum()):
         values = excess(placed[None, :] + mats[i], capacity).sum(axis=-1)
-        greedy[i] = int(np.argmin(values))
+        greedy[i] = int(values.argmin())
         placed = placed + mats[i][greedy[i]]
     starts = [greedy] + [
         [0] + [int(rng.integers(periods[i])) for i in range(1, n)] for _ in range(restarts)

@@ -207,7 +207,7 @@ def refine_shifts(
                     [result[j], *_proposals(j, links_of[j], link_solutions, result, period)]
                 )
                 values, rotations = state.scores(j, shifts)
-                best = int(np.argmax(values))
+                best = int(values.argmax())
                 if values[best] > values[0] + 1e-12:
                     result[j] = float(shifts[best])
                     state.move(j, rotations, best)
