@@ -468,34 +468,60 @@ def _centre(
     width = int(round(margin * angles))
     if n < 2 or width < 1:
         return rotations
-    blurred = np.real(np.fft.ifft(np.fft.fft(vectors, axis=1) * _blur_spectrum(angles, width)))
     rot = list(rotations)
     total = rotated_sum(vectors, rot)
-    soft_total = rotated_sum(blurred, rot)
     tol = 1e-9 * capacity * angles
-    tiny = 1e-9 * float(np.abs(blurred).max() ** 2) * angles
-    pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    hard_mats: dict[int, np.ndarray] = {}
+    soft: _Blur | None = None  # found when a job first has a choice (see below)
     for _ in range(sweeps):
         moved = False
         for i in range(1, n):
-            if i not in pairs:
-                pairs[i] = (
-                    _rotation_matrix(vectors[i], periods[i]) if mats is None else mats[i],
-                    _rotation_matrix(blurred[i], periods[i]),
-                )
-            hard_m, soft_m = pairs[i]
+            if i not in hard_mats:
+                hard_mats[i] = _rotation_matrix(vectors[i], periods[i]) if mats is None else mats[i]
+            hard_m = hard_mats[i]
             rest = total - hard_m[rot[i]]
-            soft_rest = soft_total - soft_m[rot[i]]
             hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
+            worse = hard > hard[rot[i]] + tol
+            if np.count_nonzero(worse) == worse.size - 1:
+                # only the job's own rotation keeps the excess: it stays, whatever the
+                # blur says.  No job has moved before one has a choice, so the blurred
+                # totals found then are those of the starting rotations.
+                continue
+            if soft is None:
+                soft = _Blur(vectors, periods, rot, width)
+            soft_m = soft.matrix(i)
+            soft_rest = soft.total - soft_m[rot[i]]
             penalty = soft_m @ soft_rest
-            penalty[hard > hard[rot[i]] + tol] = np.inf
+            penalty[worse] = np.inf
             k = int(penalty.argmin())
-            if penalty[k] < penalty[rot[i]] - tiny:
+            if penalty[k] < penalty[rot[i]] - soft.tiny:
                 rot[i], moved = k, True
-                total, soft_total = rest + hard_m[k], soft_rest + soft_m[k]
+                total, soft.total = rest + hard_m[k], soft_rest + soft_m[k]
         if not moved:
             break
     return rot
+
+
+class _Blur:
+    """:func:`_centre`'s blurred demands: each job's vector averaged over ``2 * width + 1``
+    angles, their total at the given rotations, the penalty tolerance and, per job, the
+    rotation matrix of its blurred vector (built when first asked)."""
+
+    def __init__(
+        self, vectors: np.ndarray, periods: list[int], rotations: list[int], width: int
+    ) -> None:
+        angles = vectors.shape[1]
+        spectrum = _blur_spectrum(angles, width)
+        self.blurred = np.real(np.fft.ifft(np.fft.fft(vectors, axis=1) * spectrum))
+        self.total = rotated_sum(self.blurred, rotations)
+        self.tiny = 1e-9 * float(np.abs(self.blurred).max() ** 2) * angles
+        self._periods = periods
+        self._mats: dict[int, np.ndarray] = {}
+
+    def matrix(self, i: int) -> np.ndarray:
+        if i not in self._mats:
+            self._mats[i] = _rotation_matrix(self.blurred[i], self._periods[i])
+        return self._mats[i]
 
 
 @lru_cache(maxsize=64)

@@ -132,16 +132,18 @@ def _library_jobs(rng: np.random.Generator, n: int) -> list[JobProfile]:
     return jobs
 
 
-def test_best_rotations_are_those_of_the_search_building_its_own_matrices() -> None:
+def test_best_rotations_are_those_of_the_search_and_the_eager_centring() -> None:
     """``_best_rotations`` shares one set of rotation matrices between the search and the
-    centring, and skips job 0's period (it stays at rotation 0): the rotations are those
-    of the search and centring each building every matrix themselves."""
+    centring, skips job 0's period (it stays at rotation 0) and blurs the demands only
+    when a job has a choice: the rotations are those of the search building its own
+    matrices and of the centring as it was (every blur up front)."""
     rng = np.random.default_rng(3)
-    for _ in range(60):
+    choices = 0
+    for _ in range(80):
         jobs = _library_jobs(rng, int(rng.integers(2, 6)))
         unified = circle.unified_period([j.iteration_time_s for j in jobs])
         vectors = circle.demand_vectors(jobs, unified, 72)
-        capacity = float(rng.choice([100e9, 400e9]))
+        capacity = float(rng.choice([50e9, 100e9, 400e9, 2e12]))
         for method in ("exact", "heuristic"):
             fast, _ = circle._best_rotations(vectors, 72, capacity, method, 8, 0)
             periods = [ref.rotation_period(v) for v in vectors]
@@ -149,7 +151,9 @@ def test_best_rotations_are_those_of_the_search_building_its_own_matrices() -> N
                 rotations = circle._exact(vectors, periods, capacity)
             else:
                 rotations = circle._coordinate_descent(vectors, periods, capacity, 8, 0)
-            assert fast == circle._centre(vectors, periods, capacity, rotations)
+            assert fast == ref.centre(vectors, periods, capacity, rotations)
+            choices += fast != rotations
+    assert choices > 10  # the centring moved jobs: the blur was exercised
 
 
 def _placement(seed: int) -> tuple[dict[str, JobProfile], dict[str, tuple[str, ...]], dict]:

@@ -207,3 +207,56 @@ def loop_through(graph: nx.Graph, node: tuple[str, str]) -> str:
                 ordered = ordered[1:] + ordered[:1]
             return "-".join(n[1] for n in [*ordered, ordered[0]])
     return f"through {node[1]}"
+
+
+def centre(
+    vectors: np.ndarray,
+    periods: list[int],
+    capacity: float,
+    rotations: list[int],
+    margin: float = 0.15,
+    sweeps: int = 3,
+) -> list[int]:
+    """``cassini.circle._centre`` blurring every job's demand up front."""
+    n, angles = len(vectors), vectors.shape[1]
+    width = int(round(margin * angles))
+    if n < 2 or width < 1:
+        return rotations
+    kernel = np.zeros(angles)
+    kernel[np.arange(-width, width + 1) % angles] = 1.0 / (2 * width + 1)
+    blurred = np.real(np.fft.ifft(np.fft.fft(vectors, axis=1) * np.fft.fft(kernel)))
+    rot = list(rotations)
+    total = sum_rotated(vectors, rot)
+    soft_total = sum_rotated(blurred, rot)
+    tol = 1e-9 * capacity * angles
+    tiny = 1e-9 * float(np.abs(blurred).max() ** 2) * angles
+    mats: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for _ in range(sweeps):
+        moved = False
+        for i in range(1, n):
+            if i not in mats:
+                mats[i] = (
+                    rotation_matrix(vectors[i], periods[i]),
+                    rotation_matrix(blurred[i], periods[i]),
+                )
+            hard_m, soft_m = mats[i]
+            rest = total - hard_m[rot[i]]
+            soft_rest = soft_total - soft_m[rot[i]]
+            hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
+            penalty = soft_m @ soft_rest
+            penalty[hard > hard[rot[i]] + tol] = np.inf
+            k = int(np.argmin(penalty))
+            if penalty[k] < penalty[rot[i]] - tiny:
+                rot[i], moved = k, True
+                total, soft_total = rest + hard_m[k], soft_rest + soft_m[k]
+        if not moved:
+            break
+    return rot
+
+
+def sum_rotated(vectors: np.ndarray, rotations: Sequence[int]) -> np.ndarray:
+    """``cassini.circle.rotated_sum``."""
+    total = np.zeros(vectors.shape[1])
+    for v, k in zip(vectors, rotations, strict=True):
+        total += roll(v, k)
+    return total
