@@ -91,10 +91,11 @@ def unified_period(
         raise InputError("max_period_factor", f"must be an integer >= 1, got {max_period_factor!r}")
     # plain floats: a handful of jobs, where numpy's per-call cost dominates (same
     # operations as the array version, tested equal)
-    times = np.asarray(iteration_times_s, float).tolist()
+    array = np.asarray(iteration_times_s, float)
+    times = array.tolist()
     if not all(math.isfinite(t) and t > 0 for t in times):
         raise InputError("iteration_time_s", "must be finite and > 0")
-    ticks = [max(1, round(t / resolution_s)) for t in times]  # round half to even, as rint
+    ticks = np.maximum(1, np.rint(array / resolution_s)).astype(np.int64).tolist()
     cap_ticks = max_period_factor * max(ticks)
     lcm = 1
     for t in ticks:
@@ -112,6 +113,10 @@ def unified_period(
     return UnifiedPeriod(period_s, repeats, error, exact)
 
 
+#: Candidate periods up to which :func:`_stretched_period` lists them in plain floats.
+_PLAIN_PERIODS = 4096
+
+
 def _stretched_period(
     times: list[float], max_period_factor: int, tolerance: float
 ) -> tuple[float, tuple[int, ...]]:
@@ -121,17 +126,24 @@ def _stretched_period(
     first with the least worst stretch; returns (period in seconds, repeats per job)."""
     longest = max(times)
     cap_s = max_period_factor * longest
-    periods = np.array(
-        sorted(
-            {
-                p
-                for t in times
-                for k in range(1, math.floor(cap_s / t) + 1)
-                if (p := t * k) >= longest
-            }
-        )
-    )
+    counts = [math.floor(cap_s / t) for t in times]
     t = np.array(times)
+    if sum(counts) <= _PLAIN_PERIODS:
+        periods = np.array(
+            sorted(
+                {
+                    p
+                    for ti, c in zip(times, counts, strict=True)
+                    for k in range(1, c + 1)
+                    if (p := ti * k) >= longest
+                }
+            )
+        )
+    else:  # as arrays: an astronomical count (absurd iteration times) raises MemoryError
+        periods = np.concatenate(
+            [ti * np.arange(1, c + 1) for ti, c in zip(t, counts, strict=True)]
+        )
+        periods = np.unique(periods[periods >= longest])
     reps = np.floor(periods[:, None] / t[None, :] + 1e-9)
     worst = np.max(periods[:, None] / (reps * t[None, :]) - 1.0, axis=1)
     within = np.flatnonzero(worst <= tolerance)
@@ -223,35 +235,35 @@ def compatibility_score(
 ) -> LinkSolution:
     """Best rotations of the jobs sharing one link and their compatibility score.
 
-    Parameters
-    ----------
-    jobs : the jobs on the link (order does not matter: they are sorted by id).
-    capacity_bps : link capacity in bits/s.
-    precision_deg : angle step; ``|A| = 360 / precision_deg`` (5 degrees -> 72 angles).
-    resolution_s, max_period_factor : see :func:`unified_period`.
-    method : ``"exact"`` searches every combination of rotations over the grid
-        (vectorised; job 0 fixed, each other job over its distinct rotations);
-        ``"heuristic"`` is coordinate descent from a greedy start and ``restarts``
-        seeded random starts; ``"auto"`` is exact while the search costs at most
-        :data:`EXACT_BUDGET` (typically up to 4 jobs at 5 degrees), else heuristic.
+        Parameters
+        ----------
+        jobs : the jobs on the link (order does not matter: they are sorted by id).
+        capacity_bps : link capacity in bits/s.
+        precision_deg : angle step; ``|A| = 360 / precision_deg`` (5 degrees -> 72 angles).
+        resolution_s, max_period_factor : see :func:`unified_period`.
+        method : ``"exact"`` searches every combination of rotations over the grid
+            (vectorised; job 0 fixed, each other job over its distinct rotations);
+            ``"heuristic"`` is coordinate descent from a greedy start and ``restarts``
+            seeded random starts; ``"auto"`` is exact while the search costs at most
+            :data:`EXACT_BUDGET` (typically up to 4 jobs at 5 degrees), else heuristic.
 
-    Returns
-    -------
-    LinkSolution with the score (<= 1), one time-shift per job in seconds and the demand
-    curve at the best rotations.
+        Returns
+        -------
+        LinkSolution with the score (<= 1), one time-shift per job in seconds and the demand
+        curve at the best rotations.
 
-    Raises
-    ------
-    InputError for no jobs, duplicate ids, non-positive capacity or a bad precision.
+        Raises
+        ------
+        InputError for no jobs, duplicate ids, non-positive capacity or a bad precision.
 
-    Examples
-    --------
-    >>> from cassini.profile import _EPS as _PROFILE_EPS
-from cassini.profile import JobProfile, Phase
-    >>> a = JobProfile("a", 0.040, [Phase(0.0, 0.010, 1e9)])
-    >>> b = JobProfile("b", 0.060, [Phase(0.0, 0.010, 1e9)])
-    >>> compatibility_score([a, b], 1e9).score
-    1.0
+        Examples
+        --------
+        >>> from cassini.profile import _EPS as _PROFILE_EPS
+    from cassini.profile import JobProfile, Phase
+        >>> a = JobProfile("a", 0.040, [Phase(0.0, 0.010, 1e9)])
+        >>> b = JobProfile("b", 0.060, [Phase(0.0, 0.010, 1e9)])
+        >>> compatibility_score([a, b], 1e9).score
+        1.0
     """
     jobs = _checked_jobs(jobs, capacity_bps, method)
     ids = tuple(j.job_id for j in jobs)
@@ -276,9 +288,7 @@ from cassini.profile import JobProfile, Phase
     )
 
 
-def _checked_jobs(
-    jobs: Sequence[JobProfile], capacity_bps: float, method: str
-) -> list[JobProfile]:
+def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) -> list[JobProfile]:
     """:func:`compatibility_score`'s inputs checked, each error naming its field; the jobs
     sorted by id."""
     schema.number(capacity_bps, "capacity_bps", positive=True)
@@ -600,9 +610,7 @@ def score_at_shifts(
     edges = np.linspace(0.0, unified.period_s, angles + 1)
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
         shift = time_shifts_s.get(job.job_id, 0.0) * t_eff / job.iteration_time_s
-        demand += _stretched_bin_average(
-            job, t_eff, angles, unified.period_s, shift, edges=edges
-        )
+        demand += _stretched_bin_average(job, t_eff, angles, unified.period_s, shift, edges=edges)
     return float(score_of_demand(demand, capacity_bps)), demand
 
 

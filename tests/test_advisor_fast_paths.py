@@ -234,3 +234,17 @@ def test_common_rotation_and_its_tolerance_test_are_the_array_versions(
                     assert affinity._aligned_within(
                         sol, shifts, times, subset, anchor, tolerance
                     ) == (error <= tolerance)
+
+
+def test_unified_period_of_many_candidate_periods_is_the_array_versions() -> None:
+    """Past :data:`cassini.circle._PLAIN_PERIODS` candidates the fallback lists them as
+    arrays; an astronomical count fails as the array version did (MemoryError, which the
+    service answers as 400), not by looping for ever."""
+    times = [0.0009, 0.5, 0.0173]  # 4,444 + 8 + 231 candidate periods up to 8 x 0.5 s
+    assert _unified(circle.unified_period(times, resolution_s=1e-4)) == _unified(
+        ref.unified_period(times, resolution_s=1e-4)
+    )
+    with pytest.raises(MemoryError):
+        circle.unified_period([0.1, 916648213209816.0])
+    with pytest.raises(MemoryError):
+        ref.unified_period([0.1, 916648213209816.0])
