@@ -10,13 +10,13 @@ from importlib import resources
 
 import numpy as np
 import pytest
+from helpers import advisor_reference as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cassini import advisor, affinity, circle, refine
 from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
-from tests.helpers import advisor_reference as ref
 
 LIBRARY = json.loads(resources.files("cassini").joinpath("data/profiles.json").read_text())
 
