@@ -532,24 +532,23 @@ def _bytes_stretches(
 ) -> dict[str, float]:
     """Per job: the largest bytes stretch (:func:`cassini.predict.bytes_stretch`) of the
     links it shares."""
-    return {
-        j: max(
-            bytes_stretch((job_map[k] for k in sol.job_ids), sol.capacity_bps)
-            for sol in solutions.values()
-            if j in sol.job_ids
-        )
-        for j in jobs
-    }
+    stretch_of: dict[str, list[float]] = {}
+    for sol in solutions.values():  # each link's stretch once, not once per job on it
+        stretch = bytes_stretch((job_map[k] for k in sol.job_ids), sol.capacity_bps)
+        for k in sol.job_ids:
+            stretch_of.setdefault(k, []).append(stretch)
+    return {j: max(stretch_of[j]) for j in jobs}
 
 
 def _link_partners(
     jobs: Iterable[str], solutions: Mapping[str, LinkSolution]
 ) -> dict[str, set[str]]:
     """Per job: the other jobs sharing one of its links."""
-    return {
-        j: {k for sol in solutions.values() if j in sol.job_ids for k in sol.job_ids} - {j}
-        for j in jobs
-    }
+    partners: dict[str, set[str]] = {}
+    for sol in solutions.values():
+        for k in sol.job_ids:
+            partners.setdefault(k, set()).update(sol.job_ids)
+    return {j: partners.get(j, set()) - {j} for j in jobs}
 
 
 def _ms(seconds: float) -> str:

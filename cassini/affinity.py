@@ -23,12 +23,12 @@ as conflicts.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
-import numpy as np
 
 from cassini.circle import LinkSolution, score_at_shifts
 from cassini.profile import JobProfile
@@ -73,17 +73,24 @@ def affinity_graph(
     for job, links in paths.items():
         for link in dict.fromkeys(links):  # a link listed twice is crossed once
             jobs_on.setdefault(link, []).append(job)
-    graph = nx.Graph()
+    # nodes and edges in the order of one add_node/add_edge at a time, added in bulk
+    nodes: dict[tuple[str, str], dict[str, str]] = {}  # first appearance, as add_node
+    edges: list[tuple[tuple[str, str], tuple[str, str], dict[str, float]]] = []
     for link, jobs in jobs_on.items():
         if len(jobs) < 2:
             continue
-        graph.add_node(link_node(link), kind="link", id=link)
+        l_node = link_node(link)
+        nodes[l_node] = {"kind": "link", "id": link}
+        shifts = link_solutions[link].time_shifts_s if link_solutions is not None else None
         for job in jobs:
-            graph.add_node(job_node(job), kind="job", id=job)
-            weight = 0.0
-            if link_solutions is not None:
-                weight = link_solutions[link].time_shifts_s[job]
-            graph.add_edge(job_node(job), link_node(link), weight=weight)
+            j_node = job_node(job)
+            if j_node not in nodes:
+                nodes[j_node] = {"kind": "job", "id": job}
+            weight = shifts[job] if shifts is not None else 0.0
+            edges.append((j_node, l_node, {"weight": weight}))
+    graph = nx.Graph()
+    graph.add_nodes_from(nodes.items())
+    graph.add_edges_from(edges)
     return graph
 
 
@@ -126,7 +133,8 @@ def time_shifts(
     iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
     shifts: dict[str, float] = {}
     anchored: set[str] = set()
-    for component in sorted(nx.connected_components(graph), key=_component_key):
+    components = list(nx.connected_components(graph))
+    for component in sorted(components, key=_component_key):
         jobs = [n for n in component if n[0] == "job"]
         ref = min(jobs, key=lambda n: (-graph.degree(n), n[1]))
         shifts[ref[1]] = 0.0
@@ -143,18 +151,15 @@ def time_shifts(
                 for k_node in sorted(graph[l_node]):
                     k = k_node[1]
                     if k not in shifts:
-                        shifts[k] = float(
-                            np.mod(sol.time_shifts_s[k] + delta, iteration_times_s[k])
-                        )
+                        # Python's % on floats is np.mod's
+                        shifts[k] = float((sol.time_shifts_s[k] + delta) % iteration_times_s[k])
                         queue.append(k_node)
-    loops = (
-        graph.number_of_edges() - graph.number_of_nodes() + nx.number_connected_components(graph)
-    )
-    check = dict(score_tolerance=loop_tolerance)
+    loops = graph.number_of_edges() - graph.number_of_nodes() + len(components)
+    check = dict(score_tolerance=loop_tolerance, loop_names=LoopNames(graph))
     conflicts, realised = check_consistency(graph, link_solutions, shifts, profiles, **check)
     repaired = False
     if loops and repair and _loss(realised, link_solutions) > 1e-9:
-        better = refine_shifts(graph, link_solutions, profiles, shifts)
+        better = refine_shifts(graph, link_solutions, profiles, shifts, components=components)
         c2, r2 = check_consistency(graph, link_solutions, better, profiles, **check)
         if sum(r2.values()) > sum(realised.values()) + 1e-12:
             shifts, conflicts, realised, repaired = better, c2, r2, True
@@ -174,6 +179,7 @@ def check_consistency(
     profiles: Mapping[str, JobProfile],
     *,
     score_tolerance: float = 1e-9,
+    loop_names: LoopNames | None = None,
 ) -> tuple[list[str], dict[str, float]]:
     """Check the final shifts on every shared link.
 
@@ -182,6 +188,7 @@ def check_consistency(
     on ``l``), misalignments up to half an angle being indistinguishable on the grid.
     Where that fails, the link's score at the final shifts is computed on the same grid;
     the link is still sound if it is within ``score_tolerance`` of the link's optimum.
+    ``loop_names`` (of this graph) may be shared between checks of the same graph.
 
     Returns
     -------
@@ -190,13 +197,13 @@ def check_consistency(
     """
     iteration_times_s = {j: p.iteration_time_s for j, p in profiles.items()}
     problems, realised = [], {}
+    loop_names = loop_names if loop_names is not None else LoopNames(graph)
     for l_node in sorted(n for n in graph if n[0] == "link"):
         link = l_node[1]
         sol = link_solutions[link]
         jobs = sorted(k[1] for k in graph[l_node])
-        _, error = _best_common_rotation(sol, shifts, iteration_times_s, jobs, jobs[0])
         realised[link] = sol.score
-        if error <= _tolerance(sol):
+        if _aligned_within(sol, shifts, iteration_times_s, jobs, jobs[0], _tolerance(sol)):
             continue
         score, _ = score_at_shifts(
             [profiles[j] for j in sol.job_ids],
@@ -207,8 +214,9 @@ def check_consistency(
         )
         realised[link] = score
         if score < sol.score - score_tolerance:
+            _, error = _best_common_rotation(sol, shifts, iteration_times_s, jobs, jobs[0])
             problems.append(
-                f"loop {_loop_through(graph, l_node)} has inconsistent time-shifts: on link "
+                f"loop {loop_names.through(l_node)} has inconsistent time-shifts: on link "
                 f"{link} the relative shifts are off by {error * 1e3:.3g} ms and its score "
                 f"drops from {sol.score:.3f} to {score:.3f}"
             )
@@ -241,14 +249,46 @@ def _best_common_rotation(
     t_anchor = iteration_times_s[anchor]
     base = shifts[anchor] - sol.time_shifts_s[anchor]
     repeats = max(1, int(round(sol.unified_period_s / t_anchor)))
-    deltas = base + t_anchor * np.arange(repeats)
-    worst = np.zeros(repeats)
-    for k in jobs:
-        t_k = iteration_times_s[k]
-        diff = np.mod(shifts[k] - sol.time_shifts_s[k] - deltas, t_k)
-        worst = np.maximum(worst, np.minimum(diff, t_k - diff))
-    i = int(np.argmin(worst))
-    return float(deltas[i]), float(worst[i])
+    # plain floats (a few jobs, a few rotations): Python's % on floats is np.mod's
+    offsets = [(shifts[k] - sol.time_shifts_s[k], iteration_times_s[k]) for k in jobs]
+    best_delta, best_worst = base, math.inf
+    for i in range(repeats):
+        delta = base + t_anchor * i
+        worst = 0.0
+        for offset, t_k in offsets:
+            diff = (offset - delta) % t_k
+            worst = max(worst, min(diff, t_k - diff))
+        if worst < best_worst:
+            best_delta, best_worst = delta, worst
+    return float(best_delta), float(best_worst)
+
+
+def _aligned_within(
+    sol: LinkSolution,
+    shifts: Mapping[str, float],
+    iteration_times_s: Mapping[str, float],
+    jobs: Sequence[str],
+    anchor: str,
+    tolerance: float,
+) -> bool:
+    """Whether :func:`_best_common_rotation`'s misalignment is at most ``tolerance``
+    seconds: some rotation keeps every job within it (the same arithmetic, stopping at
+    the first job out of it and the first rotation that fits)."""
+    if not jobs:
+        return tolerance >= 0.0
+    t_anchor = iteration_times_s[anchor]
+    base = shifts[anchor] - sol.time_shifts_s[anchor]
+    repeats = max(1, int(round(sol.unified_period_s / t_anchor)))
+    offsets = [(shifts[k] - sol.time_shifts_s[k], iteration_times_s[k]) for k in jobs]
+    for i in range(repeats):
+        delta = base + t_anchor * i
+        for offset, t_k in offsets:
+            diff = (offset - delta) % t_k
+            if min(diff, t_k - diff) > tolerance:
+                break
+        else:
+            return True
+    return False
 
 
 def _tolerance(sol: LinkSolution) -> float:
@@ -256,16 +296,31 @@ def _tolerance(sol: LinkSolution) -> float:
     return 0.5 * step + sol.unified.max_relative_error * sol.unified_period_s + 1e-9
 
 
-def _loop_through(graph: nx.Graph, node: tuple[str, str]) -> str:
-    for cycle in nx.cycle_basis(graph):
-        if node in cycle:
-            i = cycle.index(node)
-            ordered = cycle[i:] + cycle[:i]
-            # start the printed loop at a job, as the paper draws them
-            if ordered[0][0] == "link":
-                ordered = ordered[1:] + ordered[:1]
-            return "-".join(n[1] for n in [*ordered, ordered[0]])
-    return f"through {node[1]}"
+class LoopNames:
+    """Names of the loops of an affinity graph: for a node, the first cycle of
+    ``nx.cycle_basis(graph)`` through it, written from a job.  The basis is found once, on
+    the first name asked (not once per link that loses score: on a 16,384-GPU candidate
+    that search was a third of the advisor's time)."""
+
+    def __init__(self, graph: nx.Graph) -> None:
+        self._graph = graph
+        self._first: dict[tuple[str, str], list] | None = None
+
+    def through(self, node: tuple[str, str]) -> str:
+        if self._first is None:
+            self._first = {}
+            for cycle in nx.cycle_basis(self._graph):
+                for n in cycle:
+                    self._first.setdefault(n, cycle)
+        cycle = self._first.get(node)
+        if cycle is None:
+            return f"through {node[1]}"
+        i = cycle.index(node)
+        ordered = cycle[i:] + cycle[:i]
+        # start the printed loop at a job, as the paper draws them
+        if ordered[0][0] == "link":
+            ordered = ordered[1:] + ordered[:1]
+        return "-".join(n[1] for n in [*ordered, ordered[0]])
 
 
 def _component_key(component: set) -> str:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from cassini import schema
 from cassini.errors import InputError
+from cassini.profile import _EPS as _PROFILE_EPS
 from cassini.profile import JobProfile, Phase
 
 #: Largest exact search, in (combinations of rotations) x (angles); beyond it the
@@ -87,36 +89,66 @@ def unified_period(
         raise InputError("resolution_s", f"must be > 0, got {resolution_s!r}")
     if not (isinstance(max_period_factor, int) and max_period_factor >= 1):
         raise InputError("max_period_factor", f"must be an integer >= 1, got {max_period_factor!r}")
-    times = np.asarray(iteration_times_s, float)
-    if np.any(~np.isfinite(times)) or np.any(times <= 0):
+    # plain floats: a handful of jobs, where numpy's per-call cost dominates (same
+    # operations as the array version, tested equal)
+    array = np.asarray(iteration_times_s, float)
+    times = array.tolist()
+    if not all(math.isfinite(t) and t > 0 for t in times):
         raise InputError("iteration_time_s", "must be finite and > 0")
-    ticks = np.maximum(1, np.rint(times / resolution_s)).astype(np.int64)
-    cap_ticks = max_period_factor * int(ticks.max())
+    ticks = np.maximum(1, np.rint(array / resolution_s)).astype(np.int64).tolist()
+    cap_ticks = max_period_factor * max(ticks)
     lcm = 1
-    for t in ticks.tolist():
+    for t in ticks:
         lcm = math.lcm(lcm, t)
         if lcm > cap_ticks:
             break
     if lcm <= cap_ticks:
         period_s = lcm * resolution_s
-        repeats = tuple(int(lcm // t) for t in ticks.tolist())
+        repeats = tuple(int(lcm // t) for t in ticks)
         exact = True
     else:
-        cap_s = max_period_factor * float(times.max())
-        counts = np.floor(cap_s / times).astype(np.int64)
-        periods = np.concatenate(
-            [t * np.arange(1, c + 1) for t, c in zip(times, counts, strict=True)]
-        )
-        periods = np.unique(periods[periods >= times.max()])
-        reps = np.floor(periods[:, None] / times[None, :] + 1e-9)
-        worst = np.max(periods[:, None] / (reps * times[None, :]) - 1.0, axis=1)
-        within = np.nonzero(worst <= tolerance)[0]
-        best = int(within[0]) if within.size else int(np.argmin(worst))
-        period_s = float(periods[best])
-        repeats = tuple(int(r) for r in reps[best])
+        period_s, repeats = _stretched_period(times, max_period_factor, tolerance)
         exact = False
-    error = float(np.max(np.abs(period_s / np.asarray(repeats, float) - times) / times))
+    error = max(abs(period_s / float(r) - t) / t for r, t in zip(repeats, times, strict=True))
     return UnifiedPeriod(period_s, repeats, error, exact)
+
+
+#: Candidate periods up to which :func:`_stretched_period` lists them in plain floats.
+_PLAIN_PERIODS = 4096
+
+
+def _stretched_period(
+    times: list[float], max_period_factor: int, tolerance: float
+) -> tuple[float, tuple[int, ...]]:
+    """:func:`unified_period`'s fallback: among the periods ``m * T_j`` from the longest
+    iteration up to ``max_period_factor`` times it, in increasing order, the first whose
+    worst stretch ``P / (floor(P / T_i) * T_i) - 1`` is at most ``tolerance``, else the
+    first with the least worst stretch; returns (period in seconds, repeats per job)."""
+    longest = max(times)
+    cap_s = max_period_factor * longest
+    counts = [math.floor(cap_s / t) for t in times]
+    t = np.array(times)
+    if sum(counts) <= _PLAIN_PERIODS:
+        periods = np.array(
+            sorted(
+                {
+                    p
+                    for ti, c in zip(times, counts, strict=True)
+                    for k in range(1, c + 1)
+                    if (p := ti * k) >= longest
+                }
+            )
+        )
+    else:  # as arrays: an astronomical count (absurd iteration times) raises MemoryError
+        periods = np.concatenate(
+            [ti * np.arange(1, c + 1) for ti, c in zip(t, counts, strict=True)]
+        )
+        periods = np.unique(periods[periods >= longest])
+    reps = np.floor(periods[:, None] / t[None, :] + 1e-9)
+    worst = np.max(periods[:, None] / (reps * t[None, :]) - 1.0, axis=1)
+    within = np.flatnonzero(worst <= tolerance)
+    best = int(within[0]) if within.size else int(worst.argmin())
+    return float(periods[best]), tuple(int(r) for r in reps[best])
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,9 +215,10 @@ def demand_vectors(jobs: Sequence[JobProfile], unified: UnifiedPeriod, angles: i
     A job is first stretched to its effective iteration time ``period_s / repeats`` (a
     no-op when the period is exact), so its pattern closes on the circle.
     """
+    edges = np.linspace(0.0, unified.period_s, angles + 1)
     rows = []
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
-        rows.append(_stretched(job, t_eff).bin_average(angles, unified.period_s))
+        rows.append(_stretched_bin_average(job, t_eff, angles, unified.period_s, edges=edges))
     return np.vstack(rows)
 
 
@@ -202,34 +235,35 @@ def compatibility_score(
 ) -> LinkSolution:
     """Best rotations of the jobs sharing one link and their compatibility score.
 
-    Parameters
-    ----------
-    jobs : the jobs on the link (order does not matter: they are sorted by id).
-    capacity_bps : link capacity in bits/s.
-    precision_deg : angle step; ``|A| = 360 / precision_deg`` (5 degrees -> 72 angles).
-    resolution_s, max_period_factor : see :func:`unified_period`.
-    method : ``"exact"`` searches every combination of rotations over the grid
-        (vectorised; job 0 fixed, each other job over its distinct rotations);
-        ``"heuristic"`` is coordinate descent from a greedy start and ``restarts``
-        seeded random starts; ``"auto"`` is exact while the search costs at most
-        :data:`EXACT_BUDGET` (typically up to 4 jobs at 5 degrees), else heuristic.
+        Parameters
+        ----------
+        jobs : the jobs on the link (order does not matter: they are sorted by id).
+        capacity_bps : link capacity in bits/s.
+        precision_deg : angle step; ``|A| = 360 / precision_deg`` (5 degrees -> 72 angles).
+        resolution_s, max_period_factor : see :func:`unified_period`.
+        method : ``"exact"`` searches every combination of rotations over the grid
+            (vectorised; job 0 fixed, each other job over its distinct rotations);
+            ``"heuristic"`` is coordinate descent from a greedy start and ``restarts``
+            seeded random starts; ``"auto"`` is exact while the search costs at most
+            :data:`EXACT_BUDGET` (typically up to 4 jobs at 5 degrees), else heuristic.
 
-    Returns
-    -------
-    LinkSolution with the score (<= 1), one time-shift per job in seconds and the demand
-    curve at the best rotations.
+        Returns
+        -------
+        LinkSolution with the score (<= 1), one time-shift per job in seconds and the demand
+        curve at the best rotations.
 
-    Raises
-    ------
-    InputError for no jobs, duplicate ids, non-positive capacity or a bad precision.
+        Raises
+        ------
+        InputError for no jobs, duplicate ids, non-positive capacity or a bad precision.
 
-    Examples
-    --------
-    >>> from cassini.profile import JobProfile, Phase
-    >>> a = JobProfile("a", 0.040, [Phase(0.0, 0.010, 1e9)])
-    >>> b = JobProfile("b", 0.060, [Phase(0.0, 0.010, 1e9)])
-    >>> compatibility_score([a, b], 1e9).score
-    1.0
+        Examples
+        --------
+        >>> from cassini.profile import _EPS as _PROFILE_EPS
+    from cassini.profile import JobProfile, Phase
+        >>> a = JobProfile("a", 0.040, [Phase(0.0, 0.010, 1e9)])
+        >>> b = JobProfile("b", 0.060, [Phase(0.0, 0.010, 1e9)])
+        >>> compatibility_score([a, b], 1e9).score
+        1.0
     """
     jobs = _checked_jobs(jobs, capacity_bps, method)
     ids = tuple(j.job_id for j in jobs)
@@ -254,9 +288,7 @@ def compatibility_score(
     )
 
 
-def _checked_jobs(
-    jobs: Sequence[JobProfile], capacity_bps: float, method: str
-) -> list[JobProfile]:
+def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) -> list[JobProfile]:
     """:func:`compatibility_score`'s inputs checked, each error naming its field; the jobs
     sorted by id."""
     schema.number(capacity_bps, "capacity_bps", positive=True)
@@ -277,14 +309,16 @@ def _best_rotations(
     """The rotations (angles per job) that score best, centred, and the search used:
     exhaustive when ``method`` asks or ``"auto"`` finds it within :data:`EXACT_BUDGET`,
     else coordinate descent."""
-    periods = [rotation_period(v) for v in vectors]
+    # job 0 stays at rotation 0 (one rotation): only the others' periods are searched
+    periods = [1] + [rotation_period(v) for v in vectors[1:]]
+    mats = [_rotation_matrix(v, k) for v, k in zip(vectors, periods, strict=True)]
     search_size = math.prod(periods[1:]) * angles
     if method == "exact" or (method == "auto" and search_size <= EXACT_BUDGET):
-        rotations, used = _exact(vectors, periods, capacity_bps), "exact"
+        rotations, used = _exact(vectors, periods, capacity_bps, mats), "exact"
     else:
-        rotations = _coordinate_descent(vectors, periods, capacity_bps, restarts, seed)
+        rotations = _coordinate_descent(vectors, periods, capacity_bps, restarts, seed, mats)
         used = "heuristic"
-    return _centre(vectors, periods, capacity_bps, rotations), used
+    return _centre(vectors, periods, capacity_bps, rotations, mats=mats), used
 
 
 def _time_shifts(
@@ -293,8 +327,9 @@ def _time_shifts(
     """Each job's rotation as a time-shift in seconds within its own iteration."""
     step_s = unified.period_s / angles
     # a rotation is a shift on the (possibly stretched) circle; map it back to real time
+    # Python's % on floats is np.mod's
     return {
-        j.job_id: float(np.mod(k * step_s, t_eff) / t_eff * j.iteration_time_s) % j.iteration_time_s
+        j.job_id: float((k * step_s) % t_eff / t_eff * j.iteration_time_s) % j.iteration_time_s
         for j, k, t_eff in zip(jobs, rotations, unified.effective_iteration_times_s(), strict=True)
     }
 
@@ -304,11 +339,29 @@ def rotation_period(vector: np.ndarray) -> int:
     of distinct rotations of a job on the circle (|A| / repeats when that divides)."""
     n = vector.size
     atol = 1e-9 * max(1.0, float(np.abs(vector).max()))
-    for s in (d for d in range(1, n) if n % d == 0):
-        # roll(v, s) == v  <=>  v[i] == v[i + s] for every i (indices mod n)
-        if np.abs(vector[s:] - vector[:-s]).max() <= atol:
-            return s
+    # roll(v, s) == v  <=>  v[i] == v[i + s] for every i (indices mod n): every divisor
+    # at once, each row comparing v[i + s] with v[i] for i < n - s (padded with v[0] - v[0])
+    divisors, left, right = _divisor_pairs(n)
+    if divisors.size:
+        fits = (np.abs(vector[right] - vector[left]).max(axis=1) <= atol).nonzero()[0]
+        if fits.size:
+            return int(divisors[fits[0]])
     return n
+
+
+@lru_cache(maxsize=64)
+def _divisor_pairs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The divisors ``s < n`` of ``n`` and, per divisor, the index pairs ``(i, i + s)`` for
+    ``i < n - s``, padded with ``(0, 0)`` to ``n`` columns (read-only, shared)."""
+    divisors = np.array([d for d in range(1, n) if n % d == 0], dtype=np.int64)
+    left = np.zeros((divisors.size, n), dtype=np.int64)
+    right = np.zeros((divisors.size, n), dtype=np.int64)
+    for row, d in enumerate(divisors.tolist()):
+        left[row, : n - d] = np.arange(n - d)
+        right[row, : n - d] = np.arange(d, n)
+    for a in (divisors, left, right):
+        a.setflags(write=False)
+    return divisors, left, right
 
 
 def roll(vector: np.ndarray, k: int) -> np.ndarray:
@@ -327,27 +380,40 @@ def rotated_sum(vectors: np.ndarray, rotations: Sequence[int]) -> np.ndarray:
 
 def _rotation_matrix(vector: np.ndarray, count: int) -> np.ndarray:
     """Rows ``k = 0..count-1`` hold ``roll(vector, k)``."""
-    n = vector.size
+    return vector[_rotation_index(vector.size, count)]
+
+
+@lru_cache(maxsize=256)
+def _rotation_index(n: int, count: int) -> np.ndarray:
+    """``idx[k, a] = (a - k) mod n`` for ``k < count`` (read-only, shared)."""
     idx = (np.arange(n)[None, :] - np.arange(count)[:, None]) % n
-    return vector[idx]
+    idx.setflags(write=False)
+    return idx
 
 
-def _exact(vectors: np.ndarray, periods: list[int], capacity: float) -> list[int]:
+def _exact(
+    vectors: np.ndarray,
+    periods: list[int],
+    capacity: float,
+    mats: Sequence[np.ndarray] | None = None,
+) -> list[int]:
     """Optimum over the grid by branch and bound; job 0 stays at rotation 0.
 
     Adding a job never lowers the excess, so the excess of a partial assignment bounds
     every completion from below: branches whose bound reaches the best complete value
     (first from the greedy-plus-descent heuristic) are cut.  The last two free jobs are
-    evaluated together as one (s1, s2, |A|) array.
+    evaluated together as one (s1, s2, |A|) array.  ``mats[i]`` is
+    ``_rotation_matrix(vectors[i], periods[i])`` (computed when not given).
     """
     n = len(vectors)
     if n == 1:
         return [0]
-    mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
+    if mats is None:
+        mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
     free = sorted(range(1, n), key=lambda i: -float(vectors[i].sum()))  # big jobs bound best
     outer, inner = free[:-2], free[-2:]
     # an upper bound to prune with: greedy plus descent (pointless for a single free job)
-    start = _coordinate_descent(vectors, periods, capacity, 0, 0) if n > 2 else [0] * n
+    start = _coordinate_descent(vectors, periods, capacity, 0, 0, mats) if n > 2 else [0] * n
     best = [
         float(excess(rotated_sum(vectors, start), capacity).sum()) if n > 2 else math.inf,
         start,
@@ -357,18 +423,18 @@ def _exact(vectors: np.ndarray, periods: list[int], capacity: float) -> list[int
     def leaves(base: np.ndarray, chosen: dict[int, int]) -> None:
         first = base[None, :] + mats[inner[0]]
         bound = excess(first, capacity).sum(axis=-1)
-        rows = np.nonzero(bound < best[0] - tol)[0]
+        rows = (bound < best[0] - tol).nonzero()[0]
         if rows.size == 0:
             return
         if len(inner) == 1:
-            k = int(rows[np.argmin(bound[rows])])
+            k = int(rows[bound[rows].argmin()])
             best[0], best[1] = float(bound[k]), _assign(n, chosen, {inner[0]: k})
             return
         grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
         grid -= capacity
         np.maximum(grid, 0.0, out=grid)
         totals = grid.sum(axis=-1)
-        flat = int(np.argmin(totals))
+        flat = int(totals.argmin())
         r, k = np.unravel_index(flat, totals.shape)
         if totals[r, k] < best[0] - tol:
             best[0] = float(totals[r, k])
@@ -381,7 +447,7 @@ def _exact(vectors: np.ndarray, periods: list[int], capacity: float) -> list[int
         i = outer[depth]
         partial = base[None, :] + mats[i]
         bound = excess(partial, capacity).sum(axis=-1)
-        for k in np.argsort(bound, kind="stable"):
+        for k in bound.argsort(kind="stable"):
             if bound[k] >= best[0] - tol:
                 break
             branch(depth + 1, partial[k], {**chosen, i: int(k)})
@@ -397,6 +463,8 @@ def _centre(
     rotations: list[int],
     margin: float = 0.15,
     sweeps: int = 3,
+    *,
+    mats: Sequence[np.ndarray] | None = None,
 ) -> list[int]:
     """Among rotations with the same (optimal) excess, prefer the ones with the most room
     around each phase, so that jitter does not push interleaved phases into each other (a
@@ -404,41 +472,76 @@ def _centre(
 
     A job moves to the rotation that keeps the excess unchanged and minimises the overlap
     of the demands blurred over +-``margin`` of the circle (their dot product: for a fixed
-    total, the flattest combined demand), one job at a time."""
+    total, the flattest combined demand), one job at a time.  ``mats[i]``, when given, is
+    ``_rotation_matrix(vectors[i], periods[i])``."""
     n, angles = len(vectors), vectors.shape[1]
     width = int(round(margin * angles))
     if n < 2 or width < 1:
         return rotations
-    kernel = np.zeros(angles)
-    kernel[np.arange(-width, width + 1) % angles] = 1.0 / (2 * width + 1)
-    blurred = np.real(np.fft.ifft(np.fft.fft(vectors, axis=1) * np.fft.fft(kernel)))
     rot = list(rotations)
     total = rotated_sum(vectors, rot)
-    soft_total = rotated_sum(blurred, rot)
     tol = 1e-9 * capacity * angles
-    tiny = 1e-9 * float(np.abs(blurred).max() ** 2) * angles
-    mats: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    hard_mats: dict[int, np.ndarray] = {}
+    soft: _Blur | None = None  # found when a job first has a choice (see below)
     for _ in range(sweeps):
         moved = False
         for i in range(1, n):
-            if i not in mats:
-                mats[i] = (
-                    _rotation_matrix(vectors[i], periods[i]),
-                    _rotation_matrix(blurred[i], periods[i]),
-                )
-            hard_m, soft_m = mats[i]
+            if i not in hard_mats:
+                hard_mats[i] = _rotation_matrix(vectors[i], periods[i]) if mats is None else mats[i]
+            hard_m = hard_mats[i]
             rest = total - hard_m[rot[i]]
-            soft_rest = soft_total - soft_m[rot[i]]
             hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
+            worse = hard > hard[rot[i]] + tol
+            if np.count_nonzero(worse) == worse.size - 1:
+                # only the job's own rotation keeps the excess: it stays, whatever the
+                # blur says.  No job has moved before one has a choice, so the blurred
+                # totals found then are those of the starting rotations.
+                continue
+            if soft is None:
+                soft = _Blur(vectors, periods, rot, width)
+            soft_m = soft.matrix(i)
+            soft_rest = soft.total - soft_m[rot[i]]
             penalty = soft_m @ soft_rest
-            penalty[hard > hard[rot[i]] + tol] = np.inf
-            k = int(np.argmin(penalty))
-            if penalty[k] < penalty[rot[i]] - tiny:
+            penalty[worse] = np.inf
+            k = int(penalty.argmin())
+            if penalty[k] < penalty[rot[i]] - soft.tiny:
                 rot[i], moved = k, True
-                total, soft_total = rest + hard_m[k], soft_rest + soft_m[k]
+                total, soft.total = rest + hard_m[k], soft_rest + soft_m[k]
         if not moved:
             break
     return rot
+
+
+class _Blur:
+    """:func:`_centre`'s blurred demands: each job's vector averaged over ``2 * width + 1``
+    angles, their total at the given rotations, the penalty tolerance and, per job, the
+    rotation matrix of its blurred vector (built when first asked)."""
+
+    def __init__(
+        self, vectors: np.ndarray, periods: list[int], rotations: list[int], width: int
+    ) -> None:
+        angles = vectors.shape[1]
+        spectrum = _blur_spectrum(angles, width)
+        self.blurred = np.real(np.fft.ifft(np.fft.fft(vectors, axis=1) * spectrum))
+        self.total = rotated_sum(self.blurred, rotations)
+        self.tiny = 1e-9 * float(np.abs(self.blurred).max() ** 2) * angles
+        self._periods = periods
+        self._mats: dict[int, np.ndarray] = {}
+
+    def matrix(self, i: int) -> np.ndarray:
+        if i not in self._mats:
+            self._mats[i] = _rotation_matrix(self.blurred[i], self._periods[i])
+        return self._mats[i]
+
+
+@lru_cache(maxsize=64)
+def _blur_spectrum(angles: int, width: int) -> np.ndarray:
+    """FFT of the box kernel averaging ``2 * width + 1`` angles (read-only, shared)."""
+    kernel = np.zeros(angles)
+    kernel[np.arange(-width, width + 1) % angles] = 1.0 / (2 * width + 1)
+    spectrum = np.fft.fft(kernel)
+    spectrum.setflags(write=False)
+    return spectrum
 
 
 def _assign(n: int, *parts: dict[int, int]) -> list[int]:
@@ -450,13 +553,20 @@ def _assign(n: int, *parts: dict[int, int]) -> list[int]:
 
 
 def _coordinate_descent(
-    vectors: np.ndarray, periods: list[int], capacity: float, restarts: int, seed: int
+    vectors: np.ndarray,
+    periods: list[int],
+    capacity: float,
+    restarts: int,
+    seed: int,
+    mats: Sequence[np.ndarray] | None = None,
 ) -> list[int]:
     """Heuristic for many jobs: from a greedy start (jobs by decreasing bytes, each at its
     best rotation against those already placed) and ``restarts`` random starts, repeatedly
-    move one job to its best rotation against all the others until no move helps."""
+    move one job to its best rotation against all the others until no move helps.
+    ``mats[i]``, when given, is ``_rotation_matrix(vectors[i], periods[i])``."""
     n = len(vectors)
-    mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
+    if mats is None:
+        mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
     rng = np.random.default_rng(seed)
 
     def descend(rot: list[int]) -> tuple[float, list[int]]:
@@ -467,7 +577,7 @@ def _coordinate_descent(
             for i in range(1, n):
                 rest = total - mats[i][rot[i]]
                 values = excess(rest[None, :] + mats[i], capacity).sum(axis=-1)
-                k = int(np.argmin(values))
+                k = int(values.argmin())
                 if values[k] < current - 1e-9 * capacity:
                     rot[i], current, total, improved = k, float(values[k]), rest + mats[i][k], True
             if not improved:
@@ -478,7 +588,7 @@ def _coordinate_descent(
     placed = vectors[0].copy()
     for i in sorted(range(1, n), key=lambda i: -vectors[i].sum()):
         values = excess(placed[None, :] + mats[i], capacity).sum(axis=-1)
-        greedy[i] = int(np.argmin(values))
+        greedy[i] = int(values.argmin())
         placed = placed + mats[i][greedy[i]]
     starts = [greedy] + [
         [0] + [int(rng.integers(periods[i])) for i in range(1, n)] for _ in range(restarts)
@@ -497,9 +607,10 @@ def score_at_shifts(
     """Grid score (and demand curve) of arbitrary time-shifts, on the same circle and
     angles as :func:`compatibility_score` (so the two are directly comparable)."""
     demand = np.zeros(angles)
+    edges = np.linspace(0.0, unified.period_s, angles + 1)
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
         shift = time_shifts_s.get(job.job_id, 0.0) * t_eff / job.iteration_time_s
-        demand += _stretched(job, t_eff).bin_average(angles, unified.period_s, shift)
+        demand += _stretched_bin_average(job, t_eff, angles, unified.period_s, shift, edges=edges)
     return float(score_of_demand(demand, capacity_bps)), demand
 
 
@@ -564,3 +675,72 @@ def _stretched(job: JobProfile, iteration_time_s: float) -> JobProfile:
         for p in job.phases
     ]
     return JobProfile(job.job_id, iteration_time_s, phases)
+
+
+def _stretched_bin_average(
+    job: JobProfile,
+    iteration_time_s: float,
+    n_bins: int,
+    span_s: float,
+    shift_s: float = 0.0,
+    *,
+    edges: np.ndarray | None = None,
+) -> np.ndarray:
+    """``_stretched(job, iteration_time_s).bin_average(n_bins, span_s, shift_s)`` (bits/s
+    per bin), the same floating-point operations in the same order, without building the
+    stretched profile (the hot path of every link problem; equal bit for bit, tested).
+    ``edges``, when given, is ``np.linspace(0.0, span_s, n_bins + 1)`` (shared by the jobs
+    of one circle).  A stretch that would make the profile invalid takes the slow path,
+    which raises."""
+    intervals = _stretched_intervals(job, iteration_time_s)
+    if intervals is None:
+        return _stretched(job, iteration_time_s).bin_average(n_bins, span_s, shift_s)
+    starts, ends, rates, bits, period = intervals
+    widths = ends - starts
+    if edges is None:
+        edges = np.linspace(0.0, span_s, n_bins + 1)
+
+    def integral(t: np.ndarray) -> np.ndarray:  # JobProfile._periodic_integral
+        whole = np.floor(t / period)
+        u = t - whole * period
+        return whole * bits + np.clip(u[..., None] - starts, 0.0, widths) @ rates
+
+    cumulative = integral(edges - shift_s)
+    if shift_s != 0.0:  # the integral at -0.0 is exactly 0.0: subtracting it is a no-op
+        cumulative = cumulative - integral(np.array(-shift_s, float))
+    return np.diff(cumulative) / (span_s / n_bins)
+
+
+def _stretched_intervals(
+    job: JobProfile, iteration_time_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float] | None:
+    """(starts_s, ends_s, rates_bps, bits per iteration, iteration time s) of
+    ``_stretched(job, iteration_time_s)``: its :meth:`JobProfile.intervals` and
+    :attr:`JobProfile.bits_per_iteration`, computed as they are; None when the stretched
+    profile would fail validation (a phase longer than the iteration, or overlapping the
+    next one)."""
+    period = job.iteration_time_s
+    if abs(iteration_time_s - period) <= 1e-12 * period:
+        return (*job.intervals(), job.bits_per_iteration, period)
+    f = iteration_time_s / period
+    period = iteration_time_s
+    last = iteration_time_s * (1 - 1e-12)
+    phases = [(min(p.start_s * f, last), p.duration_s * f, p.rate_bps) for p in job.phases]
+    starts, ends, rates = [], [], []
+    for i, (start, duration, rate) in enumerate(phases):
+        end = start + duration
+        if duration <= 0 or duration > period + _PROFILE_EPS:
+            return None
+        following = phases[(i + 1) % len(phases)][0] + (period if i + 1 == len(phases) else 0)
+        if len(phases) > 1 and end > following + _PROFILE_EPS:
+            return None
+        if end <= period + _PROFILE_EPS:
+            starts.append(start)
+            ends.append(min(end, period))
+            rates.append(rate)
+        else:  # wraps: [start, T) and [0, end - T)
+            starts += [start, 0.0]
+            ends += [period, end - period]
+            rates += [rate, rate]
+    bits = float(sum(rate * duration for _, duration, rate in phases))
+    return np.array(starts, float), np.array(ends, float), np.array(rates, float), bits, period
