@@ -192,6 +192,7 @@ SEC("struct_ops")
 void CC_PROG(CC_FN(_in_ack_event), struct sock *sk, __u32 flags)
 {
 	dctcp_update_alpha(sk);
+	mltcp_ack_seen(sk, &dctcp_ca(sk)->mltcp);
 }
 
 SEC("struct_ops")

@@ -65,6 +65,7 @@ SEC("struct_ops")
 void BPF_PROG(mltcp_cubic_in_ack_event, struct sock *sk, __u32 flags)
 {
 	mltcp_guard(sk);
+	mltcp_ack_seen(sk, &cubic_ca(sk)->mltcp);
 }
 
 SEC("struct_ops")

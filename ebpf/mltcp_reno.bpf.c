@@ -33,6 +33,7 @@ SEC("struct_ops")
 void BPF_PROG(mltcp_reno_in_ack_event, struct sock *sk, __u32 flags)
 {
 	mltcp_guard(sk);
+	mltcp_ack_seen(sk, inet_csk_ca(sk));
 }
 
 SEC("struct_ops")
