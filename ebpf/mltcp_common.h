@@ -203,15 +203,19 @@ static __always_inline void mltcp_tx_start(struct sock *sk, struct mltcp_state *
 	st->last_active_us = now;
 }
 
-/* in_ack_event, called on every ACK: the flow was active now.  cong_avoid (mltcp_on_ack)
- * is not called while the window is being reduced (CWR after an ECN mark, recovery), so
- * noting activity only there left last_active_us at the last ACK before the reduction:
- * after a burst that ended in CWR, the next transmission saw a silence as long as the
- * burst's tail and ended an iteration even when the flow had been idle for a millisecond
- * (BERT-base pairs on `ecn` were counted at up to 4.7 iterations per step). */
-static __always_inline void mltcp_ack_seen(struct sock *sk, struct mltcp_state *st)
+/* pkts_acked, called for every ACK that arrives while the flow has data in flight: the
+ * flow was active now if the ACK took some of its data off the queue.  Only data ACKs
+ * count: a gloo connection carries both ranks' data, and its peer's segments (ACKs of
+ * nothing new) arriving while this side is silent would otherwise hide the silence.
+ * cong_avoid (mltcp_on_ack) alone is not enough: the kernel skips it while the window is
+ * being reduced (CWR after an ECN mark, recovery), so noting activity only there left
+ * last_active_us at the last ACK before the reduction, and the next transmission saw a
+ * silence longer than the real one. */
+static __always_inline void mltcp_data_acked(struct sock *sk, struct mltcp_state *st,
+					     const struct ack_sample *sample)
 {
-	st->last_active_us = tcp_sk(sk)->tcp_mstamp;
+	if (sample->pkts_acked)
+		st->last_active_us = tcp_sk(sk)->tcp_mstamp;
 }
 
 /* On every ACK: note activity and recompute F from how far through the iteration we are. */

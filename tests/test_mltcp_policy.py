@@ -88,8 +88,12 @@ def test_cubic_scaling_loses_nothing_to_rounding(f_q, acks):
 
 
 @settings(max_examples=500)
-@given(elapsed=st.integers(0, 2**64 - 1), idle=u32, since=st.integers(0, 2**64 - 1),
-       per_iter=st.integers(0, 2**64 - 1))
+@given(
+    elapsed=st.integers(0, 2**64 - 1),
+    idle=u32,
+    since=st.integers(0, 2**64 - 1),
+    per_iter=st.integers(0, 2**64 - 1),
+)
 def test_iteration_boundary_agrees_with_the_c_header(rule, elapsed, idle, since, per_iter):
     assert bool(rule.ends(elapsed, idle, since, per_iter)) == policy.ends_iteration(
         elapsed, idle, since, per_iter
@@ -97,9 +101,17 @@ def test_iteration_boundary_agrees_with_the_c_header(rule, elapsed, idle, since,
 
 
 def test_iteration_boundary_edges(rule):
-    for e, i, s, p in [(9_999, 10_000, 10, 0), (10_000, 10_000, 0, 0), (10_000, 10_000, 74, 100),
-                       (10_000, 10_000, 75, 100), (10_000, 10_000, 75, 101), (10_000, 10_000, 76, 101),
-                       (2**64 - 1, 0, 2**64 - 1, 2**64 - 1), (0, 0, 0, 1), (0, 0, 1, 1)]:
+    for e, i, s, p in [
+        (9_999, 10_000, 10, 0),
+        (10_000, 10_000, 0, 0),
+        (10_000, 10_000, 74, 100),
+        (10_000, 10_000, 75, 100),
+        (10_000, 10_000, 75, 101),
+        (10_000, 10_000, 76, 101),
+        (2**64 - 1, 0, 2**64 - 1, 2**64 - 1),
+        (0, 0, 0, 1),
+        (0, 0, 1, 1),
+    ]:
         assert bool(rule.ends(e, i, s, p)) == policy.ends_iteration(e, i, s, p)
     assert policy.ends_iteration(10_000, 10_000, 75, 100)  # ceil(3/4 * 100) = 75
     assert not policy.ends_iteration(10_000, 10_000, 75, 101)  # ceil(3/4 * 101) = 76
