@@ -195,6 +195,12 @@ void CC_PROG(CC_FN(_in_ack_event), struct sock *sk, __u32 flags)
 }
 
 SEC("struct_ops")
+void CC_PROG(CC_FN(_pkts_acked), struct sock *sk, const struct ack_sample *sample)
+{
+	mltcp_data_acked(sk, &dctcp_ca(sk)->mltcp, sample);
+}
+
+SEC("struct_ops")
 void CC_PROG(CC_FN(_cwnd_event), struct sock *sk, enum tcp_ca_event ev)
 {
 	dctcp_event(sk, ev);
@@ -224,6 +230,7 @@ struct tcp_congestion_ops CC_NAME = {
 	.cong_avoid = (void *)CC_FN(_cong_avoid),
 	.in_ack_event = (void *)CC_FN(_in_ack_event),
 	.cwnd_event = (void *)CC_FN(_cwnd_event),
+	.pkts_acked = (void *)CC_FN(_pkts_acked),
 	.set_state = (void *)CC_FN(_set_state),
 	.ssthresh = (void *)CC_FN(_ssthresh),
 	.undo_cwnd = (void *)CC_FN(_undo_cwnd),

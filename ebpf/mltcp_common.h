@@ -5,7 +5,8 @@
  * current iteration began, the bytes of its last iteration (the estimate for this one), an
  * iteration count and its current F.  An iteration ends
  *   - idle mode:  when the flow transmits again (CA_EVENT_TX_START) after being idle longer
- *                 than the configured threshold, or
+ *                 than the configured threshold, once it has moved three quarters of its
+ *                 last iteration's bytes (mltcp_ends_iteration, mltcp_rule.h), or
  *   - exact mode: when the training process has bumped its job's counter (mltcp_marks) since
  *                 the flow last looked; flows find their job by port (mltcp_ports).
  * Maps are pinned by name under /sys/fs/bpf, so every variant and user space share them;
@@ -192,12 +193,29 @@ static __always_inline void mltcp_tx_start(struct sock *sk, struct mltcp_state *
 			st->mark_seen = *marks;
 			boundary = 1;
 		}
-	} else if (now - st->last_active_us >= cfg->idle_us) {
-		boundary = 1;
+	} else {
+		boundary = mltcp_ends_iteration(now - st->last_active_us, cfg->idle_us,
+						tcp_sk(sk)->bytes_acked - st->iter_start,
+						st->per_iter);
 	}
 	if (boundary)
 		mltcp_new_iteration(sk, st);
 	st->last_active_us = now;
+}
+
+/* pkts_acked, called for every ACK that arrives while the flow has data in flight: the
+ * flow was active now if the ACK took some of its data off the queue.  Only data ACKs
+ * count: a gloo connection carries both ranks' data, and its peer's segments (ACKs of
+ * nothing new) arriving while this side is silent would otherwise hide the silence.
+ * cong_avoid (mltcp_on_ack) alone is not enough: the kernel skips it while the window is
+ * being reduced (CWR after an ECN mark, recovery), so noting activity only there left
+ * last_active_us at the last ACK before the reduction, and the next transmission saw a
+ * silence longer than the real one. */
+static __always_inline void mltcp_data_acked(struct sock *sk, struct mltcp_state *st,
+					     const struct ack_sample *sample)
+{
+	if (sample->pkts_acked)
+		st->last_active_us = tcp_sk(sk)->tcp_mstamp;
 }
 
 /* On every ACK: note activity and recompute F from how far through the iteration we are. */

@@ -82,6 +82,7 @@ void BPF_PROG(mltcp_cubic_set_state, struct sock *sk, __u8 new_state)
 SEC("struct_ops")
 void BPF_PROG(mltcp_cubic_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
+	mltcp_data_acked(sk, &cubic_ca(sk)->mltcp, sample);
 	cubictcp_acked(sk, sample);
 }
 

@@ -36,6 +36,12 @@ void BPF_PROG(mltcp_reno_in_ack_event, struct sock *sk, __u32 flags)
 }
 
 SEC("struct_ops")
+void BPF_PROG(mltcp_reno_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	mltcp_data_acked(sk, inet_csk_ca(sk), sample);
+}
+
+SEC("struct_ops")
 __u32 BPF_PROG(mltcp_reno_ssthresh, struct sock *sk)
 {
 	return tcp_reno_ssthresh(sk);
@@ -53,6 +59,7 @@ struct tcp_congestion_ops mltcp_reno = {
 	.cong_avoid = (void *)mltcp_reno_cong_avoid,
 	.cwnd_event = (void *)mltcp_reno_cwnd_event,
 	.in_ack_event = (void *)mltcp_reno_in_ack_event,
+	.pkts_acked = (void *)mltcp_reno_pkts_acked,
 	.ssthresh = (void *)mltcp_reno_ssthresh,
 	.undo_cwnd = (void *)mltcp_reno_undo_cwnd,
 	.name = "mltcp_reno",

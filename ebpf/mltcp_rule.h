@@ -25,6 +25,25 @@ static inline unsigned int mltcp_ratio_q(unsigned long long sent, unsigned long 
 	return (unsigned int)((sent << MLTCP_SHIFT) / per_iter);
 }
 
+/* Idle mode: does a transmission after `elapsed_us` of silence end the flow's iteration?
+ * Only a silence of at least `idle_us` can, and only once the bytes acked since the
+ * iteration began (`since`) reach three quarters of the last
+ * iteration's (`per_iter`; any amount while there is no estimate yet).  A DDP step sends
+ * its gradient buckets with gaps longer than idle_us between some of them (measured
+ * 15-21 ms inside a ResNet-50 step, 6-14 ms inside VGG-11's, against 24 and 34 ms between
+ * steps: docs/mltcp_defaults.md); without the byte test each such gap started an
+ * "iteration" of one bucket.  With it, pieces of a step merge until they make most of the
+ * last iteration. */
+static inline int mltcp_ends_iteration(unsigned long long elapsed_us, unsigned int idle_us,
+				       unsigned long long since, unsigned long long per_iter)
+{
+	if (elapsed_us < idle_us)
+		return 0;
+	if (per_iter == 0)
+		return 1;
+	return since >= per_iter - (per_iter >> 2);	/* ceil(3/4 per_iter) */
+}
+
 /* F in Q10: intercept + floor(slope * ratio / 1024) */
 static inline unsigned int mltcp_factor_q(unsigned int ratio_q, unsigned int slope_q,
 					  unsigned int intercept_q)

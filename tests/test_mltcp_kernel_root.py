@@ -81,8 +81,10 @@ SERVER = textwrap.dedent("""
 
 CLIENT = textwrap.dedent("""
     import socket, sys, time
-    cc, port, bursts, size, gap, job = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \\
-        int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+    # size and gap: one value, or comma-separated ones taken in turn (a step of bursts)
+    cc, port, bursts, job = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[6]
+    sizes = [int(x) for x in sys.argv[4].split(",")]
+    gaps = [float(x) for x in sys.argv[5].split(",")]
     mark = None
     if job != "-":
         import mltcp; mark = lambda: mltcp.mark_iteration(job)
@@ -92,12 +94,12 @@ CLIENT = textwrap.dedent("""
     s.connect(("10.211.0.2", port))
     print(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode(),
           s.getsockname()[1], flush=True)
-    payload = bytes(size)
     for i in range(bursts):
+        payload = bytes(sizes[i % len(sizes)])
         s.sendall(len(payload).to_bytes(4, "big") + payload)
         s.recv(1)               # all bytes of this iteration acked by the application
         if mark: mark()
-        time.sleep(gap)
+        time.sleep(gaps[i % len(gaps)])
     s.sendall((0).to_bytes(4, "big"))   # one last send after the gap ends the last iteration
     time.sleep(0.05)
 """)
@@ -135,8 +137,8 @@ def run_pair(tmp_path, bursts, size, gap, job="-", cc="mltcp_reno", cgroup=None)
                 cc,
                 str(PORT),
                 str(bursts),
-                str(size),
-                str(gap),
+                ",".join(str(x) for x in (size if isinstance(size, list) else [size])),
+                ",".join(str(x) for x in (gap if isinstance(gap, list) else [gap])),
                 job,
             ],
             capture_output=True,
@@ -172,6 +174,20 @@ def test_namespace_flow_uses_mltcp_and_idle_mode_counts_iterations(tmp_path, net
     f = flow(port)
     assert f["iterations"] == 6
     assert f["last_iteration_bytes"] == 200_004  # the 4-byte length prefix travels too
+
+
+def test_idle_mode_counts_a_step_of_two_bursts_once(tmp_path, netns):
+    """A DDP step as ResNet-50's flows send it (docs/mltcp_defaults.md): most of the
+    gradients, a silence longer than idle_ms (the last bucket's backward), the last
+    bucket, then the silence before the next step.  The kernel counts one iteration per
+    step, of the step's bytes, not one per burst."""
+    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    _, port = run_pair(tmp_path, bursts=12, size=[270_000, 30_000], gap=[0.02, 0.04])
+    f = flow(port)
+    # 6 steps: boundaries before each 30 kB burst (the first with no estimate yet, after
+    # the first 270 kB); the last step's 30 kB is too little to end one (gap rule alone: 12)
+    assert f["iterations"] == 6, f
+    assert f["last_iteration_bytes"] == 300_008  # two 4-byte length prefixes
 
 
 def test_exact_mode_counts_marked_iterations_without_idle_gaps(tmp_path, netns):
