@@ -203,6 +203,60 @@ def _mltcp_weight(done_bits, per_iteration, slope_q, intercept_q, scale_cut):
 
 
 @_jit
+def _crosses(s, net, over):
+    """Whether job ``s`` crosses a full link."""
+    link_ptr, link_idx = net[0], net[1]
+    for p in range(link_ptr[s], link_ptr[s + 1]):  # noqa: SIM110 (numba: no generators)
+        if over[link_idx[p]]:
+            return True
+    return False
+
+
+@_jit
+def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
+    """Rates of the set of sending flows connected to job ``s`` through full links
+    (labelled ``label``; left in ``flow_sets[1][:k]``), weighted by MLTCP's F when
+    ``rule`` says so.  Returns ``k``, the set's size."""
+    use_mltcp, slope_q, intercept_q, scale_cut, general = rule
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
+    mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
+    comp, flows = flow_sets
+    fixed, tight, rem, wload, n_open, level_of, links = scratch
+    k = _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows)
+    if use_mltcp:
+        for a in range(k):
+            i = flows[a]
+            weight[i] = _mltcp_weight(
+                sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
+                per_iteration[i],
+                slope_q,
+                intercept_q,
+                scale_cut,
+            )
+    _fill(
+        flows,
+        k,
+        link_ptr,
+        link_idx,
+        over,
+        caps,
+        demand,
+        weight,
+        classes,
+        general,
+        got,
+        fixed,
+        tight,
+        rem,
+        wload,
+        n_open,
+        level_of,
+        links,
+    )
+    return k
+
+
+@_jit
 def _loop(
     gaps,
     bits,
@@ -278,6 +332,11 @@ def _loop(
     n_open = np.zeros(n_links, np.int64)
     level_of = np.zeros(n_links)
     links = np.zeros(n_links, np.int64)
+    net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
+    flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over)
+    flow_sets = (comp, flows)
+    scratch = (fixed, tight, rem, wload, n_open, level_of, links)
+    rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
     label = 0
     t = 0.0
     events = 0
@@ -299,47 +358,9 @@ def _loop(
                     got[i] = demand[i]
             label += 1
             for s in range(n):
-                if mode[s] != _SEND or comp[s] == label:
+                if mode[s] != _SEND or comp[s] == label or not _crosses(s, net, over):
                     continue
-                crosses = False
-                for p in range(link_ptr[s], link_ptr[s + 1]):
-                    if over[link_idx[p]]:
-                        crosses = True
-                        break
-                if not crosses:
-                    continue
-                k = _component(
-                    s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows
-                )
-                for a in range(k):
-                    i = flows[a]
-                    weight[i] = _mltcp_weight(
-                        sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
-                        per_iteration[i],
-                        slope_q,
-                        intercept_q,
-                        scale_cut,
-                    )
-                _fill(
-                    flows,
-                    k,
-                    link_ptr,
-                    link_idx,
-                    over,
-                    caps,
-                    demand,
-                    weight,
-                    classes,
-                    general,
-                    got,
-                    fixed,
-                    tight,
-                    rem,
-                    wload,
-                    n_open,
-                    level_of,
-                    links,
-                )
+                k = _solve_set(s, label, rule, net, flow, flow_sets, scratch)
                 for a in range(k):
                     i = flows[a]
                     s_step = per_iteration[i] / mltcp_steps / got[i]
@@ -371,47 +392,11 @@ def _loop(
                     s = link_jobs[q]
                     if mode[s] != _SEND or comp[s] == label:
                         continue
-                    crosses = False
-                    for p2 in range(link_ptr[s], link_ptr[s + 1]):
-                        if over[link_idx[p2]]:
-                            crosses = True
-                            break
-                    if not crosses:
+                    if _crosses(s, net, over):
+                        _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+                    else:
                         comp[s] = label
                         got[s] = demand[s]
-                        continue
-                    k = _component(
-                        s,
-                        mode,
-                        link_ptr,
-                        link_idx,
-                        link_jobs_ptr,
-                        link_jobs,
-                        over,
-                        comp,
-                        label,
-                        flows,
-                    )
-                    _fill(
-                        flows,
-                        k,
-                        link_ptr,
-                        link_idx,
-                        over,
-                        caps,
-                        demand,
-                        weight,
-                        classes,
-                        general,
-                        got,
-                        fixed,
-                        tight,
-                        rem,
-                        wload,
-                        n_open,
-                        level_of,
-                        links,
-                    )
         dt = horizon_s - t
         any_sending = False
         for i in range(n):
