@@ -78,29 +78,12 @@ def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp
 
 
 @_jit
-def _fill(
-    flows,
-    k,
-    link_ptr,
-    link_idx,
-    over,
-    caps,
-    demand,
-    weight,
-    classes,
-    general,
-    got,
-    fixed,
-    tight,
-    rem,
-    wload,
-    n_open,
-    level_of,
-    links,
-):
+def _fill(flows, k, general, net, flow, scratch):
     """Rates of the connected ``flows[:k]`` on their full links: weighted progressive
-    filling, class by class (lowest number first), into ``got``.  ``level_of`` and
-    ``links`` are scratch (per link)."""
+    filling, class by class (lowest number first), into ``got`` (in ``flow``)."""
+    link_ptr, link_idx, _, _, caps, classes = net
+    _, _, _, _, _, _, demand, weight, got, over = flow
+    fixed, tight, rem, wload, n_open, level_of, links = scratch
     n_l = 0
     for a in range(k):
         i = flows[a]
@@ -221,7 +204,6 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
     link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
     mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
     comp, flows = flow_sets
-    fixed, tight, rem, wload, n_open, level_of, links = scratch
     k = _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows)
     if use_mltcp:
         for a in range(k):
@@ -233,26 +215,7 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
                 intercept_q,
                 scale_cut,
             )
-    _fill(
-        flows,
-        k,
-        link_ptr,
-        link_idx,
-        over,
-        caps,
-        demand,
-        weight,
-        classes,
-        general,
-        got,
-        fixed,
-        tight,
-        rem,
-        wload,
-        n_open,
-        level_of,
-        links,
-    )
+    _fill(flows, k, general, net, flow, scratch)
     return k
 
 
