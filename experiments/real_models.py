@@ -37,6 +37,7 @@ Writes results/real_models/results.json, cdf_<case>.png and timeline_<case>.png.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from typing import Any
@@ -381,8 +382,10 @@ EXPERIMENT = Experiment(
         ),
         option(
             "--mltcp-scale-cut",
-            action="store_true",
-            help="MLTCP also divides DCTCP's window cut by F (beyond the paper's rule)",
+            action=argparse.BooleanOptionalAction,
+            default=_RULE.scale_cut,
+            help="MLTCP also divides DCTCP's window cut by F (beyond the paper's rule; "
+            f"default {'on' if _RULE.scale_cut else 'off'}, as mltcp.policy)",
         ),
         option(
             "--mltcp-compare-cut",

@@ -8,6 +8,9 @@ link in proportion to a weight:
 - ``mltcp``  — MLTCP on a fair-sharing base: AIMD whose additive increase is scaled by F
   gets a share proportional to F, ``F = slope * ratio + intercept`` with ``ratio`` the
   fraction of the iteration's bytes already sent;
+- ``mltcp-scale-cut`` — MLTCP on DCTCP with the window cut divided by F as well
+  (``MltcpParams.scale_cut``, the default): grow F per RTT, cut ``w * alpha / (2 F)``,
+  for a share proportional to F^2;
 - ``mltcp-cubic`` — CUBIC's growth scaled by F: its window grows as F^(1/4) of the cubic
   constant's, for a share proportional to F^0.75 (steady-state CUBIC, same RTTs).
 
@@ -22,7 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POLICIES = ("fair", "mltcp", "mltcp-cubic")
+POLICIES = ("fair", "mltcp", "mltcp-scale-cut", "mltcp-cubic")
+#: share proportional to F to this power
+GAMMA = {"mltcp": 1.0, "mltcp-scale-cut": 2.0, "mltcp-cubic": 0.75}
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def simulate(
     m, n = comm.shape
     slope, intercept = _rule(slope, intercept, m)
     dt = dt_s or float(comm.min()) / 400
-    gamma = 0.75 if policy == "mltcp-cubic" else 1.0
+    gamma = GAMMA.get(policy, 1.0)
 
     t = 0.0
     waiting = start.copy()  # seconds until the job starts computing

@@ -267,7 +267,7 @@ def test_repeated_runs_are_summarised_by_median_range_and_count():
 def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
     from experiments import real_models
 
-    rule = MltcpParams(slope=1.6, intercept=0.2)
+    rule = MltcpParams(slope=1.6, intercept=0.2, scale_cut=False)
     cfg = load_config(real_models.case_config("pair-ecn", "bert_base", 25, 50e9, True, rule))
     mltcp = [s for s in cfg.schemes if s.kind == "mltcp"]
     assert {s.name for s in mltcp} == {"mltcp-dctcp", "mltcp-exact"}
@@ -281,7 +281,10 @@ def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
     )
     fair = load_config(real_models.case_config("pair-fair", "vgg11", 25, 140e9, True, rule))
     assert not any(s.kind == "mltcp" for s in fair.schemes)
-    assert not any(s.scale_cut for s in cfg.schemes)  # the paper's rule unless asked
+    assert not any(s.scale_cut for s in cfg.schemes)  # the paper's rule when asked for
+    assert all(
+        s.scale_cut == MltcpParams().scale_cut for s in default.schemes if s.kind == "mltcp"
+    )
     cut = MltcpParams(slope=1.6, intercept=0.2, scale_cut=True)
     cfg = load_config(real_models.case_config("pair-ecn", "bert_base", 25, 50e9, True, cut))
     assert [s.scale_cut for s in cfg.schemes if s.kind == "mltcp"] == [True, True]
@@ -290,7 +293,7 @@ def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
 def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
     from experiments import real_models
 
-    rule = MltcpParams(slope=1.6, intercept=0.2)
+    rule = MltcpParams(slope=1.6, intercept=0.2, scale_cut=False)
     only = ["baseline", "mltcp-exact", "mltcp-exact-cut"]
     cfg = load_config(
         real_models.case_config(

@@ -191,8 +191,9 @@ def test_fixed_point_tracks_real_factor(ratio, slope, intercept):
 
 
 def test_scale_cut_is_a_flag_in_the_kernel_config():
-    assert MltcpParams().fixed()[4] == 0
+    assert MltcpParams(scale_cut=False).fixed()[4] == 0
     assert MltcpParams(scale_cut=True).fixed()[4] == policy.FLAG_SCALE_CUT
+    assert MltcpParams().fixed()[4] == policy.FLAG_SCALE_CUT  # the default
 
 
 @pytest.mark.parametrize(

@@ -60,13 +60,16 @@ def test_simulator_mltcp_dynamics_match_mltcp_model(offset_s) -> None:
     period = compute + comm
     p = JobProfile("x", period, (Phase(compute, comm, cap),))
     jobs = [FlowJob("a", p, ("l",), 0.0), FlowJob("b", p, ("l",), offset_s)]
-    sim = simulate(jobs, {"l": cap}, horizon_s=12 * period, mltcp=MltcpParams())
+    params = MltcpParams()  # the defaults: the cut scaled too, shares as F**2
+    sim = simulate(jobs, {"l": cap}, horizon_s=12 * period, mltcp=params)
     ref = model.simulate(
         np.array([compute, compute]),
         np.array([comm, comm]),
         np.array([0.0, offset_s]),
         10,
-        policy="mltcp",
+        policy="mltcp-scale-cut" if params.scale_cut else "mltcp",
+        slope=params.slope,
+        intercept=params.intercept,
     )
     for k, job in enumerate("ab"):
         got = np.array(sim.iteration_times_s[job][:10])

@@ -17,7 +17,7 @@
     schedulers: [themis, themis+cassini, themis+crux, themis+cassini+mltcp]
     routing: ecmp                    # single (default) | ecmp | crux; needs several paths
     priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
-    mltcp: {slope: 2.0, intercept: 1.0, scale_cut: false}   # as mltcp.policy.MltcpParams
+    mltcp: {slope: 2.0, intercept: 1.0, scale_cut: true}    # as mltcp.policy.MltcpParams
     defrag: {migration_s: 9, cooldown_s: 300}  # seconds per migrated worker; cooldown
     candidates: 10                   # placements per job (paper: up to 10)
     seed: 0
