@@ -448,3 +448,20 @@ def test_mltcp_is_unavailable_unless_a_prerequisite_check_says_otherwise(monkeyp
     assert link_interleaving.mltcp_available() == (False, "bpftool not found")
     monkeypatch.setattr(loader, "check_prerequisites", lambda: None)
     assert link_interleaving.mltcp_available() == (True, "")
+
+
+def test_sim_fidelity_models_mltcp_with_the_rule_the_testbed_ran(monkeypatch):
+    """The scheme's own slope, intercept and scale_cut over the kernel's loaded ones."""
+    from experiments import sim_fidelity
+    from mltcp import loader
+
+    loaded = MltcpParams(slope=3.0, intercept=1.5, scale_cut=False)
+    monkeypatch.setattr(loader, "get_params", lambda: loaded)
+    assert sim_fidelity.mltcp_params(None, None) == loaded
+    assert sim_fidelity.mltcp_params(1.0, None, True) == MltcpParams(1.0, 1.5, scale_cut=True)
+
+    def unloaded():
+        raise OSError("no config map")
+
+    monkeypatch.setattr(loader, "get_params", unloaded)
+    assert sim_fidelity.mltcp_params(None, None) == MltcpParams()
