@@ -82,7 +82,8 @@ def _add_params(sp: argparse.ArgumentParser, defaults: bool) -> None:
         action=argparse.BooleanOptionalAction,
         default=d.scale_cut if d else None,
         help="mltcp_dctcp: divide the window cut on ECN marks by F too, so a flow further "
-        "through its iteration backs off less (beyond the paper's rule; default off)",
+        "through its iteration backs off less (beyond the paper's rule; on by default, "
+        "--no-scale-cut for the paper's rule)",
     )
 
 
