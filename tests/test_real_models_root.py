@@ -92,8 +92,10 @@ def test_mltcp_idle_mode_counts_each_ddp_step_once(tmp_path):
     largest = counted["flows"][0]["bytes_acked"]
     data = [f for f in counted["flows"] if f["bytes_acked"] > 0.5 * largest]
     assert len(data) >= 2
-    # DDP's first broadcast of the parameters may count as one more
-    assert all(counted["steps"] <= f["iterations"] <= counted["steps"] + 2 for f in data), data
+    # traffic outside the steps (DDP's first broadcast of the parameters, the process
+    # group's set-up and final barrier) may count as up to three more: a fresh-clone
+    # `make test` counted 15 and 17 for 14 steps; two per step would be ~28
+    assert all(counted["steps"] <= f["iterations"] <= counted["steps"] + 3 for f in data), data
     per_step = res.schemes["idle"].jobs["a"].records()[-1]["bytes_sent"]  # gradient bytes
     for f in data:
         assert f["last_iteration_bytes"] == pytest.approx(per_step, rel=0.1), (f, per_step)
