@@ -48,26 +48,33 @@ def test_resnet50_replay_jobs_all_reduce_real_buckets(tmp_path):
     assert payload <= wire <= 1.15 * payload
 
 
-def test_mltcp_exact_mode_counts_every_ddp_iteration(tmp_path):
-    """gloo opens its own sockets: the job's cgroup catches them, ties them to the job,
-    and the optimizer hook's marks end each iteration exactly (issue 10 §4)."""
+def one_resnet_job_on_mltcp(tmp_path, mode: str, iterations: int):
+    """One ResNet-50 DDP job alone on ``ecn`` under MLTCP in ``mode``: the run, the
+    kernel's per-flow counts for the job, and its gradient flows (each rank sends to the
+    other: the flows of at least half the largest one's bytes, two or more)."""
     from mltcp import loader
 
     try:
         loader.check_prerequisites()
     except Exception as e:  # noqa: BLE001 - any missing piece
         require(False, f"MLTCP prerequisites: {e}")
-    cfg = resnet_pair(iterations=8)
+    cfg = resnet_pair(iterations=iterations)
     cfg["topology"]["fabric"] = "ecn"
     cfg["jobs"] = cfg["jobs"][:1]
-    cfg["schemes"] = [{"scheme": "mltcp", "name": "exact", "mode": "exact"}]
+    cfg["schemes"] = [{"scheme": "mltcp", "name": mode, "mode": mode}]
     res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
-    counted = res.schemes["exact"].mltcp_flows["a"]
-    assert counted["mode"] == "exact" and counted["steps"] == 8 + 2
-    # the gradient flows (each rank sends to the other): the largest of the job's flows
+    counted = res.schemes[mode].mltcp_flows["a"]
+    assert counted["mode"] == mode and counted["steps"] == iterations + 2
     largest = counted["flows"][0]["bytes_acked"]
     data = [f for f in counted["flows"] if f["bytes_acked"] > 0.5 * largest]
     assert len(data) >= 2
+    return res, counted, data
+
+
+def test_mltcp_exact_mode_counts_every_ddp_iteration(tmp_path):
+    """gloo opens its own sockets: the job's cgroup catches them, ties them to the job,
+    and the optimizer hook's marks end each iteration exactly (issue 10 §4)."""
+    _, counted, data = one_resnet_job_on_mltcp(tmp_path, "exact", 8)
     assert all(f["iterations"] == counted["steps"] for f in data), counted["flows"]
 
 
@@ -78,22 +85,7 @@ def test_mltcp_idle_mode_counts_each_ddp_step_once(tmp_path):
     iteration per step, of one step's bytes, or per two steps once its estimate has spanned
     two (the rule's known limit) (issue 21 §4; before, about two per step, each of one
     burst's bytes)."""
-    from mltcp import loader
-
-    try:
-        loader.check_prerequisites()
-    except Exception as e:  # noqa: BLE001 - any missing piece
-        require(False, f"MLTCP prerequisites: {e}")
-    cfg = resnet_pair(iterations=12)
-    cfg["topology"]["fabric"] = "ecn"
-    cfg["jobs"] = cfg["jobs"][:1]
-    cfg["schemes"] = [{"scheme": "mltcp", "name": "idle", "mode": "idle"}]
-    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
-    counted = res.schemes["idle"].mltcp_flows["a"]
-    assert counted["mode"] == "idle" and counted["steps"] == 12 + 2
-    largest = counted["flows"][0]["bytes_acked"]
-    data = [f for f in counted["flows"] if f["bytes_acked"] > 0.5 * largest]
-    assert len(data) >= 2
+    res, counted, data = one_resnet_job_on_mltcp(tmp_path, "idle", 12)
     # never split: traffic outside the steps (DDP's first broadcast of the parameters, the
     # process group's set-up and final barrier) may count as up to three more (a
     # fresh-clone `make test` counted 15 and 17 for 14 steps; splitting gave ~28)
