@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POLICIES = ("fair", "mltcp", "mltcp-scale-cut", "mltcp-cubic")
-#: share proportional to F to this power
+#: MLTCP policies: share proportional to F to this power
 GAMMA = {"mltcp": 1.0, "mltcp-scale-cut": 2.0, "mltcp-cubic": 0.75}
+POLICIES = ("fair", *GAMMA)
 
 
 @dataclass(frozen=True)

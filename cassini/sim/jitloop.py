@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cassini.sim.flowloop import LoopResult
 from mltcp.policy import FLAG_SCALE_CUT, ONE, SHIFT, U32_MAX, MltcpParams
 
 try:  # numba is in the [sim] extra; cassini.sim.network falls back to the Python loop
@@ -490,8 +491,6 @@ def run_events_compiled(
     """:func:`cassini.sim.flowloop.run_events`'s inputs and result
     (:class:`cassini.sim.flowloop.LoopResult`), stepped by the compiled
     loop.  Returns None when ``max_events`` is exceeded."""
-    from cassini.sim.flowloop import LoopResult
-
     n = len(cycles)
     width = max(1, max((len(c.bits) for c in cycles), default=1))
     gaps = np.zeros((n, width))
