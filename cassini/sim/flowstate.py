@@ -1,0 +1,681 @@
+"""The network model run continuously: one flow state for every job that shares a link
+that can congest, stepped forward in simulated time and changed in place as jobs come,
+go, move or change pacing.
+
+The window model (:func:`cassini.sim.network.simulate`) re-simulates a group of jobs
+from phases set by their start times for several of its longest iterations at every
+change of the group; with thousands of jobs one group can hold hundreds of them and
+change several times a second, so the same seconds are simulated many times over.  Here
+each simulated second is stepped through once: the engine asks :meth:`FlowState.advance`
+to reach its next arrival or analytic finish, and the state stops early when a job
+completes its last iteration.  Jobs keep their phases across changes, MLTCP its bytes
+counted, held jobs their slot grids.
+
+Per event the same rules as :mod:`cassini.sim.jitloop`: rates change only when a flow
+starts or stops (or always under MLTCP, whose weights move as bytes go out), and only
+the sets of sending flows connected through full links that a change reaches are
+re-solved, by weighted progressive filling class by class.  Excess demand per link
+(seconds with summed demand above capacity) is accounted lazily, when a link's state
+flips.  Times are absolute simulated seconds; rates bits/s; sizes bits.  Pure logic:
+no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cassini.sim import jitloop
+from cassini.sim.jitloop import _crosses, _jit, _solve_set
+from cassini.sim.network import Cycle
+from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
+
+_EPS = 1e-12
+_IDLE, _WAIT, _GAP, _SEND = -1, 0, 1, 2
+#: why :meth:`FlowState.advance` returned
+REACHED, FINISHED, FULL = 0, 1, 2
+
+AVAILABLE = jitloop.AVAILABLE
+
+
+def cycle_position(cycle: Cycle, pos_s: float) -> tuple[int, int, float]:
+    """Where a job running at its dedicated pace is ``pos_s`` seconds into its cycle:
+    ``(mode, phase, remaining)`` — in a gap (remaining seconds) or sending (remaining
+    bits at the phase's peak rate)."""
+    pos = pos_s % cycle.iteration_time_s
+    for p, (gap, bits, rate) in enumerate(
+        zip(cycle.gaps_s, cycle.bits, cycle.rates_bps, strict=True)
+    ):
+        if pos < gap:
+            return _GAP, p, gap - pos
+        pos -= gap
+        send = bits / rate
+        if pos < send:
+            return _SEND, p, bits - pos * rate
+        pos -= send
+    return _GAP, 0, cycle.gaps_s[0]  # rounding at the very end: the next cycle's start
+
+
+def position_of(cycle: Cycle, mode: int, phase: int, remaining: float) -> float:
+    """Seconds into the cycle at dedicated pace (the inverse of :func:`cycle_position`);
+    a job waiting for its slot is at 0."""
+    if mode == _WAIT:
+        return 0.0
+    pos = 0.0
+    for p in range(phase):
+        pos += cycle.gaps_s[p] + cycle.bits[p] / cycle.rates_bps[p]
+    if mode == _GAP:
+        return pos + max(0.0, cycle.gaps_s[phase] - remaining)
+    bits, rate = cycle.bits[phase], cycle.rates_bps[phase]
+    return pos + cycle.gaps_s[phase] + max(0.0, bits - remaining) / rate
+
+
+@_jit
+def _advance(
+    state_t,
+    t_goal,
+    ints,
+    floats,
+    gaps,
+    bits,
+    peak,
+    sent_before,
+    links2d,
+    caps,
+    link_state,
+    link_jobs_ptr,
+    link_jobs,
+    rule,
+    mltcp_steps,
+    tolerance,
+    resolve_all,
+    max_events,
+    out_job,
+    out_time,
+    out_busy,
+):
+    """Step the flow state from ``state_t`` to ``t_goal`` (absolute seconds), stopping
+    early at the end of a job's last cycle or when ``out_*`` is full.  Per-slot integer
+    state ``ints`` = (mode, phase, n_phases, slot, count, target, classes) and float
+    state ``floats`` = (until, remaining, anchor, grid, start_of, demand, got, weight,
+    per_iteration); per link ``link_state`` = (load, members, over, over_since, excess).
+    Each completed cycle writes (slot, cycle seconds, busy seconds) to ``out_*``.
+    Returns (t reached, events, why, cycles written)."""
+    mode, phase, n_phases, slot, count, target, classes = ints
+    until, remaining, anchor, grid, start_of, demand, got, weight, per_iteration = floats
+    load, members, over, over_since, excess = link_state
+    use_mltcp = rule[0]
+    n = mode.shape[0]
+    width = links2d.shape[1]
+    n_links = caps.shape[0]
+    room = out_job.shape[0]
+    over_cap = caps * (1 + 1e-9)
+    # the compiled solver's views: CSR of job -> links from the padded table
+    link_ptr = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        k = 0
+        while k < width and links2d[i, k] >= 0:
+            k += 1
+        link_ptr[i + 1] = link_ptr[i] + k
+    link_idx = np.zeros(max(1, link_ptr[n]), np.int64)
+    for i in range(n):
+        for k in range(link_ptr[i + 1] - link_ptr[i]):
+            link_idx[link_ptr[i] + k] = links2d[i, k]
+    net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
+    last_out = np.full(n, -1, np.int64)  # this call's last report of each slot
+    flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over)
+    comp = np.full(n, -1, np.int64)
+    flows = np.zeros(n, np.int64)
+    flow_sets = (comp, flows)
+    fixed = np.zeros(n, np.bool_)
+    tight = np.zeros(n, np.bool_)
+    rem = np.zeros(n_links)
+    wload = np.zeros(n_links)
+    n_open = np.zeros(n_links, np.int64)
+    level_of = np.zeros(n_links)
+    links = np.zeros(n_links, np.int64)
+    scratch = (fixed, tight, rem, wload, n_open, level_of, links)
+    changed = np.zeros(n, np.int64)
+    in_changed = np.zeros(n, np.bool_)
+    n_changed = 0
+    reach = np.zeros(n_links, np.int64)
+    in_reach = np.zeros(n_links, np.bool_)
+    label = 0
+    t = state_t
+    events = 0
+    written = 0
+    why = 0
+    if resolve_all:  # the state was changed from outside: every link, every set
+        for x in range(n_links):
+            now_over = load[x] > over_cap[x]
+            if now_over != over[x]:
+                if now_over:
+                    over_since[x] = t
+                else:
+                    excess[x] += t - over_since[x]
+                over[x] = now_over
+        label += 1
+        for s in range(n):
+            if mode[s] != _SEND or comp[s] == label:
+                continue
+            if _crosses(s, net, over):
+                _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+            else:
+                comp[s] = label
+                got[s] = demand[s]
+    while t < t_goal and events < max_events:
+        events += 1
+        step = math.inf
+        if use_mltcp:
+            for c in range(n_changed):
+                i = changed[c]
+                in_changed[i] = False
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    now_over = load[x] > over_cap[x]
+                    if now_over != over[x]:
+                        if now_over:
+                            over_since[x] = t
+                        else:
+                            excess[x] += t - over_since[x]
+                        over[x] = now_over
+            n_changed = 0
+            for i in range(n):
+                if mode[i] == _SEND:
+                    got[i] = demand[i]
+            label += 1
+            for s in range(n):
+                if mode[s] != _SEND or comp[s] == label or not _crosses(s, net, over):
+                    continue
+                k = _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+                for a in range(k):
+                    i = flows[a]
+                    s_step = per_iteration[i] / mltcp_steps / got[i]
+                    if s_step < step:
+                        step = s_step
+        elif n_changed > 0:
+            n_reach = 0
+            for c in range(n_changed):
+                i = changed[c]
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    now_over = load[x] > over_cap[x]
+                    if (over[x] or now_over) and not in_reach[x]:
+                        in_reach[x] = True
+                        reach[n_reach] = x
+                        n_reach += 1
+                    if now_over != over[x]:
+                        if now_over:
+                            over_since[x] = t
+                        else:
+                            excess[x] += t - over_since[x]
+                        over[x] = now_over
+            for c in range(n_changed):
+                in_changed[changed[c]] = False
+            n_changed = 0
+            label += 1
+            for r in range(n_reach):
+                x = reach[r]
+                in_reach[x] = False
+                for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                    s = link_jobs[q]
+                    if mode[s] != _SEND or comp[s] == label:
+                        continue
+                    if _crosses(s, net, over):
+                        _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+                    else:
+                        comp[s] = label
+                        got[s] = demand[s]
+        dt = t_goal - t
+        for i in range(n):
+            m = mode[i]
+            if m == _SEND:
+                x_dt = remaining[i] / got[i]
+            elif m == _WAIT:
+                x_dt = until[i] - t
+            elif m == _GAP:
+                x_dt = remaining[i]
+            else:
+                continue
+            if x_dt < dt:
+                dt = x_dt
+        if step < dt:
+            dt = step
+        if dt < 0.0:
+            dt = 0.0
+        if t + dt >= t_goal:
+            dt = t_goal - t
+            t = t_goal
+        else:
+            t += dt
+        for i in range(n):
+            m = mode[i]
+            if m == _IDLE:
+                continue
+            begin = False
+            end = False
+            if m == _WAIT:
+                begin = until[i] <= t + _EPS
+            elif m == _GAP:
+                remaining[i] -= dt
+                if remaining[i] <= _EPS:
+                    mode[i] = _SEND
+                    remaining[i] = bits[i, phase[i]]
+                    d = peak[i, phase[i]]
+                    demand[i] = d
+                    got[i] = d
+                    for p in range(link_ptr[i], link_ptr[i + 1]):
+                        x = link_idx[p]
+                        members[x] += 1
+                        load[x] += d
+                    if not in_changed[i]:
+                        in_changed[i] = True
+                        changed[n_changed] = i
+                        n_changed += 1
+            else:
+                remaining[i] -= got[i] * dt
+                if remaining[i] <= 1e-9 * bits[i, phase[i]]:  # stop sending
+                    d = demand[i]
+                    got[i] = 0.0
+                    demand[i] = 0.0
+                    for p in range(link_ptr[i], link_ptr[i + 1]):
+                        x = link_idx[p]
+                        members[x] -= 1
+                        load[x] = load[x] - d if members[x] > 0 else 0.0
+                    if not in_changed[i]:
+                        in_changed[i] = True
+                        changed[n_changed] = i
+                        n_changed += 1
+                    if phase[i] + 1 < n_phases[i]:
+                        phase[i] += 1
+                        mode[i] = _GAP
+                        remaining[i] = gaps[i, phase[i]]
+                    else:
+                        end = True
+            if end:
+                count[i] += 1
+                if start_of[i] == start_of[i]:  # a whole cycle seen: report it
+                    out_job[written] = i
+                    out_time[written] = t - start_of[i]
+                    out_busy[written] = t - start_of[i]
+                    last_out[i] = written
+                    written += 1
+                if count[i] >= target[i]:
+                    mode[i] = _IDLE
+                    why = FINISHED
+                    continue
+                g = grid[i]
+                if g != g:  # free-running
+                    begin = True
+                else:
+                    slot[i] += 1
+                    due = anchor[i] + slot[i] * g
+                    if t > due + tolerance * g:  # too late: re-align to the next slot
+                        slot[i] = math.ceil((t - anchor[i]) / g - 1e-9)
+                        due = anchor[i] + slot[i] * g
+                    if due > t + _EPS:
+                        mode[i] = _WAIT
+                        until[i] = due
+                    else:
+                        begin = True
+            if begin:
+                if m == _WAIT and last_out[i] >= 0 and start_of[i] == start_of[i]:
+                    out_time[last_out[i]] = t - start_of[i]  # a held cycle ends at its slot
+                start_of[i] = t
+                mode[i] = _GAP
+                phase[i] = 0
+                remaining[i] = gaps[i, 0]
+        if why == FINISHED:
+            break
+        if written + n > room:
+            why = FULL
+            break
+    for x in range(n_links):  # excess up to now, so the caller can read it
+        if over[x]:
+            excess[x] += t - over_since[x]
+            over_since[x] = t
+    return t, events, why, written
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """What one :meth:`FlowState.advance` did: ``t_s`` reached, ``finished`` the jobs
+    whose last cycle ended there, ``cycles`` per job the (cycle s, busy s) pairs that
+    ended on the way, ``events`` stepped."""
+
+    t_s: float
+    finished: tuple[str, ...]
+    cycles: dict[str, tuple[np.ndarray, np.ndarray]]
+    events: int
+
+
+class FlowState:
+    """The continuous network state of the jobs that share links that can congest.
+
+    ``links``: capacity per link (bits/s), in a fixed order; ``mltcp``: share full links
+    by MLTCP's weights (None: max-min); ``classes``: whether jobs carry strict priority
+    classes; ``tolerance``: a held job later than this share of its grid period waits
+    for its next slot."""
+
+    def __init__(
+        self,
+        links: dict[str, float],
+        *,
+        mltcp: MltcpParams | None = None,
+        classes: bool = False,
+        tolerance: float = 0.05,
+        mltcp_steps: int = 20,
+        max_events: int = 1_000_000,
+    ) -> None:
+        if not AVAILABLE:
+            raise RuntimeError("the continuous network model needs numba (the [sim] extra)")
+        self.link_ids = list(links)
+        self.index = {link: x for x, link in enumerate(self.link_ids)}
+        self.caps = np.array([links[x] for x in self.link_ids], float)
+        n_links = len(self.link_ids)
+        self.link_state = (
+            np.zeros(n_links),
+            np.zeros(n_links, np.int64),
+            np.zeros(n_links, np.bool_),
+            np.zeros(n_links),
+            np.zeros(n_links),
+        )
+        slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp else (0, ONE, 0, 0, 0)
+        self.rule = (
+            mltcp is not None,
+            slope_q,
+            intercept_q,
+            bool(flags & FLAG_SCALE_CUT),
+            mltcp is not None or classes,
+        )
+        self.tolerance = tolerance
+        self.mltcp_steps = float(mltcp_steps)
+        self.max_events = max_events
+        self.t = 0.0
+        self.events = 0
+        self.slot_of: dict[str, int] = {}
+        self.job_of: dict[int, str] = {}
+        self.cycles: dict[str, Cycle] = {}
+        self.base: dict[str, float] = {}  # iterations done before the slot's count began
+        self._free: list[int] = []
+        self._n = 0  # slots in use or freed (high-water mark)
+        self._alloc(64, 1, 1)
+        self._dirty = True
+
+    # -- storage --------------------------------------------------------------------------
+    def _alloc(self, n: int, width: int, path: int) -> None:
+        """(Re)allocate room for ``n`` slots, ``width`` phases, paths of ``path`` links,
+        keeping what is there."""
+        old = getattr(self, "ints", None)
+        ints = tuple(np.zeros(n, np.int64) for _ in range(7))
+        ints[0][:] = _IDLE
+        floats = tuple(np.zeros(n) for _ in range(9))
+        floats[4][:] = np.nan  # start_of
+        floats[3][:] = np.nan  # grid
+        floats[7][:] = 1.0  # weight
+        tables = (np.zeros((n, width)), np.ones((n, width)), np.zeros((n, width)))
+        sent_before = np.zeros((n, width))
+        links2d = np.full((n, path), -1, np.int64)
+        if old is not None:
+            m = len(old[0])
+            for a, b in zip(ints, self.ints, strict=True):
+                a[:m] = b
+            for a, b in zip(floats, self.floats, strict=True):
+                a[:m] = b
+            w = self.gaps.shape[1]
+            for a, b in zip(tables, (self.gaps, self.bits, self.peak), strict=True):
+                a[:m, :w] = b
+            sent_before[:m, :w] = self.sent_before
+            links2d[:m, : self.links2d.shape[1]] = self.links2d
+        self.ints, self.floats = ints, floats
+        self.gaps, self.bits, self.peak = tables
+        self.sent_before = sent_before
+        self.links2d = links2d
+
+    def _slot(self, cycle: Cycle, n_links: int) -> int:
+        n, width = len(self.ints[0]), self.gaps.shape[1]
+        path = self.links2d.shape[1]
+        if not self._free and self._n >= n or len(cycle.bits) > width or n_links > path:
+            self._alloc(
+                max(n, 2 * self._n if self._n >= n else n),
+                max(width, len(cycle.bits)),
+                max(path, n_links),
+            )
+        if self._free:
+            return self._free.pop()
+        self._n += 1
+        return self._n - 1
+
+    # -- changes from outside -------------------------------------------------------------
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self.slot_of
+
+    def add(
+        self,
+        job_id: str,
+        cycle: Cycle,
+        links: list[str],
+        *,
+        done: float,
+        iterations: int,
+        pos_s: float,
+        stall_s: float = 0.0,
+        grid_s: float | None = None,
+        anchor_s: float = 0.0,
+        priority: int = 0,
+    ) -> None:
+        """Take a job in at the state's time: ``done`` iterations behind it, ``pos_s``
+        seconds into its current cycle at dedicated pace (or stalled ``stall_s`` seconds
+        first, then from a cycle's start); held to slots ``anchor_s + k * grid_s``
+        (absolute seconds) unless ``grid_s`` is None."""
+        if not cycle.bits:
+            raise ValueError(f"job {job_id}: a job without communication has no flow")
+        i = self._slot(cycle, len(links))
+        mode, phase, n_phases, slot, count, target, classes = self.ints
+        until, remaining, anchor, grid, start_of, demand, got, weight, per_it = self.floats
+        w = len(cycle.bits)
+        self.gaps[i, :] = 0.0
+        self.bits[i, :] = 1.0
+        self.peak[i, :] = 0.0
+        self.sent_before[i, :] = 0.0
+        self.gaps[i, :w] = cycle.gaps_s
+        self.bits[i, :w] = cycle.bits
+        self.peak[i, :w] = cycle.rates_bps
+        self.sent_before[i, :w] = np.concatenate([[0.0], np.cumsum(cycle.bits)[:-1]])
+        n_phases[i] = w
+        per_it[i] = float(sum(cycle.bits))
+        self.links2d[i, :] = -1
+        self.links2d[i, : len(links)] = [self.index[x] for x in links]
+        classes[i] = priority
+        count[i] = 0
+        period = cycle.iteration_time_s
+        if stall_s > 0:
+            m, p, rest = _WAIT, 0, 0.0
+            until[i] = self.t + stall_s
+            start_of[i] = np.nan
+            pos_s = 0.0
+        else:
+            m, p, rest = cycle_position(cycle, pos_s)
+            start_of[i] = self.t - pos_s
+        base = done - pos_s / period
+        target[i] = max(1, math.ceil(iterations - base - 1e-9))
+        mode[i], phase[i], remaining[i] = m, p, rest
+        demand[i] = got[i] = 0.0
+        weight[i] = 1.0
+        self.slot_of[job_id], self.job_of[i] = i, job_id
+        self.cycles[job_id] = cycle
+        self.base[job_id] = base
+        self.set_grid(job_id, grid_s, anchor_s)
+        if m == _SEND:
+            self._load(i, +cycle.rates_bps[p])
+        self._dirty = True
+
+    def _load(self, i: int, d: float) -> None:
+        """Put (``d`` > 0) or take the sending slot ``i``'s demand on its links."""
+        demand, got = self.floats[5], self.floats[6]
+        load, members = self.link_state[0], self.link_state[1]
+        for x in self.links2d[i]:
+            if x < 0:
+                break
+            members[x] += 1 if d > 0 else -1
+            load[x] = load[x] + d if members[x] > 0 else 0.0
+        demand[i] = got[i] = d if d > 0 else 0.0
+
+    def progress(self, job_id: str) -> tuple[float, float]:
+        """``(done, position)``: iterations done (the current cycle counted by its
+        position at dedicated pace) and seconds into the current cycle."""
+        i = self.slot_of[job_id]
+        cycle = self.cycles[job_id]
+        pos = position_of(cycle, self.ints[0][i], self.ints[1][i], self.floats[1][i])
+        return self.base[job_id] + self.ints[4][i] + pos / cycle.iteration_time_s, pos
+
+    def remove(self, job_id: str) -> tuple[float, float]:
+        """Take a job out; returns ``(done, position)`` as :meth:`progress` gives them,
+        for it to go on at dedicated pace."""
+        out = self.progress(job_id)
+        i = self.slot_of.pop(job_id)
+        del self.job_of[i]
+        del self.cycles[job_id], self.base[job_id]
+        if self.ints[0][i] == _SEND:
+            self._load(i, -self.floats[5][i])
+        self.ints[0][i] = _IDLE
+        self.links2d[i, :] = -1
+        self.floats[4][i] = np.nan
+        self._free.append(i)
+        self._dirty = True
+        return out
+
+    def set_links(self, job_id: str, links: list[str]) -> None:
+        i = self.slot_of[job_id]
+        new = [self.index[x] for x in links]
+        old = [int(x) for x in self.links2d[i] if x >= 0]
+        if new == old:
+            return
+        sending = self.ints[0][i] == _SEND
+        d = self.floats[5][i]
+        if sending:
+            self._load(i, -d)
+        if len(new) > self.links2d.shape[1]:
+            self._alloc(len(self.ints[0]), self.gaps.shape[1], len(new))
+        self.links2d[i, :] = -1
+        self.links2d[i, : len(new)] = new
+        if sending:
+            self._load(i, d)
+        self._dirty = True
+
+    def set_grid(self, job_id: str, grid_s: float | None, anchor_s: float = 0.0) -> None:
+        """Hold a job to slots ``anchor_s + k * grid_s`` (None: free-running); its slot
+        count starts from the slot its current cycle began in."""
+        i = self.slot_of[job_id]
+        grid, anchor, start_of = self.floats[3], self.floats[2], self.floats[4]
+        if grid_s is None:
+            grid[i] = np.nan
+            return
+        grid[i], anchor[i] = grid_s, anchor_s
+        began = start_of[i] if start_of[i] == start_of[i] else self.t
+        self.ints[3][i] = round((began - anchor_s) / grid_s)
+        self._dirty = True
+
+    def held(self, job_id: str) -> bool:
+        g = self.floats[3][self.slot_of[job_id]]
+        return g == g
+
+    def set_class(self, job_id: str, priority: int) -> None:
+        i = self.slot_of[job_id]
+        if self.ints[6][i] != priority:
+            self.ints[6][i] = priority
+            self._dirty = True
+
+    def stall(self, job_id: str, stall_s: float) -> None:
+        """The job stops (a migration) for ``stall_s`` seconds, then starts a new cycle;
+        the cycle it was in is lost."""
+        i = self.slot_of[job_id]
+        if self.ints[0][i] == _SEND:
+            self._load(i, -self.floats[5][i])
+        self.ints[0][i] = _WAIT
+        self.ints[1][i] = 0
+        self.floats[0][i] = self.t + stall_s
+        self.floats[4][i] = np.nan
+        self._dirty = True
+
+    # -- stepping -------------------------------------------------------------------------
+    def _link_jobs(self) -> tuple[np.ndarray, np.ndarray]:
+        n, width = len(self.ints[0]), self.links2d.shape[1]
+        flat = self.links2d.ravel()
+        valid = flat >= 0
+        jobs = np.repeat(np.arange(n, dtype=np.int64), width)[valid]
+        order = np.argsort(flat[valid], kind="stable")
+        counts = np.bincount(flat[valid], minlength=len(self.caps))
+        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return ptr, jobs[order]
+
+    def advance(self, t_goal: float) -> Advanced:
+        """Step to ``t_goal`` (absolute seconds; may be inf when some job will finish),
+        stopping early where a job ends its last cycle (it leaves the state) or the
+        report buffer fills (call again)."""
+        if t_goal < self.t:
+            raise ValueError(f"advance to {t_goal} s: the state is at {self.t} s")
+        if not self.slot_of:
+            self.t = t_goal if math.isfinite(t_goal) else self.t
+            return Advanced(self.t, (), {}, 0)
+        if self._dirty or not hasattr(self, "_csr"):
+            self._csr = self._link_jobs()
+        room = max(4096, 4 * len(self.ints[0]))
+        out_job = np.zeros(room, np.int64)
+        out_time = np.zeros(room)
+        out_busy = np.zeros(room)
+        t, events, why, written = _advance(
+            self.t,
+            float(t_goal),
+            self.ints,
+            self.floats,
+            self.gaps,
+            self.bits,
+            self.peak,
+            self.sent_before,
+            self.links2d,
+            self.caps,
+            self.link_state,
+            self._csr[0],
+            self._csr[1],
+            self.rule,
+            self.mltcp_steps,
+            self.tolerance,
+            self._dirty,
+            self.max_events,
+            out_job,
+            out_time,
+            out_busy,
+        )
+        self._dirty = False
+        self.t = float(t)
+        self.events += int(events)
+        cycles: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if written:
+            jobs = out_job[:written]
+            order = np.argsort(jobs, kind="stable")
+            jobs, times, busy = jobs[order], out_time[:written][order], out_busy[:written][order]
+            cuts = np.flatnonzero(np.diff(jobs)) + 1
+            for part_j, part_t, part_b in zip(
+                np.split(jobs, cuts), np.split(times, cuts), np.split(busy, cuts), strict=True
+            ):
+                cycles[self.job_of[int(part_j[0])]] = (part_t, part_b)
+        finished: list[str] = []
+        if why == FINISHED:
+            mode = self.ints[0]
+            finished = [j for j, i in self.slot_of.items() if mode[i] == _IDLE]
+            for j in finished:
+                i = self.slot_of.pop(j)
+                del self.job_of[i], self.cycles[j], self.base[j]
+                self.links2d[i, :] = -1
+                self.floats[4][i] = np.nan
+                self._free.append(i)
+            self._dirty = True
+        return Advanced(self.t, tuple(sorted(finished)), cycles, int(events))
+
+    def excess_s(self) -> dict[str, float]:
+        """Seconds each link spent with summed demand above capacity, so far."""
+        excess = self.link_state[4]
+        return {self.link_ids[x]: float(excess[x]) for x in np.flatnonzero(excess > 0)}
