@@ -84,6 +84,12 @@ def main() -> None:
         action="store_true",
         help="also run each scheduler through the original numpy network loop",
     )
+    parser.add_argument(
+        "--network",
+        choices=("windows", "continuous"),
+        help="override the config's network model (windows: per-change group windows; "
+        "continuous: one flow state stepped through time)",
+    )
     parser.add_argument("--target", type=float, help="target seconds (default per config)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args()
@@ -94,6 +100,8 @@ def main() -> None:
     if args.load:
         poisson["load"] = args.load
     cfg = replace(cfg, poisson=poisson)
+    if args.network:
+        cfg = replace(cfg, options=replace(cfg.options, network=args.network))
     target = args.target or TARGETS_S.get(Path(args.config).stem, 20.0)
     library = cfg.library()
     jobs = cfg.jobs(library)
@@ -108,13 +116,17 @@ def main() -> None:
         "jobs": len(jobs),
         "gpus": cfg.cluster.gpus,
         "load": poisson.get("load"),
+        "network": cfg.options.network,
         "target_s": target,
         "rows": rows,
     }
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{len(jobs)} jobs on {cfg.cluster.gpus} GPUs, load {poisson.get('load')}")
+    print(
+        f"{len(jobs)} jobs on {cfg.cluster.gpus} GPUs, load {poisson.get('load')}, "
+        f"network model: {cfg.options.network}"
+    )
     print(
         f"{'scheduler':<22} {'wall s':>7} {'cpu s':>7} {'/target':>7} {'/ideal':>7} "
         f"{'ref/cpu':>7} {'groups':>6} {'events':>9} {'ev/s':>7} {'sim s':>7} "

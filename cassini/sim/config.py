@@ -19,6 +19,7 @@
     priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
     mltcp: {slope: 2.0, intercept: 1.0, scale_cut: true}    # as mltcp.policy.MltcpParams
     defrag: {migration_s: 9, cooldown_s: 300}  # seconds per migrated worker; cooldown
+    network: windows                 # windows (default) | continuous (large clusters)
     candidates: 10                   # placements per job (paper: up to 10)
     seed: 0
     precision_deg: 5
@@ -40,7 +41,7 @@ import yaml
 from cassini import schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile
-from cassini.sim.options import SimOptions
+from cassini.sim.options import NETWORK_MODELS, SimOptions
 from cassini.sim.parts.routing import ROUTINGS
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
@@ -165,6 +166,7 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
             "priority_levels",
             "mltcp",
             "defrag",
+            "network",
         ),
     )
     if is_topology_form(obj["cluster"]):
@@ -253,7 +255,13 @@ def _options(obj: Mapping[str, Any]) -> SimOptions:
     d = schema.require_object(obj.get("defrag", {}), "defrag")
     schema.check_fields(d, "defrag", (), ("migration_s", "cooldown_s"))
     defaults = SimOptions()
+    network = obj.get("network", defaults.network)
+    if network not in NETWORK_MODELS:
+        raise InputError(
+            "network", f"must be one of {', '.join(NETWORK_MODELS)}, got {network!r}"
+        )
     return SimOptions(
+        network=network,
         routing=routing,
         priority_levels=levels,
         mltcp=mltcp,

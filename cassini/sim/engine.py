@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from cassini.profile import JobProfile
+from cassini.sim.continuous import ContinuousNetwork
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
 from cassini.sim.options import SimOptions
 from cassini.sim.parts import priority as crux
@@ -83,6 +84,9 @@ class _Running:
     migration_s: float = 0.0  # total stall charged for migrations, seconds
     migrated_at: float = -math.inf
     samples: tuple[float, ...] = ()
+    #: continuous network model: when the job's cycle position was 0 (absolute s), for
+    #: a job running at dedicated pace outside the flow state
+    origin_s: float = 0.0
     #: iterations run at each distinct sample set, for the iteration-time distribution
     history: list[tuple[tuple[float, ...], float]] = field(default_factory=list)
     #: (time s, mean iteration time s) from each change of the job's network state on
@@ -302,6 +306,10 @@ class Simulation:
         self.collisions = 0
         self.priority_cut = {"total": 0.0, "max_k_cut": 0.0, "bands": 0.0}
         self._cross_rack: frozenset[str] = frozenset()
+        #: the continuous network model (``options.network == "continuous"``), else None
+        self.net: ContinuousNetwork | None = None
+        if options.network == "continuous" and not self.scheduler.dedicated_network:
+            self.net = ContinuousNetwork(self, AGENT_TOLERANCE, HELD_GROUP_LIMIT)
         self._history: dict[str, tuple[list[tuple[tuple[float, ...], float]], float]] = {}
 
     # -- main loop ------------------------------------------------------------------------
@@ -313,18 +321,30 @@ class Simulation:
             t_arrival = arrivals[-1].arrival_s if arrivals else math.inf
             t_finish, finishing = self._next_finish()
             t = min(t_arrival, t_finish)
+            ended: list[str] = []
+            if self.net is not None and self.net.flow.slot_of:
+                adv = self.net.advance(self, t)  # may stop where a flow job ends
+                self.network_events += adv.events
+                t, ended = adv.t_s, list(adv.finished)
+            finishing = (finishing if t_finish <= t else []) + ended
             if math.isinf(t):  # queued jobs that can never fit (checked in __init__)
                 raise RuntimeError("deadlock: queued jobs but nothing running or arriving")
             self._advance(t)
             changed: set[str] = set()
-            if t_finish <= t:
+            if finishing:
                 changed |= self._finish(finishing) | set(finishing)
             while arrivals and arrivals[-1].arrival_s <= t:
                 self.queue.append(arrivals.pop())
             changed |= self._schedule()
-            self._evaluate(changed)
-            if self.progress and (t_finish <= t):
+            if self.net is not None:
+                self.net.update(self, changed)
+            else:
+                self._evaluate(changed)
+            if self.progress and finishing:
                 self.progress(len(self.records), total, self.now)
+        if self.net is not None:
+            self.excess = self.net.flow.excess_s()
+            self.network_window_s = self.net.flow.t
         samples, norm, weights = self._distribution()
         first = min(j.arrival_s for j in self.jobs)
         return SimResult(
@@ -346,8 +366,13 @@ class Simulation:
         )
 
     def _next_finish(self) -> tuple[float, list[str]]:
+        """The next finish of a job at a known pace (every job but those in the
+        continuous flow state, which says itself when they end)."""
         best, who = math.inf, []
+        flow = self.net.flow.slot_of if self.net is not None else {}
         for job_id, r in self.running.items():
+            if job_id in flow:
+                continue
             t = self.now + r.stall_s + max(0.0, r.iterations - r.done) * r.iteration_time_s
             if t < best - 1e-9:
                 best, who = t, [job_id]
@@ -357,8 +382,11 @@ class Simulation:
 
     def _advance(self, t: float) -> None:
         dt = t - self.now
+        flow = self.net.flow.slot_of if self.net is not None else {}
         if dt > 0:
-            for r in self.running.values():
+            for job_id, r in self.running.items():
+                if job_id in flow:  # the flow state keeps its progress
+                    continue
                 run = dt
                 if r.stall_s > 0:  # sitting out a migration
                     stalled = min(r.stall_s, dt)
@@ -381,6 +409,8 @@ class Simulation:
     def _finish(self, job_ids: list[str]) -> set[str]:
         neighbours: set[str] = set()
         for job_id in job_ids:
+            if self.net is not None:
+                self.net.finish(self, job_id)
             r = self.running.pop(job_id)
             for s, g in r.placement.items():
                 self.free[s] += g
@@ -451,6 +481,8 @@ class Simulation:
                 self.free[s] -= g
             r = _Running(d.job, profile, placement, (), self.now, d.iterations)
             r.shift_s = shifts.pop(d.job.job_id, 0.0)
+            if self.net is not None:
+                r.origin_s = self.net.origin(self, r)
             self._route(d.job.job_id, r, count=not self.scheduler.dedicated_network)
             self.running[d.job.job_id] = r
             self._link(d.job.job_id, r)
@@ -558,7 +590,10 @@ class Simulation:
             workers = sum(1 for s in new if s not in r.placement)
             charge = self.options.migration_s * workers
             # a move must pay back: the time the job would save at its dedicated pace
-            saving = (r.iterations - r.done) * (r.iteration_time_s - r.profile.iteration_time_s)
+            done = r.done
+            if self.net is not None and job_id in self.net:
+                done = self.net.flow.progress(job_id)[0]
+            saving = (r.iterations - done) * (r.iteration_time_s - r.profile.iteration_time_s)
             if not saving > charge:
                 continue
             for s, g in r.placement.items():
@@ -714,7 +749,14 @@ class Simulation:
                 values.extend(samples)
                 norm.extend(s / dedicated for s in samples)
                 weights.extend([w] * len(samples))
-        return np.array(values), np.array(norm), np.array(weights)
+        if self.net is None:
+            return np.array(values), np.array(norm), np.array(weights)
+        times, over = self.net.distribution()  # every cycle the flow state ran, weight 1
+        return (
+            np.concatenate([np.array(values), times]),
+            np.concatenate([np.array(norm), over]),
+            np.concatenate([np.array(weights), np.ones(len(times))]),
+        )
 
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:

@@ -100,11 +100,13 @@ def _advance(
     early at the end of a job's last cycle or when ``out_*`` is full.  Per-slot integer
     state ``ints`` = (mode, phase, n_phases, slot, count, target, classes) and float
     state ``floats`` = (until, remaining, anchor, grid, start_of, demand, got, weight,
-    per_iteration); per link ``link_state`` = (load, members, over, over_since, excess).
-    Each completed cycle writes (slot, cycle seconds, busy seconds) to ``out_*``.
+    per_iteration, tail); per link ``link_state`` = (load, members, over, over_since, excess).
+    Each completed cycle writes (slot, cycle seconds, busy seconds) to ``out_*``.  A job
+    ends ``tail`` seconds after its ``target``-th cycle (the compute after its last
+    phase).
     Returns (t reached, events, why, cycles written)."""
     mode, phase, n_phases, slot, count, target, classes = ints
-    until, remaining, anchor, grid, start_of, demand, got, weight, per_iteration = floats
+    until, remaining, anchor, grid, start_of, demand, got, weight, per_iteration, tail = floats
     load, members, over, over_since, excess = link_state
     use_mltcp = rule[0]
     n = mode.shape[0]
@@ -302,9 +304,9 @@ def _advance(
                     out_busy[written] = t - start_of[i]
                     last_out[i] = written
                     written += 1
-                if count[i] >= target[i]:
-                    mode[i] = _IDLE
-                    why = FINISHED
+                if count[i] >= target[i]:  # the last cycle: the compute after it, then done
+                    mode[i] = _WAIT
+                    until[i] = t + tail[i]
                     continue
                 g = grid[i]
                 if g != g:  # free-running
@@ -320,6 +322,10 @@ def _advance(
                         until[i] = due
                     else:
                         begin = True
+            if begin and count[i] >= target[i]:
+                mode[i] = _IDLE
+                why = FINISHED
+                continue
             if begin:
                 if m == _WAIT and last_out[i] >= 0 and start_of[i] == start_of[i]:
                     out_time[last_out[i]] = t - start_of[i]  # a held cycle ends at its slot
@@ -342,13 +348,27 @@ def _advance(
 @dataclass(frozen=True)
 class Advanced:
     """What one :meth:`FlowState.advance` did: ``t_s`` reached, ``finished`` the jobs
-    whose last cycle ended there, ``cycles`` per job the (cycle s, busy s) pairs that
-    ended on the way, ``events`` stepped."""
+    that ended there, and for every cycle that ended on the way its job's ``uid``, its
+    length ``cycle_s`` and the part spent computing and sending ``busy_s`` (seconds);
+    ``events`` stepped."""
 
     t_s: float
     finished: tuple[str, ...]
-    cycles: dict[str, tuple[np.ndarray, np.ndarray]]
+    uid: np.ndarray
+    cycle_s: np.ndarray
+    busy_s: np.ndarray
     events: int
+
+    def cycles(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per uid, its (cycle s, busy s) arrays."""
+        order = np.argsort(self.uid, kind="stable")
+        uid, times, busy = self.uid[order], self.cycle_s[order], self.busy_s[order]
+        cuts = np.flatnonzero(np.diff(uid)) + 1
+        return {
+            int(u[0]): (a, b)
+            for u, a, b in zip(np.split(uid, cuts), np.split(times, cuts), np.split(busy, cuts), strict=True)
+            if len(u)
+        }
 
 
 class FlowState:
@@ -411,13 +431,14 @@ class FlowState:
         old = getattr(self, "ints", None)
         ints = tuple(np.zeros(n, np.int64) for _ in range(7))
         ints[0][:] = _IDLE
-        floats = tuple(np.zeros(n) for _ in range(9))
+        floats = tuple(np.zeros(n) for _ in range(10))
         floats[4][:] = np.nan  # start_of
         floats[3][:] = np.nan  # grid
         floats[7][:] = 1.0  # weight
         tables = (np.zeros((n, width)), np.ones((n, width)), np.zeros((n, width)))
         sent_before = np.zeros((n, width))
         links2d = np.full((n, path), -1, np.int64)
+        uid = np.full(n, -1, np.int64)
         if old is not None:
             m = len(old[0])
             for a, b in zip(ints, self.ints, strict=True):
@@ -429,10 +450,12 @@ class FlowState:
                 a[:m, :w] = b
             sent_before[:m, :w] = self.sent_before
             links2d[:m, : self.links2d.shape[1]] = self.links2d
+            uid[:m] = self.uid
         self.ints, self.floats = ints, floats
         self.gaps, self.bits, self.peak = tables
         self.sent_before = sent_before
         self.links2d = links2d
+        self.uid = uid
 
     def _slot(self, cycle: Cycle, n_links: int) -> int:
         n, width = len(self.ints[0]), self.gaps.shape[1]
@@ -465,16 +488,18 @@ class FlowState:
         grid_s: float | None = None,
         anchor_s: float = 0.0,
         priority: int = 0,
+        uid: int = -1,
     ) -> None:
         """Take a job in at the state's time: ``done`` iterations behind it, ``pos_s``
         seconds into its current cycle at dedicated pace (or stalled ``stall_s`` seconds
         first, then from a cycle's start); held to slots ``anchor_s + k * grid_s``
-        (absolute seconds) unless ``grid_s`` is None."""
+        (absolute seconds) unless ``grid_s`` is None; ``uid`` tags its cycles in
+        :class:`Advanced`."""
         if not cycle.bits:
             raise ValueError(f"job {job_id}: a job without communication has no flow")
         i = self._slot(cycle, len(links))
         mode, phase, n_phases, slot, count, target, classes = self.ints
-        until, remaining, anchor, grid, start_of, demand, got, weight, per_it = self.floats
+        until, remaining, anchor, grid, start_of, demand, got, weight, per_it, tail = self.floats
         w = len(cycle.bits)
         self.gaps[i, :] = 0.0
         self.bits[i, :] = 1.0
@@ -500,7 +525,11 @@ class FlowState:
             m, p, rest = cycle_position(cycle, pos_s)
             start_of[i] = self.t - pos_s
         base = done - pos_s / period
-        target[i] = max(1, math.ceil(iterations - base - 1e-9))
+        # cycles end after each iteration's last phase: the job ends with the compute
+        # after its last cycle
+        target[i] = max(1, math.ceil(iterations - base - 1e-9) - 1)
+        tail[i] = max(0.0, (iterations - base - target[i]) * period)
+        self.uid[i] = uid
         mode[i], phase[i], remaining[i] = m, p, rest
         demand[i] = got[i] = 0.0
         weight[i] = 1.0
@@ -531,11 +560,16 @@ class FlowState:
         pos = position_of(cycle, self.ints[0][i], self.ints[1][i], self.floats[1][i])
         return self.base[job_id] + self.ints[4][i] + pos / cycle.iteration_time_s, pos
 
-    def remove(self, job_id: str) -> tuple[float, float]:
-        """Take a job out; returns ``(done, position)`` as :meth:`progress` gives them,
-        for it to go on at dedicated pace."""
-        out = self.progress(job_id)
-        i = self.slot_of.pop(job_id)
+    def remove(self, job_id: str) -> tuple[float, float, float]:
+        """Take a job out; returns ``(done, position, stall)`` — :meth:`progress`'s
+        figures and the seconds of a migration stall still to sit out — for it to go on
+        at dedicated pace."""
+        i = self.slot_of[job_id]
+        done, pos = self.progress(job_id)
+        stall = 0.0
+        if self.ints[0][i] == _WAIT and self.floats[4][i] != self.floats[4][i]:
+            stall = max(0.0, self.floats[0][i] - self.t)  # stalled, not waiting for a slot
+        self.slot_of.pop(job_id)
         del self.job_of[i]
         del self.cycles[job_id], self.base[job_id]
         if self.ints[0][i] == _SEND:
@@ -545,7 +579,7 @@ class FlowState:
         self.floats[4][i] = np.nan
         self._free.append(i)
         self._dirty = True
-        return out
+        return done, pos, stall
 
     def set_links(self, job_id: str, links: list[str]) -> None:
         i = self.slot_of[job_id]
@@ -619,7 +653,8 @@ class FlowState:
             raise ValueError(f"advance to {t_goal} s: the state is at {self.t} s")
         if not self.slot_of:
             self.t = t_goal if math.isfinite(t_goal) else self.t
-            return Advanced(self.t, (), {}, 0)
+            empty = np.zeros(0)
+            return Advanced(self.t, (), np.zeros(0, np.int64), empty, empty, 0)
         if self._dirty or not hasattr(self, "_csr"):
             self._csr = self._link_jobs()
         room = max(4096, 4 * len(self.ints[0]))
@@ -652,16 +687,7 @@ class FlowState:
         self._dirty = False
         self.t = float(t)
         self.events += int(events)
-        cycles: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        if written:
-            jobs = out_job[:written]
-            order = np.argsort(jobs, kind="stable")
-            jobs, times, busy = jobs[order], out_time[:written][order], out_busy[:written][order]
-            cuts = np.flatnonzero(np.diff(jobs)) + 1
-            for part_j, part_t, part_b in zip(
-                np.split(jobs, cuts), np.split(times, cuts), np.split(busy, cuts), strict=True
-            ):
-                cycles[self.job_of[int(part_j[0])]] = (part_t, part_b)
+        uid = self.uid[out_job[:written]]
         finished: list[str] = []
         if why == FINISHED:
             mode = self.ints[0]
@@ -673,7 +699,14 @@ class FlowState:
                 self.floats[4][i] = np.nan
                 self._free.append(i)
             self._dirty = True
-        return Advanced(self.t, tuple(sorted(finished)), cycles, int(events))
+        return Advanced(
+            self.t,
+            tuple(sorted(finished)),
+            uid,
+            out_time[:written].copy(),
+            out_busy[:written].copy(),
+            int(events),
+        )
 
     def excess_s(self) -> dict[str, float]:
         """Seconds each link spent with summed demand above capacity, so far."""

@@ -16,10 +16,20 @@ class SimOptions:
     ``priority_levels``: hardware queues for priority sharing (Crux: K = 8);
     ``mltcp``: MLTCP's parameters (slope, intercept, scale_cut) as the kernel runs them;
     ``migration_s``: seconds a job stalls per migrated worker (one worker per server);
-    ``cooldown_s``: seconds after a migration before the job may move again."""
+    ``cooldown_s``: seconds after a migration before the job may move again;
+    ``network``: how the network model runs — ``windows`` (each group of jobs that share
+    links re-simulated from its start-time phases for a few of its longest iterations at
+    every change of the group) or ``continuous`` (every job that shares a link stepped
+    through simulated time once, its phases kept across changes; for large clusters,
+    see :mod:`cassini.sim.flowstate`)."""
 
     routing: str = "single"
     priority_levels: int = 8
     mltcp: MltcpParams = field(default_factory=MltcpParams)
     migration_s: float = MIGRATION_S
     cooldown_s: float = 300.0
+    network: str = "windows"
+
+
+#: the network models a run can use (``SimOptions.network``)
+NETWORK_MODELS = ("windows", "continuous")

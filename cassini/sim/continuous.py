@@ -1,0 +1,197 @@
+"""The engine's side of the continuous network model (``network: continuous``).
+
+Every running job with a phase of communication on a link that can congest (summed
+peak demand above capacity) is in one :class:`~cassini.sim.flowstate.FlowState`; the
+others run at their dedicated pace, their cycle position known from an origin time.
+At each change (arrival, finish, migration, re-route) the jobs on the changed jobs'
+links are moved in or out of the state or re-pathed; held jobs (``+cassini``) get their
+slot grids (groups of up to ``HELD_GROUP_LIMIT`` jobs, until one of them cannot keep
+its period: then the group runs free from where it is, as the window model releases
+it), priority jobs their classes.  The engine then steps the state to its next event;
+jobs finish where the state says their last iteration ended.
+
+Per-iteration times are kept as arrays (cycle lengths, by job) for the run's
+distribution; each job's timeline gets its mean iteration time since its last point
+at every change of its network state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cassini.sim.flowstate import Advanced, FlowState
+from cassini.sim.network import cycle_of
+
+if TYPE_CHECKING:
+    from cassini.sim.engine import Simulation, _Running
+
+
+class ContinuousNetwork:
+    """The flow state of one simulation and what it reported so far."""
+
+    def __init__(self, sim: Simulation, tolerance: float, held_limit: int) -> None:
+        s = sim.scheduler
+        self.flow = FlowState(
+            dict(sim.cluster.links),
+            mltcp=sim.options.mltcp if s.mltcp else None,
+            classes=bool(s.priority),
+            tolerance=tolerance,
+        )
+        self.tolerance = tolerance
+        self.held_limit = held_limit
+        self.uid: dict[str, int] = {}
+        self.dedicated: list[float] = []
+        self._sum: list[float] = []  # cycle seconds since the job's last timeline point
+        self._n: list[int] = []
+        self._mark: dict[str, float] = {}  # time of the job's last timeline point
+        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (uid, cycle s)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def register(self, job_id: str, dedicated_s: float) -> int:
+        if job_id not in self.uid:
+            self.uid[job_id] = len(self.dedicated)
+            self.dedicated.append(dedicated_s)
+            self._sum.append(0.0)
+            self._n.append(0)
+        return self.uid[job_id]
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self.flow
+
+    def origin(self, sim: Simulation, r: _Running) -> float:
+        """When a new job's cycles begin (absolute s): at its shift under CASSINI (the
+        agent starts it there), else at its start; cycles begin ``offset`` after."""
+        ref = r.shift_s if sim.scheduler.held else r.start_s
+        return ref + cycle_of(r.profile).offset_s
+
+    # -- stepping -------------------------------------------------------------------------
+    def advance(self, sim: Simulation, t_goal: float) -> Advanced:
+        adv = self.flow.advance(t_goal)
+        if len(adv.uid):
+            self.chunks.append((adv.uid, adv.cycle_s))
+            sums = np.bincount(adv.uid, weights=adv.cycle_s, minlength=len(self._sum))
+            counts = np.bincount(adv.uid, minlength=len(self._n))
+            for u in np.flatnonzero(counts):
+                self._sum[u] += float(sums[u])
+                self._n[u] += int(counts[u])
+            if sim.scheduler.held:
+                self._release_slow(sim, adv)
+        return adv
+
+    def _release_slow(self, sim: Simulation, adv: Advanced) -> None:
+        """A held job busier than its period (plus half the agent's tolerance) cannot
+        keep its slots: its group runs free from where it is."""
+        names = {u: j for j, u in self.uid.items()}
+        for u, (_, busy) in adv.cycles().items():
+            job_id = names[u]
+            if job_id not in self.flow or not self.flow.held(job_id):
+                continue
+            r = sim.running[job_id]
+            if float(np.mean(busy)) <= r.profile.iteration_time_s * (1 + self.tolerance / 2):
+                continue
+            for j in sim.component({job_id}):
+                if j in self.flow:
+                    self.flow.set_grid(j, None)
+
+    def point(self, sim: Simulation, job_id: str) -> None:
+        """Close the job's timeline segment since its last point with its mean cycle
+        time there (the iteration time it ran at)."""
+        r = sim.running[job_id]
+        u = self.uid[job_id]
+        if self._n[u]:
+            mean = self._sum[u] / self._n[u]
+            r.iteration_time_s = mean
+            r.timeline.append((self._mark.get(job_id, r.start_s), mean))
+            self._sum[u], self._n[u] = 0.0, 0
+        self._mark[job_id] = sim.now
+
+    # -- changes --------------------------------------------------------------------------
+    def update(self, sim: Simulation, changed: set[str]) -> None:
+        """Bring the flow state in line with the running jobs after ``changed`` jobs
+        arrived, finished, moved or changed shifts."""
+        if not self.flow.slot_of:  # an empty state is not stepped: bring its clock on
+            self.flow.t = sim.now
+        affected: set[str] = set()
+        for j in changed:
+            if j not in sim.running:
+                continue
+            affected.add(j)
+            for link in sim.running[j].path:
+                affected |= sim.on_link.get(link, set())
+        for j in sorted(affected):
+            r = sim.running[j]
+            path = [link for link in r.path if sim.coupling(link)]
+            cycle = cycle_of(r.profile)
+            want = bool(path) and bool(cycle.bits)
+            if j in self.flow:
+                self.point(sim, j)
+                if not want:
+                    done, pos, stall = self.flow.remove(j)
+                    r.done, r.origin_s = done, sim.now - pos
+                    r.stall_s += stall
+                    r.iteration_time_s = r.profile.iteration_time_s
+                    r.samples = (r.profile.iteration_time_s,)
+                    continue
+                self.flow.set_links(j, path)
+                if r.stall_s > 0:  # migrated: sits out the stall, then starts over
+                    self.flow.stall(j, r.stall_s)
+                    r.stall_s = 0.0
+            elif want:
+                pos = (sim.now - r.origin_s) % r.profile.iteration_time_s
+                self.register(j, r.profile.iteration_time_s)
+                self._mark[j] = sim.now
+                self.flow.add(
+                    j,
+                    cycle,
+                    path,
+                    done=r.done,
+                    iterations=r.iterations,
+                    pos_s=pos,
+                    stall_s=r.stall_s,
+                    priority=r.level,
+                    uid=self.uid[j],
+                )
+                r.stall_s = 0.0
+            elif r.samples == ():  # new, at dedicated pace
+                r.iteration_time_s = r.profile.iteration_time_s
+                r.samples = (r.profile.iteration_time_s,)
+        if not (sim.scheduler.held or sim.scheduler.priority):
+            return
+        seen: set[str] = set()
+        for j in sorted(changed):
+            if j in seen or j not in sim.running:
+                continue
+            group = sim.component({j})
+            seen |= group
+            runs = [sim.running[k] for k in sorted(group)]
+            if sim.scheduler.priority:
+                sim._levels(runs)
+                for r in runs:
+                    if r.spec.job_id in self.flow:
+                        self.flow.set_class(r.spec.job_id, r.level)
+            if sim.scheduler.held:
+                hold = len(runs) <= self.held_limit
+                for r in runs:
+                    if r.spec.job_id not in self.flow:
+                        continue
+                    period = r.profile.iteration_time_s
+                    anchor = r.shift_s + cycle_of(r.profile).offset_s
+                    self.flow.set_grid(r.spec.job_id, period if hold else None, anchor)
+
+    def finish(self, sim: Simulation, job_id: str) -> None:
+        """A job ends: close its timeline (its flow slot is gone already)."""
+        if job_id in self.uid and (self._n[self.uid[job_id]] or job_id in self._mark):
+            self.point(sim, job_id)
+
+    # -- results --------------------------------------------------------------------------
+    def distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every cycle the state reported: its length (s) and over its job's dedicated
+        iteration time."""
+        if not self.chunks:
+            return np.zeros(0), np.zeros(0)
+        uid = np.concatenate([u for u, _ in self.chunks])
+        times = np.concatenate([t for _, t in self.chunks])
+        return times, times / np.asarray(self.dedicated)[uid]
+
