@@ -7,8 +7,9 @@ At each change (arrival, finish, migration, re-route) the jobs on the changed jo
 links are moved in or out of the state or re-pathed; held jobs (``+cassini``) get their
 slot grids (groups of up to ``HELD_GROUP_LIMIT`` jobs, until one of them cannot keep
 its period: then the group runs free from where it is, as the window model releases
-it), priority jobs their classes.  The engine then steps the state to its next event;
-jobs finish where the state says their last iteration ended.
+it, until a job on its links ends), priority jobs their classes.  The engine then
+steps the state to its next event; jobs finish where the state says their last
+iteration ended.
 
 Per-iteration times are kept as arrays (cycle lengths, by job) for the run's
 distribution; each job's timeline gets its mean iteration time since its last point
@@ -76,22 +77,23 @@ class ContinuousNetwork:
             for u in np.flatnonzero(counts):
                 self._sum[u] += float(sums[u])
                 self._n[u] += int(counts[u])
-            if sim.scheduler.held:
+            if adv.slow:
                 self._release_slow(sim, adv)
         return adv
 
     def _release_slow(self, sim: Simulation, adv: Advanced) -> None:
-        """A held job busier than its period (plus half the agent's tolerance) cannot
-        keep its slots: its group runs free from where it is."""
+        """A held job that ended a cycle later than its period plus half the agent's
+        tolerance cannot keep its slots: its group runs free from where it is."""
         names = {u: j for j, u in self.uid.items()}
         for u, (_, busy) in adv.cycles().items():
             job_id = names[u]
             if job_id not in self.flow or not self.flow.held(job_id):
                 continue
             r = sim.running[job_id]
-            if float(np.mean(busy)) <= r.profile.iteration_time_s * (1 + self.tolerance / 2):
+            if float(np.max(busy)) <= r.profile.iteration_time_s * (1 + self.tolerance / 2):
                 continue
             for j in sim.component({job_id}):
+                sim.running[j].released = True
                 if j in self.flow:
                     self.flow.set_grid(j, None)
 
@@ -172,7 +174,9 @@ class ContinuousNetwork:
                     if r.spec.job_id in self.flow:
                         self.flow.set_class(r.spec.job_id, r.level)
             if sim.scheduler.held:
-                hold = len(runs) <= self.held_limit
+                # held while small, until one of it could not keep its period; a
+                # released group is held again once a job near it ends
+                hold = len(runs) <= self.held_limit and not any(r.released for r in runs)
                 for r in runs:
                     if r.spec.job_id not in self.flow:
                         continue
@@ -181,7 +185,11 @@ class ContinuousNetwork:
                     self.flow.set_grid(r.spec.job_id, period if hold else None, anchor)
 
     def finish(self, sim: Simulation, job_id: str) -> None:
-        """A job ends: close its timeline (its flow slot is gone already)."""
+        """A job ends: close its timeline (its flow slot is gone already); the jobs on
+        its links may keep their slots again."""
+        for link in sim.running[job_id].path:
+            for j in sim.on_link.get(link, ()):
+                sim.running[j].released = False
         if job_id in self.uid and (self._n[self.uid[job_id]] or job_id in self._mark):
             self.point(sim, job_id)
 
@@ -194,4 +202,3 @@ class ContinuousNetwork:
         uid = np.concatenate([u for u, _ in self.chunks])
         times = np.concatenate([t for _, t in self.chunks])
         return times, times / np.asarray(self.dedicated)[uid]
-

@@ -87,6 +87,8 @@ class _Running:
     #: continuous network model: when the job's cycle position was 0 (absolute s), for
     #: a job running at dedicated pace outside the flow state
     origin_s: float = 0.0
+    #: continuous model, held jobs: its group could not keep its slots (runs free)
+    released: bool = False
     #: iterations run at each distinct sample set, for the iteration-time distribution
     history: list[tuple[tuple[float, ...], float]] = field(default_factory=list)
     #: (time s, mean iteration time s) from each change of the job's network state on

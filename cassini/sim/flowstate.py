@@ -35,7 +35,7 @@ from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 _EPS = 1e-12
 _IDLE, _WAIT, _GAP, _SEND = -1, 0, 1, 2
 #: why :meth:`FlowState.advance` returned
-REACHED, FINISHED, FULL = 0, 1, 2
+REACHED, FINISHED, FULL, SLOW = 0, 1, 2, 3
 
 AVAILABLE = jitloop.AVAILABLE
 
@@ -100,13 +100,16 @@ def _advance(
     early at the end of a job's last cycle or when ``out_*`` is full.  Per-slot integer
     state ``ints`` = (mode, phase, n_phases, slot, count, target, classes) and float
     state ``floats`` = (until, remaining, anchor, grid, start_of, demand, got, weight,
-    per_iteration, tail); per link ``link_state`` = (load, members, over, over_since, excess).
+    per_iteration, tail, last_busy); per link ``link_state`` = (load, members, over,
+    over_since, excess).
     Each completed cycle writes (slot, cycle seconds, busy seconds) to ``out_*``.  A job
     ends ``tail`` seconds after its ``target``-th cycle (the compute after its last
     phase).
-    Returns (t reached, events, why, cycles written)."""
+    Returns (t reached, events, why, cycles written, whether flows started or stopped
+    at ``t`` without their sets re-solved yet: the next call must re-solve)."""
     mode, phase, n_phases, slot, count, target, classes = ints
-    until, remaining, anchor, grid, start_of, demand, got, weight, per_iteration, tail = floats
+    until, remaining, anchor, grid, start_of, demand, got, weight, per_iteration, tail = floats[:10]
+    last_busy = floats[10]
     load, members, over, over_since, excess = link_state
     use_mltcp = rule[0]
     n = mode.shape[0]
@@ -126,7 +129,6 @@ def _advance(
         for k in range(link_ptr[i + 1] - link_ptr[i]):
             link_idx[link_ptr[i] + k] = links2d[i, k]
     net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
-    last_out = np.full(n, -1, np.int64)  # this call's last report of each slot
     flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over)
     comp = np.full(n, -1, np.int64)
     flows = np.zeros(n, np.int64)
@@ -298,20 +300,23 @@ def _advance(
                         end = True
             if end:
                 count[i] += 1
-                if start_of[i] == start_of[i]:  # a whole cycle seen: report it
-                    out_job[written] = i
-                    out_time[written] = t - start_of[i]
-                    out_busy[written] = t - start_of[i]
-                    last_out[i] = written
-                    written += 1
-                if count[i] >= target[i]:  # the last cycle: the compute after it, then done
-                    mode[i] = _WAIT
-                    until[i] = t + tail[i]
-                    continue
                 g = grid[i]
-                if g != g:  # free-running
+                busy = t - start_of[i]  # NaN for a cycle not seen from its start
+                if count[i] >= target[i] or g != g:  # last or free-running: ends here
+                    if busy == busy:
+                        out_job[written] = i
+                        out_time[written] = busy
+                        out_busy[written] = busy
+                        written += 1
+                    if count[i] >= target[i]:  # the compute after the last cycle, then done
+                        mode[i] = _WAIT
+                        until[i] = t + tail[i]
+                        continue
                     begin = True
-                else:
+                else:  # held: the cycle ends when the next slot begins
+                    last_busy[i] = busy
+                    if busy > g * (1 + tolerance / 2) and why == REACHED:
+                        why = SLOW  # cannot keep its slots: the caller decides
                     slot[i] += 1
                     due = anchor[i] + slot[i] * g
                     if t > due + tolerance * g:  # too late: re-align to the next slot
@@ -327,13 +332,17 @@ def _advance(
                 why = FINISHED
                 continue
             if begin:
-                if m == _WAIT and last_out[i] >= 0 and start_of[i] == start_of[i]:
-                    out_time[last_out[i]] = t - start_of[i]  # a held cycle ends at its slot
+                if last_busy[i] == last_busy[i]:  # a held cycle, reported at its end
+                    out_job[written] = i
+                    out_time[written] = t - start_of[i]
+                    out_busy[written] = last_busy[i]
+                    written += 1
+                    last_busy[i] = math.nan
                 start_of[i] = t
                 mode[i] = _GAP
                 phase[i] = 0
                 remaining[i] = gaps[i, 0]
-        if why == FINISHED:
+        if why != REACHED:
             break
         if written + n > room:
             why = FULL
@@ -342,7 +351,7 @@ def _advance(
         if over[x]:
             excess[x] += t - over_since[x]
             over_since[x] = t
-    return t, events, why, written
+    return t, events, why, written, n_changed > 0
 
 
 @dataclass(frozen=True)
@@ -350,7 +359,8 @@ class Advanced:
     """What one :meth:`FlowState.advance` did: ``t_s`` reached, ``finished`` the jobs
     that ended there, and for every cycle that ended on the way its job's ``uid``, its
     length ``cycle_s`` and the part spent computing and sending ``busy_s`` (seconds);
-    ``events`` stepped."""
+    ``events`` stepped; ``slow``: it stopped where a held job's cycle overran its
+    period by more than half the tolerance."""
 
     t_s: float
     finished: tuple[str, ...]
@@ -358,6 +368,7 @@ class Advanced:
     cycle_s: np.ndarray
     busy_s: np.ndarray
     events: int
+    slow: bool = False
 
     def cycles(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Per uid, its (cycle s, busy s) arrays."""
@@ -366,7 +377,9 @@ class Advanced:
         cuts = np.flatnonzero(np.diff(uid)) + 1
         return {
             int(u[0]): (a, b)
-            for u, a, b in zip(np.split(uid, cuts), np.split(times, cuts), np.split(busy, cuts), strict=True)
+            for u, a, b in zip(
+                np.split(uid, cuts), np.split(times, cuts), np.split(busy, cuts), strict=True
+            )
             if len(u)
         }
 
@@ -422,7 +435,7 @@ class FlowState:
         self._free: list[int] = []
         self._n = 0  # slots in use or freed (high-water mark)
         self._alloc(64, 1, 1)
-        self._dirty = True
+        self._dirty = self._rebuild = True
 
     # -- storage --------------------------------------------------------------------------
     def _alloc(self, n: int, width: int, path: int) -> None:
@@ -431,8 +444,9 @@ class FlowState:
         old = getattr(self, "ints", None)
         ints = tuple(np.zeros(n, np.int64) for _ in range(7))
         ints[0][:] = _IDLE
-        floats = tuple(np.zeros(n) for _ in range(10))
+        floats = tuple(np.zeros(n) for _ in range(11))
         floats[4][:] = np.nan  # start_of
+        floats[10][:] = np.nan  # last_busy
         floats[3][:] = np.nan  # grid
         floats[7][:] = 1.0  # weight
         tables = (np.zeros((n, width)), np.ones((n, width)), np.zeros((n, width)))
@@ -499,7 +513,9 @@ class FlowState:
             raise ValueError(f"job {job_id}: a job without communication has no flow")
         i = self._slot(cycle, len(links))
         mode, phase, n_phases, slot, count, target, classes = self.ints
-        until, remaining, anchor, grid, start_of, demand, got, weight, per_it, tail = self.floats
+        until, remaining, anchor, grid, start_of, demand, got, weight, per_it, tail = self.floats[
+            :10
+        ]
         w = len(cycle.bits)
         self.gaps[i, :] = 0.0
         self.bits[i, :] = 1.0
@@ -516,6 +532,7 @@ class FlowState:
         classes[i] = priority
         count[i] = 0
         period = cycle.iteration_time_s
+        pos_s %= period
         if stall_s > 0:
             m, p, rest = _WAIT, 0, 0.0
             until[i] = self.t + stall_s
@@ -531,6 +548,7 @@ class FlowState:
         tail[i] = max(0.0, (iterations - base - target[i]) * period)
         self.uid[i] = uid
         mode[i], phase[i], remaining[i] = m, p, rest
+        self.floats[10][i] = np.nan  # no held cycle waiting to be reported
         demand[i] = got[i] = 0.0
         weight[i] = 1.0
         self.slot_of[job_id], self.job_of[i] = i, job_id
@@ -539,7 +557,7 @@ class FlowState:
         self.set_grid(job_id, grid_s, anchor_s)
         if m == _SEND:
             self._load(i, +cycle.rates_bps[p])
-        self._dirty = True
+        self._dirty = self._rebuild = True
 
     def _load(self, i: int, d: float) -> None:
         """Put (``d`` > 0) or take the sending slot ``i``'s demand on its links."""
@@ -576,9 +594,9 @@ class FlowState:
             self._load(i, -self.floats[5][i])
         self.ints[0][i] = _IDLE
         self.links2d[i, :] = -1
-        self.floats[4][i] = np.nan
+        self.floats[4][i] = self.floats[10][i] = np.nan
         self._free.append(i)
-        self._dirty = True
+        self._dirty = self._rebuild = True
         return done, pos, stall
 
     def set_links(self, job_id: str, links: list[str]) -> None:
@@ -597,7 +615,7 @@ class FlowState:
         self.links2d[i, : len(new)] = new
         if sending:
             self._load(i, d)
-        self._dirty = True
+        self._dirty = self._rebuild = True
 
     def set_grid(self, job_id: str, grid_s: float | None, anchor_s: float = 0.0) -> None:
         """Hold a job to slots ``anchor_s + k * grid_s`` (None: free-running); its slot
@@ -608,7 +626,10 @@ class FlowState:
             grid[i] = np.nan
             return
         grid[i], anchor[i] = grid_s, anchor_s
-        began = start_of[i] if start_of[i] == start_of[i] else self.t
+        if start_of[i] == start_of[i]:
+            began = start_of[i]
+        else:  # stalled or waiting: its next cycle begins when the wait ends
+            began = self.floats[0][i] if self.ints[0][i] == _WAIT else self.t
         self.ints[3][i] = round((began - anchor_s) / grid_s)
         self._dirty = True
 
@@ -631,7 +652,7 @@ class FlowState:
         self.ints[0][i] = _WAIT
         self.ints[1][i] = 0
         self.floats[0][i] = self.t + stall_s
-        self.floats[4][i] = np.nan
+        self.floats[4][i] = self.floats[10][i] = np.nan
         self._dirty = True
 
     # -- stepping -------------------------------------------------------------------------
@@ -647,21 +668,22 @@ class FlowState:
 
     def advance(self, t_goal: float) -> Advanced:
         """Step to ``t_goal`` (absolute seconds; may be inf when some job will finish),
-        stopping early where a job ends its last cycle (it leaves the state) or the
-        report buffer fills (call again)."""
+        stopping early where a job ends its last cycle (it leaves the state), a held
+        job overran its period (``slow``) or the report buffer fills (call again)."""
         if t_goal < self.t:
             raise ValueError(f"advance to {t_goal} s: the state is at {self.t} s")
         if not self.slot_of:
             self.t = t_goal if math.isfinite(t_goal) else self.t
             empty = np.zeros(0)
             return Advanced(self.t, (), np.zeros(0, np.int64), empty, empty, 0)
-        if self._dirty or not hasattr(self, "_csr"):
+        if self._rebuild or not hasattr(self, "_csr"):
             self._csr = self._link_jobs()
+            self._rebuild = False
         room = max(4096, 4 * len(self.ints[0]))
         out_job = np.zeros(room, np.int64)
         out_time = np.zeros(room)
         out_busy = np.zeros(room)
-        t, events, why, written = _advance(
+        t, events, why, written, pending = _advance(
             self.t,
             float(t_goal),
             self.ints,
@@ -684,7 +706,7 @@ class FlowState:
             out_time,
             out_busy,
         )
-        self._dirty = False
+        self._dirty = bool(pending)
         self.t = float(t)
         self.events += int(events)
         uid = self.uid[out_job[:written]]
@@ -696,9 +718,9 @@ class FlowState:
                 i = self.slot_of.pop(j)
                 del self.job_of[i], self.cycles[j], self.base[j]
                 self.links2d[i, :] = -1
-                self.floats[4][i] = np.nan
+                self.floats[4][i] = self.floats[10][i] = np.nan
                 self._free.append(i)
-            self._dirty = True
+            self._dirty = self._rebuild = True
         return Advanced(
             self.t,
             tuple(sorted(finished)),
@@ -706,6 +728,7 @@ class FlowState:
             out_time[:written].copy(),
             out_busy[:written].copy(),
             int(events),
+            why == SLOW,
         )
 
     def excess_s(self) -> dict[str, float]:

@@ -1,0 +1,197 @@
+"""The continuous network model (``network: continuous``): its flow state steps a group
+exactly as the window loop does when started alike, keeps going across calls, puts a
+job's end where its iterations end, and the engine built on it finishes every job
+without any running faster than its dedicated pace."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from cassini.errors import InputError
+from cassini.profile import JobProfile, Phase
+from cassini.sim import engine
+from cassini.sim.config import config_from_dict
+from cassini.sim.flowstate import AVAILABLE, FlowState, cycle_position, position_of
+from cassini.sim.network import cycle_of, simulate
+from cassini.sim.options import SimOptions
+from cassini.sim.topology import Cluster
+from cassini.sim.workload import JobSpec
+from tests.test_sim_fastloop import CAPS, groups, profiles
+
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba (the [sim] extra) not installed")
+
+
+def started_like_a_window(jobs, mltcp) -> FlowState:
+    """A flow state whose jobs begin their first cycles at the window's anchors."""
+    state = FlowState(dict(CAPS), mltcp=mltcp, classes=len({j.priority for j in jobs}) > 1)
+    for k, j in enumerate(jobs):
+        state.add(
+            j.job_id,
+            cycle_of(j.profile),
+            list(j.path),
+            done=0.0,
+            iterations=10**9,
+            pos_s=0.0,
+            stall_s=j.anchor_s,
+            grid_s=j.grid_period_s,
+            anchor_s=j.anchor_s,
+            priority=j.priority,
+            uid=k,
+        )
+    return state
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group=groups(), periods=st.integers(3, 12))
+def test_flow_state_steps_a_group_as_the_window_loop_does(group, periods) -> None:
+    jobs, mltcp = group
+    jobs = [j for j in jobs if j.profile.phases]  # pure compute never enters the state
+    assume(jobs)
+    longest = max(j.profile.iteration_time_s for j in jobs)
+    horizon = (periods + 0.3137) * longest
+    window = simulate(jobs, CAPS, horizon_s=horizon, warmup_s=0.0, mltcp=mltcp)
+    state = started_like_a_window(jobs, mltcp)
+    state_anchored = [j.anchor_s > 0 for j in jobs]
+    times: dict[int, list[float]] = {}
+    busy: dict[int, list[float]] = {}
+    while state.t < horizon:  # a held job that overruns its period stops the stepping
+        adv = state.advance(horizon)
+        assert not adv.finished
+        for u, (c, b) in adv.cycles().items():
+            times.setdefault(u, []).extend(c)
+            busy.setdefault(u, []).extend(b)
+    for k, j in enumerate(jobs):
+        ref = window.iteration_times_s[j.job_id]
+        assert times.get(k, []) == pytest.approx(ref, rel=1e-9, abs=1e-12), state_anchored[k]
+        # the window reports a busy time when the cycle ends, the state when the next
+        # begins: a held job waiting for its slot at the horizon has one fewer here
+        ref_busy = window.busy_s[j.job_id][: len(busy.get(k, []))]
+        assert len(window.busy_s[j.job_id]) - len(ref_busy) <= 1
+        assert busy.get(k, []) == pytest.approx(ref_busy, rel=1e-9, abs=1e-12)
+    excess = state.excess_s()
+    for link, s in window.excess_s.items():
+        assert excess.get(link, 0.0) == pytest.approx(s, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group=groups(), cuts=st.lists(st.floats(0.01, 0.99), min_size=1, max_size=4))
+def test_stepping_in_parts_changes_nothing_for_free_running_jobs(group, cuts) -> None:
+    # (not under MLTCP: its weights are re-solved at every step, and a stop is a step)
+    jobs, mltcp = group[0], None
+    jobs = [replace(j, grid_period_s=None) for j in jobs if j.profile.phases]
+    assume(jobs)
+    horizon = 6 * max(j.profile.iteration_time_s for j in jobs)
+    whole = started_like_a_window(jobs, mltcp)
+    one = whole.advance(horizon).cycles()
+    parts = started_like_a_window(jobs, mltcp)
+    got: dict[int, list[float]] = {}
+    for t in [*sorted(c * horizon for c in cuts), horizon]:
+        for u, (times, _) in parts.advance(max(t, parts.t)).cycles().items():
+            got.setdefault(u, []).extend(times)
+    assert set(got) == set(one)
+    for u, (times, _) in one.items():
+        assert got[u] == pytest.approx(list(times), rel=1e-6, abs=1e-9)
+
+
+@given(profile=profiles("j"), at=st.floats(0.0, 0.999))
+def test_cycle_position_and_position_of_are_inverse(profile, at) -> None:
+    cycle = cycle_of(profile)
+    if not cycle.bits:
+        return
+    pos = at * cycle.iteration_time_s
+    assert position_of(cycle, *cycle_position(cycle, pos)) == pytest.approx(pos, abs=1e-12)
+
+
+@pytest.mark.parametrize("offset_iterations", [0.0, 0.25, 0.9])
+def test_a_job_alone_ends_after_its_iterations_at_dedicated_pace(offset_iterations) -> None:
+    profile = JobProfile("a", 0.5, (Phase(0.1, 0.15, 1e9), Phase(0.3, 0.1, 2e9)))
+    cycle = cycle_of(profile)
+    state = FlowState({"l": 4e9})
+    state.t = 10.0
+    period = profile.iteration_time_s
+    # a job started at 10 s - offset, so far at dedicated pace
+    done = offset_iterations
+    pos = (done * period - cycle.offset_s) % period
+    state.add("a", cycle, ["l"], done=done, iterations=7, pos_s=pos, uid=0)
+    adv = state.advance(math.inf)
+    assert adv.finished == ("a",)
+    assert adv.t_s == pytest.approx(10.0 + (7 - done) * period, abs=1e-9)
+    assert "a" not in state
+
+
+def test_removing_and_adding_back_keeps_the_progress() -> None:
+    profile = JobProfile("a", 0.4, (Phase(0.05, 0.2, 1e9),))
+    cycle = cycle_of(profile)
+    state = FlowState({"l": 4e9})
+    state.add("a", cycle, ["l"], done=0.0, iterations=50, pos_s=0.0, uid=0)
+    state.advance(1.3)
+    done, pos, stall = state.remove("a")
+    assert stall == 0.0
+    assert done == pytest.approx(1.3 / 0.4, abs=1e-9)
+    state.t = 2.0  # 0.7 s later at dedicated pace
+    state.add("a", cycle, ["l"], done=done + 0.7 / 0.4, iterations=50, pos_s=pos + 0.7, uid=0)
+    adv = state.advance(math.inf)
+    assert adv.t_s == pytest.approx(50 * 0.4, abs=1e-9)
+
+
+def test_two_jobs_on_one_link_share_it_and_count_excess() -> None:
+    profile = JobProfile("p", 1.0, (Phase(0.0, 0.5, 1e9),))
+    state = FlowState({"l": 1e9})
+    for k, j in enumerate(("a", "b")):
+        state.add(j, cycle_of(profile), ["l"], done=0.0, iterations=3, pos_s=0.5, uid=k)
+    adv = state.advance(math.inf)
+    # both start an iteration by sending 0.5 Gbit at once, at 0.5 Gbps: 1.5 s each
+    assert adv.finished == ("a", "b")
+    assert adv.t_s == pytest.approx(3 * 1.5, abs=1e-9)
+    assert state.excess_s()["l"] == pytest.approx(3 * 1.0, abs=1e-9)
+
+
+def small_run(network: str, scheduler: str) -> engine.SimResult:
+    cluster = Cluster(racks=2, servers_per_rack=2, gpus_per_server=4, server_link_bps=1e10)
+    profile = JobProfile("m", 0.2, (Phase(0.05, 0.1, 8e9),))
+    jobs = [JobSpec(f"j{k}", 0.37 * k, 4 + 2 * (k % 3), 200 + 50 * k, "m") for k in range(8)]
+    return engine.run(
+        cluster, jobs, {"m": profile}, scheduler, options=SimOptions(network=network), seed=3
+    )
+
+
+@pytest.mark.parametrize(
+    "scheduler", ["themis", "themis+cassini", "themis+mltcp", "themis+crux", "themis+defrag"]
+)
+def test_engine_on_the_continuous_model_finishes_every_job_no_faster_than_dedicated(
+    scheduler,
+) -> None:
+    result = small_run("continuous", scheduler)
+    assert len(result.jobs) == 8
+    for job in result.jobs:
+        assert job.slowdown >= 1 - 1e-6, job
+        assert job.finish_s > job.start_s >= job.arrival_s
+    assert result.network_events > 0
+    windows = small_run("windows", scheduler)
+    # the same placements and the same contention, measured two ways: close, not equal
+    s, w = result.summary(), windows.summary()
+    assert s["mean_slowdown"] == pytest.approx(w["mean_slowdown"], rel=0.15)
+    if w["excess_demand_s_total"] > 0:
+        assert s["excess_demand_s_total"] > 0
+
+
+def test_config_names_the_network_model_and_rejects_others() -> None:
+    base = {
+        "cluster": {
+            "racks": 2,
+            "servers_per_rack": 2,
+            "gpus_per_server": 4,
+            "server_link_bps": 1e10,
+        },
+        "workload": {"poisson": {"jobs": 4, "load": 0.5, "gpus": {4: 1}}},
+        "schedulers": ["themis"],
+    }
+    assert config_from_dict(base).options.network == "windows"
+    assert config_from_dict(base | {"network": "continuous"}).options.network == "continuous"
+    with pytest.raises(InputError, match="network"):
+        config_from_dict(base | {"network": "fluid"})
