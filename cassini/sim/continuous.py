@@ -18,15 +18,24 @@ at every change of its network state.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cassini.sim.flowstate import Advanced, FlowState
-from cassini.sim.network import cycle_of
+from cassini.sim.network import FlowJob, cycle_of
 
 if TYPE_CHECKING:
     from cassini.sim.engine import Simulation, _Running
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What a recorder reads of a step: excess demand seconds per link."""
+
+    excess_s: dict[str, float]
 
 
 class ContinuousNetwork:
@@ -69,7 +78,10 @@ class ContinuousNetwork:
 
     # -- stepping -------------------------------------------------------------------------
     def advance(self, sim: Simulation, t_goal: float) -> Advanced:
+        before = self._before_step(sim)
         adv = self.flow.advance(t_goal)
+        if before is not None:
+            self._record(sim, before)
         if len(adv.uid):
             self.chunks.append((adv.uid, adv.cycle_s))
             sums = np.bincount(adv.uid, weights=adv.cycle_s, minlength=len(self._sum))
@@ -80,6 +92,54 @@ class ContinuousNetwork:
             if adv.slow:
                 self._release_slow(sim, adv)
         return adv
+
+    # -- the report's windows ------------------------------------------------------------
+    def _before_step(self, sim: Simulation) -> tuple | None:
+        """With a recorder: the state before a step (time, excess so far, positions)."""
+        if sim.recorder is None:
+            return None
+        if not hasattr(self, "_best"):
+            self._best = np.zeros(len(self.flow.caps))  # most excess of one step, per link
+        return self.flow.t, self.flow.link_state[4].copy(), self.flow.positions()
+
+    def _record(self, sim: Simulation, before: tuple) -> None:
+        """Hand the recorder the step just taken as a window when some link had more
+        excess demand in it than in any step before (the report replays, per link, the
+        window where it was most congested).  Each job starts the window at its position
+        at the step's start: its current cycle is replayed from the next one's start
+        (the window model cannot start a job mid-cycle); the replay covers at most the
+        window model's horizon."""
+        t0, excess0, pos = before
+        delta = self.flow.link_state[4] - excess0
+        better = delta > self._best * (1 + 1e-9)
+        if not better.any() or self.flow.t <= t0:
+            return
+        self._best = np.maximum(self._best, delta)
+        flows = []
+        for job_id, i in self.flow.slot_of.items():
+            r = sim.running.get(job_id)
+            if r is None or not math.isfinite(pos[i]):
+                continue
+            period = r.profile.iteration_time_s
+            grid = float(self.flow.floats[3][i])
+            links = [self.flow.link_ids[x] for x in self.flow.links2d[i] if x >= 0]
+            flows.append(
+                FlowJob(
+                    job_id,
+                    r.profile,
+                    tuple(links),
+                    (period - pos[i]) % period,
+                    grid if math.isfinite(grid) else None,
+                    int(self.flow.ints[6][i]),
+                )
+            )
+        if not flows:
+            return
+        longest = max(f.profile.iteration_time_s for f in flows)
+        horizon = min(self.flow.t - t0, sim.window.measure_periods * longest + longest)
+        excess = {self.flow.link_ids[x]: float(delta[x]) for x in np.flatnonzero(delta > 0)}
+        mltcp = sim.options.mltcp if sim.scheduler.mltcp else None
+        sim.recorder.window(t0, tuple(flows), horizon, 0.0, _Measured(excess), mltcp)
 
     def _release_slow(self, sim: Simulation, adv: Advanced) -> None:
         """A held job that ended a cycle later than its period plus half the agent's

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cassini.sim import jitloop
-from cassini.sim.jitloop import _crosses, _jit, _solve_set
+from cassini.sim.jitloop import _crosses, _jit, _mltcp_weight
 from cassini.sim.network import Cycle
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
@@ -70,6 +70,168 @@ def position_of(cycle: Cycle, mode: int, phase: int, remaining: float) -> float:
         return pos + max(0.0, cycle.gaps_s[phase] - remaining)
     bits, rate = cycle.bits[phase], cycle.rates_bps[phase]
     return pos + cycle.gaps_s[phase] + max(0.0, bits - remaining) / rate
+
+
+#: the most sending flows re-solved together: a set connected through full links that
+#: is larger is re-solved around the change only (see :func:`_component`)
+LOCAL_SET_FLOWS = 16
+
+
+@_jit
+def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows):
+    """The sending jobs connected to job ``s`` through full links, breadth first (the
+    nearest first), at most :data:`LOCAL_SET_FLOWS` of them, labelled ``label`` and put
+    in ``flows`` in index order (the compiled window loop's order, so that both give the
+    same rates to the last bit).  Returns how many."""
+    comp[s] = label
+    flows[0] = s
+    head, tail = 0, 1
+    while head < tail and tail < LOCAL_SET_FLOWS:
+        i = flows[head]
+        head += 1
+        for p in range(link_ptr[i], link_ptr[i + 1]):
+            x = link_idx[p]
+            if not over[x]:
+                continue
+            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                j = link_jobs[q]
+                if mode[j] == 2 and comp[j] != label and tail < LOCAL_SET_FLOWS:
+                    comp[j] = label
+                    flows[tail] = j
+                    tail += 1
+    for a in range(1, tail):  # insertion sort: the sets are small
+        v = flows[a]
+        b = a - 1
+        while b >= 0 and flows[b] > v:
+            flows[b + 1] = flows[b]
+            b -= 1
+        flows[b + 1] = v
+    return tail
+
+
+@_jit
+def _fill(flows, k, general, net, flow, scratch, label, comp):
+    """Weighted max-min rates of the set ``flows[:k]`` on its full links by progressive
+    filling, class by class (:func:`cassini.sim.jitloop._fill`), on what the sending
+    flows outside the set (of a set cut at :data:`LOCAL_SET_FLOWS`) leave of each link
+    at their current rates; a whole set has no flow outside, so gets exact max-min."""
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
+    mode, _, _, _, _, _, demand, weight, got, over = flow
+    fixed, tight, rem, wload, n_open, level_of, links = scratch
+    n_l = 0
+    for a in range(k):
+        i = flows[a]
+        for p in range(link_ptr[i], link_ptr[i + 1]):
+            x = link_idx[p]
+            if over[x] and rem[x] != -1.0:
+                rem[x] = -1.0  # marks x as listed
+                links[n_l] = x
+                n_l += 1
+    for b in range(n_l):
+        x = links[b]
+        r = caps[x]
+        if k >= LOCAL_SET_FLOWS:  # perhaps cut: flows outside keep their rates
+            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                j = link_jobs[q]
+                if mode[j] == 2 and comp[j] != label:
+                    r -= got[j]
+        rem[x] = r if r > 0.0 else 0.0
+    level = -1
+    while True:
+        nxt = -1
+        for a in range(k):
+            c = classes[flows[a]]
+            if c > level and (nxt < 0 or c < nxt):
+                nxt = c
+        if nxt < 0:
+            break
+        level = nxt
+        for b in range(n_l):
+            wload[links[b]] = 0.0
+            n_open[links[b]] = 0
+        left = 0
+        for a in range(k):
+            i = flows[a]
+            if classes[i] != level:
+                continue
+            fixed[i] = False
+            left += 1
+            for p in range(link_ptr[i], link_ptr[i + 1]):
+                x = link_idx[p]
+                if over[x]:
+                    wload[x] += weight[i]
+                    n_open[x] += 1
+        while left > 0:
+            low = math.inf
+            for b in range(n_l):
+                x = links[b]
+                if n_open[x] > 0:
+                    lv = rem[x] / wload[x]
+                    level_of[x] = lv
+                    if lv < low:
+                        low = lv
+                else:
+                    level_of[x] = math.inf
+            for a in range(k):
+                i = flows[a]
+                if classes[i] == level and not fixed[i]:
+                    b_i = demand[i] / weight[i]
+                    if b_i < low:
+                        low = b_i
+            limit = low * (1 + 1e-9) + _EPS
+            for a in range(k):
+                i = flows[a]
+                if classes[i] != level or fixed[i]:
+                    continue
+                hit = demand[i] / weight[i] <= limit
+                if not hit:
+                    for p in range(link_ptr[i], link_ptr[i + 1]):
+                        x = link_idx[p]
+                        if over[x] and level_of[x] <= limit:
+                            hit = True
+                            break
+                tight[i] = hit
+            for a in range(k):
+                i = flows[a]
+                if classes[i] != level or fixed[i] or not tight[i]:
+                    continue
+                fixed[i] = True
+                left -= 1
+                r = low * weight[i]
+                got[i] = max(r, _EPS) if general or k >= LOCAL_SET_FLOWS else r
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    if over[x]:
+                        v = rem[x] - r
+                        rem[x] = v if v > 0.0 else 0.0
+                        wload[x] -= weight[i]
+                        n_open[x] -= 1
+    for b in range(n_l):
+        rem[links[b]] = 0.0
+
+
+@_jit
+def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
+    """Rates of the set of sending flows connected to job ``s`` through full links (cut
+    at :data:`LOCAL_SET_FLOWS` around ``s``), labelled ``label`` and left in
+    ``flow_sets[1][:k]``, weighted by MLTCP's F when ``rule`` says so.  Returns ``k``."""
+    use_mltcp, slope_q, intercept_q, scale_cut, general = rule
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
+    mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
+    comp, flows = flow_sets
+    k = _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows)
+    if use_mltcp:
+        for a in range(k):
+            i = flows[a]
+            weight[i] = _mltcp_weight(
+                sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
+                per_iteration[i],
+                slope_q,
+                intercept_q,
+                scale_cut,
+            )
+    _fill(flows, k, general, net, flow, scratch, label, comp)
+    return k
 
 
 @_jit
@@ -730,6 +892,26 @@ class FlowState:
             int(events),
             why == SLOW,
         )
+
+    def positions(self) -> np.ndarray:
+        """Seconds into its current cycle at dedicated pace, per slot (what
+        :func:`position_of` gives, for every slot at once; NaN for free slots)."""
+        mode, phase = self.ints[0], self.ints[1]
+        remaining = self.floats[1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            send = np.where(self.peak > 0, self.bits / self.peak, 0.0)
+        starts = np.cumsum(self.gaps + send, axis=1) - (self.gaps + send)
+        rows = np.arange(len(mode))
+        gap = self.gaps[rows, phase]
+        at = starts[rows, phase]
+        pos = np.where(
+            mode == _GAP,
+            at + np.maximum(0.0, gap - remaining),
+            at + gap + np.maximum(0.0, self.bits[rows, phase] - remaining)
+            / np.where(self.peak[rows, phase] > 0, self.peak[rows, phase], 1.0),
+        )
+        pos = np.where(mode == _WAIT, 0.0, pos)
+        return np.where(mode == _IDLE, np.nan, pos)
 
     def excess_s(self) -> dict[str, float]:
         """Seconds each link spent with summed demand above capacity, so far."""
