@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -16,11 +17,18 @@ from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
 from cassini.sim import engine
 from cassini.sim.config import config_from_dict
-from cassini.sim.flowstate import AVAILABLE, FlowState, cycle_position, position_of
+from cassini.sim.flowstate import (
+    AVAILABLE,
+    LOCAL_SET_FLOWS,
+    FlowState,
+    cycle_position,
+    position_of,
+)
 from cassini.sim.network import cycle_of, simulate
 from cassini.sim.options import SimOptions
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
+from mltcp.policy import MltcpParams
 from tests.test_sim_fastloop import CAPS, groups, profiles
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba (the [sim] extra) not installed")
@@ -28,7 +36,12 @@ pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba (the [sim] extra) n
 
 def started_like_a_window(jobs, mltcp) -> FlowState:
     """A flow state whose jobs begin their first cycles at the window's anchors."""
-    state = FlowState(dict(CAPS), mltcp=mltcp, classes=len({j.priority for j in jobs}) > 1)
+    state = FlowState(
+        dict(CAPS),
+        mltcp=mltcp,
+        classes=len({j.priority for j in jobs}) > 1,
+        mltcp_every_event=True,  # the window loop's steps
+    )
     for k, j in enumerate(jobs):
         state.add(
             j.job_id,
@@ -195,3 +208,64 @@ def test_config_names_the_network_model_and_rejects_others() -> None:
     assert config_from_dict(base | {"network": "continuous"}).options.network == "continuous"
     with pytest.raises(InputError, match="network"):
         config_from_dict(base | {"network": "fluid"})
+
+
+def test_sets_larger_than_the_cut_keep_every_link_within_capacity() -> None:
+    """Sets of more than LOCAL_SET_FLOWS flows are re-solved around each change only;
+    the rates stay feasible: no full link carries more than its capacity."""
+    rng = np.random.default_rng(7)
+    caps = {f"l{x}": 1e10 for x in range(12)}
+    state = FlowState(caps)
+    for k in range(3 * LOCAL_SET_FLOWS):
+        period = float(rng.choice([0.05, 0.08, 0.13]))
+        start = float(rng.uniform(0, 0.5)) * period
+        profile = JobProfile(f"j{k}", period, (Phase(start, 0.4 * period, 8e9),))
+        links = sorted({f"l{x}" for x in rng.choice(12, size=2)})
+        state.add(
+            f"j{k}",
+            cycle_of(profile),
+            links,
+            done=0.0,
+            iterations=10**6,
+            pos_s=float(rng.uniform(0, period)),
+            uid=k,
+        )
+    got, mode = state.floats[6], state.ints[0]
+    checked = 0
+    for step in range(200):
+        state.advance(state.t + 0.0037)
+        if state._dirty:  # flows started at the stop, rates due at the next step
+            continue
+        checked += 1
+        load = dict.fromkeys(caps, 0.0)
+        for i in state.slot_of.values():
+            if mode[i] == 2:
+                for x in state.links2d[i]:
+                    if x >= 0:
+                        load[state.link_ids[x]] += got[i]
+        for link, bps in load.items():
+            assert bps <= caps[link] * (1 + 1e-6), (step, link, bps)
+    assert checked > 150
+
+
+def test_mltcp_weights_due_by_bytes_match_weights_at_every_event() -> None:
+    """MLTCP's F re-computed when a flow has sent 1/20 of its iteration (the default)
+    gives the iteration times of F re-computed at every event, within 2 %."""
+    profiles = [
+        JobProfile("a", 0.1, (Phase(0.0, 0.05, 8e9),)),
+        JobProfile("b", 0.13, (Phase(0.02, 0.06, 8e9),)),
+        JobProfile("c", 0.07, (Phase(0.01, 0.03, 1e10),)),
+    ]
+    means = []
+    for every_event in (True, False):
+        state = FlowState({"l": 1.2e10}, mltcp=MltcpParams(), mltcp_every_event=every_event)
+        for k, p in enumerate(profiles):
+            state.add(
+                p.job_id, cycle_of(p), ["l"], done=0.0, iterations=10**6, pos_s=0.013 * k, uid=k
+            )
+        times: dict[int, list[float]] = {}
+        while state.t < 20.0:
+            for u, (c, _) in state.advance(20.0).cycles().items():
+                times.setdefault(u, []).extend(c)
+        means.append([float(np.mean(times[k][50:])) for k in range(3)])
+    assert means[1] == pytest.approx(means[0], rel=0.02)

@@ -257,9 +257,7 @@ def _options(obj: Mapping[str, Any]) -> SimOptions:
     defaults = SimOptions()
     network = obj.get("network", defaults.network)
     if network not in NETWORK_MODELS:
-        raise InputError(
-            "network", f"must be one of {', '.join(NETWORK_MODELS)}, got {network!r}"
-        )
+        raise InputError("network", f"must be one of {', '.join(NETWORK_MODELS)}, got {network!r}")
     return SimOptions(
         network=network,
         routing=routing,

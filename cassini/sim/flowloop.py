@@ -374,4 +374,3 @@ def run_events(
         for x in links_of[i]:
             carried[x] += sent[i]
     return LoopResult(times, busy, excess, carried, events)
-

@@ -211,10 +211,12 @@ def _fill(flows, k, general, net, flow, scratch, label, comp):
 
 
 @_jit
-def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
+def _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, steps):
     """Rates of the set of sending flows connected to job ``s`` through full links (cut
     at :data:`LOCAL_SET_FLOWS` around ``s``), labelled ``label`` and left in
-    ``flow_sets[1][:k]``, weighted by MLTCP's F when ``rule`` says so.  Returns ``k``."""
+    ``flow_sets[1][:k]``, weighted by MLTCP's F when ``rule`` says so (each flow's F is
+    due again when it has sent ``1 / steps`` of its iteration's bits more: its
+    ``remaining`` bits then are ``reweight``).  Returns ``k``."""
     use_mltcp, slope_q, intercept_q, scale_cut, general = rule
     link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
     mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
@@ -230,6 +232,7 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
                 intercept_q,
                 scale_cut,
             )
+            reweight[i] = remaining[i] - per_iteration[i] / steps
     _fill(flows, k, general, net, flow, scratch, label, comp)
     return k
 
@@ -251,6 +254,7 @@ def _advance(
     link_jobs,
     rule,
     mltcp_steps,
+    mltcp_every_event,
     tolerance,
     resolve_all,
     max_events,
@@ -262,7 +266,7 @@ def _advance(
     early at the end of a job's last cycle or when ``out_*`` is full.  Per-slot integer
     state ``ints`` = (mode, phase, n_phases, slot, count, target, classes) and float
     state ``floats`` = (until, remaining, anchor, grid, start_of, demand, got, weight,
-    per_iteration, tail, last_busy); per link ``link_state`` = (load, members, over,
+    per_iteration, tail, last_busy, reweight); per link ``link_state`` = (load, members, over,
     over_since, excess).
     Each completed cycle writes (slot, cycle seconds, busy seconds) to ``out_*``.  A job
     ends ``tail`` seconds after its ``target``-th cycle (the compute after its last
@@ -271,9 +275,11 @@ def _advance(
     at ``t`` without their sets re-solved yet: the next call must re-solve)."""
     mode, phase, n_phases, slot, count, target, classes = ints
     until, remaining, anchor, grid, start_of, demand, got, weight, per_iteration, tail = floats[:10]
-    last_busy = floats[10]
+    last_busy, reweight = floats[10], floats[11]
     load, members, over, over_since, excess = link_state
     use_mltcp = rule[0]
+    eager = use_mltcp and mltcp_every_event  # every set re-solved at every event
+    lazy = use_mltcp and not mltcp_every_event  # a set when a flow's weight is due
     n = mode.shape[0]
     width = links2d.shape[1]
     n_links = caps.shape[0]
@@ -323,18 +329,20 @@ def _advance(
                     excess[x] += t - over_since[x]
                 over[x] = now_over
         label += 1
+        first = label  # sets of this step get labels from here on
         for s in range(n):
-            if mode[s] != _SEND or comp[s] == label:
+            if mode[s] != _SEND or comp[s] >= first:
                 continue
             if _crosses(s, net, over):
-                _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+                label += 1
+                _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, mltcp_steps)
             else:
                 comp[s] = label
                 got[s] = demand[s]
     while t < t_goal and events < max_events:
         events += 1
         step = math.inf
-        if use_mltcp:
+        if eager:
             for c in range(n_changed):
                 i = changed[c]
                 in_changed[i] = False
@@ -348,14 +356,16 @@ def _advance(
                             excess[x] += t - over_since[x]
                         over[x] = now_over
             n_changed = 0
-            for i in range(n):
-                if mode[i] == _SEND:
-                    got[i] = demand[i]
             label += 1
+            first = label
             for s in range(n):
-                if mode[s] != _SEND or comp[s] == label or not _crosses(s, net, over):
+                if mode[s] != _SEND or comp[s] >= first:
                     continue
-                k = _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+                if not _crosses(s, net, over):
+                    got[s] = demand[s]
+                    continue
+                label += 1
+                k = _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, mltcp_steps)
                 for a in range(k):
                     i = flows[a]
                     s_step = per_iteration[i] / mltcp_steps / got[i]
@@ -382,15 +392,19 @@ def _advance(
                 in_changed[changed[c]] = False
             n_changed = 0
             label += 1
+            first = label  # each set its own label: a cut set's outside is every other
             for r in range(n_reach):
                 x = reach[r]
                 in_reach[x] = False
                 for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
                     s = link_jobs[q]
-                    if mode[s] != _SEND or comp[s] == label:
+                    if mode[s] != _SEND or comp[s] >= first:
                         continue
                     if _crosses(s, net, over):
-                        _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+                        label += 1
+                        _solve_set(
+                            s, label, rule, net, flow, flow_sets, scratch, reweight, mltcp_steps
+                        )
                     else:
                         comp[s] = label
                         got[s] = demand[s]
@@ -399,6 +413,10 @@ def _advance(
             m = mode[i]
             if m == _SEND:
                 x_dt = remaining[i] / got[i]
+                if lazy and remaining[i] > reweight[i]:
+                    r_dt = (remaining[i] - reweight[i]) / got[i]
+                    if r_dt < x_dt:
+                        x_dt = r_dt
             elif m == _WAIT:
                 x_dt = until[i] - t
             elif m == _GAP:
@@ -442,6 +460,12 @@ def _advance(
                         n_changed += 1
             else:
                 remaining[i] -= got[i] * dt
+                if lazy and remaining[i] <= reweight[i] + 1e-9 * bits[i, phase[i]]:
+                    reweight[i] = -math.inf  # its weight is due: re-solve its set
+                    if not in_changed[i]:
+                        in_changed[i] = True
+                        changed[n_changed] = i
+                        n_changed += 1
                 if remaining[i] <= 1e-9 * bits[i, phase[i]]:  # stop sending
                     d = demand[i]
                     got[i] = 0.0
@@ -552,7 +576,11 @@ class FlowState:
     ``links``: capacity per link (bits/s), in a fixed order; ``mltcp``: share full links
     by MLTCP's weights (None: max-min); ``classes``: whether jobs carry strict priority
     classes; ``tolerance``: a held job later than this share of its grid period waits
-    for its next slot."""
+    for its next slot.  Under MLTCP a set is re-solved, with every member's F computed
+    afresh, when a flow in it starts or stops or has sent ``1 / mltcp_steps`` of its
+    iteration's bits since its F was last computed; ``mltcp_every_event`` re-solves
+    every set at every event instead, as the window loop does (the same steps as it,
+    and ~10x the cost with hundreds of jobs)."""
 
     def __init__(
         self,
@@ -562,6 +590,7 @@ class FlowState:
         classes: bool = False,
         tolerance: float = 0.05,
         mltcp_steps: int = 20,
+        mltcp_every_event: bool = False,
         max_events: int = 1_000_000,
     ) -> None:
         if not AVAILABLE:
@@ -587,6 +616,7 @@ class FlowState:
         )
         self.tolerance = tolerance
         self.mltcp_steps = float(mltcp_steps)
+        self.mltcp_every_event = mltcp_every_event
         self.max_events = max_events
         self.t = 0.0
         self.events = 0
@@ -606,9 +636,10 @@ class FlowState:
         old = getattr(self, "ints", None)
         ints = tuple(np.zeros(n, np.int64) for _ in range(7))
         ints[0][:] = _IDLE
-        floats = tuple(np.zeros(n) for _ in range(11))
+        floats = tuple(np.zeros(n) for _ in range(12))
         floats[4][:] = np.nan  # start_of
         floats[10][:] = np.nan  # last_busy
+        floats[11][:] = -np.inf  # reweight: remaining bits at which MLTCP's F is due
         floats[3][:] = np.nan  # grid
         floats[7][:] = 1.0  # weight
         tables = (np.zeros((n, width)), np.ones((n, width)), np.zeros((n, width)))
@@ -711,6 +742,7 @@ class FlowState:
         self.uid[i] = uid
         mode[i], phase[i], remaining[i] = m, p, rest
         self.floats[10][i] = np.nan  # no held cycle waiting to be reported
+        self.floats[11][i] = -np.inf  # MLTCP's weight: computed when it first sends
         demand[i] = got[i] = 0.0
         weight[i] = 1.0
         self.slot_of[job_id], self.job_of[i] = i, job_id
@@ -861,6 +893,7 @@ class FlowState:
             self._csr[1],
             self.rule,
             self.mltcp_steps,
+            self.mltcp_every_event,
             self.tolerance,
             self._dirty,
             self.max_events,
@@ -907,7 +940,9 @@ class FlowState:
         pos = np.where(
             mode == _GAP,
             at + np.maximum(0.0, gap - remaining),
-            at + gap + np.maximum(0.0, self.bits[rows, phase] - remaining)
+            at
+            + gap
+            + np.maximum(0.0, self.bits[rows, phase] - remaining)
             / np.where(self.peak[rows, phase] > 0, self.peak[rows, phase], 1.0),
         )
         pos = np.where(mode == _WAIT, 0.0, pos)

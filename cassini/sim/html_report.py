@@ -125,16 +125,23 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
         rows = [
             f'<tr data-scheme="{html.escape(name)}" data-link="{html.escape(r["link"])}">'
             + _cell(r["link"])
-            + "".join(_cell(r[k], k) for k in ("capacity_gbps", "mean_utilisation",
-                                                "peak_utilisation", "excess_s"))  # fmt: skip
+            + "".join(
+                _cell(r[k], k)
+                for k in ("capacity_gbps", "mean_utilisation", "peak_utilisation", "excess_s")
+            )  # fmt: skip
             + "</tr>"
             for r in table
         ]
         parts += [
             f"<h3>{html.escape(name)}</h3>",
             _table(
-                ["link", "capacity (Gbit/s)", "mean utilisation", "peak utilisation (bin)",
-                 "excess demand (s)"],
+                [
+                    "link",
+                    "capacity (Gbit/s)",
+                    "mean utilisation",
+                    "peak utilisation (bin)",
+                    "excess demand (s)",
+                ],
                 rows,
                 f"links-{html.escape(name)}",
             ),  # fmt: skip
@@ -147,14 +154,20 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
     parts = ["<h2>Cluster and workload</h2>"]
     cluster = data.get("cluster", {})
     parts.append(
-        _table(["cluster", "value"], [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in
-                                      cluster.items()], "cluster")  # fmt: skip
+        _table(
+            ["cluster", "value"],
+            [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in cluster.items()],
+            "cluster",
+        )  # fmt: skip
     )
     workload = data.get("workload", {})
     flat = {k: v for k, v in workload.items() if not isinstance(v, list | dict)}
     parts.append(
-        _table(["workload", "value"], [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in
-                                       flat.items()], "workload")  # fmt: skip
+        _table(
+            ["workload", "value"],
+            [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in flat.items()],
+            "workload",
+        )  # fmt: skip
     )
     lists = [
         *(f"skipped {n}: {why}" for why, n in workload.get("skipped", {}).items()),

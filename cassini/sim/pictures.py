@@ -82,17 +82,13 @@ def timeline(lines: Mapping[str, LinkTimeline | str], link: str, path: Path) -> 
             ax.set_yticks([])
             continue
         t = np.array([[a, b] for a, b, _ in tl.steps]).ravel()
-        stack = np.array(
-            [np.repeat([s.get(j, 0.0) for _, _, s in tl.steps], 2) for j in tl.jobs]
-        )
+        stack = np.array([np.repeat([s.get(j, 0.0) for _, _, s in tl.steps], 2) for j in tl.jobs])
         ax.stackplot(t, stack / 1e9, labels=list(tl.jobs), alpha=0.9)
         ax.axhline(tl.capacity_bps / 1e9, color="k", ls="--", lw=1, label="capacity")
         ax.axvspan(0, tl.warmup_s, color="0.85", zorder=0, label="warm-up (not measured)")
         ax.set_xlim(t[0], t[-1])
         ax.set_ylabel("Gbit/s")
-        ax.set_title(
-            f"{name}: {link}, {len(tl.jobs)} jobs, window from t = {tl.start_s:.1f} s"
-        )
+        ax.set_title(f"{name}: {link}, {len(tl.jobs)} jobs, window from t = {tl.start_s:.1f} s")
         handles, labels = ax.get_legend_handles_labels()
         keep = [k for k, lab in enumerate(labels) if k < LEGEND_JOBS or lab in
                 ("capacity", "warm-up (not measured)")]  # fmt: skip

@@ -119,8 +119,11 @@ def read(
         if gpus:
             workers.setdefault(job, []).append((name, row.text("host_ip"), gpus))
 
-    rows = csv_rows(worker_path, WORKER_COLUMNS, expected="a Lingjun worker.csv (header with "
-                    + ", ".join(WORKER_COLUMNS) + ")")
+    rows = csv_rows(
+        worker_path,
+        WORKER_COLUMNS,
+        expected="a Lingjun worker.csv (header with " + ", ".join(WORKER_COLUMNS) + ")",
+    )
     collect(rows, parse_worker, out, strict=strict)
 
     def parse_job(row: Row) -> JobSpec:

@@ -95,8 +95,10 @@ def read(
         gpus = row.count("gpus", positive=True)
         given = [c for c in ("iterations", "duration_s") if row.present(c)]
         if len(given) != 1:
-            raise row.error(given[-1] if given else "iterations",
-                            "give exactly one of iterations and duration_s")
+            raise row.error(
+                given[-1] if given else "iterations",
+                "give exactly one of iterations and duration_s",
+            )
         if given[0] == "iterations":
             iterations = row.count("iterations", positive=True)
         else:

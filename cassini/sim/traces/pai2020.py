@@ -90,8 +90,10 @@ def read(
     # the job table's first row says whether this is PAI at all (NotThisFormat if not)
     next(csv_rows(job_path, JOB_COLUMNS, expected=EXPECTED, header=False), None)
     if not task_path.exists():
-        raise InputError("trace", f"{task_path}: missing; the PAI reader needs pai_task_table.csv "
-                         f"beside {job_path.name}")
+        raise InputError(
+            "trace",
+            f"{task_path}: missing; the PAI reader needs pai_task_table.csv beside {job_path.name}",
+        )
     out = TraceRead(NAME, str(job_path), [])
     models = ModelRule(library, seed)
 
@@ -150,8 +152,11 @@ def read(
     out.notes += [
         "GPUs: ceil(plan_gpu / 100) whole GPUs per instance, times inst_num, summed over tasks",
         "run time: latest GPU-task end_time minus earliest GPU-task start_time",
-        ("placement: pai_instance_table machines" if placed else
-         "placement: none recorded (no pai_instance_table.csv beside the job table)"),
+        (
+            "placement: pai_instance_table machines"
+            if placed
+            else "placement: none recorded (no pai_instance_table.csv beside the job table)"
+        ),
         DURATION_NOTE,
         *models.notes(),
     ]
