@@ -18,6 +18,7 @@ at every change of its network state.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,6 +58,61 @@ class ContinuousNetwork:
         self._n: list[int] = []
         self._mark: dict[str, float] = {}  # time of the job's last timeline point
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (uid, cycle s)
+        self._finishes: list[tuple[float, str, int]] = []  # (time s, job, version)
+
+    # -- jobs at dedicated pace ------------------------------------------------------------
+    # A job outside the flow state runs at its dedicated pace: its progress is a line
+    # from ``since_s`` (``done`` iterations then, a migration stall of ``stall_s`` to sit
+    # out first) and its finish a fixed time, kept in a heap; nothing is stepped per job
+    # between events.
+    def materialize(self, sim: Simulation, r: _Running) -> None:
+        """Bring a job at dedicated pace up to ``sim.now``: its iterations done, stall
+        left, cycle origin and history."""
+        dt = sim.now - r.since_s
+        if dt <= 0:
+            return
+        stalled = min(r.stall_s, dt)
+        r.stall_s -= stalled
+        r.origin_s += stalled  # a stall shifts its cycles
+        period = r.profile.iteration_time_s
+        n = (dt - stalled) / period
+        if n > 0:
+            r.done += n
+            samples = (period,)
+            if r.history and r.history[-1][0] == samples:
+                r.history[-1] = (samples, r.history[-1][1] + n)
+            else:
+                r.history.append((samples, n))
+                r.timeline.append((r.since_s, period))
+        r.since_s = sim.now
+
+    def schedule_finish(self, sim: Simulation, r: _Running) -> None:
+        """(Re)file the finish of a job at dedicated pace (from ``sim.now``)."""
+        r.since_s = sim.now
+        r.finish_version += 1
+        period = r.profile.iteration_time_s
+        t = sim.now + r.stall_s + max(0.0, r.iterations - r.done) * period
+        heapq.heappush(self._finishes, (t, r.spec.job_id, r.finish_version))
+
+    def next_finish(self, sim: Simulation) -> tuple[float, list[str]]:
+        """The next finish among the jobs at dedicated pace, and who finishes then
+        (every job within 1e-9 s of the first)."""
+        heap = self._finishes
+        best, who, keep = math.inf, [], []
+        while heap:
+            t, job_id, version = heap[0]
+            if t > best + 1e-9:
+                break
+            heapq.heappop(heap)
+            r = sim.running.get(job_id)
+            if r is None or job_id in self.flow or version != r.finish_version:
+                continue  # finished, in the flow state, or filed again since
+            best = min(best, t)
+            who.append(job_id)
+            keep.append((t, job_id, version))
+        for entry in keep:
+            heapq.heappush(heap, entry)
+        return best, who
 
     # -- bookkeeping ----------------------------------------------------------------------
     def register(self, job_id: str, dedicated_s: float) -> int:
@@ -195,12 +251,14 @@ class ContinuousNetwork:
                     r.stall_s += stall
                     r.iteration_time_s = r.profile.iteration_time_s
                     r.samples = (r.profile.iteration_time_s,)
+                    self.schedule_finish(sim, r)
                     continue
                 self.flow.set_links(j, path)
                 if r.stall_s > 0:  # migrated: sits out the stall, then starts over
                     self.flow.stall(j, r.stall_s)
                     r.stall_s = 0.0
             elif want:
+                self.materialize(sim, r)
                 pos = (sim.now - r.origin_s) % r.profile.iteration_time_s
                 self.register(j, r.profile.iteration_time_s)
                 self._mark[j] = sim.now
@@ -219,6 +277,7 @@ class ContinuousNetwork:
             elif r.samples == ():  # new, at dedicated pace
                 r.iteration_time_s = r.profile.iteration_time_s
                 r.samples = (r.profile.iteration_time_s,)
+                self.schedule_finish(sim, r)
         if not (sim.scheduler.held or sim.scheduler.priority):
             return
         seen: set[str] = set()

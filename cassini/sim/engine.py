@@ -89,6 +89,9 @@ class _Running:
     origin_s: float = 0.0
     #: continuous model, held jobs: its group could not keep its slots (runs free)
     released: bool = False
+    #: continuous model, at dedicated pace: ``done`` and ``stall_s`` are as of this time
+    since_s: float = 0.0
+    finish_version: int = 0
     #: iterations run at each distinct sample set, for the iteration-time distribution
     history: list[tuple[tuple[float, ...], float]] = field(default_factory=list)
     #: (time s, mean iteration time s) from each change of the job's network state on
@@ -370,11 +373,10 @@ class Simulation:
     def _next_finish(self) -> tuple[float, list[str]]:
         """The next finish of a job at a known pace (every job but those in the
         continuous flow state, which says itself when they end)."""
+        if self.net is not None:
+            return self.net.next_finish(self)
         best, who = math.inf, []
-        flow = self.net.flow.slot_of if self.net is not None else {}
         for job_id, r in self.running.items():
-            if job_id in flow:
-                continue
             t = self.now + r.stall_s + max(0.0, r.iterations - r.done) * r.iteration_time_s
             if t < best - 1e-9:
                 best, who = t, [job_id]
@@ -384,11 +386,11 @@ class Simulation:
 
     def _advance(self, t: float) -> None:
         dt = t - self.now
-        flow = self.net.flow.slot_of if self.net is not None else {}
+        if self.net is not None:  # progress lives in the flow state or is a line
+            self.now = t
+            return
         if dt > 0:
-            for job_id, r in self.running.items():
-                if job_id in flow:  # the flow state keeps its progress
-                    continue
+            for r in self.running.values():
                 run = dt
                 if r.stall_s > 0:  # sitting out a migration
                     stalled = min(r.stall_s, dt)
@@ -412,6 +414,8 @@ class Simulation:
         neighbours: set[str] = set()
         for job_id in job_ids:
             if self.net is not None:
+                if job_id not in self.net:
+                    self.net.materialize(self, self.running[job_id])
                 self.net.finish(self, job_id)
             r = self.running.pop(job_id)
             for s, g in r.placement.items():
@@ -485,6 +489,7 @@ class Simulation:
             r.shift_s = shifts.pop(d.job.job_id, 0.0)
             if self.net is not None:
                 r.origin_s = self.net.origin(self, r)
+                r.since_s = self.now
             self._route(d.job.job_id, r, count=not self.scheduler.dedicated_network)
             self.running[d.job.job_id] = r
             self._link(d.job.job_id, r)
@@ -592,9 +597,12 @@ class Simulation:
             workers = sum(1 for s in new if s not in r.placement)
             charge = self.options.migration_s * workers
             # a move must pay back: the time the job would save at its dedicated pace
-            done = r.done
             if self.net is not None and job_id in self.net:
                 done = self.net.flow.progress(job_id)[0]
+            else:
+                if self.net is not None:
+                    self.net.materialize(self, r)
+                done = r.done
             saving = (r.iterations - done) * (r.iteration_time_s - r.profile.iteration_time_s)
             if not saving > charge:
                 continue
@@ -607,6 +615,8 @@ class Simulation:
             self._route(job_id, r)
             self._link(job_id, r)
             r.stall_s += charge
+            if self.net is not None and job_id not in self.net:
+                self.net.schedule_finish(self, r)  # its finish moves by the stall
             r.migration_s += charge
             r.migrations += 1
             r.migrated_at = self.now
