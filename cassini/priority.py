@@ -69,6 +69,57 @@ def _random_topological(
     return out
 
 
+def _segment_costs(a: np.ndarray) -> np.ndarray:
+    """``within[i, j]``: summed weight of the edges inside positions [i, j) (inf below
+    the diagonal, 0 on it), from the upper-triangular weights ``a``."""
+    n = len(a)
+    p = np.zeros((n + 1, n + 1))
+    p[1:, 1:] = a.cumsum(0).cumsum(1)
+    d = np.diag(p)
+    within = d[None, :] - p - p.T + d[:, None]  # within[i, j]: segment [i, j)
+    within[np.tril_indices(n + 1)] = np.inf
+    within[np.arange(n + 1), np.arange(n + 1)] = 0.0
+    return within
+
+
+def _cut_programme(within: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The dynamic programme over ``within`` for up to ``k`` levels: the least cost of
+    each prefix, and for each added level the best start of its last segment."""
+    cost = within[0].copy()
+    choices = np.zeros((max(0, k - 1), len(cost)), np.int64)
+    for level in range(1, k):
+        total = cost[:, None] + within
+        arg = total.argmin(axis=0)
+        choices[level - 1] = arg
+        cost = total[arg, np.arange(len(cost))]
+    return cost, choices
+
+
+try:  # the same steps compiled where numba is installed (the [sim] extra)
+    from numba import njit
+
+    @njit(cache=True)
+    def _cut_programme_compiled(within, k):  # pragma: no cover - compiled
+        m = within.shape[0]
+        cost = within[0].copy()
+        choices = np.zeros((max(0, k - 1), m), np.int64)
+        new = np.empty(m)
+        for level in range(1, k):
+            for j in range(m):
+                best, arg = np.inf, 0
+                for i in range(m):
+                    v = cost[i] + within[i, j]
+                    if v < best or (i == 0 and not v > best):
+                        best, arg = v, i
+                choices[level - 1, j] = arg
+                new[j] = best
+            cost[:] = new
+        return cost, choices
+
+except ImportError:  # pragma: no cover - exercised where numba is absent
+    _cut_programme_compiled = None
+
+
 def _best_cut(
     order: list[str], edges: Mapping[tuple[str, str], float], k: int
 ) -> tuple[float, list[int]]:
@@ -80,19 +131,9 @@ def _best_cut(
     for (u, v), w in edges.items():
         i, j = sorted((pos[u], pos[v]))
         a[i, j] += w
-    p = np.zeros((n + 1, n + 1))
-    p[1:, 1:] = a.cumsum(0).cumsum(1)
-    d = np.diag(p)
-    within = d[None, :] - p - p.T + d[:, None]  # within[i, j]: segment [i, j)
-    within[np.tril_indices(n + 1)] = np.inf
-    within[np.arange(n + 1), np.arange(n + 1)] = 0.0
-    cost = within[0].copy()
-    choices = []
-    for _ in range(1, k):
-        total = cost[:, None] + within
-        arg = total.argmin(axis=0)
-        choices.append(arg)
-        cost = total[arg, np.arange(n + 1)]
+    within = _segment_costs(a)
+    programme = _cut_programme_compiled or _cut_programme
+    cost, choices = programme(within, k)
     # backtrack from the full order
     levels = [0] * n
     j, level = n, len(choices)
@@ -149,10 +190,12 @@ def crux_levels(
     finite = max((p for p in intensities.values() if math.isfinite(p)), default=1.0)
     prio = {j: (p if math.isfinite(p) else 2 * finite) for j, p in intensities.items()}
     ids = list(prio)
-    edges = {
-        (u, v): min(prio[u], prio[v])
-        for a, u in enumerate(ids)
-        for v in ids[a + 1 :]
-        if set(shared.get(u, ())) & set(shared.get(v, ()))
-    }
+    index = {j: a for a, j in enumerate(ids)}
+    on_link: dict[str, list[int]] = {}
+    for j in ids:
+        for link in shared.get(j, ()):
+            on_link.setdefault(link, []).append(index[j])
+    pairs = {(a, b) for members in on_link.values() for a in members for b in members if a < b}
+    # (in the order of ids, the lower index first: the order every sum over edges takes)
+    edges = {(ids[a], ids[b]): min(prio[ids[a]], prio[ids[b]]) for a, b in sorted(pairs)}
     return max_k_cut_levels(prio, edges, k, rng), prio, edges

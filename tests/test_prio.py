@@ -3,7 +3,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cassini.priority import crux_levels
@@ -80,6 +80,7 @@ def test_the_simulator_calls_the_same_rule():
     assert sim_priority.crux_levels is crux_levels
 
 
+@settings(deadline=None)  # the first call may compile the cut programme (numba)
 @given(
     st.lists(st.floats(0.01, 100.0), min_size=1, max_size=12),
     st.integers(1, 8),
@@ -103,3 +104,39 @@ def test_launch_marks_the_jobs_cgroup_with_its_dscp():
     assert 'bpftool cgroup attach "$CG" sock_ops' in cmd
     assert cmd.endswith('tee "$CG/cgroup.procs" >/dev/null')
     assert "mkdir" not in dscp_setup(2, "job1", in_cgroup=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    k=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
+def test_compiled_cut_programme_is_the_numpy_one(n, k, seed) -> None:
+    from cassini import priority
+
+    if priority._cut_programme_compiled is None:
+        pytest.skip("numba not installed")
+    rng = np.random.default_rng(seed)
+    a = np.triu(rng.choice([0.0, 1.0, 2.5], size=(n, n)) * rng.random((n, n)), 1)
+    within = priority._segment_costs(a)
+    cost, choices = priority._cut_programme(within, k)
+    cost_c, choices_c = priority._cut_programme_compiled(within, k)
+    assert np.array_equal(cost, cost_c)
+    assert np.array_equal(choices, choices_c)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    links=st.lists(st.sets(st.sampled_from("abcdef"), max_size=3), min_size=1, max_size=12),
+    seed=st.integers(0, 2**16),
+)
+def test_contention_edges_join_exactly_the_jobs_that_share_a_link(links, seed) -> None:
+    rng = np.random.default_rng(seed)
+    shared = {f"j{i}": s for i, s in enumerate(links)}
+    intensities = {j: float(rng.uniform(0.1, 10)) for j in shared}
+    _, prio, edges = crux_levels(intensities, shared, 4, rng)
+    ids = list(intensities)
+    expected = [(u, v) for a, u in enumerate(ids) for v in ids[a + 1 :] if shared[u] & shared[v]]
+    assert list(edges) == expected
+    assert all(edges[(u, v)] == min(prio[u], prio[v]) for u, v in expected)
