@@ -116,8 +116,33 @@ try:  # the same steps compiled where numba is installed (the [sim] extra)
             cost[:] = new
         return cost, choices
 
+    @njit(cache=True)
+    def _segment_costs_compiled(a):  # pragma: no cover - compiled
+        n = a.shape[0]
+        c = np.zeros((n, n))
+        for i in range(n):  # a.cumsum(0), then .cumsum(1): the same sums in order
+            for j in range(n):
+                c[i, j] = a[i, j] if i == 0 else c[i - 1, j] + a[i, j]
+        p = np.zeros((n + 1, n + 1))
+        for i in range(n):
+            run = 0.0
+            for j in range(n):
+                run = c[i, j] if j == 0 else run + c[i, j]
+                p[i + 1, j + 1] = run
+        within = np.empty((n + 1, n + 1))
+        for i in range(n + 1):
+            for j in range(n + 1):
+                if i > j:
+                    within[i, j] = np.inf
+                elif i == j:
+                    within[i, j] = 0.0
+                else:
+                    within[i, j] = ((p[j, j] - p[i, j]) - p[j, i]) + p[i, i]
+        return within
+
 except ImportError:  # pragma: no cover - exercised where numba is absent
     _cut_programme_compiled = None
+    _segment_costs_compiled = None
 
 
 def _best_cut(
@@ -125,13 +150,18 @@ def _best_cut(
 ) -> tuple[float, list[int]]:
     """Least within-level weight cutting ``order`` into <= k contiguous levels, with the
     level of each position."""
-    n = len(order)
     pos = {j: i for i, j in enumerate(order)}
+    ends = np.array([(pos[u], pos[v]) for u, v in edges], np.int64).reshape(-1, 2)
+    return _best_cut_at(ends, np.array(list(edges.values()), float), len(order), k)
+
+
+def _best_cut_at(ends: np.ndarray, weights: np.ndarray, n: int, k: int) -> tuple[float, list[int]]:
+    """:func:`_best_cut` with the edges given by the positions of their ends (one row
+    per edge) and their weights."""
     a = np.zeros((n, n))
-    for (u, v), w in edges.items():
-        i, j = sorted((pos[u], pos[v]))
-        a[i, j] += w
-    within = _segment_costs(a)
+    lo, hi = ends.min(axis=1), ends.max(axis=1)
+    a[lo, hi] += weights  # one edge per pair: each cell gets at most one weight
+    within = (_segment_costs_compiled or _segment_costs)(a)
     programme = _cut_programme_compiled or _cut_programme
     cost, choices = programme(within, k)
     # backtrack from the full order
@@ -164,10 +194,15 @@ def max_k_cut_levels(
     for u, v in edges:
         adjacent[u].add(v)
         adjacent[v].add(u)
+    index = {j: i for i, j in enumerate(nodes)}
+    ends = np.array([(index[u], index[v]) for u, v in edges], np.int64).reshape(-1, 2)
+    weights = np.array(list(edges.values()), float)
     best: tuple[float, list[str], list[int]] | None = None
     for t in range(orders):
         order = nodes if t == 0 else _random_topological(nodes, priority, adjacent, rng)
-        within, levels = _best_cut(order, edges, k)
+        pos = np.empty(len(nodes), np.int64)
+        pos[[index[j] for j in order]] = np.arange(len(order))
+        within, levels = _best_cut_at(pos[ends], weights, len(order), k)
         if best is None or within < best[0] - 1e-12:
             best = (within, order, levels)
     assert best is not None

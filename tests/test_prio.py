@@ -140,3 +140,15 @@ def test_contention_edges_join_exactly_the_jobs_that_share_a_link(links, seed) -
     expected = [(u, v) for a, u in enumerate(ids) for v in ids[a + 1 :] if shared[u] & shared[v]]
     assert list(edges) == expected
     assert all(edges[(u, v)] == min(prio[u], prio[v]) for u, v in expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 25), seed=st.integers(0, 2**16))
+def test_compiled_segment_costs_are_the_numpy_ones(n, seed) -> None:
+    from cassini import priority
+
+    if priority._segment_costs_compiled is None:
+        pytest.skip("numba not installed")
+    rng = np.random.default_rng(seed)
+    a = np.triu(rng.random((n, n)) * 3.7, 1)
+    assert np.array_equal(priority._segment_costs(a), priority._segment_costs_compiled(a))
