@@ -35,6 +35,8 @@ config (YAML or JSON), see experiments/configs/sim_*.yaml:
              (two-tier, three-tier, fat-tree, rail-optimised; docs/topologies.md)
   routing: single|ecmp|crux   priority_levels: 8   mltcp: {slope, intercept, scale_cut}
   defrag: {migration_s: 9, cooldown_s: 300}
+  network: windows (default: each group re-simulated per change) | continuous (one flow
+           state stepped once through time; for thousands of jobs, docs/sim_speed.md)
   workload:  {poisson: {jobs, load, gpus: {count: weight}, iterations: [lo, hi], models}}
              or {trace: FILE, format: F, bad_rows: error|skip}   (format detected if absent)
 trace formats (cassini/sim/traces/<format>.py documents columns and assumptions):

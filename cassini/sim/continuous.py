@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cassini.sim.flowstate import Advanced, FlowState
-from cassini.sim.network import FlowJob, cycle_of
+from cassini.sim.network import Cycle, FlowJob, cycle_of
 
 if TYPE_CHECKING:
     from cassini.sim.engine import Simulation, _Running
@@ -59,6 +59,7 @@ class ContinuousNetwork:
         self._mark: dict[str, float] = {}  # time of the job's last timeline point
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (uid, cycle s)
         self._finishes: list[tuple[float, str, int]] = []  # (time s, job, version)
+        self._cycles: dict[str, Cycle] = {}
 
     # -- jobs at dedicated pace ------------------------------------------------------------
     # A job outside the flow state runs at its dedicated pace: its progress is a line
@@ -126,11 +127,18 @@ class ContinuousNetwork:
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.flow
 
+    def cycle(self, r: _Running) -> Cycle:
+        """The job's profile as a cycle (computed once per job)."""
+        job_id = r.spec.job_id
+        if job_id not in self._cycles:
+            self._cycles[job_id] = cycle_of(r.profile)
+        return self._cycles[job_id]
+
     def origin(self, sim: Simulation, r: _Running) -> float:
         """When a new job's cycles begin (absolute s): at its shift under CASSINI (the
         agent starts it there), else at its start; cycles begin ``offset`` after."""
         ref = r.shift_s if sim.scheduler.held else r.start_s
-        return ref + cycle_of(r.profile).offset_s
+        return ref + self.cycle(r).offset_s
 
     # -- stepping -------------------------------------------------------------------------
     def advance(self, sim: Simulation, t_goal: float) -> Advanced:
@@ -241,7 +249,7 @@ class ContinuousNetwork:
         for j in sorted(affected):
             r = sim.running[j]
             path = [link for link in r.path if sim.coupling(link)]
-            cycle = cycle_of(r.profile)
+            cycle = self.cycle(r)
             want = bool(path) and bool(cycle.bits)
             if j in self.flow:
                 self.point(sim, j)
@@ -300,7 +308,7 @@ class ContinuousNetwork:
                     if r.spec.job_id not in self.flow:
                         continue
                     period = r.profile.iteration_time_s
-                    anchor = r.shift_s + cycle_of(r.profile).offset_s
+                    anchor = r.shift_s + self.cycle(r).offset_s
                     self.flow.set_grid(r.spec.job_id, period if hold else None, anchor)
 
     def finish(self, sim: Simulation, job_id: str) -> None:
@@ -311,6 +319,7 @@ class ContinuousNetwork:
                 sim.running[j].released = False
         if job_id in self.uid and (self._n[self.uid[job_id]] or job_id in self._mark):
             self.point(sim, job_id)
+        self._cycles.pop(job_id, None)
 
     # -- results --------------------------------------------------------------------------
     def distribution(self) -> tuple[np.ndarray, np.ndarray]:

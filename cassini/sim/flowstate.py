@@ -402,9 +402,11 @@ def _advance(
                         continue
                     if _crosses(s, net, over):
                         label += 1
-                        _solve_set(
+                        k = _solve_set(
                             s, label, rule, net, flow, flow_sets, scratch, reweight, mltcp_steps
                         )
+                        if k >= LOCAL_SET_FLOWS and over[x]:
+                            break  # a cut set took x's nearest flows; the rest keep rates
                     else:
                         comp[s] = label
                         got[s] = demand[s]
