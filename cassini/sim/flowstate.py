@@ -261,6 +261,7 @@ def _advance(
     out_job,
     out_time,
     out_busy,
+    n_used,
 ):
     """Step the flow state from ``state_t`` to ``t_goal`` (absolute seconds), stopping
     early at the end of a job's last cycle or when ``out_*`` is full.  Per-slot integer
@@ -280,7 +281,7 @@ def _advance(
     use_mltcp = rule[0]
     eager = use_mltcp and mltcp_every_event  # every set re-solved at every event
     lazy = use_mltcp and not mltcp_every_event  # a set when a flow's weight is due
-    n = mode.shape[0]
+    n = n_used  # slots beyond the high-water mark are free
     width = links2d.shape[1]
     n_links = caps.shape[0]
     room = out_job.shape[0]
@@ -388,11 +389,15 @@ def _advance(
                         else:
                             excess[x] += t - over_since[x]
                         over[x] = now_over
-            for c in range(n_changed):
-                in_changed[changed[c]] = False
-            n_changed = 0
             label += 1
             first = label  # each set its own label: a cut set's outside is every other
+            for c in range(n_changed):  # a flow that started: its set, nearest first
+                i = changed[c]
+                in_changed[i] = False
+                if mode[i] == _SEND and comp[i] < first and _crosses(i, net, over):
+                    label += 1
+                    _solve_set(i, label, rule, net, flow, flow_sets, scratch, reweight, mltcp_steps)
+            n_changed = 0
             for r in range(n_reach):
                 x = reach[r]
                 in_reach[x] = False
@@ -902,6 +907,7 @@ class FlowState:
             out_job,
             out_time,
             out_busy,
+            self._n,
         )
         self._dirty = bool(pending)
         self.t = float(t)
