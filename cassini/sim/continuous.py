@@ -60,6 +60,7 @@ class ContinuousNetwork:
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (uid, cycle s)
         self._finishes: list[tuple[float, str, int]] = []  # (time s, job, version)
         self._cycles: dict[str, Cycle] = {}
+        self._held: set[str] = set()  # jobs on slot grids
 
     # -- jobs at dedicated pace ------------------------------------------------------------
     # A job outside the flow state runs at its dedicated pace: its progress is a line
@@ -216,10 +217,11 @@ class ContinuousNetwork:
             r = sim.running[job_id]
             if float(np.max(busy)) <= r.profile.iteration_time_s * (1 + self.tolerance / 2):
                 continue
-            for j in sim.component({job_id}):
+            for j in sim.component({job_id}, limit=self.held_limit):
                 sim.running[j].released = True
                 if j in self.flow:
                     self.flow.set_grid(j, None)
+                self._held.discard(j)
 
     def point(self, sim: Simulation, job_id: str) -> None:
         """Close the job's timeline segment since its last point with its mean cycle
@@ -286,30 +288,47 @@ class ContinuousNetwork:
                 r.iteration_time_s = r.profile.iteration_time_s
                 r.samples = (r.profile.iteration_time_s,)
                 self.schedule_finish(sim, r)
-        if not (sim.scheduler.held or sim.scheduler.priority):
-            return
-        seen: set[str] = set()
-        for j in sorted(changed):
-            if j in seen or j not in sim.running:
-                continue
-            group = sim.component({j})
-            seen |= group
-            runs = [sim.running[k] for k in sorted(group)]
-            if sim.scheduler.priority:
+        if sim.scheduler.priority:
+            seen: set[str] = set()
+            for j in sorted(changed):
+                if j in seen or j not in sim.running:
+                    continue
+                group = sim.component({j})
+                seen |= group
+                runs = [sim.running[k] for k in sorted(group)]
                 sim._levels(runs)
                 for r in runs:
                     if r.spec.job_id in self.flow:
                         self.flow.set_class(r.spec.job_id, r.level)
-            if sim.scheduler.held:
-                # held while small, until one of it could not keep its period; a
-                # released group is held again once a job near it ends
-                hold = len(runs) <= self.held_limit and not any(r.released for r in runs)
-                for r in runs:
-                    if r.spec.job_id not in self.flow:
-                        continue
-                    period = r.profile.iteration_time_s
+        if sim.scheduler.held:
+            self._hold(sim, changed)
+
+    def _hold(self, sim: Simulation, changed: set[str]) -> None:
+        """Held jobs keep slot grids while their group is small (at most
+        ``held_limit`` jobs) and none of it has been released; a held job whose group
+        grew runs free.  Only the changed jobs' groups and the held jobs are searched,
+        each search stopping past the limit."""
+        limit = self.held_limit
+        for j in sorted(self._held):
+            if j not in self.flow or j not in sim.running:
+                self._held.discard(j)
+            elif len(sim.component({j}, limit=limit)) > limit or sim.running[j].released:
+                self.flow.set_grid(j, None)
+                self._held.discard(j)
+        seen: set[str] = set()
+        for j in sorted(changed):
+            if j in seen or j not in sim.running:
+                continue
+            group = sim.component({j}, limit=limit)
+            seen |= group
+            if len(group) > limit or any(sim.running[k].released for k in group):
+                continue
+            for k in sorted(group):  # held while small, until one cannot keep its period
+                r = sim.running[k]
+                if k in self.flow:
                     anchor = r.shift_s + self.cycle(r).offset_s
-                    self.flow.set_grid(r.spec.job_id, period if hold else None, anchor)
+                    self.flow.set_grid(k, r.profile.iteration_time_s, anchor)
+                    self._held.add(k)
 
     def finish(self, sim: Simulation, job_id: str) -> None:
         """A job ends: close its timeline (its flow slot is gone already); the jobs on

@@ -495,7 +495,12 @@ class Simulation:
             self._link(d.job.job_id, r)
             # shifts matter only to the jobs now coupled with the new one; the others
             # (on links of candidates not taken) keep theirs
-            group = self.component({d.job.job_id})
+            if self.net is None:
+                group = self.component({d.job.job_id})
+            else:  # continuous: only a held (small) group's grids read the shifts
+                group = self.component({d.job.job_id}, limit=HELD_GROUP_LIMIT)
+                if len(group) > HELD_GROUP_LIMIT:
+                    group = {d.job.job_id}
             for job_id, s in shifts.items():
                 if job_id in group:
                     self.running[job_id].shift_s = s
@@ -629,16 +634,25 @@ class Simulation:
         peak = self.peak_on_link.get(link, 0.0) + extra_bps
         return peak > self.cluster.links[link] * (1 + 1e-9)
 
-    def component(self, seeds: set[str]) -> set[str]:
-        """Running jobs connected to ``seeds`` through links that can congest."""
-        seen, todo = set(), list(seeds)
+    def component(self, seeds: set[str], limit: int | None = None) -> set[str]:
+        """Running jobs connected to ``seeds`` through links that can congest; with
+        ``limit``, the search stops once it holds more than ``limit`` jobs (a result of
+        at most ``limit`` jobs is then the whole group)."""
+        seen: set[str] = set()
+        todo = list(seeds)
+        coupled: dict[str, bool] = {}
         while todo:
             j = todo.pop()
             if j in seen or j not in self.running:
                 continue
             seen.add(j)
+            if limit is not None and len(seen) > limit:
+                break
             for link in self.running[j].path:
-                if self.coupling(link):
+                c = coupled.get(link)
+                if c is None:
+                    c = coupled[link] = self.coupling(link)
+                if c:
                     todo.extend(self.on_link[link] - seen)
         return seen
 

@@ -172,7 +172,7 @@ def cassini(
         for p in options
     ]
     seeds = {j for path in paths for link in path for j in sim.on_link.get(link, ())}
-    group = sim.component(seeds)
+    group = sim.component(seeds, limit=HELD_GROUP_LIMIT)  # all of it when small
     if not group:
         return options[0], {}
     near: set[str] | None = None
