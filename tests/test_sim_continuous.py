@@ -17,6 +17,7 @@ from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
 from cassini.sim import engine
 from cassini.sim.config import config_from_dict
+from cassini.sim.continuous import nearest_level
 from cassini.sim.flowstate import (
     AVAILABLE,
     LOCAL_SET_FLOWS,
@@ -293,3 +294,12 @@ def test_the_report_replays_a_window_of_the_continuous_run() -> None:
     # someone sends on the link, never above its capacity
     peak = max(sum(rates.values()) for _, _, rates in timeline.steps)
     assert 0 < peak <= cluster.links[busiest] * (1 + 1e-9)
+
+
+def test_a_new_job_takes_the_level_of_the_job_nearest_in_priority() -> None:
+    known = [(1.0, 7), (2.0, 5), (4.0, 2), (9.0, 0)]
+    assert nearest_level(known, 0.1) == 7
+    assert nearest_level(known, 2.9) == 5
+    assert nearest_level(known, 3.1) == 2
+    assert nearest_level(known, 3.0) == 2  # a tie: the higher priority
+    assert nearest_level(known, 100.0) == 0
