@@ -35,7 +35,7 @@ from cassini.sim.continuous import ContinuousNetwork
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
 from cassini.sim.options import SimOptions
 from cassini.sim.parts import priority as crux
-from cassini.sim.parts.placement import PLACEMENTS, defrag_move
+from cassini.sim.parts.placement import PLACEMENTS, defrag_move, racks_needed
 from cassini.sim.parts.routing import ROUTINGS, collisions, crux_paths, route_path
 from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
@@ -89,6 +89,8 @@ class _Running:
     origin_s: float = 0.0
     #: continuous model, held jobs: its group could not keep its slots (runs free)
     released: bool = False
+    #: on as few racks as its GPUs need (None: not yet known; for defragmentation)
+    compact: bool | None = None
     #: continuous model, at dedicated pace: ``done`` and ``stall_s`` are as of this time
     since_s: float = 0.0
     finish_version: int = 0
@@ -595,6 +597,11 @@ class Simulation:
             r = self.running[job_id]
             if self.now - r.migrated_at < self.options.cooldown_s:
                 continue
+            if r.compact is None:  # on as few racks as it can be: never moves
+                need = racks_needed(self.cluster, sum(r.placement.values()))
+                r.compact = len({self.cluster.rack_of(s) for s in r.placement}) <= need
+            if r.compact or not r.iteration_time_s > r.profile.iteration_time_s:
+                continue  # nothing to gain: no move, or none that can pay back
             move = defrag_move(self.cluster, self.free, r.placement)
             if move is None:
                 continue
@@ -617,6 +624,7 @@ class Simulation:
                 self.free[s] -= g
             changed |= self._unlink(job_id, r) | {job_id}
             r.placement = new
+            r.compact = None
             self._route(job_id, r)
             self._link(job_id, r)
             r.stall_s += charge

@@ -115,8 +115,21 @@ def _pack(
 # -- defragmentation ----------------------------------------------------------------------
 def racks_needed(cluster: Fabric, gpus: int) -> int:
     """Fewest racks that can hold ``gpus`` GPUs (the largest racks first)."""
-    capacity = np.sort(rack_sums(cluster.rack_servers, np.asarray(cluster.gpus_per_host)))[::-1]
-    return int(np.searchsorted(np.cumsum(capacity), gpus)) + 1
+    return int(np.searchsorted(_rack_capacity(cluster), gpus)) + 1
+
+
+_RACK_CAPACITY: dict[int, tuple[Fabric, np.ndarray]] = {}
+
+
+def _rack_capacity(cluster: Fabric) -> np.ndarray:
+    """GPUs in the largest racks, summed (the first k racks for each k); computed once
+    per cluster (the defragmenter asks for every running job at every event)."""
+    hit = _RACK_CAPACITY.get(id(cluster))
+    if hit is None or hit[0] is not cluster:
+        gpus = rack_sums(cluster.rack_servers, np.asarray(cluster.gpus_per_host))
+        hit = (cluster, np.cumsum(np.sort(gpus)[::-1]))
+        _RACK_CAPACITY[id(cluster)] = hit
+    return hit[1]
 
 
 def defrag_move(
