@@ -50,7 +50,7 @@ def cut_weight(levels: Mapping[str, int], edges: Mapping[tuple[str, str], float]
 def _random_topological(
     nodes: Sequence[str],
     priority: Mapping[str, float],
-    adjacent: Mapping[str, set[str]],
+    adjacent: Mapping[str, Sequence[str]],
     rng: np.random.Generator,
 ) -> list[str]:
     """A random topological order of the contention DAG (edges higher -> lower P)."""
@@ -190,10 +190,14 @@ def max_k_cut_levels(
     nodes = sorted(priority, key=lambda j: (-priority[j], j))
     if len(nodes) <= k:
         return {j: i for i, j in enumerate(nodes)}
-    adjacent: dict[str, set[str]] = {j: set() for j in nodes}
+    neighbours: dict[str, set[str]] = {j: set() for j in nodes}
     for u, v in edges:
-        adjacent[u].add(v)
-        adjacent[v].add(u)
+        neighbours[u].add(v)
+        neighbours[v].add(u)
+    # in priority order, not a set's (string hashes change from process to process: the
+    # random orders, and so the levels, would too)
+    rank = {j: i for i, j in enumerate(nodes)}
+    adjacent = {j: sorted(vs, key=rank.__getitem__) for j, vs in neighbours.items()}
     index = {j: i for i, j in enumerate(nodes)}
     ends = np.array([(index[u], index[v]) for u, v in edges], np.int64).reshape(-1, 2)
     weights = np.array(list(edges.values()), float)

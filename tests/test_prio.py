@@ -152,3 +152,29 @@ def test_compiled_segment_costs_are_the_numpy_ones(n, seed) -> None:
     rng = np.random.default_rng(seed)
     a = np.triu(rng.random((n, n)) * 3.7, 1)
     assert np.array_equal(priority._segment_costs(a), priority._segment_costs_compiled(a))
+
+
+def test_crux_levels_do_not_depend_on_string_hashing() -> None:
+    """The random topological orders walk neighbours in priority order, so the levels are
+    the same in every process (Python salts string hashes per process)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from cassini.priority import crux_levels\n"
+        "rng = np.random.default_rng(1)\n"
+        "links = [set(rng.choice(list('abcdefghijklmnop'), size=3)) for _ in range(60)]\n"
+        "inten = {f'job{i}': float(rng.uniform(0.1, 10)) for i in range(60)}\n"
+        "shared = {f'job{i}': s for i, s in enumerate(links)}\n"
+        "print(sorted(crux_levels(inten, shared, 8, np.random.default_rng(5))[0].items()))\n"
+    )
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        outs.add(run.stdout)
+    assert len(outs) == 1
