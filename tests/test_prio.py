@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from conftest import require_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,8 +116,7 @@ def test_launch_marks_the_jobs_cgroup_with_its_dscp():
 def test_compiled_cut_programme_is_the_numpy_one(n, k, seed) -> None:
     from cassini import priority
 
-    if priority._cut_programme_compiled is None:
-        pytest.skip("numba not installed")
+    require_module("numba", "the [sim] extra: the compiled cut programme")
     rng = np.random.default_rng(seed)
     a = np.triu(rng.choice([0.0, 1.0, 2.5], size=(n, n)) * rng.random((n, n)), 1)
     within = priority._segment_costs(a)
@@ -147,8 +147,7 @@ def test_contention_edges_join_exactly_the_jobs_that_share_a_link(links, seed) -
 def test_compiled_segment_costs_are_the_numpy_ones(n, seed) -> None:
     from cassini import priority
 
-    if priority._segment_costs_compiled is None:
-        pytest.skip("numba not installed")
+    require_module("numba", "the [sim] extra: the compiled segment costs")
     rng = np.random.default_rng(seed)
     a = np.triu(rng.random((n, n)) * 3.7, 1)
     assert np.array_equal(priority._segment_costs(a), priority._segment_costs_compiled(a))

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import require_module
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from cassini.sim import engine
 from cassini.sim.config import config_from_dict
 from cassini.sim.continuous import nearest_level
 from cassini.sim.flowstate import (
-    AVAILABLE,
     LOCAL_SET_FLOWS,
     FlowState,
     cycle_position,
@@ -33,7 +33,7 @@ from cassini.sim.workload import JobSpec
 from mltcp.policy import MltcpParams
 from tests.test_sim_fastloop import CAPS, groups, profiles
 
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba (the [sim] extra) not installed")
+require_module("numba", "the [sim] extra: the continuous model is compiled")
 
 
 def started_like_a_window(jobs, mltcp) -> FlowState:
