@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cassini.sim import jitloop
-from cassini.sim.jitloop import _crosses, _jit, _mltcp_weight
+from cassini.sim.jitloop import _crosses, _jit
+from cassini.sim.jitloop import _solve_set as _solve_window_set
 from cassini.sim.network import Cycle
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
@@ -73,167 +74,36 @@ def position_of(cycle: Cycle, mode: int, phase: int, remaining: float) -> float:
 
 
 #: the most sending flows re-solved together: a set connected through full links that
-#: is larger is re-solved around the change only (see :func:`_component`)
+#: is larger is re-solved around the change only (:func:`cassini.sim.jitloop._component`)
 LOCAL_SET_FLOWS = 16
 
 
 @_jit
-def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows):
-    """The sending jobs connected to job ``s`` through full links, breadth first (the
-    nearest first), at most :data:`LOCAL_SET_FLOWS` of them, labelled ``label`` and put
-    in ``flows`` in index order (the compiled window loop's order, so that both give the
-    same rates to the last bit).  Returns how many."""
-    comp[s] = label
-    flows[0] = s
-    head, tail = 0, 1
-    while head < tail and tail < LOCAL_SET_FLOWS:
-        i = flows[head]
-        head += 1
-        for p in range(link_ptr[i], link_ptr[i + 1]):
-            x = link_idx[p]
-            if not over[x]:
-                continue
-            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                j = link_jobs[q]
-                if mode[j] == 2 and comp[j] != label and tail < LOCAL_SET_FLOWS:
-                    comp[j] = label
-                    flows[tail] = j
-                    tail += 1
-    for a in range(1, tail):  # insertion sort: the sets are small
-        v = flows[a]
-        b = a - 1
-        while b >= 0 and flows[b] > v:
-            flows[b + 1] = flows[b]
-            b -= 1
-        flows[b + 1] = v
-    return tail
-
-
-@_jit
-def _fill(flows, k, general, net, flow, scratch, label, comp):
-    """Weighted max-min rates of the set ``flows[:k]`` on its full links by progressive
-    filling, class by class (:func:`cassini.sim.jitloop._fill`), on what the sending
-    flows outside the set (of a set cut at :data:`LOCAL_SET_FLOWS`) leave of each link
-    at their current rates; a whole set has no flow outside, so gets exact max-min."""
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
-    mode, _, _, _, _, _, demand, weight, got, over = flow
-    fixed, tight, rem, wload, n_open, level_of, links = scratch
-    n_l = 0
-    for a in range(k):
-        i = flows[a]
-        for p in range(link_ptr[i], link_ptr[i + 1]):
-            x = link_idx[p]
-            if over[x] and rem[x] != -1.0:
-                rem[x] = -1.0  # marks x as listed
-                links[n_l] = x
-                n_l += 1
-    for b in range(n_l):
-        x = links[b]
-        r = caps[x]
-        if k >= LOCAL_SET_FLOWS:  # perhaps cut: flows outside keep their rates
-            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                j = link_jobs[q]
-                if mode[j] == 2 and comp[j] != label:
-                    r -= got[j]
-        rem[x] = r if r > 0.0 else 0.0
-    level = -1
-    while True:
-        nxt = -1
-        for a in range(k):
-            c = classes[flows[a]]
-            if c > level and (nxt < 0 or c < nxt):
-                nxt = c
-        if nxt < 0:
-            break
-        level = nxt
-        for b in range(n_l):
-            wload[links[b]] = 0.0
-            n_open[links[b]] = 0
-        left = 0
-        for a in range(k):
-            i = flows[a]
-            if classes[i] != level:
-                continue
-            fixed[i] = False
-            left += 1
-            for p in range(link_ptr[i], link_ptr[i + 1]):
-                x = link_idx[p]
-                if over[x]:
-                    wload[x] += weight[i]
-                    n_open[x] += 1
-        while left > 0:
-            low = math.inf
-            for b in range(n_l):
-                x = links[b]
-                if n_open[x] > 0:
-                    lv = rem[x] / wload[x]
-                    level_of[x] = lv
-                    if lv < low:
-                        low = lv
-                else:
-                    level_of[x] = math.inf
-            for a in range(k):
-                i = flows[a]
-                if classes[i] == level and not fixed[i]:
-                    b_i = demand[i] / weight[i]
-                    if b_i < low:
-                        low = b_i
-            limit = low * (1 + 1e-9) + _EPS
-            for a in range(k):
-                i = flows[a]
-                if classes[i] != level or fixed[i]:
-                    continue
-                hit = demand[i] / weight[i] <= limit
-                if not hit:
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        if over[x] and level_of[x] <= limit:
-                            hit = True
-                            break
-                tight[i] = hit
-            for a in range(k):
-                i = flows[a]
-                if classes[i] != level or fixed[i] or not tight[i]:
-                    continue
-                fixed[i] = True
-                left -= 1
-                r = low * weight[i]
-                got[i] = max(r, _EPS) if general or k >= LOCAL_SET_FLOWS else r
-                for p in range(link_ptr[i], link_ptr[i + 1]):
-                    x = link_idx[p]
-                    if over[x]:
-                        v = rem[x] - r
-                        rem[x] = v if v > 0.0 else 0.0
-                        wload[x] -= weight[i]
-                        n_open[x] -= 1
-    for b in range(n_l):
-        rem[links[b]] = 0.0
+def _flip(x, now_over, t, link_state):
+    """Link ``x`` is (``now_over``) or is no longer over capacity from time ``t``: its
+    excess-demand seconds are counted when the spell ends."""
+    over, over_since, excess = link_state[2], link_state[3], link_state[4]
+    if now_over != over[x]:
+        if now_over:
+            over_since[x] = t
+        else:
+            excess[x] += t - over_since[x]
+        over[x] = now_over
 
 
 @_jit
 def _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, steps):
-    """Rates of the set of sending flows connected to job ``s`` through full links (cut
-    at :data:`LOCAL_SET_FLOWS` around ``s``), labelled ``label`` and left in
-    ``flow_sets[1][:k]``, weighted by MLTCP's F when ``rule`` says so (each flow's F is
-    due again when it has sent ``1 / steps`` of its iteration's bits more: its
+    """Rates of the set of sending flows connected to job ``s`` through full links, cut
+    at the :data:`LOCAL_SET_FLOWS` nearest ``s`` (:func:`cassini.sim.jitloop._solve_set`),
+    labelled ``label`` and left in ``flow_sets[1][:k]``; under MLTCP each member's F is
+    due again once it has sent ``1 / steps`` of its iteration's bits more (its
     ``remaining`` bits then are ``reweight``).  Returns ``k``."""
-    use_mltcp, slope_q, intercept_q, scale_cut, general = rule
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
-    mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
-    comp, flows = flow_sets
-    k = _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows)
-    if use_mltcp:
+    k = _solve_window_set(s, label, rule, net, flow, flow_sets, scratch, LOCAL_SET_FLOWS)
+    if rule[0]:
+        remaining, per_iteration, flows = flow[2], flow[5], flow_sets[1]
         for a in range(k):
             i = flows[a]
-            weight[i] = _mltcp_weight(
-                sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
-                per_iteration[i],
-                slope_q,
-                intercept_q,
-                scale_cut,
-            )
             reweight[i] = remaining[i] - per_iteration[i] / steps
-    _fill(flows, k, general, net, flow, scratch, label, comp)
     return k
 
 
@@ -323,12 +193,7 @@ def _advance(
     if resolve_all:  # the state was changed from outside: every link, every set
         for x in range(n_links):
             now_over = load[x] > over_cap[x]
-            if now_over != over[x]:
-                if now_over:
-                    over_since[x] = t
-                else:
-                    excess[x] += t - over_since[x]
-                over[x] = now_over
+            _flip(x, now_over, t, link_state)
         label += 1
         first = label  # sets of this step get labels from here on
         for s in range(n):
@@ -350,12 +215,7 @@ def _advance(
                 for p in range(link_ptr[i], link_ptr[i + 1]):
                     x = link_idx[p]
                     now_over = load[x] > over_cap[x]
-                    if now_over != over[x]:
-                        if now_over:
-                            over_since[x] = t
-                        else:
-                            excess[x] += t - over_since[x]
-                        over[x] = now_over
+                    _flip(x, now_over, t, link_state)
             n_changed = 0
             label += 1
             first = label
@@ -383,12 +243,7 @@ def _advance(
                         in_reach[x] = True
                         reach[n_reach] = x
                         n_reach += 1
-                    if now_over != over[x]:
-                        if now_over:
-                            over_since[x] = t
-                        else:
-                            excess[x] += t - over_since[x]
-                        over[x] = now_over
+                    _flip(x, now_over, t, link_state)
             label += 1
             first = label  # each set its own label: a cut set's outside is every other
             for c in range(n_changed):  # a flow that started: its set, nearest first

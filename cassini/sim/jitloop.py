@@ -49,13 +49,16 @@ _jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
 
 
 @_jit
-def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows):
-    """Label ``label`` on the sending jobs connected to job ``s`` through full links;
-    they go into ``flows``, in index order.  Returns how many."""
+def _component(
+    s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows, limit
+):
+    """Label ``label`` on the sending jobs connected to job ``s`` through full links,
+    breadth first (the nearest first), at most ``limit`` of them; they go into
+    ``flows``, in index order.  Returns how many."""
     comp[s] = label
     flows[0] = s
     head, tail = 0, 1
-    while head < tail:
+    while head < tail and tail < limit:
         i = flows[head]
         head += 1
         for p in range(link_ptr[i], link_ptr[i + 1]):
@@ -64,7 +67,7 @@ def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp
                 continue
             for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
                 j = link_jobs[q]
-                if mode[j] == _SEND and comp[j] != label:
+                if mode[j] == _SEND and comp[j] != label and tail < limit:
                     comp[j] = label
                     flows[tail] = j
                     tail += 1
@@ -79,11 +82,15 @@ def _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp
 
 
 @_jit
-def _fill(flows, k, general, net, flow, scratch):
+def _fill(flows, k, general, net, flow, scratch, label, comp, limit):
     """Rates of the connected ``flows[:k]`` on their full links: weighted progressive
-    filling, class by class (lowest number first), into ``got`` (in ``flow``)."""
-    link_ptr, link_idx, _, _, caps, classes = net
-    _, _, _, _, _, _, demand, weight, got, over = flow
+    filling, class by class (lowest number first), into ``got`` (in ``flow``).  A set
+    of ``limit`` flows may have been cut (:func:`_component`): it shares what the sending
+    flows outside it (not labelled ``label`` in ``comp``) leave of each link at their
+    current rates; a whole set has none outside."""
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
+    mode, _, _, _, _, _, demand, weight, got, over = flow
+    cut = k >= limit
     fixed, tight, rem, wload, n_open, level_of, links = scratch
     n_l = 0
     for a in range(k):
@@ -95,7 +102,14 @@ def _fill(flows, k, general, net, flow, scratch):
                 links[n_l] = x
                 n_l += 1
     for b in range(n_l):
-        rem[links[b]] = caps[links[b]]
+        x = links[b]
+        r = caps[x]
+        if cut:  # flows outside keep their rates
+            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+                j = link_jobs[q]
+                if mode[j] == _SEND and comp[j] != label:
+                    r -= got[j]
+        rem[x] = r if r > 0.0 else 0.0
     level = -1
     while True:
         nxt = -1
@@ -158,7 +172,7 @@ def _fill(flows, k, general, net, flow, scratch):
                 fixed[i] = True
                 left -= 1
                 r = low * weight[i]
-                got[i] = max(r, _EPS) if general else r
+                got[i] = max(r, _EPS) if general or cut else r
                 for p in range(link_ptr[i], link_ptr[i + 1]):
                     x = link_idx[p]
                     if over[x]:
@@ -197,15 +211,20 @@ def _crosses(s, net, over):
 
 
 @_jit
-def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
+def _solve_set(s, label, rule, net, flow, flow_sets, scratch, limit=-1):
     """Rates of the set of sending flows connected to job ``s`` through full links
-    (labelled ``label``; left in ``flow_sets[1][:k]``), weighted by MLTCP's F when
-    ``rule`` says so.  Returns ``k``, the set's size."""
+    (labelled ``label``; left in ``flow_sets[1][:k]``; cut at ``limit`` flows nearest
+    ``s`` when ``limit`` > 0), weighted by MLTCP's F when ``rule`` says so.  Returns
+    ``k``, the set's size."""
+    if limit <= 0:
+        limit = flow[0].shape[0] + 1  # never cut
     use_mltcp, slope_q, intercept_q, scale_cut, general = rule
     link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
     mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
     comp, flows = flow_sets
-    k = _component(s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows)
+    k = _component(
+        s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows, limit
+    )
     if use_mltcp:
         for a in range(k):
             i = flows[a]
@@ -216,7 +235,7 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch):
                 intercept_q,
                 scale_cut,
             )
-    _fill(flows, k, general, net, flow, scratch)
+    _fill(flows, k, general, net, flow, scratch, label, comp, limit)
     return k
 
 
