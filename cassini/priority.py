@@ -19,6 +19,7 @@ fabric (:mod:`testbed.run.priorities`) both use (:func:`crux_levels`).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence, Set
 
@@ -49,23 +50,23 @@ def cut_weight(levels: Mapping[str, int], edges: Mapping[tuple[str, str], float]
 
 def _random_topological(
     nodes: Sequence[str],
-    priority: Mapping[str, float],
-    adjacent: Mapping[str, Sequence[str]],
+    indegree: Mapping[str, int],
+    successors: Mapping[str, Sequence[str]],
     rng: np.random.Generator,
 ) -> list[str]:
-    """A random topological order of the contention DAG (edges higher -> lower P)."""
-    rank = {j: (-priority[j], j) for j in nodes}
-    indeg = {j: sum(1 for u in adjacent[j] if rank[u] < rank[j]) for j in nodes}
+    """A random topological order of the contention DAG (edges higher -> lower P):
+    ``indegree`` counts each job's higher-priority neighbours, ``successors`` lists its
+    lower-priority ones in priority order."""
+    indeg = dict(indegree)
     ready = [j for j in nodes if indeg[j] == 0]
     out = []
     while ready:
         j = ready.pop(int(rng.integers(len(ready))))
         out.append(j)
-        for v in adjacent[j]:
-            if rank[v] > rank[j]:
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    ready.append(v)
+        for v in successors[j]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
     return out
 
 
@@ -119,15 +120,13 @@ try:  # the same steps compiled where numba is installed (the [sim] extra)
     @njit(cache=True)
     def _segment_costs_compiled(a):  # pragma: no cover - compiled
         n = a.shape[0]
-        c = np.zeros((n, n))
-        for i in range(n):  # a.cumsum(0), then .cumsum(1): the same sums in order
-            for j in range(n):
-                c[i, j] = a[i, j] if i == 0 else c[i - 1, j] + a[i, j]
+        column = np.zeros(n)  # a.cumsum(0)'s row i, then .cumsum(1): the same sums in order
         p = np.zeros((n + 1, n + 1))
         for i in range(n):
             run = 0.0
             for j in range(n):
-                run = c[i, j] if j == 0 else run + c[i, j]
+                column[j] = a[i, j] if i == 0 else column[j] + a[i, j]
+                run = column[j] if j == 0 else run + column[j]
                 p[i + 1, j + 1] = run
         within = np.empty((n + 1, n + 1))
         for i in range(n + 1):
@@ -198,12 +197,16 @@ def max_k_cut_levels(
     # random orders, and so the levels, would too)
     rank = {j: i for i, j in enumerate(nodes)}
     adjacent = {j: sorted(vs, key=rank.__getitem__) for j, vs in neighbours.items()}
+    indegree, successors = {}, {}
+    for j, vs in adjacent.items():
+        split = bisect.bisect_left([rank[v] for v in vs], rank[j])
+        indegree[j], successors[j] = split, vs[split:]
     index = {j: i for i, j in enumerate(nodes)}
     ends = np.array([(index[u], index[v]) for u, v in edges], np.int64).reshape(-1, 2)
     weights = np.array(list(edges.values()), float)
     best: tuple[float, list[str], list[int]] | None = None
     for t in range(orders):
-        order = nodes if t == 0 else _random_topological(nodes, priority, adjacent, rng)
+        order = nodes if t == 0 else _random_topological(nodes, indegree, successors, rng)
         pos = np.empty(len(nodes), np.int64)
         pos[[index[j] for j in order]] = np.arange(len(order))
         within, levels = _best_cut_at(pos[ends], weights, len(order), k)
