@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cassini.sim import jitloop
-from cassini.sim.jitloop import _crosses, _jit
+from cassini.sim.jitloop import _crosses, _jit, _join, _leave, _mark
 from cassini.sim.jitloop import _solve_set as _solve_window_set
 from cassini.sim.network import Cycle
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
@@ -312,34 +312,19 @@ def _advance(
                     d = peak[i, phase[i]]
                     demand[i] = d
                     got[i] = d
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        members[x] += 1
-                        load[x] += d
-                    if not in_changed[i]:
-                        in_changed[i] = True
-                        changed[n_changed] = i
-                        n_changed += 1
+                    _join(i, d, link_ptr, link_idx, members, load)
+                    n_changed = _mark(i, in_changed, changed, n_changed)
             else:
                 remaining[i] -= got[i] * dt
                 if lazy and remaining[i] <= reweight[i] + 1e-9 * bits[i, phase[i]]:
                     reweight[i] = -math.inf  # its weight is due: re-solve its set
-                    if not in_changed[i]:
-                        in_changed[i] = True
-                        changed[n_changed] = i
-                        n_changed += 1
+                    n_changed = _mark(i, in_changed, changed, n_changed)
                 if remaining[i] <= 1e-9 * bits[i, phase[i]]:  # stop sending
                     d = demand[i]
                     got[i] = 0.0
                     demand[i] = 0.0
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        members[x] -= 1
-                        load[x] = load[x] - d if members[x] > 0 else 0.0
-                    if not in_changed[i]:
-                        in_changed[i] = True
-                        changed[n_changed] = i
-                        n_changed += 1
+                    _leave(i, d, link_ptr, link_idx, members, load)
+                    n_changed = _mark(i, in_changed, changed, n_changed)
                     if phase[i] + 1 < n_phases[i]:
                         phase[i] += 1
                         mode[i] = _GAP

@@ -240,6 +240,36 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch, limit=-1):
 
 
 @_jit
+def _mark(i, in_changed, changed, n_changed):
+    """Put flow ``i`` on the list of flows that started or stopped since the last
+    solve (once); returns the list's new length."""
+    if not in_changed[i]:
+        in_changed[i] = True
+        changed[n_changed] = i
+        n_changed += 1
+    return n_changed
+
+
+@_jit
+def _join(i, d, link_ptr, link_idx, members, load):
+    """Flow ``i`` starts sending: its demand ``d`` (bits/s) joins each of its links."""
+    for p in range(link_ptr[i], link_ptr[i + 1]):
+        x = link_idx[p]
+        members[x] += 1
+        load[x] += d
+
+
+@_jit
+def _leave(i, d, link_ptr, link_idx, members, load):
+    """Flow ``i`` stops sending: its demand ``d`` leaves its links (a link left with
+    no sender carries exactly 0)."""
+    for p in range(link_ptr[i], link_ptr[i + 1]):
+        x = link_idx[p]
+        members[x] -= 1
+        load[x] = load[x] - d if members[x] > 0 else 0.0
+
+
+@_jit
 def _loop(
     gaps,
     bits,
@@ -426,14 +456,8 @@ def _loop(
                         d = peak[i, phase[i]]
                         demand[i] = d
                         got[i] = d
-                        for p in range(link_ptr[i], link_ptr[i + 1]):
-                            x = link_idx[p]
-                            members[x] += 1
-                            load[x] += d
-                        if not in_changed[i]:
-                            in_changed[i] = True
-                            changed[n_changed] = i
-                            n_changed += 1
+                        _join(i, d, link_ptr, link_idx, members, load)
+                        n_changed = _mark(i, in_changed, changed, n_changed)
                     else:
                         end = True
             else:
@@ -442,14 +466,8 @@ def _loop(
                     d = demand[i]
                     got[i] = 0.0
                     demand[i] = 0.0
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        members[x] -= 1
-                        load[x] = load[x] - d if members[x] > 0 else 0.0
-                    if not in_changed[i]:
-                        in_changed[i] = True
-                        changed[n_changed] = i
-                        n_changed += 1
+                    _leave(i, d, link_ptr, link_idx, members, load)
+                    n_changed = _mark(i, in_changed, changed, n_changed)
                     if phase[i] + 1 < n_phases[i]:
                         phase[i] += 1
                         mode[i] = _GAP
