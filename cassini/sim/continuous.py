@@ -81,6 +81,7 @@ class ContinuousNetwork:
         self._cycles: dict[str, Cycle] = {}
         self._held: set[str] = set()  # jobs on slot grids
         self._leveled: set[str] = set()  # jobs given Crux levels by a full computation
+        self._best = np.zeros(len(self.flow.caps))  # report: most excess of one step, per link
 
     # -- jobs at dedicated pace ------------------------------------------------------------
     # A job outside the flow state runs at its dedicated pace: its progress is a line
@@ -183,8 +184,6 @@ class ContinuousNetwork:
         """With a recorder: the state before a step (time, excess so far, positions)."""
         if sim.recorder is None:
             return None
-        if not hasattr(self, "_best"):
-            self._best = np.zeros(len(self.flow.caps))  # most excess of one step, per link
         return self.flow.t, self.flow.link_state[4].copy(), self.flow.positions()
 
     def _record(self, sim: Simulation, before: tuple) -> None:

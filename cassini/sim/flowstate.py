@@ -719,7 +719,7 @@ class FlowState:
             self.t = t_goal if math.isfinite(t_goal) else self.t
             empty = np.zeros(0)
             return Advanced(self.t, (), np.zeros(0, np.int64), empty, empty, 0)
-        if self._rebuild or not hasattr(self, "_csr"):
+        if self._rebuild:  # (True from the start)
             self._csr = self._link_jobs()
             self._rebuild = False
         room = max(4096, 4 * len(self.ints[0]))
