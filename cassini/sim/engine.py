@@ -35,7 +35,7 @@ from cassini.sim.continuous import ContinuousNetwork
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
 from cassini.sim.options import SimOptions
 from cassini.sim.parts import priority as crux
-from cassini.sim.parts.placement import PLACEMENTS, defrag_move, racks_needed
+from cassini.sim.parts.placement import PLACEMENTS, defrag_move, is_compact
 from cassini.sim.parts.routing import ROUTINGS, collisions, crux_paths, route_path
 from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
@@ -387,10 +387,10 @@ class Simulation:
         return best, who
 
     def _advance(self, t: float) -> None:
-        dt = t - self.now
         if self.net is not None:  # progress lives in the flow state or is a line
             self.now = t
             return
+        dt = t - self.now
         if dt > 0:
             for r in self.running.values():
                 run = dt
@@ -598,8 +598,7 @@ class Simulation:
             if self.now - r.migrated_at < self.options.cooldown_s:
                 continue
             if r.compact is None:  # on as few racks as it can be: never moves
-                need = racks_needed(self.cluster, sum(r.placement.values()))
-                r.compact = len({self.cluster.rack_of(s) for s in r.placement}) <= need
+                r.compact = is_compact(self.cluster, r.placement)
             if r.compact or not r.iteration_time_s > r.profile.iteration_time_s:
                 continue  # nothing to gain: no move, or none that can pay back
             move = defrag_move(self.cluster, self.free, r.placement)

@@ -132,6 +132,13 @@ def _rack_capacity(cluster: Fabric) -> np.ndarray:
     return hit[1]
 
 
+def is_compact(cluster: Fabric, placement: dict[int, int]) -> bool:
+    """Whether ``placement`` spans no more racks than its GPUs need (no move can bring
+    it into fewer)."""
+    racks = len({cluster.rack_of(s) for s in placement})
+    return racks <= racks_needed(cluster, sum(placement.values()))
+
+
 def defrag_move(
     cluster: Fabric, free: np.ndarray, placement: dict[int, int]
 ) -> tuple[dict[int, int], int] | None:
@@ -139,10 +146,10 @@ def defrag_move(
     placement over the racks with the most free GPUs; returned with the number of
     workers (GPUs) that change server, when it spans fewer racks than ``placement``
     does; None when no move brings the job into fewer racks."""
+    if is_compact(cluster, placement):
+        return None
     racks_now = len({cluster.rack_of(s) for s in placement})
     gpus = sum(placement.values())
-    if racks_now <= racks_needed(cluster, gpus):
-        return None
     freed = free.copy()
     for s, g in placement.items():
         freed[s] += g
