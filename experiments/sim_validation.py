@@ -26,9 +26,11 @@ Two model variants, neither fitted to the shared runs:
 Writes results/sim_validation/validation.json and validation.png, and the testbed's own
 results under results/sim_validation/<set>-fair/; prints the table: mean iteration
 times over the whole run and over its second half (start-up transients left out, as
-experiment 1's "2nd half" column), and slowdowns.  Errors are (model - measured) /
-measured.  Every network namespace the run creates is removed on exit, on errors and on
-SIGTERM/SIGHUP (testbed.net.EmulatedCluster).
+experiment 1's "2nd half" column), and slowdowns; the note names the iterations a held
+job ran off its slot (re-aligned, or started later than the agent's tolerance), which
+the model, holding every job to its slot, does not have.
+Errors are (model - measured) / measured.  Every network namespace the run creates is
+removed on exit, on errors and on SIGTERM/SIGHUP (testbed.net.EmulatedCluster).
 """
 
 from __future__ import annotations
@@ -143,13 +145,17 @@ def compare_rows(
         for job, entry in schemes[name].jobs.items():
             measured = _mean(entry.iteration_times_s)
             steady = _mean(_second_half(entry.iteration_times_s))
+            notes = [schemes[name].reused_note] if schemes[name].reused_note else []
+            if entry.off_slot:
+                notes.append(_off_slot_note(entry.off_slot, len(entry.iteration_times_s)))
             row: dict[str, Any] = {
                 "scheme": name,
                 "job": job,
                 "measured_ms": measured * 1e3,
                 "measured_steady_ms": steady * 1e3,
+                "off_slot": list(entry.off_slot),
                 "measured_slowdown": measured / ideal_measured[job],
-                "note": schemes[name].reused_note,
+                "note": "; ".join(notes),
             }
             for variant in VARIANTS:
                 times = modelled[variant][name][job]
@@ -192,6 +198,12 @@ def _second_half(times: Sequence[float]) -> list[float]:
     """The second half of a run's iteration times (start-up transients left out), as
     experiment 1's "2nd half" column counts."""
     return list(times)[len(times) // 2 :]
+
+
+def _off_slot_note(off_slot: Sequence[int], count: int, shown: int = 6) -> str:
+    """ "off its slot in 3 of 29 iterations (3, 4, 5)": the first ``shown`` named."""
+    named = ", ".join(map(str, off_slot[:shown])) + (", ..." if len(off_slot) > shown else "")
+    return f"off its slot in {len(off_slot)} of {count} iterations ({named})"
 
 
 def _mean(times: Sequence[float]) -> float:

@@ -21,6 +21,21 @@ def read_log(path: Path | str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def off_slot(records: Sequence[dict[str, Any]], tolerance_s: float | None) -> tuple[int, ...]:
+    """Indices into the job's iteration times (``cassini.measure.iteration_times``: interval
+    ``i`` ends iteration ``i + 1``) of the iterations a held job did not run on its slot:
+    it re-aligned before them (skipped to a later slot), or started later than the agent's
+    drift tolerance (seconds; None: re-alignments only).  A model that holds every job to
+    its slot does not see these; they come from the host (a late wake-up, a slow step)."""
+    out = []
+    for i in range(1, len(records)):
+        realigned = records[i].get("realignments", 0) > records[i - 1].get("realignments", 0)
+        late = tolerance_s is not None and records[i].get("drift_s", 0.0) > tolerance_s
+        if realigned or late:
+            out.append(i - 1)
+    return tuple(out)
+
+
 def summary(times: Sequence[float]) -> dict[str, float]:
     """Mean, median and 99th percentile (seconds)."""
     if not times:

@@ -62,6 +62,7 @@ class JobResult:
     released: bool | None = None
     period_s: float | None = None
     tolerance_s: float | None = None
+    off_slot: tuple[int, ...] = ()  # held: indices into iteration_times_s the agent did not hold
 
     @property
     def summary(self) -> dict[str, float]:
@@ -83,6 +84,8 @@ class JobResult:
         for name in ("realignments", "released", "period_s", "tolerance_s"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.off_slot:
+            out["off_slot"] = list(self.off_slot)
         return out
 
     @classmethod
@@ -98,6 +101,7 @@ class JobResult:
             released=obj.get("released"),
             period_s=obj.get("period_s"),
             tolerance_s=obj.get("tolerance_s"),
+            off_slot=tuple(int(i) for i in obj.get("off_slot", ())),
         )
 
 

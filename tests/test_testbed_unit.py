@@ -8,7 +8,7 @@ import pytest
 
 from cassini.measure import pcap_series, profile_from_log
 from testbed import fabric
-from testbed.iterations import summary
+from testbed.iterations import off_slot, summary
 from testbed.launch import launch_commands
 from testbed.results import ExperimentResult, JobResult, SchemeResult
 from testbed.runner import ConfigError, format_table, load_config
@@ -545,3 +545,18 @@ def test_cleanup_of_one_run_deletes_only_what_its_state_recorded(monkeypatch, tm
     net.cleanup(quiet=True)
     assert host.links == ["eth0"] and host.deleted[-1] == str(fabric.ECN_PIN_DIR)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_off_slot_names_the_iterations_a_held_job_did_not_run_on_its_slot():
+    records = [
+        {"end": 0.1, "drift_s": 0.0, "realignments": 0},
+        {"end": 0.2, "drift_s": 0.001, "realignments": 0},  # on time: interval 0
+        {"end": 0.3, "drift_s": 0.03, "realignments": 0},  # later than 20 ms: interval 1
+        {"end": 0.5, "drift_s": 0.0, "realignments": 1},  # skipped a slot: interval 2
+        {"end": 0.6, "drift_s": 0.0, "realignments": 1},
+    ]
+    assert off_slot(records, 0.02) == (1, 2)
+    assert off_slot(records, None) == (2,)  # no tolerance known: re-alignments only
+    assert off_slot(records[:1], 0.02) == ()
+    job = JobResult("a", (0.1, 0.1, 0.2, 0.1), 0, (), off_slot=(1, 2))
+    assert JobResult.from_dict("a", job.to_dict()) == job

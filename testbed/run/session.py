@@ -23,7 +23,7 @@ from cassini.measure import iteration_times
 from mltcp import variants
 from testbed import dscp_jobs, mltcp_jobs, startgate
 from testbed.capture import Capture
-from testbed.iterations import read_log
+from testbed.iterations import off_slot, read_log
 from testbed.net import EmulatedCluster, TestbedError
 from testbed.releaseboard import board_for
 from testbed.results import JobResult, SchemeResult
@@ -317,6 +317,7 @@ class Session:
             released=records[-1].get("released", False) if held else None,
             period_s=schedule.periods_s[job.job_id] if held else None,
             tolerance_s=schedule.tolerances_s.get(job.job_id) if held else None,
+            off_slot=off_slot(records, schedule.tolerances_s.get(job.job_id)) if held else (),
         )
 
 
