@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini.profile import JobProfile
-from cassini.sim.network import FlowJob
+from cassini.sim.network import FlowJob, simulate
 from experiments.columns import JOB, NOTE, SCHEME, Column
 from experiments.common import (
     JOB_SETS,
@@ -65,6 +65,7 @@ SCHEMES = ("ideal", "baseline", "cassini")
 VARIANTS = ("model", "model_goodput")
 DEFAULT_ITERATIONS = 30
 QUICK_ITERATIONS = 12
+ONE_SHOT_PERIOD_S = 1e6  # phase replay: a slot grid whose second slot no run reaches
 
 
 def scenario(job_set: str, iterations: int) -> dict[str, Any]:
@@ -99,7 +100,11 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
                     model_iteration_times(group, caps[variant], iterations, cfg.drift_tolerance)
                 )
             modelled[variant][name] = times
-    rows = compare_rows(results, ran, modelled)
+    replayed = {
+        variant: {name: phase_replay(cfg, profiles, schemes[name], caps[variant]) for name in ran}
+        for variant in VARIANTS
+    }
+    rows = compare_rows(results, ran, modelled, replayed)
     cassini = schemes.get("cassini")
     return {
         "scenario": dict(results.config),
@@ -113,6 +118,7 @@ def validate(results: ExperimentResult) -> dict[str, Any]:
             for name in ran
         },
         "modelled_iteration_times_s": modelled,
+        "replayed_comm_times_s": replayed,
         "realignments": {j: v.realignments for j, v in cassini.jobs.items()} if cassini else {},
         "rows": rows,
         "summary": error_summary(rows),
@@ -131,13 +137,60 @@ def model_groups(
     return [flow_jobs(cfg, profiles, starts, periods)]
 
 
+def phase_replay(
+    cfg: RunConfig,
+    profiles: dict[str, JobProfile],
+    scheme: SchemeResult,
+    capacity_bps: dict[str, float],
+) -> dict[str, list[tuple[float, float]]]:
+    """The network model given the phases the testbed had: every iteration of every job
+    (the first, start-up, left out) is a one-shot model job whose communication starts
+    when rank 0's did on the testbed.  Per job, per iteration: (modelled, measured)
+    communication time, seconds.  Empty when the run's worker logs are gone.
+
+    The closed-loop comparison (:func:`model_groups`) starts the jobs once and lets the
+    model run; where the testbed's phases drift (free-running jobs random-walk apart, a
+    held job re-aligns), it compares different phases.  The replay checks the sharing
+    alone."""
+    logs = {j: v.records() for j, v in scheme.jobs.items() if v.logs and v.logs[0].exists()}
+    if len(logs) < len(scheme.jobs):
+        return {}
+    origin = min(records[0]["comm_start"] for records in logs.values())
+    hosts = {job.job_id: job.hosts for job in cfg.jobs}
+    shots, measured = [], {}
+    for job_id, records in logs.items():
+        profile = profiles[job_id]
+        lead = profile.phases[0].start_s if profile.phases else 0.0
+        path = tuple(cfg.topology.ring_links(hosts[job_id]))
+        for k, record in enumerate(records[1:], 1):
+            anchor = record["comm_start"] - origin - lead
+            # one iteration: the next slot of a grid this long is past the horizon
+            shots.append(FlowJob(f"{job_id}#{k}", profile, path, anchor, ONE_SHOT_PERIOD_S))
+            measured[shots[-1].job_id] = record["end"] - record["comm_start"]
+    if not shots:
+        return {}
+    longest = max(p.iteration_time_s for p in profiles.values())
+    horizon = max(s.anchor_s for s in shots) + 10 * longest
+    res = simulate(shots, capacity_bps, horizon_s=horizon)
+    out: dict[str, list[tuple[float, float]]] = {j: [] for j in logs}
+    for shot in shots:
+        busy = res.busy_s[shot.job_id]
+        if not busy:
+            raise RuntimeError(f"{shot.job_id}: the replay did not finish in {horizon:.1f} s")
+        lead = shot.profile.phases[0].start_s if shot.profile.phases else 0.0
+        out[shot.job_id.partition("#")[0]].append((busy[0] - lead, measured[shot.job_id]))
+    return out
+
+
 def compare_rows(
     results: ExperimentResult,
     ran: list[str],
     modelled: dict[str, dict[str, dict[str, list[float]]]],
+    replayed: dict[str, dict[str, dict[str, list[tuple[float, float]]]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Per scheme and job: measured and modelled mean iteration time (whole run and second
-    half), slowdown over each job alone, and each variant's relative errors."""
+    half), slowdown over each job alone, each variant's relative errors, and where the
+    phase replay ran, mean communication time measured and replayed."""
     schemes = results.schemes
     rows = []
     ideal_measured = {j: _mean(v.iteration_times_s) for j, v in schemes["ideal"].jobs.items()}
@@ -170,6 +223,13 @@ def compare_rows(
                 row[f"{variant}_slowdown_error"] = (slowdown - row["measured_slowdown"]) / row[
                     "measured_slowdown"
                 ]
+                pairs = ((replayed or {}).get(variant, {}).get(name) or {}).get(job)
+                if pairs:
+                    comm = _mean([m for _, m in pairs])
+                    replay = _mean([r for r, _ in pairs])
+                    row["measured_comm_ms"] = comm * 1e3
+                    row[f"{variant}_replay_comm_ms"] = replay * 1e3
+                    row[f"{variant}_replay_error"] = (replay - comm) / comm
             rows.append(row)
     return rows
 
@@ -188,9 +248,21 @@ def error_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             "mean_abs_steady_error": statistics.mean(
                 abs(r[f"{variant}_steady_error"]) for r in shared
             ),
+            **_replay_summary(
+                [r[f"{variant}_replay_error"] for r in shared if f"{variant}_replay_error" in r]
+            ),  # fmt: skip
         }
         for variant in VARIANTS
         if shared
+    }
+
+
+def _replay_summary(errors: list[float]) -> dict[str, float]:
+    if not errors:
+        return {}
+    return {
+        "mean_abs_replay_error": statistics.mean(abs(e) for e in errors),
+        "max_abs_replay_error": max(abs(e) for e in errors),
     }
 
 
@@ -231,6 +303,11 @@ COLUMNS = (
     Column("measured_steady_ms", "2nd half: measured", ".1f"),
     Column("model_steady_ms", "model", ".1f"),
     Column("model_steady_error_pct", "err %", "+.1f"),
+    Column("measured_comm_ms", "comm: measured", ".1f"),
+    Column("model_replay_comm_ms", "replayed", ".1f"),
+    Column("model_replay_error_pct", "err %", "+.1f"),
+    Column("model_goodput_replay_comm_ms", "goodput-replayed", ".1f"),
+    Column("model_goodput_replay_error_pct", "err %", "+.1f"),
     Column("measured_slowdown", "measured x", ".3f"),
     Column("model_slowdown", "model x", ".3f"),
     Column("model_goodput_slowdown", "goodput-model x", ".3f"),
@@ -246,6 +323,11 @@ def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "model_error_pct": 100 * r["model_error"],
             "model_goodput_error_pct": 100 * r["model_goodput_error"],
             "model_steady_error_pct": 100 * r["model_steady_error"],
+            **{
+                f"{v}_replay_error_pct": 100 * r[f"{v}_replay_error"]
+                for v in VARIANTS
+                if f"{v}_replay_error" in r
+            },
         }
         for r in rows
     ]
@@ -317,6 +399,12 @@ def run_validation(run: Run) -> None:
             f"max {100 * s['max_abs_error']:.1f} %; slowdown |error| mean "
             f"{100 * s['mean_abs_slowdown_error']:.1f} %; second half |error| mean "
             f"{100 * s['mean_abs_steady_error']:.1f} %"
+            + (
+                f"; phase replay |error| mean {100 * s['mean_abs_replay_error']:.1f} %, "
+                f"max {100 * s['max_abs_replay_error']:.1f} %"
+                if "mean_abs_replay_error" in s
+                else "; phase replay: no worker logs"
+            )
         )
     print(
         f"goodput factor {report['goodput_factor']:.3f}; CASSINI re-alignments "

@@ -201,9 +201,9 @@ def test_main_models_a_finished_run_without_root(tmp_path, capsys):
 def test_tiny_testbed_run_is_modelled(tmp_path):
     require(os.geteuid() == 0, "root")
     require(shutil.which("mnexec") is not None, "mnexec (run make setup)")
-    # 20 iterations, not 6: CASSINI's start-up (phases that meet, drift past the tolerance,
-    # a re-alignment) lasts up to ~6 iterations, and CI's run of 2026-11-26 had j2 re-align
-    # inside a 6-iteration run's second half (-19.4 % there); 20 cost ~5 s more
+    # 20 iterations: past CASSINI's start-up (phases that meet, drift past the tolerance,
+    # a re-alignment: up to ~6 iterations; CI's 6-iteration run of 2026-11-26 re-aligned
+    # inside its second half, -19.4 %)
     assert sv.main(["--iterations", "20", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "validation.json").read_text())
     rows = {(r["scheme"], r["job"]): r for r in report["rows"]}
@@ -211,16 +211,22 @@ def test_tiny_testbed_run_is_modelled(tmp_path):
     # alone, the model runs at the measured profile: the same iteration time to a few %
     assert abs(rows[("ideal", "j1")]["model_error"]) < 0.05
     for key, r in sorted(rows.items()):
-        print(key, {k: round(r[k], 3) for k in ("model_error", "measured_slowdown",
-                                                   "model_slowdown")}, r["note"])  # fmt: skip
-    # contended rows.  Measured with this command (20 iterations, 2026-11-26, 6 runs, per
-    # job): same start, the model -2.7 to -8.3 % (it takes link capacity as payload rate),
-    # the goodput model -2.9 to +3.3 %; CASSINI over the second half -0.9 to +0.5 %, over
-    # the whole run down to -9.0 % in the one run with start-up re-alignments (README, 60
-    # iterations: same start -4.4 to +2.3 %, CASSINI's second half within 0-5 %)
+        print(key, {k: round(r[k], 3) for k in ("model_error", "model_goodput_replay_error",
+                                                   "measured_slowdown", "model_slowdown")},
+              r["note"])  # fmt: skip
+    # Given the phases the testbed had, the model shares the link as the testbed did.
+    # Measured (2026-11-26, 11 runs of 6 or 20 iterations, one beside the whole suite, per
+    # job): the goodput model -5.5 to +9.2 % (same start -3.3 to +9.2, CASSINI -5.5 to
+    # +7.8), the nominal model -10.4 to +5.8 % (it takes link capacity as payload rate).
+    for scheme in ("baseline", "cassini"):
+        for job in ("j1", "j2"):
+            assert abs(rows[(scheme, job)]["model_goodput_replay_error"]) < 0.12, (scheme, job)
+    # Closed loop (the model starts the jobs once and runs): held jobs, once past the
+    # start-up, run as modelled: over the second half -0.9 to +0.5 % (7 runs of 20).  No
+    # such check for the same start: free-running jobs random-walk apart on the testbed
+    # (3 of 11 runs of 20 iterations drifted towards interleaving, 1.09-1.20x against the
+    # model's lock-step 1.31-1.33x), which a jitter-free fluid started once cannot follow.
     for job in ("j1", "j2"):
-        assert abs(rows[("baseline", job)]["model_error"]) < 0.2, job
-        assert abs(rows[("baseline", job)]["model_goodput_error"]) < 0.1, job
         assert abs(rows[("cassini", job)]["model_steady_error"]) < 0.12, job
     # and the model sees the contention the testbed measured: same start 1.33-1.42x
     # measured, 1.21-1.29x modelled; held apart (when CASSINI did not decline) less of it
@@ -252,6 +258,54 @@ def test_the_iterations_a_held_job_ran_off_its_slot_are_named_and_counted():
     assert rows[("cassini", "j1")]["off_slot"] == [] and not rows[("cassini", "j1")]["note"]
     assert sv._off_slot_note(tuple(range(8)), 20) == (
         "off its slot in 8 of 20 iterations (0, 1, 2, 3, 4, 5, ...)"
+    )
+
+
+def _logged(tmp_path, job, comm_starts_s, comm_s):
+    """A worker log whose iterations communicate from ``comm_starts_s`` for ``comm_s``."""
+    path = tmp_path / f"{job}.jsonl"
+    records = [
+        {"iter": k, "start": t - 0.06, "comm_start": t, "end": t + comm_s, "bytes_sent": 0}
+        for k, t in enumerate(comm_starts_s)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return JobResult(job, (0.14,) * (len(records) - 1), 0, (path,))
+
+
+@pytest.mark.parametrize(
+    ("offset_s", "comm_s"),
+    [
+        (0.0, {"j1": 0.08, "j2": 0.08}),  # lock-step: each at half the link
+        (0.05, {"j1": 0.04, "j2": 0.04}),  # apart: each alone
+        # j1 alone for 20 ms (half its bits), then both at half: 60 ms each
+        (0.02, {"j1": 0.06, "j2": 0.06}),
+    ],
+)
+def test_phase_replay_shares_the_link_from_the_phases_the_testbed_had(tmp_path, offset_s, comm_s):
+    res = _fake_results(sv.scenario("pair", 10))
+    cfg = load_config(res.config)
+    profiles = dict(res.schemes["ideal"].profiles)  # 40 ms alone at the link's rate
+    starts = [0.2 * k for k in range(8)]
+    jobs = {
+        "j1": _logged(tmp_path, "j1", starts, comm_s["j1"]),
+        "j2": _logged(tmp_path, "j2", [t + offset_s for t in starts], comm_s["j2"]),
+    }
+    shared = replace(res.schemes["baseline"], jobs=jobs)
+    replay = sv.phase_replay(cfg, profiles, shared, cfg.topology.link_capacity())
+    for job, pairs in replay.items():
+        assert len(pairs) == 7  # the first iteration (start-up) left out
+        for modelled, measured in pairs:
+            assert measured == pytest.approx(comm_s[job])
+            assert modelled == pytest.approx(comm_s[job], rel=1e-6), job
+    report = sv.validate(ExperimentResult({**res.schemes, "baseline": shared}, res.config))
+    row = {(r["scheme"], r["job"]): r for r in report["rows"]}[("baseline", "j1")]
+    assert row["model_replay_error"] == pytest.approx(0.0, abs=1e-6)
+    assert row["measured_comm_ms"] == pytest.approx(1e3 * comm_s["j1"])
+    assert report["summary"]["model"]["max_abs_replay_error"] == pytest.approx(0.0, abs=1e-6)
+    # a scheme without worker logs (re-modelled elsewhere) has no replay, and says so
+    assert (
+        "model_replay_error"
+        not in {(r["scheme"], r["job"]): r for r in report["rows"]}[("cassini", "j1")]
     )
 
 
