@@ -23,6 +23,12 @@ Two model variants, neither fitted to the shared runs:
                  headers, ACKs and each phase's start-up are in them), so capacities
                  and rates share a unit.
 
+Two comparisons: closed loop (the model starts the jobs at the run's offsets and runs on
+its own), and the phase replay (every measured iteration replayed as a one-shot model
+job whose communication starts when the testbed's did: the network's sharing alone,
+whatever the phases did; free-running jobs random-walk apart on the testbed, which a
+model started once cannot follow).
+
 Writes results/sim_validation/validation.json and validation.png, and the testbed's own
 results under results/sim_validation/<set>-fair/; prints the table: mean iteration
 times over the whole run and over its second half (start-up transients left out, as
@@ -340,17 +346,30 @@ def plot(report: dict[str, Any], path: Path) -> None:
     labels = [f"{r['scheme']}\n{r['job']}" for r in rows]
     x = np.arange(len(rows))
     width = 0.27
-    with figure(path, 1, 2, figsize=(11, 3.8)) as (fig, axes):
+    replayed = [r for r in rows if "measured_comm_ms" in r]
+    panels = 3 if replayed else 2
+    with figure(path, 1, panels, figsize=(5.5 * panels, 3.8)) as (fig, axes):
         series = [("measured", "testbed"), ("model", "model"), ("model_goodput", "goodput model")]
         for k, (key, label) in enumerate(series):
             axes[0].bar(x + (k - 1) * width, [r[f"{key}_ms"] for r in rows], width, label=label)
             axes[1].bar(
                 x + (k - 1) * width, [r[f"{key}_slowdown"] for r in rows], width, label=label
             )
+        if replayed:
+            at = np.arange(len(replayed))
+            replay = [("measured_comm_ms", "testbed")] + [
+                (f"{v}_replay_comm_ms", f"{v.replace('_', ' ')}, replayed") for v in VARIANTS
+            ]
+            for k, (key, label) in enumerate(replay):
+                axes[2].bar(at + (k - 1) * width, [r[key] for r in replayed], width, label=label)
+            axes[2].set_ylabel("mean communication time (ms)")
+            axes[2].set_title("phase replay: the testbed's phases", fontsize=9)
+            axes[2].set_xticks(at, [f"{r['scheme']}\n{r['job']}" for r in replayed], fontsize=8)
+            axes[2].legend(fontsize=8, loc="lower right")
         axes[0].set_ylabel("mean iteration time (ms)")
         axes[1].set_ylabel("slowdown (scheme / dedicated)")
         axes[1].axhline(1.0, color="k", lw=0.8, ls="--")
-        for ax in axes:
+        for ax in axes[:2]:
             ax.set_xticks(x, labels, fontsize=8)
         axes[0].legend(fontsize=8)
         fabric = report["scenario"]["topology"]["fabric"]
