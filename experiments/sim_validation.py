@@ -256,7 +256,7 @@ def error_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             ),
             **_replay_summary(
                 [r[f"{variant}_replay_error"] for r in shared if f"{variant}_replay_error" in r]
-            ),  # fmt: skip
+            ),
         }
         for variant in VARIANTS
         if shared
@@ -279,7 +279,8 @@ def _second_half(times: Sequence[float]) -> list[float]:
 
 
 def _off_slot_note(off_slot: Sequence[int], count: int, shown: int = 6) -> str:
-    """ "off its slot in 3 of 29 iterations (3, 4, 5)": the first ``shown`` named."""
+    """The note for a held job's off-slot iterations, e.g. ``off its slot in 3 of 29
+    iterations (3, 4, 5)``: the first ``shown`` named."""
     named = ", ".join(map(str, off_slot[:shown])) + (", ..." if len(off_slot) > shown else "")
     return f"off its slot in {len(off_slot)} of {count} iterations ({named})"
 
