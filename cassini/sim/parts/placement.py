@@ -20,6 +20,7 @@ running :class:`cassini.sim.engine.Simulation` (read-only use of its state):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -118,18 +119,16 @@ def racks_needed(cluster: Fabric, gpus: int) -> int:
     return int(np.searchsorted(_rack_capacity(cluster), gpus)) + 1
 
 
-_RACK_CAPACITY: dict[int, tuple[Fabric, np.ndarray]] = {}
-
-
+@lru_cache(maxsize=8)
 def _rack_capacity(cluster: Fabric) -> np.ndarray:
     """GPUs in the largest racks, summed (the first k racks for each k); computed once
-    per cluster (the defragmenter asks for every running job at every event)."""
-    hit = _RACK_CAPACITY.get(id(cluster))
-    if hit is None or hit[0] is not cluster:
-        gpus = rack_sums(cluster.rack_servers, np.asarray(cluster.gpus_per_host))
-        hit = (cluster, np.cumsum(np.sort(gpus)[::-1]))
-        _RACK_CAPACITY[id(cluster)] = hit
-    return hit[1]
+    per cluster (the defragmenter asks for every running job at every event).  A
+    :class:`Cluster` hashes by its few sizes, a :class:`Topology` by identity; the
+    cache keeps the last few alive, not every cluster a sweep built."""
+    gpus = rack_sums(cluster.rack_servers, np.asarray(cluster.gpus_per_host))
+    out = np.cumsum(np.sort(gpus)[::-1])
+    out.flags.writeable = False  # shared by every caller
+    return out
 
 
 def is_compact(cluster: Fabric, placement: dict[int, int]) -> bool:
