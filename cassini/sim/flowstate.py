@@ -630,17 +630,20 @@ class FlowState:
         stall = 0.0
         if self.ints[0][i] == _WAIT and self.floats[4][i] != self.floats[4][i]:
             stall = max(0.0, self.floats[0][i] - self.t)  # stalled, not waiting for a slot
-        self.slot_of.pop(job_id)
-        del self.job_of[i]
-        del self.cycles[job_id], self.base[job_id]
         if self.ints[0][i] == _SEND:
             self._load(i, -self.floats[5][i])
         self.ints[0][i] = _IDLE
+        self._free_slot(job_id)
+        return done, pos, stall
+
+    def _free_slot(self, job_id: str) -> None:
+        """Forget an idle job (taken out, or ended its last cycle): its slot is free."""
+        i = self.slot_of.pop(job_id)
+        del self.job_of[i], self.cycles[job_id], self.base[job_id]
         self.links2d[i, :] = -1
         self.floats[4][i] = self.floats[10][i] = np.nan
         self._free.append(i)
         self._dirty = self._rebuild = True
-        return done, pos, stall
 
     def set_links(self, job_id: str, links: list[str]) -> None:
         i = self.slot_of[job_id]
@@ -760,11 +763,7 @@ class FlowState:
             mode = self.ints[0]
             finished = [j for j, i in self.slot_of.items() if mode[i] == _IDLE]
             for j in finished:
-                i = self.slot_of.pop(j)
-                del self.job_of[i], self.cycles[j], self.base[j]
-                self.links2d[i, :] = -1
-                self.floats[4][i] = self.floats[10][i] = np.nan
-                self._free.append(i)
+                self._free_slot(j)
             self._dirty = self._rebuild = True
         return Advanced(
             self.t,
