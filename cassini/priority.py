@@ -144,19 +144,10 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     _segment_costs_compiled = None
 
 
-def _best_cut(
-    order: list[str], edges: Mapping[tuple[str, str], float], k: int
-) -> tuple[float, list[int]]:
-    """Least within-level weight cutting ``order`` into <= k contiguous levels, with the
-    level of each position."""
-    pos = {j: i for i, j in enumerate(order)}
-    ends = np.array([(pos[u], pos[v]) for u, v in edges], np.int64).reshape(-1, 2)
-    return _best_cut_at(ends, np.array(list(edges.values()), float), len(order), k)
-
-
 def _best_cut_at(ends: np.ndarray, weights: np.ndarray, n: int, k: int) -> tuple[float, list[int]]:
-    """:func:`_best_cut` with the edges given by the positions of their ends (one row
-    per edge) and their weights."""
+    """Least within-level weight cutting an order of ``n`` jobs into <= k contiguous
+    levels, with the level of each position; the edges are given by the positions of
+    their ends in the order (one row per edge) and their ``weights``."""
     a = np.zeros((n, n))
     lo, hi = ends.min(axis=1), ends.max(axis=1)
     a[lo, hi] += weights  # one edge per pair: each cell gets at most one weight
@@ -201,14 +192,13 @@ def max_k_cut_levels(
     for j, vs in adjacent.items():
         split = bisect.bisect_left([rank[v] for v in vs], rank[j])
         indegree[j], successors[j] = split, vs[split:]
-    index = {j: i for i, j in enumerate(nodes)}
-    ends = np.array([(index[u], index[v]) for u, v in edges], np.int64).reshape(-1, 2)
+    ends = np.array([(rank[u], rank[v]) for u, v in edges], np.int64).reshape(-1, 2)
     weights = np.array(list(edges.values()), float)
     best: tuple[float, list[str], list[int]] | None = None
     for t in range(orders):
         order = nodes if t == 0 else _random_topological(nodes, indegree, successors, rng)
         pos = np.empty(len(nodes), np.int64)
-        pos[[index[j] for j in order]] = np.arange(len(order))
+        pos[[rank[j] for j in order]] = np.arange(len(order))
         within, levels = _best_cut_at(pos[ends], weights, len(order), k)
         if best is None or within < best[0] - 1e-12:
             best = (within, order, levels)
