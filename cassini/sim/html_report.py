@@ -128,7 +128,7 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
             + "".join(
                 _cell(r[k], k)
                 for k in ("capacity_gbps", "mean_utilisation", "peak_utilisation", "excess_s")
-            )  # fmt: skip
+            )
             + "</tr>"
             for r in table
         ]
@@ -144,7 +144,7 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
                 ],
                 rows,
                 f"links-{html.escape(name)}",
-            ),  # fmt: skip
+            ),
         ]
     return parts
 
@@ -158,7 +158,7 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
             ["cluster", "value"],
             [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in cluster.items()],
             "cluster",
-        )  # fmt: skip
+        )
     )
     workload = data.get("workload", {})
     flat = {k: v for k, v in workload.items() if not isinstance(v, list | dict)}
@@ -167,7 +167,7 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
             ["workload", "value"],
             [f"<tr>{_cell(k)}{_cell(v, k)}</tr>" for k, v in flat.items()],
             "workload",
-        )  # fmt: skip
+        )
     )
     lists = [
         *(f"skipped {n}: {why}" for why, n in workload.get("skipped", {}).items()),
