@@ -262,9 +262,13 @@ def iteration_starts(lines: Sequence[Any], skip: int = 1, source: str = "log") -
 def profile_from_log(
     job_id: str, records: Sequence[Mapping[str, Any]], skip: int = 1, source: str = "log"
 ) -> JobProfile:
-    """A job's profile from its timing log (one worker): iteration time = mean interval
-    between iteration ends; one communication phase starting after the mean compute time,
-    lasting the mean communication time, at the rate that moves the bytes in that time.
+    """A job's profile from its timing log (one worker): iteration time = median interval
+    between iteration ends; one communication phase starting after the median compute
+    time, lasting the median communication time, at the rate that moves the median bytes
+    in that time.  Medians, not means: a host's hiccup in a short profiling run (one
+    147 ms iteration, or a few slow ones, among ~105 ms) would otherwise stretch the
+    profile, and the advice then sees two equal jobs as incompatible (score 0.85 for the
+    compatible pair on the testbed, where the medians give 1.0).
 
     Raises InputError naming the field of a record that lacks a number, or ``source``
     when there are fewer than ``skip + 2`` iterations."""
@@ -277,12 +281,12 @@ def profile_from_log(
     recs = list(records)[skip:]
     if len(recs) < 2:
         raise InputError(source, f"job {job_id}: need at least {skip + 2} iterations to profile")
-    period = float(np.mean(iteration_times(recs)))
+    period = float(np.median(iteration_times(recs)))
     if not period > 0:
         raise InputError(f"{source}.end", "iteration ends do not increase")
-    compute = float(np.mean([r["comm_start"] - r["start"] for r in recs]))
-    comm = float(np.mean([r["end"] - r["comm_start"] for r in recs]))
-    sent = float(np.mean([r["bytes_sent"] for r in recs]))
+    compute = float(np.median([r["comm_start"] - r["start"] for r in recs]))
+    comm = float(np.median([r["end"] - r["comm_start"] for r in recs]))
+    sent = float(np.median([r["bytes_sent"] for r in recs]))
     comm = min(comm, period * 0.999)
     start = min(max(compute, 0.0), period * 0.999)
     phases = [Phase(start, comm, sent * 8 / comm)] if sent > 0 and comm > 0 else []
