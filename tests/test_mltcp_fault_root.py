@@ -2,7 +2,9 @@
 unload while 50 flows run (refused, then forced: flows go on on the base algorithm and
 nothing is left behind), idempotent load/unload and load after a crash that left pins,
 parameters changed every 100 ms under traffic, 200 flows on one FIFO bottleneck for 20 s
-in exact mode, a selected cgroup removed and a pinned map removed by hand."""
+in exact mode, a selected cgroup removed and a pinned map removed by hand.  Window repairs
+are allowed only with the known kernel fault's signature: it strikes on loss Recovery as
+well as on ECN's CWR."""
 
 import json
 import os
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import require
 from helpers.mltcp_flows import Pair, finish, sh, take_mltcp, wait_until
+from helpers.mltcp_window_fault import is_known_kernel_fault, repairs_since
 
 from mltcp import layout, loader
 from mltcp.bpfmap import map_info
@@ -80,6 +83,17 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def repairs() -> int:
     return loader.status()["window_repairs"]
+
+
+def assert_only_known_fault_repairs(before: int) -> None:
+    """Every window mltcp_guard repaired since `before` had the known kernel fault's
+    signature (README, Known problems): the guard may act, our growth may not need it.
+    Measured (2026-11-26, this host and CI): the 200-flow run below hit it on loss
+    Recovery in 1 of 9 runs here (2 sockets) and once in CI (5); never on our growth."""
+    log = repairs_since(before)
+    print(f"window repairs (known kernel fault): {len(log)}")
+    unknown = [e for e in log if not is_known_kernel_fault(e)]
+    assert unknown == [], unknown[:3]
 
 
 @pytest.mark.timing
@@ -150,7 +164,7 @@ def test_load_unload_idempotent_and_load_after_a_crash_that_left_pins(kernel):
 
 
 @pytest.mark.timing
-def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel, tmp_path):
+def test_parameters_changed_every_100ms_under_traffic_no_stall_no_unknown_repair(kernel, tmp_path):
     loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
     settings = [
         MltcpParams(1.0, 0.5, 10, "exact"),
@@ -192,10 +206,10 @@ def test_parameters_changed_every_100ms_under_traffic_no_stall_no_repair(kernel,
     # every flow kept going: at least 5 iterations, none longer than a second
     assert min(f["iterations"] for f in rows) >= 5, rows
     assert max(f["max_s"] for f in rows) < 1.0, max(f["max_s"] for f in rows)
-    assert repairs() == before
+    assert_only_known_fault_repairs(before)
 
 
-def test_200_flows_for_20s_exact_iteration_counts_and_no_repair_on_fifo(kernel, tmp_path):
+def test_200_flows_for_20s_exact_iteration_counts_no_unknown_repair_on_fifo(kernel, tmp_path):
     loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
     n, base, job0 = 200, 23000, 2000
     for i in range(n):
@@ -220,7 +234,7 @@ def test_200_flows_for_20s_exact_iteration_counts_and_no_repair_on_fifo(kernel, 
     assert len(out["flows"]) == n
     assert min(f["iterations"] for f in out["flows"]) >= 10
     assert wrong == [], wrong[:3]
-    assert repairs() == before
+    assert_only_known_fault_repairs(before)
     loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
 
 

@@ -213,6 +213,24 @@ class WindowPoll:
         self.t.join()
 
 
+KERNEL_TEXT_SSTHRESH = range(0x80000000, 0xC0000000)  # the low half of a kernel text address
+
+
+def repairs_since(before: int) -> list[dict]:
+    """The sockets mltcp_guard logged since the repair count was `before` (the log keeps
+    the last 64), each as found, before its window was put back."""
+    status = loader.status()
+    n = status.get("window_repairs", 0) - before
+    return status.get("repair_log", [])[-n:] if n > 0 else []
+
+
+def is_known_kernel_fault(repair: dict) -> bool:
+    """A repair with the known kernel fault's signature (README, Known problems): an
+    snd_ssthresh that is the low half of a kernel text address (0x8xxxxxxx; KASLR moves
+    it), stored when the socket entered CWR (ECN) or Recovery (loss)."""
+    return repair["snd_ssthresh"] in KERNEL_TEXT_SSTHRESH
+
+
 def repairs() -> int:
     try:
         return loader.status().get("window_repairs", 0)
