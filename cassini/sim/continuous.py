@@ -72,6 +72,7 @@ class ContinuousNetwork:
         self.tolerance = tolerance
         self.held_limit = held_limit
         self.uid: dict[str, int] = {}
+        self.job_of_uid: list[str] = []  # uid -> job id
         self.dedicated: list[float] = []
         self._sum: list[float] = []  # cycle seconds since the job's last timeline point
         self._n: list[int] = []
@@ -141,6 +142,7 @@ class ContinuousNetwork:
     def register(self, job_id: str, dedicated_s: float) -> int:
         if job_id not in self.uid:
             self.uid[job_id] = len(self.dedicated)
+            self.job_of_uid.append(job_id)
             self.dedicated.append(dedicated_s)
             self._sum.append(0.0)
             self._n.append(0)
@@ -228,9 +230,8 @@ class ContinuousNetwork:
     def _release_slow(self, sim: Simulation, adv: Advanced) -> None:
         """A held job that ended a cycle later than its period plus half the agent's
         tolerance cannot keep its slots: its group runs free from where it is."""
-        names = {u: j for j, u in self.uid.items()}
         for u, (_, busy) in adv.cycles().items():
-            job_id = names[u]
+            job_id = self.job_of_uid[u]
             if job_id not in self.flow or not self.flow.held(job_id):
                 continue
             r = sim.running[job_id]
