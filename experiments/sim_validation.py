@@ -163,7 +163,7 @@ def phase_replay(
         return {}
     origin = min(records[0]["comm_start"] for records in logs.values())
     hosts = {job.job_id: job.hosts for job in cfg.jobs}
-    shots, measured = [], {}
+    shots = []  # (job, its compute lead s, the one-shot, measured communication s)
     for job_id, records in logs.items():
         profile = profiles[job_id]
         lead = profile.phases[0].start_s if profile.phases else 0.0
@@ -171,20 +171,19 @@ def phase_replay(
         for k, record in enumerate(records[1:], 1):
             anchor = record["comm_start"] - origin - lead
             # one iteration: the next slot of a grid this long is past the horizon
-            shots.append(FlowJob(f"{job_id}#{k}", profile, path, anchor, ONE_SHOT_PERIOD_S))
-            measured[shots[-1].job_id] = record["end"] - record["comm_start"]
+            shot = FlowJob(f"{job_id}#{k}", profile, path, anchor, ONE_SHOT_PERIOD_S)
+            shots.append((job_id, lead, shot, record["end"] - record["comm_start"]))
     if not shots:
         return {}
     longest = max(p.iteration_time_s for p in profiles.values())
-    horizon = max(s.anchor_s for s in shots) + 10 * longest
-    res = simulate(shots, capacity_bps, horizon_s=horizon)
+    horizon = max(shot.anchor_s for _, _, shot, _ in shots) + 10 * longest
+    res = simulate([shot for _, _, shot, _ in shots], capacity_bps, horizon_s=horizon)
     out: dict[str, list[tuple[float, float]]] = {j: [] for j in logs}
-    for shot in shots:
+    for job_id, lead, shot, measured in shots:
         busy = res.busy_s[shot.job_id]
         if not busy:
             raise RuntimeError(f"{shot.job_id}: the replay did not finish in {horizon:.1f} s")
-        lead = shot.profile.phases[0].start_s if shot.profile.phases else 0.0
-        out[shot.job_id.partition("#")[0]].append((busy[0] - lead, measured[shot.job_id]))
+        out[job_id].append((busy[0] - lead, measured))
     return out
 
 
