@@ -18,7 +18,8 @@ from cassini import schema
 from cassini.errors import InputError
 from cassini.service import k8s
 from cassini.service.cluster import check_nodes, read_job
-from cassini.service.errors import json_bytes
+from cassini.service.errors import NotFound, json_bytes
+from cassini.service.registry import Registry
 from cassini.service.service import Service
 from cassini.service.shifts import JobShift, answered_shift
 from cassini.service.tasks import AdviseTask, FilterTask, PrioritizeTask, ScoreTask
@@ -42,7 +43,13 @@ Handler = Callable[[Service, Call], Awaitable[Answer]]
 
 
 async def health(service: Service, call: Call) -> Answer:
-    return 200, {"status": "ok", "version": service.version}
+    """Up, with the registered jobs kept but not used (and why)."""
+    unusable = service.registry.unusable()
+    return 200, {
+        "status": "ok",
+        "version": service.version,
+        "unusable_jobs": [{"id": j, "reason": why} for j, why in unusable.items()],
+    }
 
 
 async def metrics(service: Service, call: Call) -> Answer:
@@ -93,23 +100,29 @@ async def get_job(service: Service, call: Call) -> Answer:
 
 
 async def delete_job(service: Service, call: Call) -> Answer:
-    return 200, service.registry.delete(call.params["job_id"]).to_dict()
+    job_id = call.params["job_id"]
+    job = service.registry.delete(job_id)
+    if job is None:  # a stored row that no longer read: removed from the file
+        return 200, {"id": job_id, "nodes": []}
+    return 200, job.to_dict()
 
 
 async def get_time_shift(service: Service, call: Call) -> Answer:
     """The job's time-shift with its ETag (a digest of the answer: it changes exactly when
     the answer does); ``If-None-Match`` with the current ETag gets 304 and no body."""
     registry = service.registry
-    job = registry.job(call.params["job_id"])
-    s = registry.explicit.get(job.job_id)
+    s = _unusable_shift(registry, call.params["job_id"])
     if s is None:
-        _, shifts = await service.shifts(call.deadline)
-        s = shifts.get(job.job_id)
-    if s is None:  # registered after the computation started; not yet in its result
-        s = JobShift(
-            job.job_id, False, 0.0, job.profile.iteration_time_s, "not computed yet; retry"
-        )
-    s = answered_shift(s, registry.state(), registry.explicit)
+        job = registry.job(call.params["job_id"])
+        s = registry.explicit.get(job.job_id)
+        if s is None:
+            _, shifts = await service.shifts(call.deadline)
+            s = shifts.get(job.job_id)
+        if s is None:  # registered after the computation started; not yet in its result
+            s = JobShift(
+                job.job_id, False, 0.0, job.profile.iteration_time_s, "not computed yet; retry"
+            )
+        s = answered_shift(s, registry.state(), registry.explicit)
     body = json_bytes(s.to_dict(registry.epoch_s))
     etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
@@ -124,7 +137,29 @@ async def put_time_shift(service: Service, call: Call) -> Answer:
     job = registry.job(call.params["job_id"])
     shift = read_time_shift_put(call.body, job.job_id, registry.epoch_s)
     registry.set_shift(shift)
-    return 200, answered_shift(shift, registry.state(), registry.explicit).to_dict(registry.epoch_s)
+    answer = _unusable_shift(registry, job.job_id)
+    if answer is None:
+        answer = answered_shift(shift, registry.state(), registry.explicit)
+    return 200, answer.to_dict(registry.epoch_s)
+
+
+def _unusable_shift(registry: Registry, job_id: str) -> JobShift | None:
+    """A kept job the service cannot use runs free, with the reason (its explicit shift
+    stays stored for when it is usable again); None for a usable or unknown job."""
+    why = registry.unusable().get(job_id)
+    if why is None:
+        return None
+    job = registry.jobs().get(job_id)
+    if job is not None:
+        period = job.profile.iteration_time_s
+    else:
+        period = registry.unreadable[job_id][1] or 0.0
+        own = registry.explicit.get(job_id)
+        if own is not None and own.shift:
+            period = own.period_s
+        if period <= 0:
+            raise NotFound(f"job {job_id!r}: {why}", "job_id")
+    return JobShift(job_id, False, 0.0, period, f"kept but not used: {why}")
 
 
 def read_time_shift_put(obj: Any, job_id: str, default_epoch_s: float) -> JobShift:

@@ -70,6 +70,12 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.unusable_jobs = Gauge(
+            "cassini_jobs_unusable",
+            "Registered jobs kept in the state file but left out of every computation (a "
+            "node left the cluster, or the stored row no longer reads); /healthz lists them.",
+            registry=r,
+        )
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)
         for result in ("ok", "error"):

@@ -200,7 +200,20 @@ SCHEMAS: dict[str, Any] = {
         },
         ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"],
     ),
-    "Health": _obj({"status": {"type": "string"}, "version": {"type": "string"}}, ["status"]),
+    "Health": _obj(
+        {
+            "status": {"type": "string"},
+            "version": {"type": "string"},
+            "unusable_jobs": {
+                "type": "array",
+                "description": "registered jobs kept in the state file but not used (a node "
+                "left the cluster, or the stored row no longer reads); each answers "
+                "shift: false with the reason",
+                "items": _obj({"id": _ID, "reason": {"type": "string"}}, ["id", "reason"]),
+            },
+        },
+        ["status"],
+    ),
     "Error": _obj(
         {
             "error": _obj(

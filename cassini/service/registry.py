@@ -1,7 +1,12 @@
 """The service's registry: the cluster (from ``--cluster``), the running jobs (those of
 the cluster file and those registered over HTTP) and the time-shifts set by PUT.  What
 came over HTTP is written through to the :class:`~cassini.service.store.Store` (one
-transaction per write, committed before the answer) and read back from it at start."""
+transaction per write, committed before the answer) and read back from it at start.
+
+The service never refuses to start because of rows it wrote itself: a registered job it
+can no longer use (a node of it left the cluster, or its row no longer reads) is kept,
+listed by :meth:`Registry.unusable`, left out of every computation and answered
+``shift: false`` with the reason."""
 
 from __future__ import annotations
 
@@ -29,10 +34,14 @@ class Registry:
         self.file_jobs = {j.job_id: j for j in file_jobs}
         self.store = store
         self.max_jobs = max_jobs
-        self.api_jobs: dict[str, RunningJob] = {j.job_id: j for j in store.jobs()}
+        stored = store.jobs()
+        self.api_jobs: dict[str, RunningJob] = {j.job_id: j for j in stored.jobs}
+        #: rows kept in the state file that no longer read: id -> (why, iteration time s)
+        self.unreadable: dict[str, tuple[str, float | None]] = dict(stored.unreadable)
         self.explicit: dict[str, JobShift] = {s.job_id: s for s in store.shifts()}
         self._version = 0
         self._state: State | None = None
+        self._unusable: dict[str, str] | None = None
 
     @property
     def epoch_s(self) -> float:
@@ -50,14 +59,36 @@ class Registry:
             raise NotFound(f"no running job {job_id!r} (register it with POST /v1/jobs)", "job_id")
         return job
 
+    def stale_reason(self, job: RunningJob) -> str | None:
+        """Why a registered job cannot be placed on the current cluster (a node of it is
+        no longer there), or None."""
+        gone = [n for n in job.nodes if n not in self.cluster.nodes]
+        if not gone:
+            return None
+        return f"node{'s' if len(gone) > 1 else ''} {', '.join(gone)} no longer in the cluster"
+
+    def unusable(self) -> dict[str, str]:
+        """Registered jobs kept but not used: id -> why (their rows stay in the file)."""
+        if self._unusable is None:
+            out = {jid: why for jid, (why, _) in self.unreadable.items()}
+            for jid, job in self.api_jobs.items():
+                why = self.stale_reason(job)
+                if why is not None:
+                    out[jid] = why
+            self._unusable = dict(sorted(out.items()))
+        return self._unusable
+
     def state(self) -> State:
+        """The snapshot the workers compute on: every usable running job."""
         if self._state is None:
             self._version += 1
-            self._state = State(self._version, self.cluster, self.jobs())
+            usable = {j: job for j, job in self.jobs().items() if self.stale_reason(job) is None}
+            self._state = State(self._version, self.cluster, usable)
         return self._state
 
     def _changed(self) -> None:
         self._state = None
+        self._unusable = None
 
     def put(self, job: RunningJob) -> bool:
         """Register (or replace) a job; True if it is new.  An explicit shift goes."""
@@ -70,12 +101,20 @@ class Registry:
             )
         self.store.put_job(job)
         self.api_jobs[job.job_id] = job
+        self.unreadable.pop(job.job_id, None)
         self.explicit.pop(job.job_id, None)
         self._changed()
         return new
 
-    def delete(self, job_id: str) -> RunningJob:
+    def delete(self, job_id: str) -> RunningJob | None:
+        """Remove a job (None: it was an unreadable row, now removed from the file)."""
         job = self.jobs().get(job_id)
+        if job is None and job_id in self.unreadable:
+            self.store.delete_job(job_id)
+            del self.unreadable[job_id]
+            self.explicit.pop(job_id, None)
+            self._changed()
+            return None
         if job is None:
             raise NotFound(f"no running job {job_id!r}", "job_id")
         self.store.delete_job(job_id)
@@ -95,7 +134,7 @@ class Registry:
     def replace_file(self, cluster: ClusterNetwork, file_jobs: list[RunningJob]) -> None:
         self.cluster = cluster
         self.file_jobs = {j.job_id: j for j in file_jobs}
-        keep = set(self.jobs())
+        keep = set(self.jobs()) | set(self.unreadable)
         if any(j not in keep for j in self.explicit):
             self.store.forget_shifts(keep)
         self.explicit = {j: v for j, v in self.explicit.items() if j in keep}

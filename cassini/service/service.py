@@ -56,6 +56,8 @@ class Service:
         self.guard = WriteGuard(tokens, config.insecure_writes, limiter, reviewer)
         self.store = Store(config.state_path, default_epoch_s=self.start_s)  # StateError
         self.registry = Registry(cluster, jobs, self.store, config.max_jobs)
+        self.metrics.unusable_jobs.set_function(lambda: len(self.registry.unusable()))
+        self._log_unusable()
         self.audit = AuditLog(config.audit_log, self.log)
         self.drain = Drain()
         self.pool: WorkerPool | None = None
@@ -67,6 +69,10 @@ class Service:
 
     def log(self, line: str) -> None:
         self._log(line)
+
+    def _log_unusable(self) -> None:
+        for job_id, why in self.registry.unusable().items():
+            self.log(f"cassini serve: job {job_id}: kept in the state file, not used: {why}")
 
     async def start(self) -> None:
         """Lifespan start: the worker pool, in the serving event loop."""
@@ -101,16 +107,12 @@ class Service:
             return False
         try:
             cluster, jobs = load_cluster_file(path)
-            for job in self.registry.api_jobs.values():
-                unknown = [n for n in job.nodes if n not in cluster.nodes]
-                if unknown:
-                    self.log(f"cassini serve: job {job.job_id}: nodes no longer in the "
-                             f"cluster (ignored): {', '.join(unknown)}")
         except InputError as e:
             self.metrics.reloads.labels("error").inc()
             self.log(f"cassini serve: SIGHUP: {path}: {e}; keeping the previous cluster")
             return False
         self.registry.replace_file(cluster, jobs)
+        self._log_unusable()
         self.metrics.reloads.labels("ok").inc()
         state = self.registry.state()
         self.log(

@@ -7,7 +7,13 @@ made, and kept.  WAL journal, ``synchronous=FULL``, one transaction per write: a
 2xx is sent after its transaction committed, so a write the client saw acknowledged is
 in the file, whatever happens to the process after.  The schema's version is
 ``PRAGMA user_version``; an older file is migrated in place, a newer one or a file that
-is not a sound SQLite database is refused (:class:`StateError`) and left as it is.
+is not a sound SQLite database is refused (:class:`StateError`) and left as it is, and
+so is a SQLite database of another program (tables of its own and no cassini schema).
+
+A row the service wrote is never a reason to refuse the file: a job row it can no longer
+read is kept as it is and reported (:attr:`StoredJobs.unreadable`), never dropped.  A job
+registered by ``model`` is stored with the model *and* the profile it resolved to; it is
+read back with that profile (the library may have changed since), the model as its label.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cassini.errors import InputError
 from cassini.service.cluster import RunningJob, read_job
@@ -35,8 +43,21 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
+OUR_TABLES = frozenset({"meta", "jobs", "shifts"})
+
+
 class StateError(Exception):
     """The state file cannot be used; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class StoredJobs:
+    """The job rows of a state file: those read (``jobs``) and those kept but no longer
+    readable (``unreadable``: id -> why, with the row's iteration time in seconds when it
+    still gives one, else None)."""
+
+    jobs: list[RunningJob] = field(default_factory=list)
+    unreadable: dict[str, tuple[str, float | None]] = field(default_factory=dict)
 
 
 class Store:
@@ -60,6 +81,19 @@ class Store:
     def _check_and_migrate(self) -> None:
         conn = self._conn
         version = conn.execute("PRAGMA user_version").fetchone()[0]  # reads the header
+        tables = {
+            name for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        if (version == 0 and tables) or (0 < version <= SCHEMA_VERSION
+                                         and not tables >= OUR_TABLES):
+            theirs = ", ".join(sorted(tables - OUR_TABLES)) or "none of its tables"
+            raise StateError(
+                f"{self.path}: not a cassini state file (a SQLite database with tables "
+                f"{theirs}); give another --state file"
+            )
         if version > SCHEMA_VERSION:
             raise StateError(
                 f"{self.path}: schema version {version} is newer than this cassini's "
@@ -100,14 +134,19 @@ class Store:
         self._conn.execute("COMMIT")
 
     # -- reading ---------------------------------------------------------------------
-    def jobs(self) -> list[RunningJob]:
-        """The jobs registered over HTTP, checked as a request body is."""
-        out = []
+    def jobs(self) -> StoredJobs:
+        """The jobs registered over HTTP, each row checked as a request body is (a model
+        with its stored profile allowed); rows that fail are kept and reported."""
+        out = StoredJobs()
         for job_id, body in self._conn.execute("SELECT id, body FROM jobs ORDER BY id"):
             try:
-                out.append(read_job(json.loads(body)))
-            except (ValueError, InputError) as e:
-                raise StateError(f"{self.path}: job {job_id!r} unreadable: {e}") from None
+                job = stored_job(json.loads(body))
+                if job.job_id != job_id:
+                    raise InputError("id", f"the row's body names job {job.job_id!r}")
+                out.jobs.append(job)
+            except (ValueError, TypeError, InputError) as e:
+                out.unreadable[str(job_id)] = (f"stored row unreadable: {e}",
+                                               _iteration_time_s(body))
         return out
 
     def shifts(self) -> list[JobShift]:
@@ -149,6 +188,29 @@ class Store:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def stored_job(obj: Any) -> RunningJob:
+    """A job row as :meth:`RunningJob.to_dict` wrote it: a library job's ``model`` comes
+    with the profile it resolved to when it was registered, and that profile is used."""
+    if isinstance(obj, dict) and "model" in obj and ("phases" in obj or "iteration_time_s" in obj):
+        own = {k: v for k, v in obj.items() if k != "model"}
+        model = obj["model"]
+        if not isinstance(model, str) or not model:
+            raise InputError("model", "must be a non-empty string")
+        return replace(read_job(own), model=model)
+    return read_job(obj)
+
+
+def _iteration_time_s(body: str) -> float | None:
+    """The iteration time (seconds) an unreadable row still gives, else None."""
+    try:
+        value = json.loads(body).get("iteration_time_s")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1e9:
+        return float(value)
+    return None
 
 
 def _connect(path: str) -> sqlite3.Connection:

@@ -86,7 +86,8 @@ def two_node_cluster(**extra: Any) -> dict[str, Any]:
 
 def serve_process(*args: str) -> tuple[subprocess.Popen, int]:
     """``cassini serve --port 0 ARGS`` in a subprocess; (process, port) once it listens.
-    Without ``--state``, state in memory; without ``--token-file``, open writes."""
+    Without ``--state``, state in memory; without ``--token-file``, open writes.  The
+    lines it logged before listening are kept in ``process.startup_log``."""
     extra = [] if "--state" in args else ["--state", ":memory:"]
     if "--token-file" not in args and "--insecure-writes" not in args:
         extra.append("--insecure-writes")
@@ -97,10 +98,12 @@ def serve_process(*args: str) -> tuple[subprocess.Popen, int]:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     deadline = time.monotonic() + 60
+    proc.startup_log = []  # type: ignore[attr-defined]
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         if not line:
             break
+        proc.startup_log.append(line)  # type: ignore[attr-defined]
         if "listening on http://127.0.0.1:" in line:
             return proc, int(line.split("127.0.0.1:")[1].split()[0])
     proc.kill()
