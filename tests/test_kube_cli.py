@@ -34,7 +34,7 @@ def api():
 def test_from_kube_prints_the_hand_written_cluster(api, tmp_path, capsys):
     kubeconfig = api.kubeconfig(tmp_path)
     assert main(["cluster", "from-kube", "--kubeconfig", kubeconfig,
-                 "--oversubscription", "2,4"]) == 0
+                 "--oversubscription", "2,8"]) == 0
     out = capsys.readouterr().out
     assert read_cluster(yaml.safe_load(out)) == load_cluster_file(DATA / "cluster-64.yaml")
     assert out.startswith("# cassini cluster from-kube: Kueue Topology default; tiers (top "
@@ -48,12 +48,12 @@ def test_from_kube_prints_the_hand_written_cluster(api, tmp_path, capsys):
 def test_from_kube_out_file_without_jobs(api, tmp_path, capsys):
     out = tmp_path / "cluster.yaml"
     assert main(["cluster", "from-kube", "--kubeconfig", api.kubeconfig(tmp_path),
-                 "--oversubscription", "2,4", "--no-jobs", "--out", str(out)]) == 0
+                 "--oversubscription", "2,8", "--no-jobs", "--out", str(out)]) == 0
     cluster, jobs = load_cluster_file(out)
     assert jobs == [] and cluster == load_cluster_file(DATA / "cluster-64.yaml")[0]
     assert not api.seen("/api/v1/pods")
     assert main(["cluster", "show", str(out)]) == 0
-    assert "[block-b/rack-3-up, block-b/rack-3-down]  200 Gb/s  (8 nodes)" in \
+    assert "[block-b/rack-3-up, block-b/rack-3-down]  50 Gb/s  (8 nodes)" in \
         capsys.readouterr().out
 
 

@@ -42,7 +42,7 @@ def test_kueue_topology_gives_the_hand_written_cluster():
     nodes = recorded_nodes()
     h = hierarchy_from_kueue(kueue_topology(), nodes)
     assert h.tiers == (BLOCK, RACK) and not h.unplaced  # hostname level = the node itself
-    built = build_cluster(nodes, h, LinkOptions(oversubscription=(2.0, 4.0)))
+    built = build_cluster(nodes, h, LinkOptions(oversubscription=(2.0, 8.0)))
     cluster, _ = load_cluster_file(DATA / "cluster-64.yaml")
     assert built.cluster.links == cluster.links
     assert built.cluster.nodes == cluster.nodes
@@ -57,8 +57,8 @@ def test_rack_names_repeat_under_blocks_as_distinct_domains():
     built = build_cluster(nodes, h, LinkOptions())
     assert set(built.cluster.nodes["node-00"]).isdisjoint(built.cluster.nodes["node-32"])
     # no oversubscription: a rack carries its 8 NICs, a block its 4 racks
-    assert built.cluster.links["block-a/rack-0-up"] == 8e11
-    assert built.cluster.links["block-b-down"] == 32e11
+    assert built.cluster.links["block-a/rack-0-up"] == 4e11
+    assert built.cluster.links["block-b-down"] == 16e11
 
 
 def test_order_of_the_api_list_does_not_change_the_model():
@@ -151,9 +151,9 @@ def test_draw_shows_tiers_nested():
     cluster, _ = load_cluster_file(DATA / "cluster-64.yaml")
     lines = draw(cluster).splitlines()
     assert lines[0] == "64 nodes, 84 links, 10 shared switches"
-    assert lines[1] == "[block-a-up, block-a-down]  400 Gb/s  (32 nodes)"
-    assert lines[2] == "  [block-a/rack-0-up, block-a/rack-0-down]  200 Gb/s  (8 nodes)"
-    assert lines[3] == "    node-00  (node-00-nic, 100 Gb/s)"
+    assert lines[1] == "[block-a-up, block-a-down]  100 Gb/s  (32 nodes)"
+    assert lines[2] == "  [block-a/rack-0-up, block-a/rack-0-down]  50 Gb/s  (8 nodes)"
+    assert lines[3] == "    node-00  (node-00-nic, 50 Gb/s)"
 
 
 def test_pods_resolve_to_jobs():

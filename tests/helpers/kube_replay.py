@@ -2,7 +2,7 @@
 for tests that drive the real ``kubernetes`` client (no API server can be installed here).
 
 - ``GET <collection>`` answers the next scripted list body (the last one again when the
-  script runs out);
+  script runs out; a ``(status, body)`` tuple answers that status);
 - ``GET <collection>?watch=1`` answers the next scripted watch stream, chunked, one JSON
   event per line as the API server writes them (``ADDED``/``MODIFIED``/``DELETED``/
   ``BOOKMARK``/``ERROR``); a :class:`threading.Event` in a script holds the stream there
@@ -115,6 +115,8 @@ class ReplayApiServer:
             with self.lock:
                 bodies = self.lists[parts.path]
                 body = bodies.popleft() if len(bodies) > 1 else bodies[0]
+            if isinstance(body, tuple):  # (status code, body): an error answer
+                return self._json(h, *body)
             return self._json(h, 200, body)
         if method == "GET" and parts.path in self.objects:
             return self._json(h, 200, self.objects[parts.path])

@@ -74,6 +74,10 @@ def list_all(call: Callable[..., Any], **kwargs: Any) -> ListResult:
     while True:
         extra = {"_continue": token} if token else {}
         resp = call(limit=PAGE, _preload_content=False, **kwargs, **extra)
+        if not 200 <= resp.status <= 299:
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=resp.status, reason=resp.reason)
         body = json.loads(resp.data)
         items.extend(body.get("items") or [])
         meta = body.get("metadata") or {}
