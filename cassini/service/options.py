@@ -70,6 +70,10 @@ cluster file (--cluster, YAML or JSON; reloaded on SIGHUP):
   jobs:  [{id: bert-a, model: bert, nodes: [gpu-0-0, gpu-0-1]}, ...]   (optional)
   epoch_s: 1767225600.0                                                  (optional)
 
+or --kube (the [kube] extra): the cluster from the API server's Nodes and a Kueue
+  Topology, Volcano HyperNodes or --topology-labels; the running jobs from Pods with
+  cassini.io/job; both kept up to date by watches ('cassini cluster --help', docs/service.md).
+
 example:
   cassini serve --port 8080 --cluster deploy/cluster-example.yaml &
   curl -sS -H 'Content-Type: application/json' \\
