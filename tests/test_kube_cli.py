@@ -85,3 +85,24 @@ def test_show_names_a_bad_file(tmp_path, capsys):
     bad.write_text("links: 3\nnodes: {}\n")
     assert main(["cluster", "show", str(bad)]) == 2
     assert "bad.yaml" in capsys.readouterr().err
+
+
+def test_volcano_hypernodes_when_there_is_no_kueue_topology(tmp_path, capsys):
+    with ReplayApiServer() as api:
+        api.add_list("/api/v1/nodes", recorded("nodes-64.json"))
+        api.add_list("/apis/topology.volcano.sh/v1alpha1/hypernodes",
+                     recorded("volcano-hypernodes.json"))
+        assert main(["cluster", "from-kube", "--kubeconfig", api.kubeconfig(tmp_path),
+                     "--oversubscription", "2,8", "--no-jobs"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# cassini cluster from-kube: Volcano HyperNodes; tiers (top first): "
+                          "block, rack\n")
+    cluster, _ = read_cluster(yaml.safe_load(out))
+    want, _ = load_cluster_file(DATA / "cluster-64.yaml")
+    # the same switches under the HyperNodes' names (block-a/a-rack-1 for block-a/rack-1)
+    assert sorted(cluster.links.values()) == sorted(want.links.values())
+    assert cluster.nodes["node-09"] == ("node-09-nic", "block-a/a-rack-1-up",
+                                        "block-a/a-rack-1-down", "block-a-up", "block-a-down")
+    renamed = {n: tuple(x.replace("/a-rack", "/rack").replace("/b-rack", "/rack") for x in ls)
+               for n, ls in cluster.nodes.items()}
+    assert renamed == want.nodes

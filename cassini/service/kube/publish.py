@@ -41,7 +41,7 @@ class Publisher:
         self.ready = ready or threading.Event()
         self.stopping = threading.Event()
         self.published = 0  # writes done
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[int, Hierarchy] | None = None  # (state version, model) written
         self._thread = threading.Thread(target=self.run, name="cassini-publish", daemon=True)
 
     def start(self) -> Publisher:
@@ -75,8 +75,8 @@ class Publisher:
         hierarchy, state = self.snapshot()
         if hierarchy is None:
             return False
-        seen = (state.version, id(hierarchy))
-        if seen == self._seen:
+        seen = (state.version, hierarchy)
+        if self._seen is not None and self._seen[0] == seen[0] and self._seen[1] is hierarchy:
             return False
         entry = weights_entry(hierarchy, state, self.score)
         custom = CustomObjectsApi(self.api)
@@ -101,7 +101,7 @@ class Publisher:
         self._done(seen, "updated")
         return True
 
-    def _done(self, seen: tuple[int, int], how: str) -> None:
+    def _done(self, seen: tuple[int, Hierarchy], how: str) -> None:
         self._seen = seen
         self.published += 1
         self.log(f"cassini serve: NetworkTopology {self.namespace}/{self.name}: "
