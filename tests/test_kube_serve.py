@@ -201,3 +201,22 @@ def test_api_errors_back_off_and_recover(tmp_path):
 def test_kube_and_cluster_file_exclude_each_other():
     with pytest.raises(ValueError, match="not both"):
         start(kube=KubeOptions(), cluster_file=str(DATA / "cluster-64.yaml"))
+
+
+def test_serve_options_become_kube_options(tmp_path, capsys):
+    from cassini.cli import build_parser
+    from cassini.service.cli import _kube_options
+
+    with ReplayApiServer() as api:
+        kubeconfig = api.kubeconfig(tmp_path)
+    args = build_parser().parse_args([
+        "serve", "--kube", "--kubeconfig", kubeconfig, "--topology-labels", "zone,rack",
+        "--nic-bps", "2.5e10", "--oversubscription", "3,2",
+        "--publish-network-topology", "ml/view", "--publish-interval-s", "10"])
+    assert _kube_options(args) == KubeOptions(
+        kubeconfig=kubeconfig, topology_labels=("zone", "rack"), kueue_topology=None,
+        links=LinkOptions(2.5e10, (3.0, 2.0)), publish_network_topology="ml/view",
+        publish_interval_s=10.0)
+    bad = build_parser().parse_args(["serve", "--kube", "--kubeconfig", str(tmp_path / "no")])
+    assert _kube_options(bad) == 2
+    assert "cassini: error: --kube: kubeconfig:" in capsys.readouterr().err
