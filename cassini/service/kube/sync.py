@@ -62,6 +62,7 @@ class KubeSync:
         self.jobs: dict[str, RunningJob] = {}
         self.hierarchy: Any = None
         self._reported: dict[str, Any] = {}
+        self._listed: set[str] = set()  # "nodes", "pods": first list applied
         self._lock = threading.RLock()
         self.synced = threading.Event()  # set after the first model was applied
         self.watches: list[ListWatch] = []
@@ -112,6 +113,7 @@ class KubeSync:
                 self.log(f"cassini serve: kube: {e}; node ignored")
         with self._lock:
             self.nodes = nodes
+            self._listed.add("nodes")
             self._rebuild()
 
     def _node_event(self, kind: str, name: str, obj: dict[str, Any]) -> None:
@@ -134,6 +136,7 @@ class KubeSync:
         pods = {k: p for k, p in ((k, job_pod(o)) for k, o in objects.items()) if p is not None}
         with self._lock:
             self.pods = pods
+            self._listed.add("pods")
             self._rebuild()
 
     def _pod_event(self, kind: str, key: str, obj: dict[str, Any]) -> None:
@@ -181,7 +184,7 @@ class KubeSync:
         self.synced.set()
 
     def _ready(self) -> bool:
-        return bool(self.watches) and all(w.lists > 0 for w in self.watches)
+        return self._listed == {"nodes", "pods"}
 
     def _report(self, what: str, now: dict[str, str], line: str) -> None:
         """Log the entries of ``now`` that are new or changed since the last report."""
