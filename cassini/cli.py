@@ -16,6 +16,7 @@ from typing import Any
 from cassini import api, server
 from cassini.advisor import Advice
 from cassini.errors import InputError
+from cassini.service.kube import cli as cluster_cli
 from cassini.sim import cli as sim_cli
 
 EPILOG = """\
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     server.add_arguments(serve)
     sim_cli.add_parser(sub)
+    cluster_cli.add_parser(sub)
     _add_profile_parser(sub)
     return parser
 
@@ -109,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         return server.serve_command(args)
     if args.command == "sim":
         return sim_cli.main(args)
+    if args.command == "cluster":
+        return cluster_cli.main(args)
     if args.command == "profile":
         return _profile_command(args)
     try:

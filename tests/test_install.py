@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Not core dependencies: only the extras ([testbed], [sim], [ray]) install them.
-HEAVY = ("torch", "torchvision", "matplotlib", "scapy", "pyroute2", "transformers", "ray")
+#: Not core dependencies: only the extras ([testbed], [sim], [ray], [kube]) install them.
+HEAVY = (
+    "torch", "torchvision", "matplotlib", "scapy", "pyroute2", "transformers", "ray", "kubernetes"
+)
 CORE = {
     "numpy",
     "networkx",

@@ -57,6 +57,9 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.token_review and not args.token_review_user:
         print("cassini: error: --token-review needs --token-review-user", file=sys.stderr)
         return 2
+    kube = _kube_options(args)
+    if isinstance(kube, int):
+        return kube
     config = ServiceConfig(
         max_body_bytes=args.max_body_bytes,
         timeout_s=args.timeout_s,
@@ -74,6 +77,7 @@ def serve_command(args: argparse.Namespace) -> int:
         token_review_url=args.token_review,
         token_review_users=tuple(args.token_review_user),
         token_review_ca=args.token_review_ca if args.token_review else None,
+        kube=kube,
     )
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     try:
@@ -86,6 +90,37 @@ def serve_command(args: argparse.Namespace) -> int:
             print(f"cassini: error: --token-file {args.token_file}: {e}", file=sys.stderr)
         else:
             print(f"cassini: error: --cluster {args.cluster}: {e}", file=sys.stderr)
+        return 2
+
+
+def _kube_options(args: argparse.Namespace) -> Any:
+    """``--kube``'s options (None without it), or the exit status of a bad option."""
+    from cassini.errors import InputError
+
+    if not args.kube:
+        if args.publish_network_topology:
+            print("cassini: error: --publish-network-topology needs --kube", file=sys.stderr)
+            return 2
+        return None
+    if args.cluster:
+        print("cassini: error: give --cluster or --kube, not both", file=sys.stderr)
+        return 2
+    from cassini.service.kube.cli import link_options
+    from cassini.service.kube.client import api_client
+    from cassini.service.kube.sync import KubeOptions
+
+    try:
+        api_client(args.kubeconfig)  # a bad kubeconfig, or no client: exit 2 now
+        return KubeOptions(
+            kubeconfig=args.kubeconfig,
+            topology_labels=tuple(args.topology_labels),
+            kueue_topology=args.kueue_topology,
+            links=link_options(args),
+            publish_network_topology=args.publish_network_topology,
+            publish_interval_s=args.publish_interval_s,
+        )
+    except InputError as e:
+        print(f"cassini: error: --kube: {e}", file=sys.stderr)
         return 2
 
 
@@ -213,6 +248,8 @@ def serve(
 
 def _cluster_line(service: Any) -> str:
     cfg = service.config
+    if cfg.kube is not None:
+        return "from the Kubernetes API server (--kube; nodes and jobs follow its watches)"
     if cfg.cluster_file is None:
         return "none (extender scores are neutral)"
     reg = service.registry

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from cassini.circle import n_angles
 
@@ -35,8 +36,11 @@ class ServiceConfig:
     token_review_users: tuple[str, ...] = ()
     token_review_ca: str | None = None
     token_review_own_token: str | None = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    kube: Any = None  # cassini.service.kube.sync.KubeOptions: the cluster from the API server
 
     def __post_init__(self) -> None:
+        if self.kube is not None and self.cluster_file is not None:
+            raise ValueError("give a cluster file or kube, not both")
         if self.token_review_url and not self.token_review_users:
             raise ValueError("token_review_url needs token_review_users (who may write)")
         if not (isinstance(self.max_jobs, int) and self.max_jobs > 0):

@@ -70,6 +70,10 @@ cluster file (--cluster, YAML or JSON; reloaded on SIGHUP):
   jobs:  [{id: bert-a, model: bert, nodes: [gpu-0-0, gpu-0-1]}, ...]   (optional)
   epoch_s: 1767225600.0                                                  (optional)
 
+or --kube (the [kube] extra): the cluster from the API server's Nodes and a Kueue
+  Topology, Volcano HyperNodes or --topology-labels; the running jobs from Pods with
+  cassini.io/job; both kept up to date by watches ('cassini cluster --help', docs/service.md).
+
 example:
   cassini serve --port 8080 --cluster deploy/cluster-example.yaml &
   curl -sS -H 'Content-Type: application/json' \\
@@ -194,6 +198,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no log line per request")
     _add_safety_arguments(parser)
+    _add_kube_arguments(parser)
+
+
+def _add_kube_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kube`` and its options (docs/service.md, "Kubernetes without a cluster file")."""
+    from cassini.service.kube.cli import add_kube_arguments
+
+    group = parser.add_argument_group("the cluster from Kubernetes (instead of --cluster)")
+    group.add_argument(
+        "--kube",
+        action="store_true",
+        help="build the cluster from the API server's Nodes and topology objects and the "
+        "running jobs from Pods carrying cassini.io/job, kept up to date by watches",
+    )
+    add_kube_arguments(group)  # type: ignore[arg-type]
+    group.add_argument(
+        "--publish-network-topology",
+        metavar="[NAMESPACE/]NAME",
+        default=None,
+        help="with --kube: keep the 'cassini' weights of this scheduler-plugins "
+        "NetworkTopology up to date (namespace default: default)",
+    )
+    group.add_argument(
+        "--publish-interval-s",
+        type=_positive_seconds,
+        default=30.0,
+        metavar="S",
+        help="publish the NetworkTopology at most every S seconds (default 30)",
+    )
 
 
 def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:

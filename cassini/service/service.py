@@ -66,6 +66,7 @@ class Service:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.on_started: Callable[[], None] | None = None
         self.openapi: dict[str, Any] = {}  # the OpenAPI document, set by create_app
+        self.kube: Any = None  # cassini.service.kube (--kube): started with the loop
 
     def log(self, line: str) -> None:
         self._log(line)
@@ -80,10 +81,16 @@ class Service:
         self.pool = WorkerPool(
             self.config.workers or default_workers(), on_restart=self.metrics.worker_restarts.inc
         )
+        if self.config.kube is not None:
+            from cassini.service.kube.service_hook import start_kube
+
+            self.kube = start_kube(self)
         if self.on_started is not None:
             self.on_started()
 
     async def stop(self) -> None:
+        if self.kube is not None:
+            self.kube.stop()
         if self.pool is not None:
             self.pool.close()
         self.store.close()

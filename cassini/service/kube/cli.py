@@ -1,0 +1,183 @@
+"""``cassini cluster from-kube`` (the model built from the cluster, in the cluster file
+format) and ``cassini cluster show FILE`` (a cluster file drawn tier by tier), and the
+Kubernetes options ``cassini serve --kube`` shares with them.  Standard library only at
+module level."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+EPILOG = """\
+topology, in order of what exists (unless --topology-labels is given):
+  a Kueue Topology (kueue.x-k8s.io: spec.levels[].nodeLabel, top level first),
+  Volcano HyperNodes (topology.volcano.sh: tiers, members), or
+  --topology-labels A,B,C (node labels, top tier first; a last kubernetes.io/hostname
+  is the node itself).
+links: each node's NIC (node annotation cassini.io/nic-bps, bits/s, else --nic-bps)
+and the uplink/downlink of every domain above it: the sum of the capacities below it
+divided by the tier's --oversubscription (top tier first; default 1).
+examples:
+  cassini cluster from-kube --oversubscription 2,4 --out cluster.yaml
+  cassini cluster show cluster.yaml
+"""
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _ratios(text: str) -> tuple[float, ...]:
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be numbers, got {part!r}") from None
+        if not (value >= 1 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"each must be a finite number >= 1, got {part}")
+        out.append(value)
+    return tuple(out)
+
+
+def _labels(text: str) -> tuple[str, ...]:
+    out = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one label")
+    return out
+
+
+def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the cluster is and how its topology becomes links."""
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", default=None,
+        help="kubeconfig file (default: the pod's in-cluster config, else ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--topology-labels", type=_labels, default=(), metavar="A,B,C",
+        help="node labels of the tiers, top first (default: a Kueue Topology, else Volcano "
+        "HyperNodes)",
+    )
+    parser.add_argument(
+        "--kueue-topology", metavar="NAME", default=None,
+        help="the Kueue Topology to use (default: the only one, else 'default')",
+    )
+    parser.add_argument(
+        "--nic-bps", type=_positive, default=None, metavar="BPS",
+        help="NIC capacity (bits/s) of nodes without the cassini.io/nic-bps annotation "
+        "(default: such nodes are left out, and reported)",
+    )
+    parser.add_argument(
+        "--oversubscription", type=_ratios, default=(), metavar="X,Y",
+        help="oversubscription of each tier's uplinks, top tier first (default 1)",
+    )
+
+
+def link_options(args: argparse.Namespace) -> Any:
+    from cassini.service.kube.topology import LinkOptions
+
+    return LinkOptions(args.nic_bps, tuple(args.oversubscription))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """``cassini cluster``."""
+    p = sub.add_parser(
+        "cluster",
+        help="the cluster model: build it from Kubernetes, or draw a cluster file",
+        description="Build the cluster model 'cassini serve' scores on from what a Kubernetes "
+        "cluster publishes, or draw a cluster file tier by tier.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    csub = p.add_subparsers(dest="cluster_command", required=True, metavar="SUBCOMMAND")
+    fk = csub.add_parser(
+        "from-kube",
+        help="print the model built from the cluster's nodes, topology and pods",
+        description="Print the model built from the cluster (the cluster file format, for "
+        "'cassini serve --cluster').",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_kube_arguments(fk)
+    fk.add_argument("--out", metavar="FILE", default=None, help="write here (default: stdout)")
+    fk.add_argument("--no-jobs", action="store_true", help="leave out the jobs of the pods")
+    show = csub.add_parser("show", help="draw a cluster file tier by tier")
+    show.add_argument("file", help="cluster file (YAML/JSON)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from cassini.errors import InputError
+
+    try:
+        if args.cluster_command == "show":
+            return _show(args)
+        return _from_kube(args)
+    except InputError as e:
+        print(f"cassini: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _show(args: argparse.Namespace) -> int:
+    from cassini.service.cluster import load_cluster_file
+    from cassini.service.kube.render import draw
+
+    try:
+        cluster, _ = load_cluster_file(args.file)
+    except Exception as e:
+        print(f"cassini: error: {args.file}: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(draw(cluster))
+    return 0
+
+
+def _from_kube(args: argparse.Namespace) -> int:
+    from cassini.service.kube.client import api_client, kubernetes_module, model_from_kube
+    from cassini.service.kube.render import cluster_file_text
+
+    kubernetes_module()
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    api = api_client(args.kubeconfig)
+    try:
+        built, pod_jobs = model_from_kube(
+            api, link_options(args), args.topology_labels, args.kueue_topology,
+            with_jobs=not args.no_jobs,
+        )
+    except ApiException as e:
+        print(f"cassini: error: the API server answered {e.status} {e.reason}", file=sys.stderr)
+        return 2
+    except HTTPError as e:
+        print(f"cassini: error: cannot reach the API server: {e}", file=sys.stderr)
+        return 2
+    h = built.hierarchy
+    header = [
+        f"cassini cluster from-kube: {h.source}; tiers (top first): {', '.join(h.tiers)}",
+        f"{len(built.cluster.nodes)} nodes, {len(built.cluster.links)} links, "
+        f"{len(pod_jobs.jobs)} running jobs",
+    ]
+    for node, why in sorted(built.left_out.items()):
+        header.append(f"left out: node {node}: {why}")
+        print(f"cassini cluster from-kube: node {node} left out: {why}", file=sys.stderr)
+    for job, why in sorted(pod_jobs.problems.items()):
+        header.append(f"not registered: job {job}: {why}")
+        print(f"cassini cluster from-kube: job {job} not registered: {why}", file=sys.stderr)
+    text = cluster_file_text(built.cluster, pod_jobs.jobs.values(), header)
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            print(f"cassini: error: --out {args.out}: {e.strerror or e}", file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 0 if built.cluster.nodes else 1

@@ -1,0 +1,183 @@
+"""Reading the cluster from the API server with the official ``kubernetes`` client (the
+``[kube]`` extra): the client (:func:`api_client`), paged lists as plain JSON
+(:func:`list_all`), the topology objects (:func:`discover_source`) and a one-shot model
+(:func:`model_from_kube`, ``cassini cluster from-kube``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cassini.errors import InputError
+from cassini.service.kube.pods import PodJobs, job_pod, jobs_from_pods
+from cassini.service.kube.topology import (
+    BuiltCluster,
+    Hierarchy,
+    KubeNode,
+    LinkOptions,
+    build_cluster,
+    hierarchy_from_hypernodes,
+    hierarchy_from_kueue,
+    hierarchy_from_labels,
+)
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1", "v1alpha1")  # newest first; the first served wins
+VOLCANO_GROUP, VOLCANO_VERSION = "topology.volcano.sh", "v1alpha1"
+PAGE = 500  # objects per list page
+
+
+def kubernetes_module() -> Any:
+    """The ``kubernetes`` package, or InputError saying how to install it."""
+    try:
+        import kubernetes
+    except ImportError:
+        raise InputError(
+            "kube", "the Kubernetes client is not installed: pip install 'netaware-ml[kube]'"
+        ) from None
+    return kubernetes
+
+
+def api_client(kubeconfig: str | None = None) -> Any:
+    """An ``ApiClient``: from ``kubeconfig``, else the pod's in-cluster configuration,
+    else ``$KUBECONFIG`` / ``~/.kube/config``."""
+    k8s = kubernetes_module()
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        if kubeconfig:
+            return k8s.config.new_client_from_config(config_file=kubeconfig)
+        try:
+            cfg = k8s.client.Configuration()
+            k8s.config.load_incluster_config(client_configuration=cfg)
+            return k8s.client.ApiClient(cfg)
+        except ConfigException:
+            return k8s.config.new_client_from_config()
+    except (ConfigException, OSError) as e:
+        raise InputError("kubeconfig", f"cannot configure the Kubernetes client: {e}") from None
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """The items of a list (plain JSON) and the list's ``resourceVersion``."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+def list_all(call: Callable[..., Any], **kwargs: Any) -> ListResult:
+    """Every page of a list call (``CoreV1Api.list_node``...) as plain JSON."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        extra = {"_continue": token} if token else {}
+        resp = call(limit=PAGE, _preload_content=False, **kwargs, **extra)
+        if not 200 <= resp.status <= 299:
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=resp.status, reason=resp.reason)
+        body = json.loads(resp.data)
+        items.extend(body.get("items") or [])
+        meta = body.get("metadata") or {}
+        token = meta.get("continue") or None
+        if token is None:
+            return ListResult(items, str(meta.get("resourceVersion") or ""))
+
+
+def _list_custom(api: Any, group: str, version: str, plural: str) -> list[dict[str, Any]] | None:
+    """A cluster-scoped custom resource's objects; None when the API serves no such
+    resource (404) or this service may not read it (403)."""
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        body = CustomObjectsApi(api).list_cluster_custom_object(group, version, plural)
+    except ApiException as e:
+        if e.status in (403, 404):
+            return None
+        raise
+    return list(body.get("items") or [])
+
+
+@dataclass(frozen=True)
+class TopologySource:
+    """Where the tiers come from: node labels (``labels``), a Kueue ``Topology``
+    (``kueue``) or Volcano ``HyperNode`` objects (``hypernodes``)."""
+
+    labels: tuple[str, ...] = ()
+    kueue: dict[str, Any] | None = None
+    hypernodes: tuple[dict[str, Any], ...] = ()
+
+    def hierarchy(self, nodes: list[KubeNode]) -> Hierarchy:
+        if self.kueue is not None:
+            return hierarchy_from_kueue(self.kueue, nodes)
+        if self.hypernodes:
+            return hierarchy_from_hypernodes(self.hypernodes, nodes)
+        return hierarchy_from_labels(nodes, self.labels)
+
+
+def discover_source(
+    api: Any, labels: tuple[str, ...] = (), kueue_topology: str | None = None
+) -> TopologySource:
+    """The topology to use: ``labels`` when given; else a Kueue ``Topology`` (the one
+    named ``kueue_topology``, else the only one, else ``default``); else Volcano
+    ``HyperNode`` objects; else InputError."""
+    if labels:
+        return TopologySource(labels=tuple(labels))
+    for version in KUEUE_VERSIONS:
+        found = _list_custom(api, KUEUE_GROUP, version, "topologies")
+        if found is None:
+            continue
+        if found:
+            by_name = {(t.get("metadata") or {}).get("name"): t for t in found}
+            if kueue_topology is not None:
+                if kueue_topology not in by_name:
+                    raise InputError(
+                        "kueue-topology",
+                        f"no Kueue Topology {kueue_topology!r} (there are: "
+                        f"{', '.join(sorted(map(str, by_name)))})",
+                    )
+                return TopologySource(kueue=by_name[kueue_topology])
+            if len(found) == 1:
+                return TopologySource(kueue=found[0])
+            if "default" in by_name:
+                return TopologySource(kueue=by_name["default"])
+            raise InputError(
+                "kueue-topology",
+                f"{len(found)} Kueue Topologies ({', '.join(sorted(map(str, by_name)))}): "
+                "name one with --kueue-topology",
+            )
+        break
+    if kueue_topology is not None:
+        raise InputError("kueue-topology", "the API server serves no Kueue Topology")
+    hypernodes = _list_custom(api, VOLCANO_GROUP, VOLCANO_VERSION, "hypernodes")
+    if hypernodes:
+        return TopologySource(hypernodes=tuple(hypernodes))
+    raise InputError(
+        "topology",
+        "no Kueue Topology and no Volcano HyperNode in the cluster: give "
+        "--topology-labels (node labels, top tier first)",
+    )
+
+
+def model_from_kube(
+    api: Any,
+    options: LinkOptions,
+    labels: tuple[str, ...] = (),
+    kueue_topology: str | None = None,
+    with_jobs: bool = True,
+) -> tuple[BuiltCluster, PodJobs]:
+    """The cluster model and the running jobs, read once."""
+    from kubernetes.client import CoreV1Api
+
+    core = CoreV1Api(api)
+    source = discover_source(api, labels, kueue_topology)
+    nodes = [KubeNode.from_object(o, f"node[{i}]") for i, o in
+             enumerate(list_all(core.list_node).items)]
+    built = build_cluster(nodes, source.hierarchy(nodes), options)
+    pods: list[Any] = []
+    if with_jobs:
+        pods = [p for p in map(job_pod, list_all(core.list_pod_for_all_namespaces).items) if p]
+    return built, jobs_from_pods(pods)

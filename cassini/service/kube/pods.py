@@ -1,0 +1,94 @@
+"""Running jobs from Pods (pure).  A pod belongs to job J when it carries
+``cassini.io/job: J`` as an annotation (or, failing that, a label), whatever controller
+made it (a PodGroup, a JobSet, a PyTorchJob...).  A job runs while at least one of its
+pods is bound to a node (``spec.nodeName``) and not finished (phase neither
+``Succeeded`` nor ``Failed``); its nodes are those pods' nodes, its profile the
+``cassini.io/model`` or ``cassini.io/profile`` annotation of its first pod (by namespace
+and name) that has one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassini.errors import InputError
+from cassini.service.cluster import RunningJob
+from cassini.service.k8s import ANNOTATION_JOB, ANNOTATION_MODEL, ExtenderArgs, pod_profile
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class JobPod:
+    """What a job needs of one of its pods: ``namespace/name``, the job, the node it is
+    bound to (None: not yet), whether it finished, and its annotations."""
+
+    key: str
+    job_id: str
+    node: str | None
+    finished: bool
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.node is not None and not self.finished
+
+
+def pod_key(obj: Any) -> str:
+    """``namespace/name`` of a Pod object ('' when it has no name)."""
+    meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def job_pod(obj: Any) -> JobPod | None:
+    """The pod as one of a job's, or None when it names no job."""
+    if not isinstance(obj, dict):
+        return None
+    meta = obj.get("metadata") or {}
+    ann = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    labels = meta.get("labels") or {}
+    job_id = ann.get(ANNOTATION_JOB) or labels.get(ANNOTATION_JOB)
+    if not job_id:
+        return None
+    node = (obj.get("spec") or {}).get("nodeName") or None
+    phase = (obj.get("status") or {}).get("phase")
+    return JobPod(pod_key(obj), str(job_id), node, phase in FINISHED_PHASES, ann)
+
+
+@dataclass(frozen=True)
+class PodJobs:
+    """The running jobs the pods give (id -> job) and the jobs named by running pods that
+    could not be registered (id -> why)."""
+
+    jobs: dict[str, RunningJob]
+    problems: dict[str, str]
+
+
+def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
+    """Group the running pods by job; one :class:`RunningJob` per job."""
+    by_job: dict[str, list[JobPod]] = {}
+    for pod in pods:
+        if pod.running:
+            by_job.setdefault(pod.job_id, []).append(pod)
+    jobs: dict[str, RunningJob] = {}
+    problems: dict[str, str] = {}
+    for job_id in sorted(by_job):
+        members = sorted(by_job[job_id], key=lambda p: p.key)
+        profile, model, why = None, None, "no cassini.io/model or cassini.io/profile on its pods"
+        for pod in members:
+            ann = pod.annotations | {ANNOTATION_JOB: job_id}  # the job a label named
+            try:
+                profile = pod_profile(ExtenderArgs(pod.key, ann, (), None), {})
+            except InputError as e:
+                why = f"pod {pod.key}: {e}"
+                continue
+            if profile is not None:
+                model = pod.annotations.get(ANNOTATION_MODEL)
+                break
+        if profile is None:
+            problems[job_id] = why
+            continue
+        nodes = tuple(sorted({p.node for p in members if p.node is not None}))
+        jobs[job_id] = RunningJob(profile, nodes, model)
+    return PodJobs(jobs, problems)

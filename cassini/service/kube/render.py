@@ -1,0 +1,147 @@
+"""A cluster model as text: in the cluster file format (:func:`cluster_file_text`, what
+``cassini serve --cluster`` reads back) and drawn tier by tier (:func:`draw`).  Pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cassini.service.cluster import ClusterNetwork, RunningJob
+
+
+def yaml_float(x: float) -> str:
+    """A float YAML 1.1 reads back as the same float (PyYAML needs a dot in 1e+22)."""
+    text = repr(float(x))
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exp = text.split("e")
+        text = f"{mantissa}.0e{exp}"
+    return text
+
+
+def _scalar(s: str) -> str:
+    """A string as a YAML flow scalar (JSON quoting when plain text could mislead)."""
+    plain = s and all(c.isalnum() or c in "-_./" for c in s) and not s[0].isdigit()
+    return s if plain and s.lower() not in ("true", "false", "null", "yes", "no", "on", "off") \
+        else json.dumps(s)
+
+
+def cluster_file_text(
+    cluster: ClusterNetwork, jobs: Iterable[RunningJob] = (), header: Sequence[str] = ()
+) -> str:
+    """The cluster file (YAML) of the model: ``links``, ``nodes``, ``jobs`` (and
+    ``epoch_s`` when set), ``header`` lines as comments on top."""
+    out = [f"# {line}" if line else "#" for line in header]
+    if cluster.epoch_s is not None:
+        out.append(f"epoch_s: {yaml_float(cluster.epoch_s)}")
+    out.append("links:" if cluster.links else "links: []")
+    for lid, cap in cluster.links.items():
+        out.append(f"  - {{id: {_scalar(lid)}, capacity_bps: {yaml_float(cap)}}}")
+    out.append("nodes:" if cluster.nodes else "nodes: {}")
+    for node, links in cluster.nodes.items():
+        out.append(f"  {_scalar(node)}: [{', '.join(_scalar(x) for x in links)}]")
+    jobs = list(jobs)
+    if jobs:
+        out.append("jobs:")
+    for job in jobs:
+        nodes = f"nodes: [{', '.join(_scalar(n) for n in job.nodes)}]"
+        if job.model is not None:
+            out.append(f"  - {{id: {_scalar(job.job_id)}, model: {_scalar(job.model)}, {nodes}}}")
+        else:
+            phases = ", ".join(
+                f"{{start_s: {yaml_float(p.start_s)}, duration_s: {yaml_float(p.duration_s)}, "
+                f"rate_bps: {yaml_float(p.rate_bps)}}}"
+                for p in job.profile.phases
+            )
+            out.append(
+                f"  - {{id: {_scalar(job.job_id)}, iteration_time_s: "
+                f"{yaml_float(job.profile.iteration_time_s)}, phases: [{phases}], {nodes}}}"
+            )
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Links shared by the same set of nodes (one switch port pair, or a NIC)."""
+
+    links: tuple[str, ...]
+    capacities_bps: tuple[float, ...]
+    nodes: frozenset[str]
+
+
+def switches(cluster: ClusterNetwork) -> list[Switch]:
+    """The cluster's links grouped by the set of nodes that send through them, largest
+    set first (ties by first link id)."""
+    users: dict[str, set[str]] = {}
+    for node, links in cluster.nodes.items():
+        for lid in links:
+            users.setdefault(lid, set()).add(node)
+    groups: dict[frozenset[str], list[str]] = {}
+    for lid in cluster.links:
+        groups.setdefault(frozenset(users.get(lid, ())), []).append(lid)
+    out = [
+        Switch(tuple(ls), tuple(cluster.links[x] for x in ls), nodes)
+        for nodes, ls in groups.items()
+    ]
+    return sorted(out, key=lambda s: (-len(s.nodes), s.links[0]))
+
+
+def _bps(x: float) -> str:
+    for unit, scale in (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6)):
+        if x >= scale:
+            return f"{x / scale:g} {unit}"
+    return f"{x:g} b/s"
+
+
+def _caps(s: Switch) -> str:
+    caps = sorted(set(s.capacities_bps))
+    return " / ".join(_bps(c) for c in caps)
+
+
+def draw(cluster: ClusterNetwork) -> str:
+    """The cluster tier by tier: each switch (links shared by more than one node) under
+    the smallest switch that contains its nodes, with its links and capacity; under the
+    lowest, its nodes and their own links (NICs)."""
+    groups = switches(cluster)
+    shared = [s for s in groups if len(s.nodes) > 1]
+    parent: dict[int, int | None] = {}
+    for i, s in enumerate(shared):
+        holders = [j for j, t in enumerate(shared) if j != i and s.nodes < t.nodes]
+        parent[i] = min(holders, key=lambda j: len(shared[j].nodes)) if holders else None
+    own: dict[str, list[str]] = {n: [] for n in cluster.nodes}
+    for s in groups:
+        if len(s.nodes) == 1:
+            own[next(iter(s.nodes))].extend(s.links)
+    lines = [
+        f"{len(cluster.nodes)} nodes, {len(cluster.links)} links, "
+        f"{len(shared)} shared switches"
+    ]
+
+    def node_line(node: str, indent: str) -> str:
+        mine = own[node]
+        caps = sorted({cluster.links[x] for x in mine})
+        what = ", ".join(mine) if mine else "no own link"
+        speed = " / ".join(_bps(c) for c in caps)
+        return f"{indent}{node}  ({what}{', ' + speed if speed else ''})"
+
+    def walk(i: int, depth: int) -> None:
+        s = shared[i]
+        indent = "  " * depth
+        lines.append(
+            f"{indent}[{', '.join(s.links)}]  {_caps(s)}  ({len(s.nodes)} nodes)"
+        )
+        kids = [j for j in parent if parent[j] == i]
+        for j in kids:
+            walk(j, depth + 1)
+        covered = set().union(*(shared[j].nodes for j in kids)) if kids else set()
+        for node in sorted(s.nodes - covered):
+            lines.append(node_line(node, "  " * (depth + 1)))
+
+    for i in (j for j in parent if parent[j] is None):
+        walk(i, 0)
+    in_shared = set().union(*(s.nodes for s in shared)) if shared else set()
+    alone = sorted(n for n in cluster.nodes if n not in in_shared)
+    if alone:
+        lines.append("nodes on no shared switch:")
+        lines.extend(node_line(n, "  ") for n in alone)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,195 @@
+"""``cassini serve --kube``: the cluster model and the running jobs kept in step with the
+API server (:class:`KubeSync`), handed to the service through one seam, ``apply(cluster,
+jobs)`` (:func:`attach` makes it :meth:`Registry.replace_file
+<cassini.service.registry.Registry.replace_file>` on the serving event loop: the
+cluster and jobs take the place of a cluster file's; jobs registered over HTTP, explicit
+shifts and the epoch stay in the state file).
+
+Nodes and Pods are each listed then watched (:class:`~.watch.ListWatch`).  The topology
+source (Kueue ``Topology``, Volcano ``HyperNode``, or ``--topology-labels``) is looked up
+again at every full list of the nodes.  A node added, relabelled or removed rebuilds the
+model; a job whose pods sit on a node no longer in the model is kept and reported (its
+other nodes still count)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassini.errors import InputError
+from cassini.service.cluster import ClusterNetwork, RunningJob
+from cassini.service.kube.pods import JobPod, job_pod, jobs_from_pods, pod_key
+from cassini.service.kube.topology import KubeNode, LinkOptions, build_cluster
+from cassini.service.kube.watch import Backoff, ListWatch
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    """``cassini serve --kube``'s options: the kubeconfig (None: in-cluster), the topology
+    (labels, else a Kueue Topology's name, else discovered), link capacities, the
+    NetworkTopology to publish (``[NAMESPACE/]NAME``, None: none) and how often at most
+    (seconds), and the watches' server-side timeout (seconds)."""
+
+    kubeconfig: str | None = None
+    topology_labels: tuple[str, ...] = ()
+    kueue_topology: str | None = None
+    links: LinkOptions = field(default_factory=LinkOptions)
+    publish_network_topology: str | None = None
+    publish_interval_s: float = 30.0
+    watch_timeout_s: int = 300
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+Apply = Callable[[ClusterNetwork, list[RunningJob]], None]
+
+
+class KubeSync:
+    """Watches Nodes and Pods; after both first lists, and after every change that
+    matters, builds the model and calls ``apply(cluster, jobs)`` (from a watch thread)."""
+
+    def __init__(self, options: KubeOptions, apply: Apply, log: Callable[[str], None],
+                 api: Any = None) -> None:
+        self.options = options
+        self.apply = apply
+        self.log = log
+        self.api = api
+        self.source: Any = None
+        self.nodes: dict[str, KubeNode] = {}
+        self.pods: dict[str, JobPod] = {}
+        self.cluster = ClusterNetwork()
+        self.jobs: dict[str, RunningJob] = {}
+        self.hierarchy: Any = None
+        self._reported: dict[str, Any] = {}
+        self._listed: set[str] = set()  # "nodes", "pods": first list applied
+        self._lock = threading.RLock()
+        self.synced = threading.Event()  # set after the first model was applied
+        self.watches: list[ListWatch] = []
+
+    def start(self) -> KubeSync:
+        from kubernetes.client import CoreV1Api
+
+        from cassini.service.kube.client import api_client
+
+        if self.api is None:
+            self.api = api_client(self.options.kubeconfig)
+        core = CoreV1Api(self.api)
+        common = {"log": self.log, "watch_timeout_s": self.options.watch_timeout_s,
+                  "backoff": self.options.backoff}
+        self.watches = [
+            ListWatch("nodes", core.list_node, lambda o: o["metadata"]["name"],
+                      self._nodes_listed, self._node_event, **common),
+            ListWatch("pods", core.list_pod_for_all_namespaces, pod_key,
+                      self._pods_listed, self._pod_event, **common),
+        ]
+        for w in self.watches:
+            w.start()
+        return self
+
+    def stop(self) -> None:
+        for w in self.watches:
+            w.stopping.set()
+        for w in self.watches:
+            w.stop()
+
+    # nodes
+    def _nodes_listed(self, objects: dict[str, dict[str, Any]]) -> None:
+        from cassini.service.kube.client import discover_source
+
+        o = self.options
+        try:
+            self.source = discover_source(self.api, o.topology_labels, o.kueue_topology)
+        except InputError as e:
+            self.log(f"cassini serve: kube: {e}" + ("; keeping the previous topology"
+                                                    if self.source is not None else ""))
+        except Exception as e:
+            self.log(f"cassini serve: kube: cannot read the topology objects: {e}")
+        nodes = {}
+        for name, obj in objects.items():
+            try:
+                nodes[name] = KubeNode.from_object(obj, f"node {name}")
+            except InputError as e:
+                self.log(f"cassini serve: kube: {e}; node ignored")
+        with self._lock:
+            self.nodes = nodes
+            self._listed.add("nodes")
+            self._rebuild()
+
+    def _node_event(self, kind: str, name: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "DELETED":
+                if self.nodes.pop(name, None) is not None:
+                    self._rebuild()
+                return
+            try:
+                node = KubeNode.from_object(obj, f"node {name}")
+            except InputError as e:
+                self.log(f"cassini serve: kube: {e}; node ignored")
+                return
+            if self.nodes.get(name) != node:  # status-only updates change nothing here
+                self.nodes[name] = node
+                self._rebuild()
+
+    # pods
+    def _pods_listed(self, objects: dict[str, dict[str, Any]]) -> None:
+        pods = {k: p for k, p in ((k, job_pod(o)) for k, o in objects.items()) if p is not None}
+        with self._lock:
+            self.pods = pods
+            self._listed.add("pods")
+            self._rebuild()
+
+    def _pod_event(self, kind: str, key: str, obj: dict[str, Any]) -> None:
+        pod = None if kind == "DELETED" else job_pod(obj)
+        with self._lock:
+            if self.pods.get(key) == pod:
+                return
+            if pod is None:
+                self.pods.pop(key, None)
+            else:
+                self.pods[key] = pod
+            self._rebuild()
+
+    # the model
+    def _rebuild(self) -> None:
+        if not self._ready():  # both first lists first: no half model
+            return
+        nodes = list(self.nodes.values())
+        if self.source is not None:
+            try:
+                hierarchy = self.source.hierarchy(nodes)
+                built = build_cluster(nodes, hierarchy, self.options.links)
+                self.cluster, self.hierarchy = built.cluster, hierarchy
+                self._report("left out", built.left_out, "node {} left out of the model: {}")
+            except InputError as e:
+                self.log(f"cassini serve: kube: topology: {e}; keeping the previous model")
+        pod_jobs = jobs_from_pods(self.pods.values())
+        self._report("problems", pod_jobs.problems, "job {} not registered: {}")
+        for job_id in sorted(set(self.jobs) - set(pod_jobs.jobs)):
+            self.log(f"cassini serve: kube: job {job_id} removed (its last pod ended)")
+        for job_id, job in sorted(pod_jobs.jobs.items()):
+            if job_id not in self.jobs:
+                self.log(f"cassini serve: kube: job {job_id} registered on "
+                         f"{', '.join(job.nodes)}")
+        self.jobs = pod_jobs.jobs
+        missing = {
+            j.job_id: ", ".join(n for n in j.nodes if n not in self.cluster.nodes)
+            for j in self.jobs.values()
+            if any(n not in self.cluster.nodes for n in j.nodes)
+        }
+        self._report("missing", missing,
+                     "job {} runs on nodes no longer in the model (kept; its other nodes "
+                     "count): {}")
+        self.apply(self.cluster, list(self.jobs.values()))
+        self.synced.set()
+
+    def _ready(self) -> bool:
+        return self._listed == {"nodes", "pods"}
+
+    def _report(self, what: str, now: dict[str, str], line: str) -> None:
+        """Log the entries of ``now`` that are new or changed since the last report."""
+        before = self._reported.get(what, {})
+        for k in sorted(now):
+            if before.get(k) != now[k]:
+                self.log("cassini serve: kube: " + line.format(k, now[k]))
+        self._reported[what] = dict(now)

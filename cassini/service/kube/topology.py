@@ -1,0 +1,338 @@
+"""The cluster model (:class:`~cassini.service.cluster.ClusterNetwork`) from Kubernetes
+objects, as a hand-written cluster file would give it.  Pure: JSON objects in, model out.
+
+Where a node sits (:class:`Hierarchy`) comes from one of:
+
+- a Kueue ``Topology`` (``kueue.x-k8s.io``): ``spec.levels[].nodeLabel``, top level
+  first; a node's domain at level k is the tuple of its values of levels 0..k, so a rack
+  name may repeat under different blocks.  A last level ``kubernetes.io/hostname`` is the
+  node itself (schema: kubernetes-sigs/kueue ``apis/kueue/v1beta1/topology_types.go``);
+- Volcano ``HyperNode`` objects (``topology.volcano.sh/v1alpha1``): ``spec.tier`` (1 is
+  the lowest), ``spec.members[]`` of type ``Node`` (selector ``exactMatch.name``,
+  ``regexMatch.pattern`` or ``labelMatch``) or ``HyperNode`` (exact or regex on names)
+  (schema: volcano-sh/apis ``pkg/apis/topology/v1alpha1/hypernode_types.go``);
+- plain node labels, top first (``--topology-labels block,rack``).
+
+Links (:func:`build_cluster`): every node sends through its NIC (``<node>-nic``, the
+node's annotation ``cassini.io/nic-bps`` in bits/s, else ``--nic-bps``) and through the
+uplink and downlink of each domain above it (``<domain path joined by />-up`` and
+``-down``), whose capacity is the sum of the capacities below it divided by that tier's
+oversubscription.  A job crosses the links of all its nodes, as with a cluster file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassini import schema
+from cassini.errors import InputError
+from cassini.service.cluster import ClusterNetwork
+
+ANNOTATION_NIC_BPS = "cassini.io/nic-bps"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    """What the model needs of a Node object: name, labels, annotations."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_object(cls, obj: Any, where: str = "node") -> KubeNode:
+        """A Node from its API JSON (``metadata.name``, ``.labels``, ``.annotations``)."""
+        obj = schema.require_object(obj, where)
+        meta = schema.require_object(obj.get("metadata") or {}, f"{where}.metadata")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{where}.metadata.name", "missing or not a string")
+        labels = schema.require_object(meta.get("labels") or {}, f"{where}.metadata.labels")
+        ann = schema.require_object(meta.get("annotations") or {}, f"{where}.metadata.annotations")
+        return cls(name, {str(k): str(v) for k, v in labels.items()},
+                   {str(k): str(v) for k, v in ann.items()})
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Where nodes sit: the tiers' names (top first), each placed node's domain path (one
+    name per tier, top first; shorter where a hierarchy skips tiers), the nodes that could
+    not be placed (with why), and what it was read from."""
+
+    source: str
+    tiers: tuple[str, ...]
+    paths: dict[str, tuple[str, ...]]
+    unplaced: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LinkOptions:
+    """Link capacities: the NIC (bits/s) of nodes without the annotation (None: such a
+    node is left out and reported) and the oversubscription of each tier, top first (a
+    missing tier: 1, no oversubscription)."""
+
+    nic_bps: float | None = None
+    oversubscription: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.nic_bps is not None and not (self.nic_bps > 0 and math.isfinite(self.nic_bps)):
+            raise InputError("nic-bps", f"must be a finite number > 0, got {self.nic_bps!r}")
+        for i, x in enumerate(self.oversubscription):
+            if not (x >= 1 and math.isfinite(x)):
+                raise InputError(
+                    f"oversubscription[{i}]", f"must be a finite number >= 1, got {x!r}"
+                )
+
+    def of_tier(self, depth: int) -> float:
+        return self.oversubscription[depth] if depth < len(self.oversubscription) else 1.0
+
+
+def hierarchy_from_labels(
+    nodes: Iterable[KubeNode], labels: Sequence[str], source: str = ""
+) -> Hierarchy:
+    """Tiers from node labels, top first; a last ``kubernetes.io/hostname`` is the node."""
+    labels = list(labels)
+    if not labels:
+        raise InputError("topology-labels", "give at least one label")
+    if len(set(labels)) != len(labels):
+        raise InputError("topology-labels", f"a label repeats: {','.join(labels)}")
+    if HOSTNAME_LABEL in labels[:-1]:
+        raise InputError("topology-labels", f"{HOSTNAME_LABEL} can only be the last level")
+    tiers = labels[:-1] if labels[-1] == HOSTNAME_LABEL else labels
+    paths: dict[str, tuple[str, ...]] = {}
+    unplaced: dict[str, str] = {}
+    for node in nodes:
+        missing = [label for label in tiers if not node.labels.get(label)]
+        if missing:
+            unplaced[node.name] = f"no label {', '.join(missing)}"
+        else:
+            paths[node.name] = tuple(node.labels[label] for label in tiers)
+    return Hierarchy(source or f"labels {','.join(labels)}", tuple(tiers), paths, unplaced)
+
+
+def kueue_levels(topology: Any, where: str = "Topology") -> tuple[str, ...]:
+    """The node labels of a Kueue ``Topology``'s ``spec.levels``, top first."""
+    obj = schema.require_object(topology, where)
+    spec = schema.require_object(obj.get("spec") or {}, f"{where}.spec")
+    levels = schema.array(spec.get("levels"), f"{where}.spec.levels", non_empty=True)
+    out = []
+    for i, level in enumerate(levels):
+        f = f"{where}.spec.levels[{i}]"
+        label = schema.require_object(level, f).get("nodeLabel")
+        if not isinstance(label, str) or not label:
+            raise InputError(f"{f}.nodeLabel", "missing or not a string")
+        out.append(label)
+    return tuple(out)
+
+
+def hierarchy_from_kueue(topology: Any, nodes: Iterable[KubeNode]) -> Hierarchy:
+    """Tiers from a Kueue ``Topology`` object over the nodes' labels."""
+    name = (topology.get("metadata") or {}).get("name", "?") if isinstance(topology, dict) else "?"
+    levels = kueue_levels(topology, f"Topology {name}")
+    return hierarchy_from_labels(nodes, levels, f"Kueue Topology {name}")
+
+
+def _selects(selector: Mapping[str, Any], name: str, labels: Mapping[str, str] | None,
+             where: str) -> bool:
+    """Whether a HyperNode member selector matches ``name`` (and ``labels``, for nodes)."""
+    exact = selector.get("exactMatch")
+    if exact is not None:
+        return schema.require_object(exact, f"{where}.exactMatch").get("name") == name
+    regex = selector.get("regexMatch")
+    if regex is not None:
+        pattern = schema.require_object(regex, f"{where}.regexMatch").get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise InputError(f"{where}.regexMatch.pattern", "missing or not a string")
+        try:
+            return re.search(pattern, name) is not None
+        except re.error as e:
+            raise InputError(f"{where}.regexMatch.pattern", f"bad regex: {e}") from None
+    label = selector.get("labelMatch")
+    if label is not None:
+        return labels is not None and _label_selector_matches(
+            schema.require_object(label, f"{where}.labelMatch"), labels, f"{where}.labelMatch"
+        )
+    raise InputError(where, "needs exactMatch, regexMatch or labelMatch")
+
+
+def _label_selector_matches(sel: Mapping[str, Any], labels: Mapping[str, str], where: str) -> bool:
+    """A metav1.LabelSelector: matchLabels and matchExpressions (In, NotIn, Exists,
+    DoesNotExist)."""
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for i, expr in enumerate(sel.get("matchExpressions") or []):
+        f = f"{where}.matchExpressions[{i}]"
+        expr = schema.require_object(expr, f)
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In":
+            ok = labels.get(key) in values
+        elif op == "NotIn":
+            ok = labels.get(key) not in values
+        elif op == "Exists":
+            ok = key in labels
+        elif op == "DoesNotExist":
+            ok = key not in labels
+        else:
+            raise InputError(f"{f}.operator", f"unknown operator {op!r}")
+        if not ok:
+            return False
+    return True
+
+
+def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNode]) -> Hierarchy:
+    """Tiers from Volcano ``HyperNode`` objects: a node's path is the chain of HyperNodes
+    that contain it, from the highest tier down to the lowest."""
+    nodes = list(nodes)
+    tier_of: dict[str, int] = {}
+    tier_name: dict[int, str] = {}
+    specs: dict[str, list[Any]] = {}
+    for i, hn in enumerate(hypernodes):
+        where = f"HyperNode[{i}]"
+        hn = schema.require_object(hn, where)
+        name = (hn.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{where}.metadata.name", "missing or not a string")
+        where = f"HyperNode {name}"
+        spec = schema.require_object(hn.get("spec") or {}, f"{where}.spec")
+        try:
+            tier = int(spec.get("tier"))
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{where}.spec.tier", f"must be an integer, got {spec.get('tier')!r}"
+            ) from None
+        tier_of[name] = tier
+        if spec.get("tierName"):
+            tier_name.setdefault(tier, str(spec["tierName"]))
+        specs[name] = schema.array(spec.get("members") or [], f"{where}.spec.members")
+    parent: dict[str, str] = {}
+    home: dict[str, str] = {}  # node -> the lowest-tier HyperNode holding it
+    for name in sorted(specs, key=lambda n: (tier_of[n], n)):
+        for j, member in enumerate(specs[name]):
+            where = f"HyperNode {name}.spec.members[{j}]"
+            member = schema.require_object(member, where)
+            kind = member.get("type", "Node")
+            selector = schema.require_object(member.get("selector") or {}, f"{where}.selector")
+            if kind == "HyperNode":
+                for child in specs:
+                    if child != name and child not in parent and _selects(
+                        selector, child, None, f"{where}.selector"
+                    ):
+                        parent[child] = name
+            elif kind == "Node":
+                for node in nodes:
+                    if node.name not in home and _selects(
+                        selector, node.name, node.labels, f"{where}.selector"
+                    ):
+                        home[node.name] = name
+            else:
+                raise InputError(f"{where}.type", f"must be Node or HyperNode, got {kind!r}")
+    paths: dict[str, tuple[str, ...]] = {}
+    unplaced: dict[str, str] = {}
+    for node in nodes:
+        if node.name not in home:
+            unplaced[node.name] = "in no HyperNode"
+            continue
+        chain = [home[node.name]]
+        while chain[-1] in parent and parent[chain[-1]] not in chain:
+            chain.append(parent[chain[-1]])
+        paths[node.name] = tuple(reversed(chain))
+    levels = sorted(set(tier_of.values()), reverse=True)
+    tiers = tuple(tier_name.get(t, f"tier {t}") for t in levels)
+    return Hierarchy("Volcano HyperNodes", tiers, paths, unplaced)
+
+
+def nic_link(node: str) -> str:
+    return f"{node}-nic"
+
+
+def domain_links(path: Sequence[str]) -> tuple[str, str]:
+    """The uplink and downlink ids of the domain ``path`` (top first)."""
+    base = "/".join(path)
+    return f"{base}-up", f"{base}-down"
+
+
+def nic_capacity(node: KubeNode, default_bps: float | None) -> float | None:
+    """The node's NIC capacity (bits/s): its annotation, else ``default_bps``."""
+    raw = node.annotations.get(ANNOTATION_NIC_BPS)
+    if raw is None:
+        return default_bps
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise InputError(
+            f"node {node.name}: annotation {ANNOTATION_NIC_BPS}",
+            f"must be a number of bits/s > 0, got {raw!r}",
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class BuiltCluster:
+    """The model built, with the hierarchy it came from and the nodes left out (name ->
+    why)."""
+
+    cluster: ClusterNetwork
+    hierarchy: Hierarchy
+    left_out: dict[str, str]
+
+
+def build_cluster(
+    nodes: Iterable[KubeNode], hierarchy: Hierarchy, options: LinkOptions
+) -> BuiltCluster:
+    """The cluster model: each placed node's NIC and its domains' uplinks and downlinks,
+    in sorted order (node names, then domain paths), so the same objects give the same
+    model whatever order the API listed them in."""
+    by_name = {n.name: n for n in nodes}
+    left_out = {n: why for n, why in hierarchy.unplaced.items() if n in by_name}
+    nic: dict[str, float] = {}
+    for name in sorted(by_name):
+        if name not in hierarchy.paths:
+            left_out.setdefault(name, "not in the topology")
+            continue
+        try:
+            cap = nic_capacity(by_name[name], options.nic_bps)
+        except InputError as e:
+            left_out[name] = str(e)
+            continue
+        if cap is None:
+            left_out[name] = f"no annotation {ANNOTATION_NIC_BPS} and no --nic-bps"
+            continue
+        nic[name] = cap
+    # capacity of each domain: the sum of what is directly below it over its oversubscription
+    below: dict[tuple[str, ...], float] = {}
+    for name, cap in nic.items():
+        path = hierarchy.paths[name]
+        below[path] = below.get(path, 0.0) + cap
+    capacity: dict[tuple[str, ...], float] = {}
+    pending = dict(below)
+    depth = max((len(p) for p in pending), default=0)
+    while depth > 0:
+        for path in [p for p in pending if len(p) == depth]:
+            cap = pending.pop(path) / options.of_tier(depth - 1)
+            capacity[path] = cap
+            up = path[:-1]
+            if up:
+                pending[up] = pending.get(up, 0.0) + cap
+        depth -= 1
+    links: dict[str, float] = {}
+    for path in sorted(capacity):
+        up, down = domain_links(path)
+        links[up] = capacity[path]
+        links[down] = capacity[path]
+    node_links: dict[str, tuple[str, ...]] = {}
+    for name in sorted(nic):
+        links[nic_link(name)] = nic[name]
+        path = hierarchy.paths[name]
+        chain = [nic_link(name)]
+        for k in range(len(path), 0, -1):
+            chain.extend(domain_links(path[:k]))
+        node_links[name] = tuple(chain)
+    return BuiltCluster(ClusterNetwork(links, node_links), hierarchy, left_out)
