@@ -82,8 +82,11 @@ class Registry:
         """The snapshot the workers compute on: every usable running job."""
         if self._state is None:
             self._version += 1
-            usable = {j: job for j, job in self.jobs().items() if self.stale_reason(job) is None}
-            self._state = State(self._version, self.cluster, usable)
+            # a registered job a node of which left is not used; a cluster file's (or the
+            # pods') jobs are the cluster's own word: their remaining nodes still count
+            unusable = self.unusable()
+            jobs = {j: job for j, job in self.jobs().items() if j not in unusable}
+            self._state = State(self._version, self.cluster, jobs)
         return self._state
 
     def _changed(self) -> None:
