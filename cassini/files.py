@@ -7,10 +7,11 @@ a directory, not readable, empty (or only whitespace), binary (a NUL byte, or by
 are not UTF-8), then the parser's own complaint with the line and column it gives.
 Nothing here writes to the file.
 
-The marks (:func:`input_file`, :func:`output_path`) are argparse ``type=`` functions that
-return the text unchanged; ``tests/test_file_inputs.py`` walks the parsers and gives every
-``input_file`` argument an empty, truncated, binary, missing and unreadable file and a
-directory.
+The marks (:func:`input_file`, :func:`input_dir`, :func:`output_path`) are argparse
+``type=`` functions that return the text unchanged; ``tests/test_file_inputs.py`` walks the
+parsers and gives every ``input_file`` argument an empty, truncated, binary, missing and
+unreadable file and a directory (an ``input_dir`` argument: a file, a missing name, an
+unreadable folder and an empty one).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def input_file(text: str) -> str:
     """argparse ``type`` of an argument naming a file the command reads: the text as it
     is.  The command reads it with :func:`read_text` or checks it with :func:`check_file`
     before anything else (privileged or slow)."""
+    return text
+
+
+def input_dir(text: str) -> str:
+    """argparse ``type`` of an argument naming a folder the command reads (checked with
+    :func:`check_dir`): the text as it is."""
     return text
 
 
@@ -70,6 +77,23 @@ def read_bytes(path: str | Path) -> bytes:
     if not data.strip():
         raise InputError(str(path), "empty file" if not data else "empty file (only whitespace)")
     return data
+
+
+def check_dir(path: str | Path) -> None:
+    """A folder that exists and can be listed; InputError(path, problem) otherwise."""
+    name = str(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        problem = _os_problem(e).replace("no such file", "no such directory")
+        raise InputError(name, problem) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(name, "not a directory")
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as e:
+        raise InputError(name, _os_problem(e)) from None
 
 
 def check_nonempty(path: str | Path) -> os.stat_result:

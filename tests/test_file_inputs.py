@@ -60,6 +60,8 @@ from cassini import files
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("empty", "truncated", "random", "nul", "directory", "missing", "unreadable")
+#: The cases of an argument naming a folder (``type=files.input_dir``).
+DIR_CASES = ("file", "missing", "unreadable", "empty-dir")
 #: What the one line must say, per case.
 SAYS = {
     "empty": r"empty file",
@@ -67,9 +69,12 @@ SAYS = {
     "random": r"binary file|not a (usable )?(pcap|SQLite|PEM)",
     "nul": r"binary file|not a (usable )?(pcap|SQLite|PEM)",
     "directory": r"directory",
-    "missing": r"no such file",
+    "missing": r"no such (file|directory)",
     "unreadable": r"permission denied",
+    "file": r"not a directory",
+    "empty-dir": r"\S",
 }
+MARKS = (files.input_file, files.input_dir, files.output_path)
 NOBODY = 65534
 
 
@@ -146,8 +151,6 @@ OUTPUTS = {
 }
 #: Arguments that look like paths and name no file, and why.
 NOT_FILES = {
-    "mltcp select --cgroup": "a cgroup v2 directory (a directory by design, not a file); "
-    "mltcp.admin checks it, as root with BPF",
     "cassini serve --host": "an address to listen on (its help mentions --token-file)",
     "cassini sim trace --format": "the name of a trace format (dest trace_format)",
 }
@@ -162,15 +165,15 @@ def test_every_path_argument_is_marked():
         a.key
         for a in args
         if looks_like_a_path(a)
-        and a.action.type not in (files.input_file, files.output_path)
+        and a.action.type not in MARKS
         and a.key not in NOT_FILES
     ]
     assert not unmarked, f"mark these type=files.input_file or output_path: {unmarked}"
     outputs = {a.key for a in args if a.action.type is files.output_path}
     assert outputs == set(OUTPUTS), "every output_path argument needs its reason in OUTPUTS"
     assert set(NOT_FILES) <= keys, "NOT_FILES names an argument that no longer exists"
-    inputs = [a for a in args if a.action.type is files.input_file]
-    assert len(inputs) >= 14, [a.key for a in inputs]  # today's: see USES
+    inputs = {a.key for a in args if a.action.type in (files.input_file, files.input_dir)}
+    assert set(USES) <= inputs, f"USES names arguments that read no file: {set(USES) - inputs}"
 
 
 # -- valid examples (each cut in half for the truncated case) -------------------------------
@@ -302,7 +305,14 @@ USES: dict[str, tuple[Use, ...]] = {
         Use(
             ("--port", "0"),
             "state",
-            fine=(("missing", "a state file that is not there is made (documented)"),),
+            fine=(
+                ("missing", "a state file that is not there is made (documented)"),
+                (
+                    "empty",
+                    "an empty file is SQLite's new database (schema version 0), migrated in "
+                    "place: tests/test_service_state.py::test_an_older_schema_is_migrated",
+                ),
+            ),
         ),
     ),
     "cassini serve --token-file": (Use(SERVE, "tokens"),),
@@ -331,18 +341,19 @@ USES: dict[str, tuple[Use, ...]] = {
     ),
     "cassini sim topo show file": (Use((), "host_table"),),
     "testbed run config": (Use(("--out", "{out}"), "testbed_config"),),
+    "mltcp select --cgroup": (Use((), ""),),  # a folder: DIR_CASES, no example
 }
 
 
 def input_args() -> list[Arg]:
-    return [a for a in all_args() if a.action.type is files.input_file]
+    return [a for a in all_args() if a.action.type in (files.input_file, files.input_dir)]
 
 
 def fuzz_params() -> list[object]:
     params = []
     for arg in input_args():
         for use in USES.get(arg.key, (Use((), ""),)):
-            for case in CASES:
+            for case in DIR_CASES if arg.action.type is files.input_dir else CASES:
                 label = f"{arg.key}[{use.label}]" if use.label else arg.key
                 params.append(pytest.param(arg, use, case, id=f"{label}-{case}"))
     return params
@@ -358,6 +369,7 @@ STUBS = (
     ("cassini.sim.report", "simulate_config"),
     ("cassini.sim.sweep", "run_sweep"),
     ("testbed.runner", "run_experiment"),
+    ("mltcp.admin", "select"),
 )
 
 
@@ -419,8 +431,13 @@ def make_case(case: str, example: bytes, path: Path) -> None:
         path.write_bytes(random.Random(30).randbytes(4096))
     elif case == "nul":
         path.write_bytes(b"\0" * 4096)
-    elif case == "directory":
+    elif case in ("directory", "empty-dir"):
         path.mkdir()
+    elif case == "file":
+        path.write_bytes(b"not a folder\n")
+    elif case == "unreadable" and not example:
+        path.mkdir()
+        path.chmod(0)
     elif case == "unreadable":
         path.write_bytes(example)
         path.chmod(0)
@@ -513,18 +530,20 @@ def suffix(example: str) -> str:
 @pytest.mark.parametrize(("arg", "use", "case"), fuzz_params())
 def test_bad_file_exits_2_with_one_line(arg, use, case, open_tmp, no_real_work):
     fine = dict(use.fine)
-    if case in fine:
-        # not an error for this argument: listed with its reason in USES
-        assert fine[case]
-        return
-    assert use.example, (
+    assert use.example or case != "truncated", (
         f"{arg.key} reads a file: add a Use with a valid example to USES in {__file__}"
     )
-    example = EXAMPLES[use.example](open_tmp)
+    folder = arg.action.type is files.input_dir
+    example = EXAMPLES[use.example](open_tmp) if use.example else b"" if folder else b"{}\n"
     bad = open_tmp / f"bad-{case}{suffix(use.example)}"
     make_case(case, example, bad)
     argv = build_argv(arg, use, bad, open_tmp)
     before = snapshot(bad)
+    if case in fine:
+        # not an error for this argument (the reason is in USES): the command goes on
+        with pytest.raises(WentOn):
+            run_main(arg.command[0], argv)
+        return
     if case == "unreadable":
         # the same command once as root given a folder, so that every module it imports
         # is loaded before uid 65534 runs it

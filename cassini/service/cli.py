@@ -97,8 +97,9 @@ def serve_command(args: argparse.Namespace) -> int:
 def check_input_files(args: argparse.Namespace) -> str | None:
     """What is wrong with the first file the options name (``--flag PATH: problem``), or
     None: every file is checked before the service reads it, opens a port or loads TLS.
-    The state file may be absent (it is made); an existing one must be a non-empty file
-    (SQLite takes an empty file for a new database and would write to it)."""
+    The state file may be absent or empty (SQLite's new database: it is made, or
+    migrated from version 0); an existing one must be a readable file, and the store
+    refuses one that is not a sound database."""
     from cassini import files
     from cassini.errors import InputError
 
@@ -112,7 +113,7 @@ def check_input_files(args: argparse.Namespace) -> str | None:
         checks.append(("--token-review-ca", args.token_review_ca, lambda p: _pem(p, "CERTIFICATE")))
     state = args.state
     if state and state != ":memory:" and os.path.lexists(state):
-        checks.append(("--state", state, files.check_nonempty))
+        checks.append(("--state", state, files.check_file))
     for flag, path, check in checks:
         if path is None:
             continue
