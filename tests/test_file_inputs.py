@@ -5,13 +5,16 @@ The commands are found, not listed: each console script of pyproject.toml
 test walks those argparse trees (subcommands included).
 
 Convention (what a new command does to be covered without editing this test): an
-argument naming a file the command *reads* has ``type=cassini.files.input_file``; one
-naming a file or folder it only *writes* has ``type=cassini.files.output_path`` and is
-listed in :data:`OUTPUTS` with the reason.  The command reads its files through
-:mod:`cassini.files` (``read_text`` / ``read_data`` / ``check_file``) before anything
-privileged or slow.  :func:`test_every_path_argument_is_marked` fails on an argument that
-looks like a path (dest, metavar or help says file, path, config, log, ...) and is neither
-marked nor in :data:`NOT_FILES`.
+argument naming a file the command *reads* has ``type=cassini.files.input_file`` (a folder
+it reads: ``type=cassini.files.input_dir``); one naming a file or folder it only *writes*
+has ``type=cassini.files.output_path`` and is listed in :data:`OUTPUTS` with the reason.
+The command reads its files through :mod:`cassini.files` (``read_text`` / ``read_data`` /
+``check_file`` / ``check_dir``) before anything privileged or slow.
+:func:`test_every_path_argument_is_marked` fails on an argument that looks like a path
+(dest, metavar or help says file, path, config, log, ...) and is neither marked nor in
+:data:`NOT_FILES`.  A new ``input_file`` argument is fuzzed at once with the plain call
+(its required options filled in); its truncated case fails until :data:`USES` gives it a
+valid example.
 
 Every ``input_file`` argument, in each of its :data:`USES` (how the command is called so
 the file is read; a new argument gets the plain call), is given:
@@ -23,6 +26,11 @@ the file is read; a new argument gets the plain call), is given:
 - ``unreadable``: a valid example with mode 000.  As root (which reads it anyway) the
   command runs with effective uid 65534 (``os.seteuid``, restored after), so the open
   really fails with EACCES; as another user mode 000 is enough.
+
+A folder argument (``input_dir``) gets ``file`` (a regular file), ``missing``,
+``unreadable`` (a folder with mode 000, as above) and ``empty-dir``.  A case that is not
+an error for one argument is listed in its :class:`Use` with the reason, and the test then
+asserts that the command goes on (``--state``: a missing or empty file is a new database).
 
 Each must exit 2 with one line on standard error that names the file and says what is
 wrong (per case: ``empty file``, ``binary file`` or ``not a <format>``, ``directory``,
