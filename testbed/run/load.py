@@ -224,9 +224,7 @@ def _model_job(obj: dict[str, Any], where: str, spec: TestbedJob, topo: Topology
     try:
         cal = cal_mod.load_calibration(path)
     except InputError as e:
-        raise ConfigError(f"{where}.calibration", f"{path}: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"{where}.calibration", f"cannot read {path}: {e.strerror}") from None
+        raise ConfigError(f"{where}.calibration", str(e.in_file(path))) from None
     if cal.model != model:
         raise ConfigError(f"{where}.calibration", f"{path} calibrates {cal.model}, not {model}")
     nic = obj.get("nic_bps", DEFAULT_NIC_BPS)
