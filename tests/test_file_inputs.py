@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import require_module
 
 from cassini import files
 
@@ -199,6 +200,7 @@ def _worker_log(_tmp: Path) -> bytes:
 
 
 def _pcap(tmp: Path) -> bytes:
+    require_module("scapy", "the testbed extra: writes the example capture")
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
@@ -233,6 +235,7 @@ def _token_file(_tmp: Path) -> bytes:
 def _certificate_and_key() -> tuple[bytes, bytes]:
     import datetime
 
+    require_module("cryptography", "the dev extra: makes the example certificate")
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
