@@ -13,9 +13,10 @@ import os
 import sys
 from typing import Any
 
-from cassini import api, server
+from cassini import api, files, server
 from cassini.advisor import Advice
 from cassini.errors import InputError
+from cassini.files import input_file, output_path
 from cassini.service.kube import cli as cluster_cli
 from cassini.sim import cli as sim_cli
 
@@ -57,7 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("file", nargs="?", help="request JSON file, or - for standard input")
+        p.add_argument(
+            "file",
+            nargs="?",
+            type=input_file,
+            help="request JSON file, or - for standard input",
+        )
         p.add_argument("--example", action="store_true", help="run on the built-in example")
         p.add_argument(
             "--precision-deg",
@@ -148,14 +154,8 @@ def _read_request(args: argparse.Namespace) -> Any:
     if not args.file:
         raise InputError("file", "missing: give a JSON file, - for stdin, or --example")
     if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(args.file, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise InputError("file", f"cannot read {args.file}: {e.strerror}") from None
-    return api.parse_json(text)
+        return api.parse_json(sys.stdin.read())
+    return files.parse_json(files.read_text(args.file), args.file)
 
 
 def _score_table(r: dict[str, Any]) -> str:
@@ -239,7 +239,7 @@ def _add_profile_parser(sub: Any) -> None:
         epilog=PROFILE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", help="the recorder log, worker log or capture")
+    p.add_argument("file", type=input_file, help="the recorder log, worker log or capture")
     p.add_argument(
         "--from", dest="source", required=True, choices=("recorder", "worker-log", "pcap")
     )
@@ -258,6 +258,7 @@ def _add_profile_parser(sub: Any) -> None:
     p.add_argument(
         "--starts-log",
         default=None,
+        type=input_file,
         metavar="LOG",
         help="pcap: fold each iteration from its start in this worker or recorder log",
     )
@@ -267,8 +268,20 @@ def _add_profile_parser(sub: Any) -> None:
         default=1,
         help="warm-up iterations left out (default 1; recorder, worker-log, --starts-log)",
     )
-    p.add_argument("--plot", default=None, metavar="OUT.png", help="draw rate over an iteration")
-    p.add_argument("--out", default=None, metavar="FILE", help="write the JSON here, not stdout")
+    p.add_argument(
+        "--plot",
+        default=None,
+        type=output_path,
+        metavar="OUT.png",
+        help="draw rate over an iteration",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        type=output_path,
+        metavar="FILE",
+        help="write the JSON here, not stdout",
+    )
 
 
 def _profile_command(args: argparse.Namespace) -> int:

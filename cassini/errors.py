@@ -10,3 +10,11 @@ class InputError(ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}" if field else problem)
+
+    def in_file(self, path: object) -> InputError:
+        """This error as found in the file ``path``: the file's name leads the message,
+        once (an error that already starts with it is returned as it is)."""
+        name = str(path)
+        if self.field == name or self.field.startswith((f"{name}:", f"{name} ")):
+            return self
+        return InputError(f"{name}: {self.field}" if self.field else name, self.problem)

@@ -19,6 +19,7 @@ iteration.  Capture: IPv4 packets from one source address, as tcpdump writes the
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 from collections import Counter
@@ -402,18 +403,16 @@ def profile_from_series(
 # -- readers (the only I/O in this module) ---------------------------------------------
 def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
     """The JSON objects of a JSON-lines file; a bad line is an InputError naming it."""
+    from cassini import files
+
     out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{source} line {n}", f"malformed JSON: {e.msg}") from None
-    except OSError as e:
-        raise InputError(source, f"cannot read {path}: {e.strerror}") from None
+    for n, line in enumerate(files.read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: {source} line {n}", f"malformed JSON: {e.msg}") from None
     return out
 
 
@@ -433,15 +432,27 @@ def pcap_packets(
     from scapy.error import Scapy_Exception
     from scapy.utils import RawPcapReader
 
+    from cassini import files
+
+    files.check_nonempty(pcap)
     stamps, sizes = [], []
     try:
         reader = RawPcapReader(str(pcap))
-    except (OSError, Scapy_Exception) as e:
-        raise InputError("pcap", f"cannot read {pcap}: {e}") from None
+    except OSError as e:
+        raise InputError(str(pcap), f"cannot read: {e.strerror or e}") from None
+    except Scapy_Exception as e:
+        raise InputError(str(pcap), f"not a pcap capture ({e})") from None
     link = getattr(reader, "linktype", 1)
     offset = 14 if link == 1 else 16 if link == 113 else 0  # Ethernet, Linux cooked
+    consumed = 24  # a classic capture's file header; each record adds 16 + caplen bytes
     with reader:
         for data, meta in reader:
+            caplen = getattr(meta, "caplen", len(data))
+            if len(data) < caplen:
+                raise InputError(
+                    str(pcap), f"truncated capture: a packet holds {len(data)} of {caplen} bytes"
+                )
+            consumed += 16 + caplen
             ip = data[offset:]
             if len(ip) < 20 or ip[0] >> 4 != 4 or ip[12:16] != want:
                 continue
@@ -450,6 +461,8 @@ def pcap_packets(
             if payload:
                 size -= _transport_headers(ip)
             sizes.append(max(size, 0))
+    if type(reader) is RawPcapReader and consumed != os.stat(pcap).st_size:
+        raise InputError(str(pcap), "truncated capture: it ends inside a packet record")
     if not stamps:
         raise InputError("src_ip", f"no IPv4 packets from {src_ip} in {pcap}")
     return np.asarray(stamps), np.asarray(sizes, float)

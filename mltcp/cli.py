@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 
+from cassini.files import input_dir
 from mltcp import variants
 from mltcp.policy import MltcpParams
 
@@ -94,6 +96,7 @@ def _add_select(sel: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--cgroup",
         metavar="PATH",
+        type=input_dir,
         help="a cgroup v2 directory: only its processes' TCP sockets (a sock_ops program)",
     )
     where.add_argument("--default", action="store_true", help="the host's default")
@@ -146,6 +149,11 @@ def _load_or_set(args: argparse.Namespace) -> int:
 
 
 def _select(args: argparse.Namespace) -> int:
+    if args.cgroup is not None:  # checked before anything touches the kernel
+        problem = _cgroup_problem(args.cgroup)
+        if problem:
+            print(f"mltcp: --cgroup {problem}", file=sys.stderr)
+            return 2
     from mltcp import admin
 
     admin.select(
@@ -164,6 +172,20 @@ def _select(args: argparse.Namespace) -> int:
         where = "the host"
     print(f"{args.cc} selected for {where}")
     return 0
+
+
+def _cgroup_problem(path: str) -> str | None:
+    """What makes ``path`` unusable as a cgroup v2 directory (``PATH: problem``), or None."""
+    from cassini import files
+    from cassini.errors import InputError
+
+    try:
+        files.check_dir(path)
+    except InputError as e:
+        return str(e)
+    if not os.path.isfile(os.path.join(path, "cgroup.procs")):
+        return f"{path}: not a cgroup directory (no cgroup.procs)"
+    return None
 
 
 def _status(args: argparse.Namespace) -> int:

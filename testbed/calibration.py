@@ -146,13 +146,15 @@ class Calibration:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    """Read and validate a calibration file (``OSError`` if unreadable, else
-    :class:`~cassini.errors.InputError` naming the bad field)."""
-    text = Path(path).read_text()
+    """Read and validate a calibration file; :class:`~cassini.errors.InputError` names
+    the file (missing, unreadable, empty, binary, not JSON) or the bad field."""
+    from cassini import files
+
+    text = files.read_text(path)
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError("(file)", f"not JSON: {e}") from None
+        raise InputError(f"{path}:{e.lineno}:{e.colno}", f"not JSON: {e.msg}") from None
     return _parse(raw)
 
 

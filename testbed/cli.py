@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from cassini.files import input_file, output_path
+
 EXAMPLE = """\
 example config (YAML):
   topology: {kind: dumbbell, pairs: 2, bottleneck_bps: 200000000,
@@ -63,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLE,
         formatter_class=_RunHelp,
     )
-    run.add_argument("config", help="YAML (or JSON) experiment config")
-    run.add_argument("--out", default=None, help="output folder (default: a new temp dir)")
+    run.add_argument("config", type=input_file, help="YAML (or JSON) experiment config")
+    run.add_argument(
+        "--out", default=None, type=output_path, help="output folder (default: a new temp dir)"
+    )
     run.add_argument("--json", action="store_true", help="print results JSON on stdout")
     sub.add_parser("cleanup", help="remove leftovers of crashed runs (only what we created)")
     launch = sub.add_parser(
@@ -102,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--port", type=int, default=29500)
     launch.add_argument("--shift-s", type=float, default=0.0)
     launch.add_argument("--period-s", type=float, default=0.0)
-    launch.add_argument("--out", default="ddp.jsonl", help="per-rank log path on the nodes")
+    launch.add_argument(
+        "--out", default="ddp.jsonl", type=output_path, help="per-rank log path on the nodes"
+    )
     launch.add_argument("--run", action="store_true", help="run over ssh instead of printing")
     cal = sub.add_parser(
         "calibrate",
@@ -116,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "wide_resnet101 | bert_base | gpt2")  # fmt: skip
     cal.add_argument("--batch", type=int, required=True, help="samples per iteration")
     cal.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
-    cal.add_argument("--out", required=True, help="calibration JSON to write")
+    cal.add_argument("--out", required=True, type=output_path, help="calibration JSON to write")
     cal.add_argument("--repeats", type=int, default=20, help="measured iterations (median)")
     cal.add_argument("--warmup", type=int, default=5, help="iterations discarded first")
     cal.add_argument("--seq-len", type=int, default=None, help="tokens (language models, 128)")
@@ -165,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) if args.out else default_out_dir()
         results = run_experiment(cfg, out)
     except ConfigError as e:
-        print(f"testbed: config error: {e}", file=sys.stderr)
+        print(f"testbed: config error: {e.in_file(args.config)}", file=sys.stderr)
         return 2
     except TestbedError as e:
         print(f"testbed: error: {e}", file=sys.stderr)

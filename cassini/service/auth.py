@@ -50,10 +50,9 @@ def _digest(token: str) -> bytes:
 def read_token_file(path: str | Path) -> Tokens:
     """``TOKEN [NAME]`` per line (``#`` comments and blank lines skipped; NAME defaults
     to ``line-N``); InputError names the file and line, never the token."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError("token-file", f"cannot read {path}: {e.strerror or e}") from None
+    from cassini import files
+
+    text = files.read_text(path)
     entries: list[tuple[bytes, str]] = []
     names: set[str] = set()
     for n, line in enumerate(text.splitlines(), 1):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -57,6 +58,10 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.token_review and not args.token_review_user:
         print("cassini: error: --token-review needs --token-review-user", file=sys.stderr)
         return 2
+    problem = check_input_files(args)
+    if problem:
+        print(f"cassini: error: {problem}", file=sys.stderr)
+        return 2
     kube = _kube_options(args)
     if isinstance(kube, int):
         return kube
@@ -89,7 +94,7 @@ def serve_command(args: argparse.Namespace) -> int:
         if e.field.startswith("token-file"):
             print(f"cassini: error: --token-file {args.token_file}: {e}", file=sys.stderr)
         else:
-            print(f"cassini: error: --cluster {args.cluster}: {e}", file=sys.stderr)
+            print(f"cassini: error: --cluster {e.in_file(args.cluster)}", file=sys.stderr)
         return 2
 
 
@@ -122,6 +127,60 @@ def _kube_options(args: argparse.Namespace) -> Any:
     except InputError as e:
         print(f"cassini: error: --kube: {e}", file=sys.stderr)
         return 2
+
+
+def check_input_files(args: argparse.Namespace) -> str | None:
+    """What is wrong with the first file the options name (``--flag PATH: problem``), or
+    None: every file is checked before the service reads it, opens a port or loads TLS.
+    The state file may be absent or empty (SQLite's new database: it is made, or
+    migrated from version 0); an existing one must be a readable file, and the store
+    refuses one that is not a sound database."""
+    from cassini import files
+    from cassini.errors import InputError
+
+    checks: list[tuple[str, str | None, Callable[[str], object]]] = [
+        ("--cluster", args.cluster, files.read_text),
+        ("--token-file", args.token_file, files.read_text),
+        ("--kubeconfig", getattr(args, "kubeconfig", None), files.read_data),
+        ("--tls-cert", args.tls_cert, lambda p: _pem(p, "CERTIFICATE")),
+        ("--tls-key", args.tls_key, lambda p: _pem(p, "PRIVATE KEY")),
+    ]
+    if args.token_review:
+        checks.append(("--token-review-ca", args.token_review_ca, lambda p: _pem(p, "CERTIFICATE")))
+    state = args.state
+    if state and state != ":memory:" and os.path.lexists(state):
+        checks.append(("--state", state, files.check_file))
+    for flag, path, check in checks:
+        if path is None:
+            continue
+        try:
+            check(path)
+        except InputError as e:
+            return f"{flag} {e.in_file(path)}"
+    if args.tls_cert and args.tls_key:
+        import ssl
+
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(args.tls_cert, args.tls_key)
+        except (ssl.SSLError, ValueError) as e:
+            return (
+                f"--tls-cert {args.tls_cert} --tls-key {args.tls_key}: not a certificate and "
+                f"its private key ({getattr(e, 'reason', None) or e})"
+            )
+    return None
+
+
+def _pem(path: str, label: str) -> None:
+    """A PEM file holding a whole ``label`` block (CERTIFICATE, PRIVATE KEY)."""
+    from cassini import files
+    from cassini.errors import InputError
+
+    text = files.read_text(path)
+    begin = text.find("-----BEGIN ")
+    if begin < 0 or label not in text[begin : text.find("\n", begin)]:
+        raise InputError(path, f"not a PEM {label.lower()} (no '-----BEGIN ...{label}-----')")
+    if "-----END " not in text[begin:]:
+        raise InputError(path, f"not a PEM {label.lower()}: no END line (cut short?)")
 
 
 def listen(host: str, port: int) -> socket.socket:

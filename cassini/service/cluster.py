@@ -173,17 +173,16 @@ def load_cluster_file(path: str | Path) -> tuple[ClusterNetwork, list[RunningJob
     """Read a cluster file (YAML or JSON; JSON is YAML); InputError names the problem."""
     import yaml  # a core dependency; imported here to keep `import cassini` light
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError("cluster", f"cannot read {path}: {e.strerror or e}") from None
+    from cassini import files
+
+    text = files.read_text(path)
     try:
         obj = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or type(e).__name__
-        raise InputError("", f"not YAML/JSON{where}: {problem}") from None
+        raise InputError(str(path), f"not YAML/JSON{where}: {problem}") from None
     return read_cluster(obj)
 
 

@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from cassini.files import input_file, output_path
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_MAX_BODY_BYTES = 1 << 20
@@ -148,6 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster",
         metavar="FILE",
+        type=input_file,
         default=None,
         help="cluster file (YAML/JSON): links, node -> links, running jobs; re-read on SIGHUP",
     )
@@ -234,6 +237,7 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",
         metavar="PATH",
+        type=input_file,
         default=None,
         help="SQLite file keeping registered jobs, shifts and the epoch across restarts "
         "(default ~/.local/state/cassini/serve.sqlite; ':memory:' keeps nothing)",
@@ -241,6 +245,7 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-file",
         metavar="FILE",
+        type=input_file,
         default=None,
         help="bearer tokens allowed to write, one 'TOKEN [NAME]' per line",
     )
@@ -263,6 +268,7 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-review-ca",
         metavar="PEM",
+        type=input_file,
         default="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
         help="the API server's CA for --token-review (default: the pod's ServiceAccount CA)",
     )
@@ -271,8 +277,12 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="without --token-file, let anyone who reaches the port write",
     )
-    parser.add_argument("--tls-cert", metavar="PEM", default=None, help="serve HTTPS: certificate")
-    parser.add_argument("--tls-key", metavar="PEM", default=None, help="serve HTTPS: its key")
+    parser.add_argument(
+        "--tls-cert", metavar="PEM", type=input_file, default=None, help="serve HTTPS: certificate"
+    )
+    parser.add_argument(
+        "--tls-key", metavar="PEM", type=input_file, default=None, help="serve HTTPS: its key"
+    )
     parser.add_argument(
         "--max-jobs",
         type=_positive_int,
@@ -291,6 +301,7 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--audit-log",
         metavar="FILE",
+        type=output_path,
         default=None,
         help="append one JSON line per write here (default: standard error)",
     )

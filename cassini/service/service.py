@@ -116,7 +116,7 @@ class Service:
             cluster, jobs = load_cluster_file(path)
         except InputError as e:
             self.metrics.reloads.labels("error").inc()
-            self.log(f"cassini serve: SIGHUP: {path}: {e}; keeping the previous cluster")
+            self.log(f"cassini serve: SIGHUP: {e.in_file(path)}; keeping the previous cluster")
             return False
         self.registry.replace_file(cluster, jobs)
         self._log_unusable()

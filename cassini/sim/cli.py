@@ -10,7 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+from cassini import files
 from cassini.errors import InputError
+from cassini.files import input_file, output_path
 
 DESCRIPTION = (
     "Trace-driven simulation of a GPU cluster: jobs arrive (Poisson or a trace), a "
@@ -100,8 +102,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     _add_topo(ssub)
     for p in (run, sweep):
-        p.add_argument("config", help="configuration file (YAML or JSON)")
-        p.add_argument("--out", required=True, help="output directory")
+        p.add_argument("config", type=input_file, help="configuration file (YAML or JSON)")
+        p.add_argument("--out", required=True, type=output_path, help="output directory")
     _add_trace_arguments(trace)
     for p in (run, sweep):
         p.add_argument(
@@ -146,7 +148,7 @@ def _add_topo(ssub: argparse._SubParsersAction) -> None:
         description="Print hosts, GPUs, switches and links per tier, uplink "
         "oversubscription per ToR and anything irregular (table, or --json).",
     )
-    show.add_argument("file", help="host table (.csv) or config (.yaml/.json)")
+    show.add_argument("file", type=input_file, help="host table (.csv) or config (.yaml/.json)")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.add_argument("--gpus-per-server", type=int, help="host table without a gpus column")
     show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
@@ -156,13 +158,19 @@ def _add_topo(ssub: argparse._SubParsersAction) -> None:
 
 def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
     """``cassini sim trace CONFIG`` and ``trace convert IN``'s arguments."""
-    trace.add_argument("what", nargs="+", metavar="ARG", help="CONFIG, or: convert IN")
-    trace.add_argument("--out", required=True, help="trace file to write")
+    trace.add_argument(
+        "what", nargs="+", type=input_file, metavar="ARG", help="CONFIG, or: convert IN"
+    )
+    trace.add_argument("--out", required=True, type=output_path, help="trace file to write")
     trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
     trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
     trace.add_argument("--seed", type=int, default=0, help="convert: seed of the model rule")
     trace.add_argument(
-        "--profiles", action="append", default=[], help="convert: extra profile JSON files"
+        "--profiles",
+        action="append",
+        default=[],
+        type=input_file,
+        help="convert: extra profile JSON files",
     )
 
 
@@ -244,6 +252,8 @@ def _convert(args: argparse.Namespace, out: Path) -> int:
 
     if len(args.what) != 2:
         raise InputError("trace", "usage: cassini sim trace convert IN [--format F] --out FILE")
+    if not Path(args.what[1]).is_dir():  # a folder may hold a trace's tables (pai2020, ...)
+        files.check_text(args.what[1])
     got = read(
         args.what[1],
         load_library(args.profiles),

@@ -30,13 +30,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from cassini import schema
 from cassini.errors import InputError
@@ -137,16 +134,14 @@ class SimConfig:
 
 def read_config(path: Path | str) -> SimConfig:
     """Read a YAML/JSON configuration; InputError names the first bad field."""
+    from cassini import files
+
     path = Path(path)
+    obj = files.read_data(path)
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError("config", f"cannot read {path}: {e.strerror}") from None
-    try:
-        obj = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise InputError("config", f"{path}: malformed: {e}") from None
-    return config_from_dict(obj, base=path.parent)
+        return config_from_dict(obj, base=path.parent)
+    except InputError as e:
+        raise e.in_file(path) from None
 
 
 def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:

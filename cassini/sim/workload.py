@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from cassini import schema
+from cassini import files, schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile, profiles_from_dicts
 
@@ -69,12 +69,7 @@ def load_library(extra: Sequence[Path | str] = ()) -> dict[str, JobProfile]:
     text = resources.files("cassini").joinpath("data/profiles.json").read_text()
     library = {p.job_id: p for p in profiles_from_dicts(json.loads(text), "library")}
     for path in extra:
-        try:
-            data = json.loads(Path(path).read_text())
-        except OSError as e:
-            raise InputError("profiles", f"cannot read {path}: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise InputError("profiles", f"{path}: malformed JSON: {e.msg}") from None
+        data = files.parse_json(files.read_text(path), str(path))
         items = data if isinstance(data, list) else [data]
         library |= {p.job_id: p for p in profiles_from_dicts(items, str(path))}
     return library

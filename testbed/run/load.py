@@ -9,9 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from cassini import schema
+from cassini import files, schema
 from cassini.errors import InputError
 from testbed.run.config import (
     DEFAULT_NIC_BPS,
@@ -33,11 +31,9 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         raw = source
     else:
         try:
-            raw = yaml.safe_load(Path(source).read_text())
-        except OSError as e:
-            raise ConfigError(str(source), f"cannot read: {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(str(source), f"not valid YAML: {e}") from None
+            raw = files.parse_yaml(files.read_text(source), str(source))
+        except InputError as e:
+            raise ConfigError(e.field, e.problem) from None
     if not isinstance(raw, dict):
         raise ConfigError("config must be a mapping with topology, jobs and schemes")
     allowed = {
@@ -228,9 +224,7 @@ def _model_job(obj: dict[str, Any], where: str, spec: TestbedJob, topo: Topology
     try:
         cal = cal_mod.load_calibration(path)
     except InputError as e:
-        raise ConfigError(f"{where}.calibration", f"{path}: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"{where}.calibration", f"cannot read {path}: {e.strerror}") from None
+        raise ConfigError(f"{where}.calibration", str(e.in_file(path))) from None
     if cal.model != model:
         raise ConfigError(f"{where}.calibration", f"{path} calibrates {cal.model}, not {model}")
     nic = obj.get("nic_bps", DEFAULT_NIC_BPS)

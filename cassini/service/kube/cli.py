@@ -10,6 +10,8 @@ import math
 import sys
 from typing import Any
 
+from cassini import files
+
 EPILOG = """\
 topology, in order of what exists (unless --topology-labels is given):
   a Kueue Topology (kueue.x-k8s.io: spec.levels[].nodeLabel, top level first),
@@ -58,7 +60,7 @@ def _labels(text: str) -> tuple[str, ...]:
 def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
     """Where the cluster is and how its topology becomes links."""
     parser.add_argument(
-        "--kubeconfig", metavar="FILE", default=None,
+        "--kubeconfig", metavar="FILE", default=None, type=files.input_file,
         help="kubeconfig file (default: the pod's in-cluster config, else ~/.kube/config)",
     )
     parser.add_argument(
@@ -107,10 +109,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_kube_arguments(fk)
-    fk.add_argument("--out", metavar="FILE", default=None, help="write here (default: stdout)")
+    fk.add_argument("--out", metavar="FILE", default=None, type=files.output_path,
+                    help="write here (default: stdout)")
     fk.add_argument("--no-jobs", action="store_true", help="leave out the jobs of the pods")
     show = csub.add_parser("show", help="draw a cluster file tier by tier")
-    show.add_argument("file", help="cluster file (YAML/JSON)")
+    show.add_argument("file", type=files.input_file, help="cluster file (YAML/JSON)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -46,6 +46,10 @@ def api_client(kubeconfig: str | None = None) -> Any:
     k8s = kubernetes_module()
     from kubernetes.config.config_exception import ConfigException
 
+    if kubeconfig:
+        from cassini import files
+
+        files.read_data(kubeconfig)  # missing, empty, binary, not YAML: one line naming it
     try:
         if kubeconfig:
             return k8s.config.new_client_from_config(config_file=kubeconfig)

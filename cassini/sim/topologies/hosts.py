@@ -28,6 +28,7 @@ Bad input raises :class:`cassini.errors.InputError` whose field is ``file:line:c
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from collections.abc import Iterable
@@ -100,11 +101,13 @@ def read_host_table(
 
 
 def _read_rows(path: Path) -> tuple[list[HostRow], set[str], str]:
-    try:
-        f = path.open(newline="")
-    except OSError as e:
-        raise InputError("hosts", f"cannot read {path}: {e.strerror}") from None
-    with f:
+    from cassini import files
+
+    try:  # missing, a folder, unreadable, empty or binary: one line naming the file
+        text = files.read_text(path)
+    except InputError as e:
+        raise InputError("hosts", str(e)) from None
+    with io.StringIO(text, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if not header:

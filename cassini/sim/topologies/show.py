@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from cassini import files
 from cassini.errors import InputError
 from cassini.sim.topologies.clos import from_cluster
 from cassini.sim.topologies.fabric import Topology
@@ -27,6 +26,7 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
     :func:`read_host_table` takes them) or a YAML/JSON config (its ``cluster:``, or the
     whole file as a ``cluster:`` object) -- and the assumptions made reading it."""
     path = Path(path)
+    files.check_text(path)
     notes: list[str] = []
     given = {k: v for k, v in params.items() if v is not None}
     if path.suffix.lower() == ".csv":
@@ -43,14 +43,7 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
         return topo, notes
     if given:
         raise InputError("topo show", "link speed and GPU options apply to .csv host tables")
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError("topo show", f"cannot read {path}: {e.strerror}") from None
-    try:
-        obj = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise InputError("topo show", f"{path}: malformed: {e}") from None
+    obj = files.read_data(path)
     field = "cluster" if isinstance(obj, Mapping) and "cluster" in obj else ""
     cluster = obj["cluster"] if field else obj
     if is_topology_form(cluster):
@@ -234,7 +227,7 @@ def main(args: Any) -> int:
             pod_oversubscription=args.pod_oversubscription,
         )
     except InputError as e:
-        print(f"cassini sim topo: error: {e}", file=sys.stderr)
+        print(f"cassini sim topo: error: {e.in_file(args.file)}", file=sys.stderr)
         return 2
     summary = summarise(topo, notes)
     print(json.dumps(summary, indent=1) if args.json else format_text(summary))

@@ -1,0 +1,184 @@
+"""Files a user hands us: one reader with the standard checks, and the argparse marks that
+say which command-line arguments name files.
+
+Every check raises :class:`~cassini.errors.InputError` whose field is the path as given,
+so a command prints one line such as ``cluster.yaml: empty file``.  In order: missing,
+a directory, not readable, empty (or only whitespace), binary (a NUL byte, or bytes that
+are not UTF-8), then the parser's own complaint with the line and column it gives.
+Nothing here writes to the file.
+
+The marks (:func:`input_file`, :func:`input_dir`, :func:`output_path`) are argparse
+``type=`` functions that return the text unchanged; ``tests/test_file_inputs.py`` walks the
+parsers and gives every ``input_file`` argument an empty, truncated, binary, missing and
+unreadable file and a directory (an ``input_dir`` argument: a file, a missing name, an
+unreadable folder and an empty one).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from cassini.errors import InputError
+
+STDIN = "-"
+
+
+def input_file(text: str) -> str:
+    """argparse ``type`` of an argument naming a file the command reads: the text as it
+    is.  The command reads it with :func:`read_text` or checks it with :func:`check_file`
+    before anything else (privileged or slow)."""
+    return text
+
+
+def input_dir(text: str) -> str:
+    """argparse ``type`` of an argument naming a folder the command reads (checked with
+    :func:`check_dir`): the text as it is."""
+    return text
+
+
+def output_path(text: str) -> str:
+    """argparse ``type`` of an argument naming a file or folder the command writes (and
+    does not read): the text as it is."""
+    return text
+
+
+def check_file(path: str | Path) -> os.stat_result:
+    """The ``stat`` of a file that exists, is not a directory and can be opened for
+    reading; InputError(path, problem) otherwise.  Pipes and devices pass (``<(cmd)``)."""
+    name = str(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError(name, _os_problem(e)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(name, "is a directory, expected a file")
+    if stat.S_ISREG(st.st_mode):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise InputError(name, _os_problem(e)) from None
+    return st
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of a user file that is there, readable and not empty (InputError)."""
+    check_file(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(str(path), _os_problem(e)) from None
+    if not data.strip():
+        raise InputError(str(path), "empty file" if not data else "empty file (only whitespace)")
+    return data
+
+
+def check_dir(path: str | Path) -> None:
+    """A folder that exists and can be listed; InputError(path, problem) otherwise."""
+    name = str(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        problem = _os_problem(e).replace("no such file", "no such directory")
+        raise InputError(name, problem) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(name, "not a directory")
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as e:
+        raise InputError(name, _os_problem(e)) from None
+
+
+def check_nonempty(path: str | Path) -> os.stat_result:
+    """:func:`check_file`, and a regular file must hold at least one byte; for files read
+    by another library (a capture, a database) without loading them here."""
+    st = check_file(path)
+    if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+        raise InputError(str(path), "empty file")
+    return st
+
+
+def check_text(path: str | Path, head_bytes: int = 1 << 16) -> None:
+    """:func:`check_nonempty`, and the first ``head_bytes`` bytes are UTF-8 text without
+    NUL bytes: a large text file (a trace) checked before its own reader streams it."""
+    check_nonempty(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(head_bytes)
+    except OSError as e:
+        raise InputError(str(path), _os_problem(e)) from None
+    if not head.strip():
+        raise InputError(str(path), "empty file (only whitespace)")
+    decode_text(head, str(path), whole=len(head) < head_bytes)
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a user file: :func:`read_bytes`, then UTF-8 (a leading byte-order mark
+    is dropped); a NUL byte or bytes that are not UTF-8 make it a binary file."""
+    data = read_bytes(path)
+    return decode_text(data, str(path))
+
+
+def decode_text(data: bytes, name: str, *, whole: bool = True) -> str:
+    """``data`` as UTF-8 text, or InputError(name, "binary file ...").  ``whole=False``:
+    ``data`` is the head of a file, and a character cut at its end is not an error."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise InputError(name, f"binary file, expected UTF-8 text (NUL byte at offset {nul})")
+    try:
+        return codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=whole)
+    except UnicodeDecodeError as e:
+        raise InputError(
+            name,
+            f"binary file, expected UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+        ) from None
+
+
+def parse_json(text: str, name: str) -> Any:
+    """JSON text of the file ``name``; a syntax error names ``name:line:column``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{name}:{e.lineno}:{e.colno}", f"malformed JSON: {e.msg}") from None
+
+
+def parse_yaml(text: str, name: str) -> Any:
+    """YAML (or JSON) text of the file ``name``; a syntax error names ``name:line:column``
+    where the parser gives them."""
+    import yaml  # a core dependency; imported here to keep `import cassini` light
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(where, f"malformed YAML: {problem}") from None
+
+
+def read_data(path: str | Path) -> Any:
+    """The JSON (``.json``) or YAML (anything else) document in a user file, with every
+    check of :func:`read_text`."""
+    text = read_text(path)
+    name = str(path)
+    return parse_json(text, name) if str(path).endswith(".json") else parse_yaml(text, name)
+
+
+def _os_problem(e: OSError) -> str:
+    """What an OSError says about a path, in a few words."""
+    if isinstance(e, FileNotFoundError):
+        return "cannot read: no such file"
+    if isinstance(e, NotADirectoryError):
+        return "cannot read: a folder on its path is a file"
+    if isinstance(e, PermissionError):
+        return "cannot read: permission denied"
+    if isinstance(e, IsADirectoryError):
+        return "is a directory, expected a file"
+    return f"cannot read: {(e.strerror or str(e)).lower()}"
