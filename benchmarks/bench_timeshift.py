@@ -6,7 +6,7 @@ up) is the agent's cost, against the step in the same run.  Target: under 1 % of
 (``cassini.torch``'s default: the decision posted on an asynchronous broadcast an
 iteration ahead) and ``sync`` (a broadcast every step before anyone starts).
 
-    .venv/bin/python benchmarks/bench_timeshift.py [--iterations 100] [--step-ms 100]
+    .venv/bin/python benchmarks/bench_timeshift.py [--iterations 100] [--step-ms 100] [--json]
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--step-ms", type=float, default=100.0)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
     import torch.multiprocessing as mp
 
@@ -77,6 +78,8 @@ def main() -> None:
         port = s.getsockname()[1]
     out = os.path.join(tempfile.mkdtemp(), "costs")
     mp.spawn(_rank, args=(port, args, out), nprocs=2, join=True)
+    step_s = args.step_ms / 1e3
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     for rank in (0, 1):
         with open(f"{out}.{rank}") as f:
             by_mode = json.load(f)
@@ -84,11 +87,20 @@ def main() -> None:
             costs = by_mode[mode]
             med = statistics.median(costs)
             p99 = sorted(costs)[int(0.99 * (len(costs) - 1))]
-            print(
-                f"rank {rank} {mode:5s}: agent cost per iteration median {med * 1e6:.0f} us, "
-                f"p99 {p99 * 1e6:.0f} us = {med / (args.step_ms / 1e3) * 100:.2f} % / "
-                f"{p99 / (args.step_ms / 1e3) * 100:.2f} % of a {args.step_ms:g} ms step"
-            )
+            figures.setdefault(mode, {})[f"rank{rank}"] = {
+                "median_s": med,
+                "p99_s": p99,
+                "median_pct_of_step": med / step_s * 100,
+                "p99_pct_of_step": p99 / step_s * 100,
+            }
+            if not args.json:
+                print(
+                    f"rank {rank} {mode:5s}: agent cost per iteration median {med * 1e6:.0f} us, "
+                    f"p99 {p99 * 1e6:.0f} us = {med / step_s * 100:.2f} % / "
+                    f"{p99 / step_s * 100:.2f} % of a {args.step_ms:g} ms step"
+                )
+    if args.json:
+        print(json.dumps({"step_s": step_s, "iterations": args.iterations, "modes": figures}))
 
 
 if __name__ == "__main__":
