@@ -650,8 +650,9 @@ def table(figures: Mapping[str, Mapping[str, Any]]) -> str:
     for h in HEADLINES:
         target = "—"
         if h.target is not None:
-            label = next(x.label for x in h.metrics if x.name == h.target.metric) or h.what
-            target = f"{label} {h.target.text()}"
+            shown = next(x for x in h.metrics if x.name == h.target.metric)
+            unit = f" {shown.unit}" if shown.unit else ""
+            target = f"{shown.label} {h.target.text()}{unit}"
         lines.append(
             f"| {h.what} | {cell(h, figures.get(h.id))} | {target} | `{h.command_text()}` |"
         )

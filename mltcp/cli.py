@@ -53,39 +53,47 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_params(sp: argparse.ArgumentParser, defaults: bool) -> None:
-    """The rule's parameters; with ``defaults``, MltcpParams' defaults, else None (keep)."""
+    """The rule's parameters; with ``defaults``, MltcpParams' defaults, else None (keep:
+    ``set`` changes only what it is given, and its help says so)."""
     d = DEFAULTS if defaults else None
+
+    def said(value: object) -> str:
+        if d is not None:
+            return f"default {value}"
+        return f"unset: keeps the loaded value; load's default {value}"
+
     sp.add_argument(
         "--slope",
         type=float,
         default=d.slope if d else None,
-        help=f"F's slope, >= 0 (default {DEFAULTS.slope})",
+        help=f"F's slope, >= 0 ({said(DEFAULTS.slope)})",
     )
     sp.add_argument(
         "--intercept",
         type=float,
         default=d.intercept if d else None,
-        help=f"F's intercept, > 0 (default {DEFAULTS.intercept})",
+        help=f"F's intercept, > 0 ({said(DEFAULTS.intercept)})",
     )
     sp.add_argument(
         "--idle-ms",
         type=float,
         default=d.idle_ms if d else None,
-        help=f"idle gap that ends an iteration, ms (default {DEFAULTS.idle_ms})",
+        help=f"idle gap that ends an iteration, ms ({said(DEFAULTS.idle_ms)})",
     )
     sp.add_argument(
         "--mode",
         choices=("idle", "exact"),
         default=d.mode if d else None,
-        help="iteration boundaries: idle gaps, or marks from the trainer",
+        help=f"iteration boundaries: idle gaps, or marks from the trainer ({said(DEFAULTS.mode)})",
     )
+    scale = "on" if DEFAULTS.scale_cut else "off"
     sp.add_argument(
         "--scale-cut",
         action=argparse.BooleanOptionalAction,
         default=d.scale_cut if d else None,
         help="mltcp_dctcp: divide the window cut on ECN marks by F too, so a flow further "
-        "through its iteration backs off less (beyond the paper's rule; on by default, "
-        "--no-scale-cut for the paper's rule)",
+        "through its iteration backs off less (beyond the paper's rule; "
+        f"{said(scale)}; --no-scale-cut for the paper's rule)",
     )
 
 

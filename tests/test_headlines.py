@@ -1,0 +1,242 @@
+"""The headline figures: the README renders from docs/figures (no figure goes stale
+silently), every figures file's summary follows from its runs, and the summary, busy-host
+and marker logic (experiments.figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from experiments import headlines
+from experiments.figures import (
+    BUSY_CPU_FRACTION,
+    BUSY_LOAD_PER_CORE,
+    HostLoad,
+    MetricView,
+    Target,
+    figure_text,
+    is_busy,
+    marked_ids,
+    only_our_residue,
+    replace_marked,
+    spread,
+    summarise,
+    usable,
+)
+
+ROOT = headlines.ROOT
+
+
+def test_readme_is_rendered_from_the_figures_files():
+    text = headlines.README.read_text()
+    assert "<!-- headlines:table -->" in text and "<!-- /headlines:table -->" in text
+    assert text == headlines.render(text, headlines.load_figures()), (
+        "README.md differs from its rendering from docs/figures: run "
+        "`.venv/bin/python -m experiments.headlines --render`"
+    )
+
+
+def test_readme_markers_name_known_headlines_and_the_table_lists_every_one():
+    text = headlines.README.read_text()
+    assert set(marked_ids(text)) <= set(headlines.BY_ID)
+    block = text.split("<!-- headlines:table -->")[1].split("<!-- /headlines:table -->")[0]
+    for h in headlines.HEADLINES:
+        assert f"`{h.command_text()}`" in block, h.id
+
+
+def test_every_figures_file_summary_follows_from_its_runs():
+    for key, fig in headlines.load_figures().items():
+        h = headlines.BY_ID[key]
+        expect = summarise(fig["runs"], [x.name for x in h.metrics], h.target, fig["allow_busy"])
+        assert fig["summary"] == json.loads(json.dumps(expect)), key
+        for run in fig["runs"]:
+            for field in ("date", "commit", "dirty", "machine", "load_before", "load_after"):
+                assert field in run, f"{key} run {run.get('run')}: no {field}"
+
+
+def test_the_table_is_well_formed():
+    ids = [h.id for h in headlines.HEADLINES]
+    assert len(ids) == len(set(ids))
+    for h in headlines.HEADLINES:
+        module = h.argv[2] if h.argv[:2] == ("python", "-m") else None
+        if module and module.startswith("experiments."):
+            assert h.repeats == headlines.TESTBED_REPEATS or not h.needs_root, h.id
+            assert importlib.util.find_spec(module) is not None, h.id
+        elif h.argv[0] == "python":
+            assert (ROOT / h.argv[1]).is_file(), h.id
+            assert h.repeats == headlines.BENCHMARK_REPEATS, h.id
+        for word in h.argv:
+            if word.startswith("experiments/configs/"):
+                assert (ROOT / word).is_file(), f"{h.id}: {word}"
+
+
+def test_unmeasured_headlines_render_as_not_yet_measured_never_a_number():
+    rendered = headlines.table({})
+    for h in headlines.HEADLINES:
+        row = next(line for line in rendered.splitlines() if line.startswith(f"| {h.what} |"))
+        figure = row.split(" | ")[1]
+        assert figure == f"not yet re-measured (`{h.rerun_text()}`)"
+
+
+def test_a_figure_renders_its_median_range_count_date_and_busy_label():
+    runs = [
+        run(k, {"ms": v, "vs_naive": v / 100}, busy=k == 2) for k, v in enumerate((40, 44, 30), 1)
+    ]
+    h = headlines.BY_ID["advisor_1024"]
+    fig = headlines.figure_for(h, runs, allow_busy=True)
+    text = headlines.cell(h, fig)
+    assert "per candidate 40.0 [30.0, 44.0] ms" in text
+    assert "of 3, 2026-11-27, busy host" in text
+    assert "target met in 3 of 3" in text
+    quiet = headlines.figure_for(h, runs, allow_busy=False)
+    assert "of 2, 2026-11-27)" in headlines.cell(h, quiet)
+
+
+def run(k: int, values: dict[str, float], busy: bool = False, rc: int = 0) -> dict:
+    return {
+        "run": k,
+        "date": f"2026-11-27T21:0{k}:00Z",
+        "commit": "abc",
+        "dirty": False,
+        "machine": {"cpu_model": "x", "cores": 2},
+        "busy": busy,
+        "returncode": rc,
+        "values": values,
+        "error": None,
+    }
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=30))
+def test_spread_median_lies_in_its_range(values):
+    s = spread(values)
+    assert s.low <= s.median <= s.high and s.n == len(values)
+    assert s.low == min(values) and s.high == max(values)
+
+
+def test_spread_of_nothing_is_an_error():
+    with pytest.raises(ValueError, match="no values"):
+        spread([])
+
+
+loads = st.builds(
+    HostLoad,
+    load1=st.floats(0, 64),
+    busy_fraction=st.floats(0, 1),
+    cores=st.integers(1, 64),
+    sample_s=st.just(2.0),
+)
+
+
+@given(loads)
+def test_busy_rule_is_its_two_thresholds(load):
+    expect = load.load1 / load.cores > BUSY_LOAD_PER_CORE or load.busy_fraction > BUSY_CPU_FRACTION
+    assert is_busy(load) == expect
+    # waiting for our own residue only ever happens on a host the rule calls busy
+    if only_our_residue(load):
+        assert is_busy(load)
+
+
+def test_busy_rule_examples():
+    assert not is_busy(HostLoad(0.9, 0.2, 2, 2.0))
+    assert is_busy(HostLoad(1.1, 0.0, 2, 2.0))
+    assert is_busy(HostLoad(0.0, 0.3, 2, 2.0))
+    assert only_our_residue(HostLoad(1.5, 0.05, 2, 2.0))
+    assert not only_our_residue(HostLoad(1.5, 0.6, 2, 2.0))
+    with pytest.raises(ValueError, match="busy_fraction"):
+        HostLoad(0.1, 1.5, 2, 2.0)
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.sampled_from([0, 1]), st.floats(0.5, 2.0)), max_size=12),
+    st.booleans(),
+)
+def test_summary_uses_quiet_finished_runs_unless_busy_ones_are_allowed(spec, allow_busy):
+    runs = [run(k, {"x": v}, busy=b, rc=rc) for k, (b, rc, v) in enumerate(spec, 1)]
+    target = Target("x", "<=", 1.0)
+    s = summarise(runs, ["x"], target, allow_busy)
+    kept = [r for r in runs if r["returncode"] == 0 and (allow_busy or not r["busy"])]
+    assert usable(runs, allow_busy) == kept
+    if not kept:
+        assert s is None
+        return
+    assert s["n"] == len(kept) and s["runs_total"] == len(runs)
+    assert s["busy_host"] == any(r["busy"] for r in kept)
+    xs = [r["values"]["x"] for r in kept]
+    assert s["metrics"]["x"]["min"] == min(xs) and s["metrics"]["x"]["max"] == max(xs)
+    assert s["target"]["met_runs"] == sum(v <= 1.0 for v in xs) and s["target"]["of"] == len(xs)
+    assert s["date"] == kept[-1]["date"]
+
+
+def test_target_directions():
+    assert Target("x", ">=", 2).met(2) and not Target("x", ">=", 2).met(1.9)
+    with pytest.raises(ValueError, match="op"):
+        Target("x", "<", 1)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["a", "b.c", "d-e"]), st.text(alphabet="xyz 0.[]", max_size=20))
+)
+def test_marker_replacement_is_idempotent(values):
+    inline = {"a": "A1", "b.c": "B1", "d-e": "D1", **values}
+    text = (
+        "intro <!-- headline:a -->old<!-- /headline:a --> mid <!-- headline:b.c -->\nx\n"
+        "<!-- /headline:b.c -->\n<!-- headlines:table -->\n| old |\n<!-- /headlines:table -->\n"
+    )
+    once = replace_marked(text, inline, "| new |\n")
+    assert replace_marked(once, inline, "| new |\n") == once
+    assert f"<!-- headline:a -->{inline['a']}<!-- /headline:a -->" in once
+    assert "| new |" in once and "| old |" not in once
+
+
+def test_an_unknown_marker_is_named():
+    with pytest.raises(ValueError, match="headline:nope"):
+        replace_marked("<!-- headline:nope -->x<!-- /headline:nope -->", {}, None)
+
+
+def test_figure_text_skips_metrics_without_values():
+    summary = {
+        "n": 1,
+        "date": "2026-11-27T00:00:00Z",
+        "metrics": {"a": {"median": 1.0, "min": 1.0, "max": 1.0, "n": 1}},
+    }
+    text = figure_text(summary, [MetricView("a", "A", "s"), MetricView("b", "B", "s")])
+    assert text == "A 1.000 [1.000, 1.000] s (median [min, max] of 1, 2026-11-27)"
+
+
+def test_stdout_json_takes_the_document_after_text_lines():
+    assert headlines.stdout_json('{"a": 1}') == {"a": 1}
+    assert headlines.stdout_json('link 500\nratio 0.99\n{"a": [1, 2]}\n') == {"a": [1, 2]}
+    with pytest.raises(ValueError, match="no JSON"):
+        headlines.stdout_json("nothing here")
+
+
+def test_extractors_compute_the_same_process_ratios(tmp_path):
+    adv = {
+        "ms_per_candidate": {"serial, reject": 40.0, "links only, no dedup": 100.0},
+        "cpu_ms_per_candidate": {"serial, reject": 30.0},
+    }
+    assert headlines.advisor_1024(json.dumps(adv), tmp_path)["vs_naive"] == pytest.approx(0.4)
+    sim = {"rows": {name: {"wall_s": w, "mean_slowdown": 1.2, "p99_slowdown": 2.0}
+                    for name, w in (("themis", 10.0), ("themis+cassini", 14.0))}}  # fmt: skip
+    assert headlines.sim_speed(json.dumps(sim), tmp_path)["ratio"] == pytest.approx(1.4)
+    row = {"cassini_vs_ideal": 1.1, "baseline_vs_ideal": 1.3, "cassini_vs_baseline": 0.85}
+    (tmp_path / "fair_two_jobs.json").write_text(json.dumps({"runs": [row]}))
+    got = headlines.cassini_repeats_file("fair_two_jobs")("", tmp_path)
+    assert got == {"cassini": 1.1, "same_start": 1.3, "vs_same_start": 0.85}
+    with pytest.raises(ValueError, match="no results file"):
+        headlines.cassini_repeats_file("missing")("", tmp_path)
+
+
+def test_history_entry_names_each_figure_and_its_busy_runs():
+    h = headlines.BY_ID["agent_cost"]
+    runs = [run(1, {"median_pct": 0.5, "p99_pct": 0.7}, busy=True)]
+    for r in runs:
+        r["load_before"] = {"load_per_core": 1.2}
+    entry = headlines.history_entry([headlines.figure_for(h, runs, True)], runs[0]["date"], True)
+    assert re.search(r"`agent_cost`: .*1 runs, 1 on a busy host, 0 failed", entry)
+    assert "--allow-busy" in entry
