@@ -671,7 +671,7 @@ def history_entry(figures: Sequence[Mapping[str, Any]], when: str, allow_busy: b
     mach = first.get("machine", {})
     head = (
         f"\n### {when[:16].replace('T', ' ')} UTC: {', '.join(f['id'] for f in figures)}\n\n"
-        f"`python -m experiments.headlines` at {first.get('commit', '?')[:12]}"
+        f"`.venv/bin/python -m experiments.headlines` at {first.get('commit', '?')[:12]}"
         f"{' (dirty tree)' if first.get('dirty') else ''} on {mach.get('cpu_model', '?')}, "
         f"{mach.get('cores', '?')} cores{'; --allow-busy' if allow_busy else ''}.\n\n"
     )
@@ -692,8 +692,8 @@ def append_history(entry: str, path: Path = RESULTS) -> None:
     text = path.read_text()
     if HISTORY_HEADING not in text:
         text = text.rstrip("\n") + (
-            f"\n\n{HISTORY_HEADING}\n\nAppended by `python -m experiments.headlines`, one entry "
-            "per run set; the figures themselves, with every run, are in "
+            f"\n\n{HISTORY_HEADING}\n\nAppended by `.venv/bin/python -m experiments.headlines`, "
+            "one entry per run set; the figures themselves, with every run, are in "
             "[figures/](figures/).\n"
         )
     path.write_text(text.rstrip("\n") + "\n" + entry)
