@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "docs" / "figures"
 README = ROOT / "README.md"
 RESULTS = ROOT / "docs" / "results.md"
+RUNS_DIR = ROOT / "results" / "headlines"  # each run's {out} folder, under <id>/run<k>
 HISTORY_HEADING = "## 8. Headline re-measurements"
 TESTBED_REPEATS = 5
 BENCHMARK_REPEATS = 3
@@ -549,12 +550,12 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def settled_load(sample_s: float) -> HostLoad:
+def settled_load(sample_s: float, settle_max_s: float = SETTLE_MAX_S) -> HostLoad:
     """The host's load before a run, after waiting (at most :data:`SETTLE_MAX_S`) while the
     1-minute average only remembers our own previous run."""
     waited = 0.0
     load = host_load.sample(sample_s)
-    while only_our_residue(load) and waited < SETTLE_MAX_S:
+    while only_our_residue(load) and waited < settle_max_s:
         time.sleep(10.0)
         waited += 10.0 + sample_s
         load = host_load.sample(sample_s)
@@ -562,10 +563,15 @@ def settled_load(sample_s: float) -> HostLoad:
 
 
 def run_once(
-    h: Headline, k: int, state: tuple[str, bool], machine: Mapping[str, Any], sample_s: float
+    h: Headline,
+    k: int,
+    state: tuple[str, bool],
+    machine: Mapping[str, Any],
+    sample_s: float,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
-    """Run ``h``'s command once and record it."""
-    out = ROOT / "results" / "headlines" / h.id / f"run{k}"
+    """Run ``h``'s command once (killed after ``timeout_s`` seconds, if given) and record it."""
+    out = RUNS_DIR / h.id / f"run{k}"
     out.mkdir(parents=True, exist_ok=True)
     before = settled_load(sample_s)
     busy = is_busy(before)
@@ -576,16 +582,20 @@ def run_once(
         f"{before.busy_fraction:.0%} busy{' -> BUSY host' if busy else ''}; {shlex.join(argv)}"
     )
     t0 = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired:
+        returncode, stdout, stderr = None, "", f"timed out after {timeout_s} s"
     duration = time.monotonic() - t0
     after = host_load.sample(sample_s)
     values: Values = {}
     error = None
-    if proc.returncode != 0:
-        error = f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+    if returncode != 0:
+        error = f"exit {returncode}: {stderr.strip()[-2000:]}"
     else:
         try:
-            values = {k: float(v) for k, v in h.extract(proc.stdout, out).items()}
+            values = {name: float(v) for name, v in h.extract(stdout, out).items()}
         except (ValueError, KeyError, IndexError, TypeError, StopIteration) as e:
             error = f"could not read the values: {type(e).__name__}: {e}"
     progress(
@@ -602,7 +612,7 @@ def run_once(
         "load_before": before.as_json(),
         "load_after": after.as_json(),
         "busy": busy,
-        "returncode": proc.returncode,
+        "returncode": returncode,
         "duration_s": duration,
         "values": values,
         "error": error,
@@ -724,6 +734,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sample-s", type=float, default=2.0, help="CPU busy sample before/after, seconds"
     )
+    ap.add_argument(
+        "--timeout-s", type=float, help="kill a run after this many seconds (recorded as failed)"
+    )
     args = ap.parse_args(argv)
     if args.list:
         for h in HEADLINES:
@@ -747,7 +760,10 @@ def main(argv: list[str] | None = None) -> int:
     written = []
     for h in chosen:
         repeats = args.repeats or h.repeats
-        runs = [run_once(h, k, state, machine, args.sample_s) for k in range(1, repeats + 1)]
+        runs = [
+            run_once(h, k, state, machine, args.sample_s, args.timeout_s)
+            for k in range(1, repeats + 1)
+        ]
         figure = figure_for(h, runs, args.allow_busy)
         path = FIGURES / f"{h.id}.json"
         if figure["summary"] is None and path.exists():

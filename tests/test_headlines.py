@@ -240,3 +240,36 @@ def test_history_entry_names_each_figure_and_its_busy_runs():
     entry = headlines.history_entry([headlines.figure_for(h, runs, True)], runs[0]["date"], True)
     assert re.search(r"`agent_cost`: .*1 runs, 1 on a busy host, 0 failed", entry)
     assert "--allow-busy" in entry
+
+
+def test_a_run_is_recorded_with_its_host_and_values_and_a_slow_one_times_out(tmp_path, monkeypatch):
+    from experiments import host_load
+
+    monkeypatch.setattr(headlines, "RUNS_DIR", tmp_path)
+    monkeypatch.setattr(headlines, "settled_load", lambda s: host_load.sample(s))
+    script = "import json, sys; print('warming up'); print(json.dumps({'v': 2.5}))"
+    h = headlines.Headline(
+        "probe",
+        "a probe",
+        ("python", "-c", script),
+        2,
+        lambda out, folder: {"x": headlines.stdout_json(out)["v"]},
+        (MetricView("x", "x", "s"),),
+        Target("x", "<=", 3.0),
+        False,
+    )
+    machine = host_load.machine()
+    rec = headlines.run_once(h, 1, ("abc", True), machine, 0.05)
+    assert rec["values"] == {"x": 2.5} and rec["error"] is None and rec["returncode"] == 0
+    assert rec["busy"] == is_busy(HostLoad(**{
+        k: rec["load_before"][k] for k in ("load1", "busy_fraction", "cores", "sample_s")
+    }))  # fmt: skip
+    assert rec["machine"]["cores"] >= 1 and rec["dirty"] is True
+    assert (tmp_path / "probe" / "run1").is_dir()
+    slow = headlines.Headline(
+        "slow", "slow", ("python", "-c", "import time; time.sleep(30)"), 1,
+        h.extract, h.metrics, None, False,
+    )  # fmt: skip
+    rec = headlines.run_once(slow, 1, ("abc", False), machine, 0.05, timeout_s=0.5)
+    assert rec["returncode"] is None and "timed out" in rec["error"] and rec["values"] == {}
+    assert summarise([rec], ["x"], None, allow_busy=True) is None
