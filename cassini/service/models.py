@@ -24,11 +24,21 @@ M = TypeVar("M", bound=BaseModel)
 
 # -- field types ---------------------------------------------------------------------------
 
+#: Bounds of the numbers a request may carry: a time from a microsecond to a week (an
+#: iteration, a phase, a period, in seconds) and a rate up to 1 Pb/s.  Past them the
+#: unified circle's arithmetic overflows (1e308 s) or its period error is infinite (5e-324
+#: s), and no training job is there.
+MIN_TIME_S = 1e-6
+MAX_TIME_S = 7 * 86400.0
+MAX_RATE_BPS = 1e15
+
 Id = Annotated[str, Field(min_length=1)]
-Seconds = Annotated[float, Field(ge=0, description="seconds")]
-PositiveSeconds = Annotated[float, Field(gt=0, description="seconds")]
-Bps = Annotated[float, Field(ge=0, description="bits per second")]
-PositiveBps = Annotated[float, Field(gt=0, description="bits per second")]
+Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="seconds")]
+PositiveSeconds = Annotated[
+    float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds")
+]
+Bps = Annotated[float, Field(ge=0, le=MAX_RATE_BPS, description="bits per second")]
+PositiveBps = Annotated[float, Field(ge=1, le=MAX_RATE_BPS, description="bits per second")]
 NumberMap = dict[str, float]
 
 
@@ -58,7 +68,9 @@ class Phase(Strict):
     """A communication phase of an iteration; it must end within the iteration and not
     overlap another phase (checked after the schema: 422)."""
 
-    start_s: Annotated[float, Field(ge=0, description="seconds into the iteration")]
+    start_s: Annotated[
+        float, Field(ge=0, le=MAX_TIME_S, description="seconds into the iteration")
+    ]
     duration_s: PositiveSeconds
     rate_bps: Bps
 
@@ -67,7 +79,9 @@ class Job(Strict):
     """A job's periodic demand (the JOB of ``cassini advise``)."""
 
     id: Id
-    iteration_time_s: Annotated[float, Field(gt=0, description="seconds per iteration")]
+    iteration_time_s: Annotated[
+        float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds per iteration")
+    ]
     phases: list[Phase]
 
 
@@ -85,7 +99,21 @@ class Candidate(Strict):
     ]
 
 
+def _shipped_example(name: str) -> Any:
+    """Adds the shipped example request ``name`` (``cassini/data/example_NAME.json``) to
+    a schema's ``examples``."""
+
+    def add(schema: dict[str, Any]) -> None:
+        from cassini.api import example
+
+        schema["examples"] = [example(name)]
+
+    return add
+
+
 class AdviseRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=_shipped_example("advise"))
+
     links: Annotated[list[Link], Field(min_length=1)]
     jobs: Annotated[
         list[Job],
@@ -96,6 +124,8 @@ class AdviseRequest(Strict):
 
 
 class ScoreRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=_shipped_example("score"))
+
     capacity_bps: PositiveBps
     jobs: Annotated[
         list[Job],
@@ -118,7 +148,16 @@ class JobRegistration(Strict):
                 {"required": ["model"], "not": {"anyOf": [
                     {"required": ["iteration_time_s"]}, {"required": ["phases"]}]}},
                 {"required": ["iteration_time_s", "phases"], "not": {"required": ["model"]}},
-            ]
+            ],
+            "examples": [
+                {"id": "bert-a", "model": "bert", "nodes": []},
+                {
+                    "id": "mine",
+                    "iteration_time_s": 0.2,
+                    "phases": [{"start_s": 0.1, "duration_s": 0.1, "rate_bps": 4.0e10}],
+                    "nodes": [],
+                },
+            ],
         }
     )
 
@@ -136,7 +175,7 @@ class JobRegistration(Strict):
     ]
     iteration_time_s: Annotated[
         float,
-        Field(default=None, gt=0, json_schema_extra=_no_default,
+        Field(default=None, ge=MIN_TIME_S, le=MAX_TIME_S, json_schema_extra=_no_default,
               description="seconds per iteration"),
     ]
     phases: Annotated[list[Phase], Field(default=None, json_schema_extra=_no_default)]
@@ -159,6 +198,10 @@ class TimeShiftHold(Strict):
     """An explicit time-shift: slot k starts at epoch_s + shift_s + k * period_s, with
     shift_s in [0, period_s) (422 otherwise)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"shift_s": 0.03, "period_s": 0.12}]}
+    )
+
     shift: Annotated[Literal[True], Field(default=True, description="true: hold the shift")]
     shift_s: Seconds
     period_s: PositiveSeconds
@@ -171,6 +214,10 @@ class TimeShiftHold(Strict):
 
 class TimeShiftRelease(Strict):
     """Release the job to run free."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"shift": False, "reason": "missed its slot 3 times"}]}
+    )
 
     shift: Annotated[Literal[False], Field(description="false: release the job")]
     reason: Annotated[str, Field(default="released by PUT", description="why it is released")]
@@ -231,6 +278,22 @@ class ExtenderArgs(GoObject):
     """k8s.io/kube-scheduler/extender/v1 ExtenderArgs; field names match case-insensitively
     (Go's decoder); Nodes when the extender is not nodeCacheCapable, NodeNames when it is
     (both given: NodeNames counts, and Nodes must still be well formed)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "Pod": {"metadata": {"name": "bert-b-0",
+                                         "annotations": {"cassini.io/model": "bert"}}},
+                    "NodeNames": ["n1", "n2"],
+                },
+                {
+                    "Pod": {"metadata": {"name": "p", "annotations": {"cassini.io/job": "half"}}},
+                    "Nodes": {"items": [{"metadata": {"name": "n2"}}]},
+                },
+            ]
+        }
+    )
 
     Pod: PodObject
     Nodes: NodeList | None = None
