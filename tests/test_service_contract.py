@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import require_module
@@ -19,6 +20,9 @@ from helpers.service_util import HALF, serve_process
 #: CASSINI_CONTRACT_EXAMPLES / CASSINI_CONTRACT_SEED run it longer or elsewhere.
 MAX_EXAMPLES = int(os.environ.get("CASSINI_CONTRACT_EXAMPLES", "30"))
 SEED = int(os.environ.get("CASSINI_CONTRACT_SEED", "1"))
+#: Limit of the schemathesis run, seconds: room for slower machines at the default count,
+#: and more for a longer run.
+RUN_LIMIT_S = max(600, 6 * MAX_EXAMPLES)
 TOKEN = "contract-test-token-0123456789abcdef"
 CHECKS = (
     "not_a_server_error",
@@ -55,13 +59,29 @@ def server(tmp_path_factory):
     tokens.write_text(f"{TOKEN} schemathesis\n")
     proc, port = serve_process(
         "--cluster", str(cluster), "--token-file", str(tokens), "--workers", "1", "--quiet",
-        "--write-rate", "0", "--timeout-s", "5",
+        "--write-rate", "0", "--timeout-s", "5", "--audit-log", str(tmp / "audit.log"),
     )
+    # keep reading its standard error: a full pipe would block the server mid-run
+    log = tmp / "server.log"
+    drain = threading.Thread(target=_copy_lines, args=(proc.stderr, log), daemon=True)
+    drain.start()
     try:
         yield port, tmp
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        proc.terminate()  # requests in flight finish first, each under --timeout-s
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            drain.join(timeout=10)
+
+
+def _copy_lines(stream, path) -> None:
+    with open(path, "a", encoding="utf-8") as out:
+        for line in stream:
+            out.write(line)
 
 
 def schemathesis_run(port: int, workdir, *extra: str) -> subprocess.CompletedProcess:
@@ -82,11 +102,11 @@ def schemathesis_run(port: int, workdir, *extra: str) -> subprocess.CompletedPro
     ]
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
     return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=RUN_LIMIT_S)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(RUN_LIMIT_S + 120)
 def test_the_server_keeps_its_openapi_contract(server):
     require_module("schemathesis")
     port, workdir = server
