@@ -445,7 +445,7 @@ def validate(model: type[M], body: Any, prefix: str = "") -> M:
         field = _field_name(body, first["loc"]) or prefix or "body"
         if prefix and field != prefix:
             field = _join(prefix, field)
-        raise BadRequest(_problem(first, model, body), field) from None
+        raise BadRequest(_problem(first), field) from None
 
 
 def _join(prefix: str, field: str) -> str:
@@ -511,7 +511,7 @@ _TYPES = {
 }
 
 
-def _problem(err: Mapping[str, Any], model: type[BaseModel], body: Any) -> str:
+def _problem(err: Mapping[str, Any]) -> str:
     """A pydantic error's problem in the JSON readers' words."""
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
