@@ -152,13 +152,33 @@ def test_malformed_json_is_400(served):
         ),
     ],
 )
-def test_schema_errors_are_400_naming_the_field(served, mutate, field):
+def test_schema_errors_are_refused_naming_the_field(served, mutate, field):
+    """400 for a body that breaks the schema, 422 for a path naming a job the request does
+    not have (the schema allows any key there)."""
     request = api.example("advise")
     mutate(request)
     status, headers, body = call(served, "POST", "/v1/advise", request)
-    assert status == 400
+    assert status == (422 if field.endswith("ghost") else 400)
     err = error_of((status, headers, body))
     assert err["field"] == field, err
+
+
+def test_score_of_a_link_without_jobs_is_1(served):
+    """No jobs on a link: nothing exceeds its capacity (score 1), no shifts, no demand."""
+    status, _, body = call(served, "POST", "/v1/score?precision_deg=90",
+                           {"capacity_bps": 1e9, "jobs": []})
+    assert status == 200, body
+    out = json.loads(body)
+    assert out["score"] == 1.0 and out["time_shifts_s"] == {}
+    assert out["demand_bps"] == [0.0] * 4 and out["n_angles"] == 4
+
+
+def test_advise_needs_a_job(served):
+    """Placing no job has nothing to rank: the schema says minItems 1 (400, not 422)."""
+    request = api.example("advise")
+    request["jobs"] = []
+    err = error_of(call(served, "POST", "/v1/advise", request))
+    assert err["code"] == 400 and err["field"] == "jobs"
 
 
 def test_top_level_not_an_object_is_400(served):

@@ -136,22 +136,35 @@ def test_registering_with_an_own_profile(served):
 
 
 @pytest.mark.parametrize(
-    "job, field",
+    "job, field, status",
     [
-        ({"model": "vgg16", "nodes": ["n1"]}, "id"),
-        ({"id": "x", "model": "vgg16", "nodes": ["nowhere"]}, "nodes[0]"),
-        ({"id": "x", "model": "vgg16", "nodes": ["n1", "n1"]}, "nodes"),
-        ({"id": "x", "model": "nope", "nodes": []}, "model"),
-        ({"id": "x", "nodes": []}, "iteration_time_s"),
-        ({"id": "x", "model": "vgg16", "iteration_time_s": 1, "nodes": []}, "model"),
-        ({"id": "x", "iteration_time_s": 0.1, "phases": [{"start_s": 0}]}, "phases[0].duration_s"),
-        ({"id": "x", "model": "vgg16", "colour": "red"}, "colour"),
-        ([], "body"),
+        ({"model": "vgg16", "nodes": ["n1"]}, "id", 400),
+        ({"id": "x", "model": "vgg16", "nodes": ["nowhere"]}, "nodes[0]", 422),
+        ({"id": "x", "model": "vgg16", "nodes": ["n1", "n1"]}, "nodes", 400),
+        ({"id": "x", "model": "nope", "nodes": []}, "model", 422),
+        ({"id": "x", "nodes": []}, "iteration_time_s", 400),
+        ({"id": "x", "model": "vgg16", "iteration_time_s": 1, "nodes": []}, "model", 400),
+        (
+            {"id": "x", "iteration_time_s": 0.1, "phases": [{"start_s": 0}]},
+            "phases[0].duration_s",
+            400,
+        ),
+        (
+            {"id": "x", "iteration_time_s": 0.1,
+             "phases": [{"start_s": 0.05, "duration_s": 0.2, "rate_bps": 1}]},
+            "phases[0].duration_s",
+            422,
+        ),
+        ({"id": "x", "model": "vgg16", "colour": "red"}, "colour", 400),
+        ([], "body", 400),
     ],
 )
-def test_bad_job_is_400_naming_the_field(served, job, field):
+def test_bad_job_is_refused_naming_the_field(served, job, field, status):
+    """400: the body breaks the schema (/openapi.json); 422: it follows the schema but
+    names a node or model the service does not have, or a phase longer than its
+    iteration."""
     err = error_of(call(served.port, "POST", "/v1/jobs", job))
-    assert err["code"] == 400 and err["field"] == field, err
+    assert err["code"] == status and err["field"] == field, err
 
 
 def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
@@ -223,19 +236,20 @@ def test_the_agent_reports_its_own_release_with_its_token(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "body, field",
+    "body, field, status",
     [
-        ({"shift_s": 0.2, "period_s": 0.1}, "shift_s"),
-        ({"shift_s": -0.1, "period_s": 0.1}, "shift_s"),
-        ({"shift_s": 0.0, "period_s": 0}, "period_s"),
-        ({"shift_s": 0.0}, "period_s"),
-        ({"shift_s": 0.0, "period_s": 1, "epoch_s": "now"}, "epoch_s"),
-        ({"shift_s": 0.0, "period_s": 1, "extra": 1}, "extra"),
+        ({"shift_s": 0.2, "period_s": 0.1}, "shift_s", 422),  # shift_s < period_s: in words
+        ({"shift_s": -0.1, "period_s": 0.1}, "shift_s", 400),
+        ({"shift_s": 0.0, "period_s": 0}, "period_s", 400),
+        ({"shift_s": 0.0}, "period_s", 400),
+        ({"shift_s": 0.0, "period_s": 1, "epoch_s": "now"}, "epoch_s", 400),
+        ({"shift_s": 0.0, "period_s": 1, "extra": 1}, "extra", 400),
+        ({"shift": False, "epoch_s": 1.0}, "epoch_s", 400),  # a release has no slots
     ],
 )
-def test_bad_put_time_shift_is_400(served, body, field):
+def test_bad_put_time_shift_is_refused(served, body, field, status):
     err = error_of(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
-    assert err["code"] == 400 and err["field"] == field
+    assert err["code"] == status and err["field"] == field
 
 
 def test_job_routes_answer_405_with_allow(served):

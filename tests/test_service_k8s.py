@@ -152,6 +152,8 @@ def test_filter_answers_node_objects_when_given_node_objects(served):
         ({"Pod": {}, "NodeNames": "n1"}, "NodeNames"),
         ({"Pod": {}, "NodeNames": ["n1", 2]}, "NodeNames[1]"),
         ({"pod": {}, "nodes": {"items": [{"metadata": {}}]}}, "nodes.items[0].metadata.name"),
+        # Nodes must be well formed even beside NodeNames (Go would not decode it either)
+        ({"Pod": {}, "Nodes": {"items": [[None, None]]}, "NodeNames": ["n1"]}, "Nodes.items[0]"),
         (
             {"Pod": pod({"cassini.io/profile": "{oops"}), "NodeNames": ["n1"]},
             'Pod.metadata.annotations["cassini.io/profile"]',
@@ -172,9 +174,12 @@ def test_filter_answers_node_objects_when_given_node_objects(served):
     ],
 )
 @pytest.mark.parametrize("verb", ["prioritize", "filter"])
-def test_bad_requests_are_400_naming_the_field(served, verb, body, field):
+def test_bad_requests_are_refused_naming_the_field(served, verb, body, field):
+    """400 for a body that breaks the schema; 422 for an annotation the schema allows (a
+    string) whose content the service cannot use (a profile that is not a JOB, a model not
+    in the library)."""
     err = error_of(call(served.port, "POST", f"/k8s/v1/{verb}", body))
-    assert err["code"] == 400
+    assert err["code"] == (422 if "cassini.io/" in field else 400)
     assert err["field"] == field, err  # the exact field, not a prefix of it
 
 

@@ -82,7 +82,7 @@ def schema_of(document, name):
     [
         ("AdviseRequest", lambda: api.example("advise")),
         ("ScoreRequest", lambda: api.example("score")),
-        ("RunningJob", lambda: {"id": "j", "model": "bert", "nodes": ["n1"]}),
+        ("JobRegistration", lambda: {"id": "j", "model": "bert", "nodes": ["n1"]}),
         ("TimeShiftPut", lambda: {"shift_s": 0.01, "period_s": 0.1}),
     ],
 )

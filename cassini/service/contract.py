@@ -48,12 +48,21 @@ class QueryOption:
     description: str
 
 
+#: The finest angle step served, degrees (3600 angles): finer ones cost memory and time
+#: (bytes and seconds grow with the angles) without changing a ranking.
+MIN_PRECISION_DEG = 0.1
+
+
 def _precision(value: str, field: str) -> float:
     try:
         number = float(value)
         n_angles(number)
+        if not number >= MIN_PRECISION_DEG:
+            raise ValueError(value)
     except (ValueError, InputError):
-        raise BadRequest(f"must be a number in (0, 180] degrees, got {value!r}", field) from None
+        raise BadRequest(
+            f"must be a number in [{MIN_PRECISION_DEG:g}, 180] degrees, got {value!r}", field
+        ) from None
     return number
 
 
@@ -72,7 +81,7 @@ QUERY_OPTIONS: dict[str, QueryOption] = {
         QueryOption(
             "precision_deg",
             _precision,
-            {"type": "number", "exclusiveMinimum": 0, "maximum": 180, "default": 5},
+            {"type": "number", "minimum": MIN_PRECISION_DEG, "maximum": 180, "default": 5},
             "angle step of the unified circle in degrees (5 = 72 angles)",
         ),
         QueryOption(
@@ -139,7 +148,7 @@ class Endpoint:
         return re.sub(r"\{(\w+):\w+\}", r"{\1}", self.path)
 
 
-BODY_ERRORS = (400, 404, 405, 408, 413, 415, 500)
+BODY_ERRORS = (400, 404, 405, 408, 413, 415, 422, 500)
 COMPUTE_ERRORS = BODY_ERRORS + (503, 504)
 WRITE_ERRORS = (401, 403, 429)
 
@@ -181,7 +190,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 "POST",
                 handlers.register_job,
                 "Register a running job with its nodes (201), or replace one (200)",
-                body="RunningJob",
+                body="JobRegistration",
                 status=201,
                 also=(200,),
                 answer="RunningJob",

@@ -36,6 +36,15 @@ class BadRequest(ServiceError):
     when = "malformed JSON, schema error naming the field, bad query option or path parameter"
 
 
+class Unprocessable(ServiceError):
+    status = 422
+    when = (
+        "the body follows the schema but breaks a rule it states in words: a phase beyond "
+        "its iteration or overlapping another, shift_s not below period_s, duplicate ids, "
+        "an unknown node, library model, job or link; the field is named"
+    )
+
+
 class NotFound(ServiceError):
     status = 404
     when = "unknown path, or unknown job id"
@@ -126,6 +135,7 @@ ERRORS: dict[int, type[ServiceError]] = {
         RequestTimeout,
         PayloadTooLarge,
         UnsupportedMediaType,
+        Unprocessable,
         TooManyRequests,
         InternalError,
         Overloaded,
@@ -138,15 +148,16 @@ REJECT_REASONS: tuple[str, ...] = tuple(
 )
 
 
-def from_input_error(e: InputError, prefix: str = "") -> BadRequest:
-    """A schema error as a 400; the JSON readers name the whole document "input" (or ""),
-    which over HTTP is the body."""
+def from_input_error(e: InputError, prefix: str = "") -> Unprocessable:
+    """A domain reader's refusal of a body that passed its model (the schema) as a 422;
+    the JSON readers name the whole document "input" (or ""), which over HTTP is the
+    body."""
     field = e.field
     if field in ("", "input"):
         field = prefix or "body"
     elif prefix:
         field = f"{prefix}.{field}"
-    return BadRequest(e.problem, field)
+    return Unprocessable(e.problem, field)
 
 
 def json_bytes(obj: Any) -> bytes:

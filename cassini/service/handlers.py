@@ -1,9 +1,11 @@
 """What each operation of the service does, one function each: ``handler(service, call)``
 -> ``(status, answer)`` where the answer is JSON-able (or bytes, sent as they are).  The
 request has been read and checked before (:mod:`cassini.service.reading`); a handler
-validates the body's schema once, here, into typed values, and hands typed tasks to the
-worker pool (:mod:`cassini.service.tasks`).  Errors are raised, not returned: the app's
-exception handlers turn them into the JSON error answer."""
+validates the body against its model (:mod:`cassini.service.models`, the same models the
+OpenAPI document is generated from: a 400 naming the field), then reads it into typed
+values with the domain readers (their refusals, of what the schema cannot say, are 422s)
+and hands typed tasks to the worker pool (:mod:`cassini.service.tasks`).  Errors are
+raised, not returned: the app's exception handlers turn them into the JSON error answer."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from typing import Any
 
 from starlette.responses import Response
 
-from cassini import schema
+from cassini.circle import n_angles
 from cassini.errors import InputError
-from cassini.service import k8s
+from cassini.service import k8s, models
 from cassini.service.cluster import check_nodes, read_job
 from cassini.service.errors import NotFound, json_bytes
 from cassini.service.registry import Registry
@@ -63,6 +65,7 @@ async def openapi_document(service: Service, call: Call) -> Answer:
 async def advise(service: Service, call: Call) -> Answer:
     from cassini import api
 
+    models.validate(models.AdviseRequest, call.body)
     links, jobs, candidates = api.read_advise_request(call.body)
     options = {
         "precision_deg": call.options.get("precision_deg", 5.0),
@@ -75,12 +78,29 @@ async def advise(service: Service, call: Call) -> Answer:
 async def score(service: Service, call: Call) -> Answer:
     from cassini.profile import profiles_from_dicts
 
-    obj = schema.require_object(call.body, "")
-    schema.check_fields(obj, "", ("capacity_bps", "jobs"))
-    capacity = schema.number(obj["capacity_bps"], "capacity_bps", positive=True)
-    jobs = profiles_from_dicts(obj["jobs"], "jobs")
-    task = ScoreTask(jobs, capacity, call.options.get("precision_deg", 5.0))
+    request = models.validate(models.ScoreRequest, call.body)
+    precision_deg = call.options.get("precision_deg", 5.0)
+    if not request.jobs:
+        return 200, empty_link_score(precision_deg)
+    jobs = profiles_from_dicts(call.body["jobs"], "jobs")
+    task = ScoreTask(jobs, request.capacity_bps, precision_deg)
     return 200, await service.compute(call.deadline, task)
+
+
+def empty_link_score(precision_deg: float) -> dict[str, Any]:
+    """The score answer of a link no job uses: nothing exceeds its capacity (score 1),
+    no shifts, no period (0 s), no demand (bits/s) at any angle."""
+    n = n_angles(precision_deg)
+    return {
+        "score": 1.0,
+        "time_shifts_s": {},
+        "unified_period_s": 0.0,
+        "period_exact": True,
+        "period_error": 0.0,
+        "n_angles": n,
+        "method": "no jobs",
+        "demand_bps": [0.0] * n,
+    }
 
 
 async def list_jobs(service: Service, call: Call) -> Answer:
@@ -89,6 +109,7 @@ async def list_jobs(service: Service, call: Call) -> Answer:
 
 
 async def register_job(service: Service, call: Call) -> Answer:
+    models.validate(models.JobRegistration, call.body)
     job = read_job(call.body)
     check_nodes(service.registry.cluster, job, "")
     new = service.registry.put(job)
@@ -164,30 +185,24 @@ def _unusable_shift(registry: Registry, job_id: str) -> JobShift | None:
 
 def read_time_shift_put(obj: Any, job_id: str, default_epoch_s: float) -> JobShift:
     """``{"shift_s", "period_s", "epoch_s"?}`` (seconds) as the job's explicit shift,
-    ``shift_s`` in [0, ``period_s``); or ``{"shift": false, "reason"?}``: run free."""
-    obj = schema.require_object(obj, "")
-    if obj.get("shift") is False:
-        schema.check_fields(obj, "", ("shift",), ("reason",))
-        reason = obj.get("reason", "released by PUT")
-        if not isinstance(reason, str):
-            raise InputError("reason", f"must be a string, got {schema._kind(reason)}")
-        return JobShift(job_id, False, 0.0, 1.0, reason)
-    schema.check_fields(obj, "", ("shift_s", "period_s"), ("epoch_s", "shift"))
-    if obj.get("shift", True) is not True:
-        raise InputError("shift", "must be true or false")
-    period = schema.number(obj["period_s"], "period_s", positive=True)
-    shift = schema.number(obj["shift_s"], "shift_s", non_negative=True)
-    if shift >= period:
-        raise InputError("shift_s", f"must be in [0, period_s = {period:g}), got {shift:g}")
-    epoch = default_epoch_s
-    if obj.get("epoch_s") is not None:
-        epoch = schema.number(obj["epoch_s"], "epoch_s", non_negative=True)
-    return JobShift(job_id, True, shift, period, None, None, epoch)
+    ``shift_s`` in [0, ``period_s``) (else 422); or ``{"shift": false, "reason"?}``: run
+    free.  The ``shift`` field picks the model (the schema's ``oneOf``)."""
+    if isinstance(obj, dict) and obj.get("shift") is False:
+        release = models.validate(models.TimeShiftRelease, obj)
+        return JobShift(job_id, False, 0.0, 1.0, release.reason)
+    hold = models.validate(models.TimeShiftHold, obj)
+    if hold.shift_s >= hold.period_s:
+        raise InputError(
+            "shift_s", f"must be in [0, period_s = {hold.period_s:g}), got {hold.shift_s:g}"
+        )
+    epoch = default_epoch_s if hold.epoch_s is None else hold.epoch_s
+    return JobShift(job_id, True, hold.shift_s, hold.period_s, None, None, epoch)
 
 
 async def _extender_scores(service: Service, call: Call, verb: str) -> tuple[Any, Any]:
     """(the request's args, the answer): JSON bytes from a prioritize task, score tuples
     from a filter task, or neutral scores when the service cannot judge."""
+    models.validate(models.ExtenderArgs, call.body)
     args = k8s.read_extender_args(call.body)
     registry = service.registry
     pod = k8s.pod_profile(args, registry.jobs())

@@ -1,0 +1,584 @@
+"""The service's request and answer bodies as typed models (pydantic v2), defined once:
+a request body is validated by its model (:func:`validate`, a
+:class:`~cassini.service.errors.BadRequest` naming the field as the JSON readers do,
+``jobs[0].phases[1].rate_bps: must be >= 0, got -1``), and the OpenAPI components are
+generated from the same models (:func:`component_schemas`).
+
+What JSON Schema cannot say (a phase inside its iteration, phases not overlapping,
+``shift_s < period_s``, a node of the cluster, a model of the library, a path naming a job
+of the request) is checked by the domain readers after the model; such a refusal is a 422
+(:class:`~cassini.service.errors.Unprocessable`), a body that breaks the schema a 400.
+Units: seconds, bits per second."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import models_json_schema
+
+from cassini.service.errors import BadRequest
+
+M = TypeVar("M", bound=BaseModel)
+
+# -- field types ---------------------------------------------------------------------------
+
+#: Bounds of the numbers a request may carry: a time from a microsecond to a week (an
+#: iteration, a phase, a period, in seconds) and a rate up to 1 Pb/s.  Past them the
+#: unified circle's arithmetic overflows (1e308 s) or its period error is infinite (5e-324
+#: s), and no training job is there.
+MIN_TIME_S = 1e-6
+MAX_TIME_S = 7 * 86400.0
+MAX_RATE_BPS = 1e15
+
+Id = Annotated[str, Field(min_length=1)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="seconds")]
+PositiveSeconds = Annotated[
+    float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds")
+]
+Bps = Annotated[float, Field(ge=0, le=MAX_RATE_BPS, description="bits per second")]
+PositiveBps = Annotated[float, Field(ge=1, le=MAX_RATE_BPS, description="bits per second")]
+NumberMap = dict[str, float]
+
+
+class Strict(BaseModel):
+    """A request object: exact JSON types (no "1" for 1, no true for 1), finite numbers,
+    no fields beyond its own."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class Open(BaseModel):
+    """An answer object: the fields listed, and maybe more (additional fields allowed)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Closed(BaseModel):
+    """An answer object with exactly the fields listed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+class Phase(Strict):
+    """A communication phase of an iteration; it must end within the iteration and not
+    overlap another phase (checked after the schema: 422)."""
+
+    start_s: Annotated[
+        float, Field(ge=0, le=MAX_TIME_S, description="seconds into the iteration")
+    ]
+    duration_s: PositiveSeconds
+    rate_bps: Bps
+
+
+class Job(Strict):
+    """A job's periodic demand (the JOB of ``cassini advise``)."""
+
+    id: Id
+    iteration_time_s: Annotated[
+        float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds per iteration")
+    ]
+    phases: list[Phase]
+
+
+class Link(Strict):
+    id: Id
+    capacity_bps: PositiveBps
+
+
+class Candidate(Strict):
+    id: Id
+    paths: Annotated[
+        dict[str, list[Id]],
+        Field(description="job id -> ids of the links its traffic crosses (jobs and "
+              "links of this request: 422 otherwise)"),
+    ]
+
+
+def _shipped_example(name: str) -> Any:
+    """Adds the shipped example request ``name`` (``cassini/data/example_NAME.json``) to
+    a schema's ``examples``."""
+
+    def add(schema: dict[str, Any]) -> None:
+        from cassini.api import example
+
+        schema["examples"] = [example(name)]
+
+    return add
+
+
+class AdviseRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=_shipped_example("advise"))
+
+    links: Annotated[list[Link], Field(min_length=1)]
+    jobs: Annotated[
+        list[Job],
+        Field(min_length=1, description="the jobs to place (at least one: placing no job "
+              "has nothing to rank); ids unique (422 otherwise)"),
+    ]
+    candidates: Annotated[list[Candidate], Field(min_length=1)]
+
+
+class ScoreRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=_shipped_example("score"))
+
+    capacity_bps: PositiveBps
+    jobs: Annotated[
+        list[Job],
+        Field(description="the jobs sharing the link; none: a link with no demand, score "
+              "1; ids unique (422 otherwise)"),
+    ]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+class JobRegistration(Strict):
+    """A running job to register: its nodes and either a library ``model`` or its own
+    ``iteration_time_s`` and ``phases``, not both."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["model"], "not": {"anyOf": [
+                    {"required": ["iteration_time_s"]}, {"required": ["phases"]}]}},
+                {"required": ["iteration_time_s", "phases"], "not": {"required": ["model"]}},
+            ],
+            "examples": [
+                {"id": "bert-a", "model": "bert", "nodes": []},
+                {
+                    "id": "mine",
+                    "iteration_time_s": 0.2,
+                    "phases": [{"start_s": 0.1, "duration_s": 0.1, "rate_bps": 4.0e10}],
+                    "nodes": [],
+                },
+            ],
+        }
+    )
+
+    id: Id
+    nodes: Annotated[
+        list[Id],
+        Field(default_factory=list, json_schema_extra={"uniqueItems": True},
+              description="nodes of --cluster (422 for a node it does not have)"),
+    ]
+    # absent, not null: no default in the schema (the oneOf says which are required)
+    model: Annotated[
+        str,
+        Field(default=None, min_length=1, json_schema_extra=_no_default,
+              description="a profile library id (422 for one the library does not have)"),
+    ]
+    iteration_time_s: Annotated[
+        float,
+        Field(default=None, ge=MIN_TIME_S, le=MAX_TIME_S, json_schema_extra=_no_default,
+              description="seconds per iteration"),
+    ]
+    phases: Annotated[list[Phase], Field(default=None, json_schema_extra=_no_default)]
+
+    @model_validator(mode="after")
+    def _model_or_own_profile(self) -> JobRegistration:
+        fields = self.model_fields_set
+        if len(set(self.nodes)) != len(self.nodes):
+            raise _FieldError("nodes", "names a node more than once")
+        if "model" in fields and fields & {"iteration_time_s", "phases"}:
+            raise _FieldError("model", "give a model or iteration_time_s/phases, not both")
+        if "model" not in fields:
+            for name in ("iteration_time_s", "phases"):
+                if name not in fields:
+                    raise _FieldError(name, "missing required field (or give a library model)")
+        return self
+
+
+class TimeShiftHold(Strict):
+    """An explicit time-shift: slot k starts at epoch_s + shift_s + k * period_s, with
+    shift_s in [0, period_s) (422 otherwise)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"shift_s": 0.03, "period_s": 0.12}]}
+    )
+
+    shift: Annotated[Literal[True], Field(default=True, description="true: hold the shift")]
+    shift_s: Seconds
+    period_s: PositiveSeconds
+    epoch_s: Annotated[
+        float | None,
+        Field(default=None, ge=0, description="UNIX seconds slot 0 counts from (null or "
+              "absent: the service's epoch)"),
+    ]
+
+
+class TimeShiftRelease(Strict):
+    """Release the job to run free."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"shift": False, "reason": "missed its slot 3 times"}]}
+    )
+
+    shift: Annotated[Literal[False], Field(description="false: release the job")]
+    reason: Annotated[str, Field(default="released by PUT", description="why it is released")]
+
+
+class GoObject(BaseModel):
+    """A Kubernetes object as Go's decoder reads it: field names match case-insensitively
+    (the exact name first), unknown fields are ignored."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _go_field_names(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for name in cls.model_fields:
+            if name not in out:
+                folded = name.casefold()
+                key = next((k for k in data if isinstance(k, str) and k.casefold() == folded),
+                           None)
+                if key is not None:
+                    out[name] = out.pop(key)
+        return out
+
+
+class NodeMeta(GoObject):
+    name: str
+
+
+class NodeObject(GoObject):
+    """A v1.Node; the extender reads only its name."""
+
+    metadata: NodeMeta
+
+
+class NodeList(GoObject):
+    items: list[NodeObject] = Field(default_factory=list)
+
+
+class PodMeta(GoObject):
+    name: str | None = None
+    annotations: dict[str, str] | None = Field(
+        default=None,
+        description="cassini.io/job, cassini.io/profile (a JOB as JSON) or cassini.io/model "
+        "(a library id); a profile or model the service cannot read is a 422",
+    )
+
+
+class PodObject(GoObject):
+    """The v1.Pod being scheduled; the extender reads its name and annotations."""
+
+    metadata: PodMeta | None = None
+
+
+class ExtenderArgs(GoObject):
+    """k8s.io/kube-scheduler/extender/v1 ExtenderArgs; field names match case-insensitively
+    (Go's decoder); Nodes when the extender is not nodeCacheCapable, NodeNames when it is
+    (both given: NodeNames counts, and Nodes must still be well formed)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "Pod": {"metadata": {"name": "bert-b-0",
+                                         "annotations": {"cassini.io/model": "bert"}}},
+                    "NodeNames": ["n1", "n2"],
+                },
+                {
+                    "Pod": {"metadata": {"name": "p", "annotations": {"cassini.io/job": "half"}}},
+                    "Nodes": {"items": [{"metadata": {"name": "n2"}}]},
+                },
+            ]
+        }
+    )
+
+    Pod: PodObject
+    Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+class CandidateResult(Open):
+    id: str
+    status: Literal["ok", "rejected"]
+    score: float | None
+    min_link_score: float | None = None
+    link_scores: NumberMap | None = None
+    time_shifts_s: Annotated[NumberMap, Field(description="job id -> seconds")]
+    loops: int | None = None
+    loop_loss: float | None = None
+    reason: str | None
+
+
+class Advice(Open):
+    best: str | None
+    time_shifts_s: Annotated[NumberMap, Field(description="job id -> seconds")]
+    precision_deg: float | None = None
+    aggregate: str | None = None
+    loops: str | None = None
+    candidates: list[CandidateResult]
+
+
+class ScoreAnswer(Open):
+    score: float
+    time_shifts_s: Annotated[NumberMap, Field(description="job id -> seconds")]
+    unified_period_s: Annotated[float, Field(description="seconds (0 with no jobs)")]
+    period_exact: bool | None = None
+    period_error: float | None = None
+    n_angles: int | None = None
+    method: str | None = None
+    demand_bps: list[float] | None = None
+
+
+class AnswerPhase(Closed):
+    start_s: float
+    duration_s: float
+    rate_bps: float
+
+
+class RunningJob(Closed):
+    """A registered job: its nodes, its library model if it named one, and its profile."""
+
+    id: str
+    nodes: list[str]
+    model: str | None = None
+    iteration_time_s: Annotated[float, Field(description="seconds per iteration")]
+    phases: list[AnswerPhase]
+
+
+class JobList(Closed):
+    jobs: list[RunningJob]
+
+
+class TimeShift(Closed):
+    job_id: str
+    shift: Annotated[bool, Field(description="false: run free (reason says why)")]
+    shift_s: Annotated[float, Field(ge=0, description="seconds in [0, period_s)")]
+    period_s: Annotated[float, Field(gt=0, description="seconds; the job's iteration time")]
+    epoch_s: Annotated[float, Field(ge=0, description="UNIX seconds slot 0 counts from")]
+    reason: str | None
+    released: Annotated[
+        bool,
+        Field(description="true: released by PUT (shift false), the job's own or a job "
+              "of its held group (jobs joined by shared links); it runs free"),
+    ]
+    tolerance_s: Annotated[
+        float | None,
+        Field(default=None, ge=0, description="seconds an iteration may start late before "
+              "the agent re-aligns the job (the advisor's slip tolerance; null: the agent's "
+              "default)"),
+    ]
+
+
+class HostPriority(Closed):
+    Host: str
+    Score: Annotated[int, Field(ge=0, le=10)]
+
+
+class ExtenderFilterResult(Closed):
+    Nodes: dict[str, Any] | None
+    NodeNames: list[str] | None
+    FailedNodes: dict[str, str]
+    FailedAndUnresolvableNodes: dict[str, str]
+    Error: str
+
+
+class UnusableJob(Closed):
+    """A registered job kept in the state file but left out of every computation."""
+
+    id: Id
+    reason: str
+
+
+class Health(Closed):
+    status: str
+    version: str | None = None
+    unusable_jobs: Annotated[
+        list[UnusableJob],
+        Field(description="registered jobs kept in the state file but not used (a node "
+              "left the cluster, or the stored row no longer reads); each answers "
+              "shift: false with the reason"),
+    ] = []
+
+
+class ErrorDetail(Closed):
+    code: int
+    field: Annotated[
+        str | None,
+        Field(description="JSON path into the body, query.NAME, a header or path "
+              "parameter; null when no single field is to blame"),
+    ]
+    message: str
+
+
+class Error(Closed):
+    error: ErrorDetail
+
+
+#: Request models by component name, validated in "validation" mode.
+REQUESTS: tuple[type[BaseModel], ...] = (
+    AdviseRequest, ScoreRequest, JobRegistration, TimeShiftHold, TimeShiftRelease, ExtenderArgs,
+)
+#: Answer models by component name.
+ANSWERS: tuple[type[BaseModel], ...] = (
+    Advice, ScoreAnswer, RunningJob, JobList, TimeShift, HostPriority, ExtenderFilterResult,
+    Health, Error,
+)
+
+
+# -- validation errors as the service's field-named errors -----------------------------------
+
+
+class _FieldError(Exception):
+    """A cross-field schema rule broken (raised from a model validator, passes through
+    pydantic): the field to blame and the problem."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+        self.problem = problem
+
+
+def validate(model: type[M], body: Any, prefix: str = "") -> M:
+    """``body`` as ``model``; a :class:`BadRequest` naming the first field that breaks it
+    (unknown fields first, as the JSON readers report them)."""
+    try:
+        return model.model_validate(body)
+    except _FieldError as e:
+        raise BadRequest(e.problem, _join(prefix, e.field)) from None
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        errors.sort(key=lambda err: err["type"] != "extra_forbidden")
+        first = errors[0]
+        field = _field_name(body, first["loc"]) or prefix or "body"
+        if prefix and field != prefix:
+            field = _join(prefix, field)
+        raise BadRequest(_problem(first), field) from None
+
+
+def _join(prefix: str, field: str) -> str:
+    return f"{prefix}.{field}" if prefix else field
+
+
+#: Object keys written ``name["key"]`` in a field path (free-form keys such as
+#: ``cassini.io/job``), not ``name.key``.
+QUOTED_KEYS_OF = ("annotations",)
+
+
+def _field_name(body: Any, loc: Iterable[int | str]) -> str:
+    """The JSON path of a pydantic error location, with the keys as the body spells them
+    (the k8s names match case-insensitively): ``jobs[0].phases[1].rate_bps``."""
+    out = ""
+    node = body
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
+        else:
+            key = part
+            if isinstance(node, Mapping) and part not in node:
+                folded = part.casefold()
+                key = next(
+                    (k for k in node if isinstance(k, str) and k.casefold() == folded), part
+                )
+            if previous in QUOTED_KEYS_OF:
+                out += f'["{key}"]'
+            else:
+                out = _join(out, key)
+            node = node.get(key) if isinstance(node, Mapping) else None
+        previous = part
+    return out
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+_TYPES = {
+    "float_type": "a number",
+    "int_type": "an integer",
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "list_type": "a JSON array",
+    "dict_type": "a JSON object",
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+}
+
+
+def _problem(err: Mapping[str, Any]) -> str:
+    """A pydantic error's problem in the JSON readers' words."""
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "missing":
+        return "missing required field"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind in _TYPES:
+        return f"must be {_TYPES[kind]}, got {_kind(value)}"
+    if kind == "finite_number":
+        return f"must be finite, got {value}"
+    if kind == "greater_than":
+        return f"must be > {ctx['gt']:g}, got {value:g}"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx['ge']:g}, got {value:g}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx['le']:g}, got {value:g}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "too_short":
+        return "must not be empty" if ctx.get("min_length") == 1 else err["msg"]
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}, got {_kind(value)}"
+    return str(err["msg"])
+
+
+# -- the OpenAPI components ------------------------------------------------------------------
+
+
+def component_schemas() -> dict[str, Any]:
+    """JSON Schemas of every request and answer model, by name, referring to each other
+    as ``#/components/schemas/NAME`` (titles dropped: the names say it)."""
+    models = [(m, "validation") for m in (*REQUESTS, *ANSWERS)]
+    _, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    schemas = {name: _untitled(s) for name, s in top["$defs"].items()}
+    schemas["HostPriorityList"] = {
+        "type": "array", "items": {"$ref": "#/components/schemas/HostPriority"},
+    }
+    schemas["TimeShiftPut"] = {
+        "description": "hold an explicit time-shift, or release the job to run free",
+        "oneOf": [
+            {"$ref": "#/components/schemas/TimeShiftHold"},
+            {"$ref": "#/components/schemas/TimeShiftRelease"},
+        ],
+    }
+    return dict(sorted(schemas.items()))
+
+
+def _untitled(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            k: (_untitled(v) if k != "properties" else {p: _untitled(s) for p, s in v.items()})
+            for k, v in schema.items()
+            if k != "title"
+        }
+    if isinstance(schema, list):
+        return [_untitled(s) for s in schema]
+    return schema
