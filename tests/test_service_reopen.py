@@ -129,7 +129,8 @@ def test_a_row_that_no_longer_reads_is_kept_reported_and_removable(tmp_path):
         shift = ok_json(call(port, "GET", "/v1/jobs/odd/time_shift"))
         assert shift["shift"] is False and shift["period_s"] == 0.25
         assert "stored row unreadable" in shift["reason"]
-        ok_json(call(port, "DELETE", "/v1/jobs/odd"))
+        removed = ok_json(call(port, "DELETE", "/v1/jobs/odd"))
+        assert removed == {"id": "odd", "nodes": [], "iteration_time_s": 0.25, "phases": []}
         assert ok_json(call(port, "GET", "/healthz"))["unusable_jobs"] == []
     finally:
         stop(proc)

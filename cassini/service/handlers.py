@@ -122,9 +122,12 @@ async def get_job(service: Service, call: Call) -> Answer:
 
 async def delete_job(service: Service, call: Call) -> Answer:
     job_id = call.params["job_id"]
+    row = service.registry.unreadable.get(job_id)
     job = service.registry.delete(job_id)
-    if job is None:  # a stored row that no longer read: removed from the file
-        return 200, {"id": job_id, "nodes": []}
+    if job is None:  # a stored row that no longer read, now removed: what of it reads
+        assert row is not None
+        return 200, {"id": job_id, "nodes": [], "iteration_time_s": row[1] or 0.0,
+                     "phases": []}
     return 200, job.to_dict()
 
 
