@@ -54,6 +54,9 @@ HELD_GROUP_LIMIT = 4
 #: evaluation starts from phases set by start times (or shifts), and MLTCP takes several
 #: iterations to interleave jobs (mltcp.policy.iterations_to_interleave: ~5-10 at k = 2).
 MLTCP_WARMUP_PERIODS = 12.0
+#: Times a free-running group's network window is stretched when some job completed no
+#: iteration in it (see ``Simulation._network``); each stretch at least doubles it.
+WINDOW_STRETCHES = 8
 
 
 @dataclass(frozen=True)
@@ -721,21 +724,48 @@ class Simulation:
         if len(runs) > HELD_GROUP_LIMIT:
             return self._network(runs, held=False, from_shifts=True)
         result = self._network(runs, held=True)
-        need = max(
-            float(np.mean(b)) / r.profile.iteration_time_s
-            for r in runs
-            if (b := result.busy_s[r.spec.job_id])
-        )
-        if need <= 1 + AGENT_TOLERANCE / 2:
-            return result
+        busy = [result.busy_s[r.spec.job_id] for r in runs]
+        # a job with no busy record finished no iteration within the measured window,
+        # several of its periods: it cannot keep its slots either
+        if all(busy):
+            need = max(
+                float(np.mean(b)) / r.profile.iteration_time_s
+                for r, b in zip(runs, busy, strict=True)
+            )
+            if need <= 1 + AGENT_TOLERANCE / 2:
+                return result
         return self._network(runs, held=False, from_shifts=True)
 
     def _network(
         self, runs: list[_Running], *, held: bool, from_shifts: bool = False
     ) -> NetworkResult:
         """Simulate the group: held to the shifts, or free-running phased by start time
-        or by the shifts."""
+        or by the shifts.
+
+        The window is counted in periods of the group's longest dedicated iteration.  A
+        job can be slowed past that whole window (its own path thinner than its demand,
+        e.g. one ECMP spine's share of an oversubscribed uplink, or many jobs sharing):
+        free-running, the window is then stretched to the longest iteration the group's
+        links allow (:func:`_stretched_iteration_s`), doubling beyond that, until every
+        job completes one.  Held, a job without a whole iteration is left to
+        :meth:`_held`, which releases its group."""
         longest = max(r.profile.iteration_time_s for r in runs)
+        result = self._window(runs, longest, held=held, from_shifts=from_shifts)
+        if held:
+            return result
+        stretched = max(_stretched_iteration_s(r, self, len(runs)) for r in runs)
+        for _ in range(WINDOW_STRETCHES):
+            if all(result.iteration_times_s[r.spec.job_id] for r in runs):
+                break
+            longest = max(2 * longest, stretched)
+            result = self._window(runs, longest, held=False, from_shifts=from_shifts)
+        return result
+
+    def _window(
+        self, runs: list[_Running], longest: float, *, held: bool, from_shifts: bool
+    ) -> NetworkResult:
+        """One network window over the group, its warm-up and measured parts counted in
+        periods of ``longest`` seconds."""
         periods = self.window.warmup_periods
         if self.scheduler.mltcp:  # let MLTCP re-converge from the start-time phases
             periods = max(periods, MLTCP_WARMUP_PERIODS)
@@ -794,6 +824,16 @@ class Simulation:
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:
     return JobProfile(job_id, profile.iteration_time_s, profile.phases)
+
+
+def _stretched_iteration_s(r: _Running, sim: Simulation, sharers: int) -> float:
+    """Longest iteration (s) max-min sharing can give ``r`` among ``sharers`` jobs: each
+    phase sends at no less than its own rate or an equal share of the thinnest link of
+    its path that can congest, whichever is lower."""
+    capacity = min(
+        (sim.cluster.links[link] for link in r.path if sim.coupling(link)), default=math.inf
+    )
+    return r.profile.iteration_time_s + r.profile.bits_per_iteration * sharers / capacity
 
 
 def _compute_s(profile: JobProfile) -> float:
