@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.continuous import ContinuousNetwork
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
@@ -293,11 +294,13 @@ class Simulation:
         self.routing = ROUTINGS[self.scheduler.routing or options.routing]
         self.seed = seed
         self.priority_rng = np.random.default_rng([seed, 1])
-        for j in self.jobs:
+        for j in self.jobs:  # InputError: `cassini sim` exits 2 naming the job's field
             if j.model not in self.library:
-                raise ValueError(f"job {j.job_id}: unknown model {j.model!r}")
+                raise InputError(f"jobs.{j.job_id}.model", f"unknown model {j.model!r}")
             if j.gpus > cluster.gpus:
-                raise ValueError(f"job {j.job_id}: {j.gpus} GPUs, cluster has {cluster.gpus}")
+                raise InputError(
+                    f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
+                )
         self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
         recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
         self.host_server = host_servers(self.jobs, cluster) if recorded else None
