@@ -187,7 +187,7 @@ def run_cgroup():
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 #: ``pytest --hypothesis-profile long``: the simulator config fuzzer (tests/test_sim_fuzz.py)
-#: at 5,000 examples drawn at random (its default, and CI's, is 200 derandomized); other
+#: at 5,000 examples drawn at random (its default, and CI's, is 500 derandomized); other
 #: tests that set no example count of their own also run 5,000
 settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True)
 if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):

@@ -152,13 +152,14 @@ def check_invariants(cfg: SimConfig, done: Run) -> None:
         assert 0 < s["gpu_utilisation"] <= 1 + TOLERANCE, f"{name}: {s['gpu_utilisation']}"
 
 
-#: Examples of the fuzzer: 200 by default and in CI, derandomized (the same 200 every
-#: run); a profile asking for more (``pytest --hypothesis-profile long``: 5,000) runs
-#: that many, drawn at random unless the profile derandomizes.  The CLI test runs one
-#: example in CLI_SHARE of that (a run through the CLI draws its pictures: ~3 s).
-FUZZ_EXAMPLES = max(200, settings.default.max_examples)
-CLI_SHARE = 25
-LONG_RUN = FUZZ_EXAMPLES > 200
+#: Examples of the fuzzer: 500 by default and in CI, derandomized (the same 500 every
+#: run, ~20 s); a profile asking for more (``pytest --hypothesis-profile long``: 5,000)
+#: runs that many, drawn at random unless the profile derandomizes.  The CLI test runs
+#: 8 (a run through the CLI draws the report's pictures: ~3 s each), or one in 25 of a
+#: long run's.
+FUZZ_EXAMPLES = max(500, settings.default.max_examples)
+LONG_RUN = FUZZ_EXAMPLES > 500
+CLI_EXAMPLES = FUZZ_EXAMPLES // 25 if LONG_RUN else 8
 
 
 def fuzz_settings(examples: int) -> settings:
@@ -194,7 +195,7 @@ def test_every_valid_config_runs_to_the_end(case: SimCase) -> None:
         assert results_bytes(cfg, again) == results_bytes(cfg, done), "same seed, other result"
 
 
-@fuzz_settings(FUZZ_EXAMPLES // CLI_SHARE)
+@fuzz_settings(CLI_EXAMPLES)
 @given(case=sim_cases())
 def test_the_cli_runs_valid_configs(case: SimCase) -> None:
     """``cassini sim run`` exits 0 without a traceback and writes the results.json the
