@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.sim_configs import SimCase, sim_cases
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 
 from cassini.cli import main as cli_main
 from cassini.sim.config import SimConfig, read_config
@@ -179,7 +179,34 @@ def run_cli(config: Path, out: Path) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+#: Found by the fuzzer before 97aa05c (4 of its first 60 examples crashed so): a host
+#: table with racks of 2, 1, 4 and 1 hosts on 10 Gb/s links at 2:1, so a one-host rack's
+#: ToR uplink (5 Gb/s) alone stretches a job past its network window;
+#: ``max() arg is an empty sequence`` under themis+cassini and pollux+defrag+crux+held.
+UNEVEN_RACKS_CRASH = SimCase(
+    {
+        "name": "fuzz",
+        "cluster": {"hosts": "hosts.csv", "server_link_bps": 1.0e10, "oversubscription": 2},
+        "workload": {"trace": "jobs.csv"},
+        "schedulers": ["ideal", "themis+cassini", "pollux+defrag+crux+held"],
+        "routing": "ecmp",
+        "network": "windows",
+        "candidates": 1,
+        "seed": 0,
+    },
+    {
+        "hosts.csv": "host,gpus,tor\nr0h0,2,t0\nr0h1,1,t0\nr1h0,1,t1\nr2h0,1,t2\n"
+        "r2h1,1,t2\nr2h2,2,t2\nr2h3,1,t2\nr3h0,1,t3\n",
+        "jobs.csv": "job_id,arrival_s,gpus,iterations,model,hosts\n"
+        "t0,2.0,3,40,resnet50,r0h0:2;r0h1:1\nt1,2.5,3,66,roberta,r2h1:1;r2h3:1;r0h1:1\n"
+        "t2,4.5,2,66,dlrm,r0h0:2\n",
+    },
+    gpus=10,
+)
+
+
 @fuzz_settings(FUZZ_EXAMPLES)
+@example(case=UNEVEN_RACKS_CRASH)
 @given(case=sim_cases())
 def test_every_valid_config_runs_to_the_end(case: SimCase) -> None:
     """Runs to the end; every job finishes once, none faster than alone; no scheme

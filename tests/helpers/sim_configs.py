@@ -37,8 +37,7 @@ TIMING_PARTS = ("", "free", "held")
 @dataclass(frozen=True)
 class SimCase:
     """One drawn configuration: ``config`` as the YAML file holds it, ``files`` the
-    files it names (relative path -> text), ``servers`` and ``gpus`` the cluster's size
-    (for the trace's hosts and for the invariants)."""
+    files it names (relative path -> text), ``gpus`` the cluster's GPUs."""
 
     config: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)
