@@ -756,7 +756,7 @@ class Simulation:
         result = self._window(runs, longest, held=held, from_shifts=from_shifts)
         if held:
             return result
-        stretched = max(_stretched_iteration_s(r, self, len(runs)) for r in runs)
+        stretched = max(_stretched_iteration_s(r, self) for r in runs)
         for _ in range(WINDOW_STRETCHES):
             if all(result.iteration_times_s[r.spec.job_id] for r in runs):
                 break
@@ -829,14 +829,15 @@ def _as_job(profile: JobProfile, job_id: str) -> JobProfile:
     return JobProfile(job_id, profile.iteration_time_s, profile.phases)
 
 
-def _stretched_iteration_s(r: _Running, sim: Simulation, sharers: int) -> float:
-    """Longest iteration (s) max-min sharing can give ``r`` among ``sharers`` jobs: each
-    phase sends at no less than its own rate or an equal share of the thinnest link of
-    its path that can congest, whichever is lower."""
-    capacity = min(
-        (sim.cluster.links[link] for link in r.path if sim.coupling(link)), default=math.inf
+def _stretched_iteration_s(r: _Running, sim: Simulation) -> float:
+    """Longest iteration (s) max-min sharing can give ``r``: each phase sends at no less
+    than its own rate or an equal share of each link of its path that can congest
+    (capacity over the jobs on it), whichever is lower."""
+    share = min(
+        (sim.cluster.links[link] / len(sim.on_link[link]) for link in r.path if sim.coupling(link)),
+        default=math.inf,
     )
-    return r.profile.iteration_time_s + r.profile.bits_per_iteration * sharers / capacity
+    return r.profile.iteration_time_s + r.profile.bits_per_iteration / share
 
 
 def _compute_s(profile: JobProfile) -> float:
