@@ -8,6 +8,8 @@ optional Python package) asks through :func:`require` / :func:`require_module` /
 Under ``CI`` (set to anything but empty/``0``/``false``) hypothesis runs the ``ci`` profile
 registered here: derandomized, no per-example deadline, so CI never fails on a lucky draw or a
 slow example.  (Hypothesis itself also picks a profile named ``ci`` whenever ``CI`` is set.)
+The ``long`` profile (``pytest --hypothesis-profile long``) runs the simulator config fuzzer
+at 5,000 random examples (docs/testing.md).
 
 Root tests (marker ``root``, run as root) own the host: before the first one this process
 takes the host lock (:mod:`testbed.hostlock`, the one a testbed cluster takes), printing
@@ -184,5 +186,9 @@ def run_cgroup():
 
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+#: ``pytest --hypothesis-profile long``: the simulator config fuzzer (tests/test_sim_fuzz.py)
+#: at 5,000 examples drawn at random (its default, and CI's, is 500 derandomized); other
+#: tests that set no example count of their own also run 5,000
+settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True)
 if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
     settings.load_profile("ci")

@@ -9,8 +9,8 @@ every job's GET, the job list, and every time-shift (all of them when the cluste
 did not change; when it did, a job whose node left answers ``shift: false`` naming the
 node, and an explicit shift or release stays as it was).
 
-Runs ``max(6, profile examples // 25)`` sequences: 6 under the default profile (about a
-minute here), 200 under ``--hypothesis-profile long``."""
+Runs ``max(6, profile examples // 50)`` sequences: 6 under the default profile (about a
+minute here), 100 under ``--hypothesis-profile long``."""
 
 from __future__ import annotations
 
@@ -245,7 +245,7 @@ class ServiceRestarts(RuleBasedStateMachine):
 
 
 def _examples() -> int:
-    return max(6, settings.default.max_examples // 25)
+    return max(6, settings.default.max_examples // 50)
 
 
 ServiceRestarts.TestCase.settings = settings(

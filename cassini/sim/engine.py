@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.continuous import ContinuousNetwork
 from cassini.sim.network import FlowJob, NetworkResult, cycle_of, simulate
@@ -54,6 +55,9 @@ HELD_GROUP_LIMIT = 4
 #: evaluation starts from phases set by start times (or shifts), and MLTCP takes several
 #: iterations to interleave jobs (mltcp.policy.iterations_to_interleave: ~5-10 at k = 2).
 MLTCP_WARMUP_PERIODS = 12.0
+#: Times a free-running group's network window is stretched when some job completed no
+#: iteration in it (see ``Simulation._network``); each stretch at least doubles it.
+WINDOW_STRETCHES = 8
 
 
 @dataclass(frozen=True)
@@ -290,11 +294,13 @@ class Simulation:
         self.routing = ROUTINGS[self.scheduler.routing or options.routing]
         self.seed = seed
         self.priority_rng = np.random.default_rng([seed, 1])
-        for j in self.jobs:
+        for j in self.jobs:  # InputError: `cassini sim` exits 2 naming the job's field
             if j.model not in self.library:
-                raise ValueError(f"job {j.job_id}: unknown model {j.model!r}")
+                raise InputError(f"jobs.{j.job_id}.model", f"unknown model {j.model!r}")
             if j.gpus > cluster.gpus:
-                raise ValueError(f"job {j.job_id}: {j.gpus} GPUs, cluster has {cluster.gpus}")
+                raise InputError(
+                    f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
+                )
         self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
         recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
         self.host_server = host_servers(self.jobs, cluster) if recorded else None
@@ -721,21 +727,48 @@ class Simulation:
         if len(runs) > HELD_GROUP_LIMIT:
             return self._network(runs, held=False, from_shifts=True)
         result = self._network(runs, held=True)
-        need = max(
-            float(np.mean(b)) / r.profile.iteration_time_s
-            for r in runs
-            if (b := result.busy_s[r.spec.job_id])
-        )
-        if need <= 1 + AGENT_TOLERANCE / 2:
-            return result
+        busy = [result.busy_s[r.spec.job_id] for r in runs]
+        # a job with no busy record finished no iteration within the measured window,
+        # several of its periods: it cannot keep its slots either
+        if all(busy):
+            need = max(
+                float(np.mean(b)) / r.profile.iteration_time_s
+                for r, b in zip(runs, busy, strict=True)
+            )
+            if need <= 1 + AGENT_TOLERANCE / 2:
+                return result
         return self._network(runs, held=False, from_shifts=True)
 
     def _network(
         self, runs: list[_Running], *, held: bool, from_shifts: bool = False
     ) -> NetworkResult:
         """Simulate the group: held to the shifts, or free-running phased by start time
-        or by the shifts."""
+        or by the shifts.
+
+        The window is counted in periods of the group's longest dedicated iteration.  A
+        job can be slowed past that whole window (its own path thinner than its demand,
+        e.g. one ECMP spine's share of an oversubscribed uplink, or many jobs sharing):
+        free-running, the window is then stretched to the longest iteration the group's
+        links allow (:func:`_stretched_iteration_s`), doubling beyond that, until every
+        job completes one.  Held, a job without a whole iteration is left to
+        :meth:`_held`, which releases its group."""
         longest = max(r.profile.iteration_time_s for r in runs)
+        result = self._window(runs, longest, held=held, from_shifts=from_shifts)
+        if held:
+            return result
+        stretched = max(_stretched_iteration_s(r, self) for r in runs)
+        for _ in range(WINDOW_STRETCHES):
+            if all(result.iteration_times_s[r.spec.job_id] for r in runs):
+                break
+            longest = max(2 * longest, stretched)
+            result = self._window(runs, longest, held=False, from_shifts=from_shifts)
+        return result
+
+    def _window(
+        self, runs: list[_Running], longest: float, *, held: bool, from_shifts: bool
+    ) -> NetworkResult:
+        """One network window over the group, its warm-up and measured parts counted in
+        periods of ``longest`` seconds."""
         periods = self.window.warmup_periods
         if self.scheduler.mltcp:  # let MLTCP re-converge from the start-time phases
             periods = max(periods, MLTCP_WARMUP_PERIODS)
@@ -794,6 +827,17 @@ class Simulation:
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:
     return JobProfile(job_id, profile.iteration_time_s, profile.phases)
+
+
+def _stretched_iteration_s(r: _Running, sim: Simulation) -> float:
+    """Longest iteration (s) max-min sharing can give ``r``: each phase sends at no less
+    than its own rate or an equal share of each link of its path that can congest
+    (capacity over the jobs on it), whichever is lower."""
+    share = min(
+        (sim.cluster.links[link] / len(sim.on_link[link]) for link in r.path if sim.coupling(link)),
+        default=math.inf,
+    )
+    return r.profile.iteration_time_s + r.profile.bits_per_iteration / share
 
 
 def _compute_s(profile: JobProfile) -> float:
