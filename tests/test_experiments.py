@@ -77,7 +77,9 @@ def test_experiments_import_as_modules_and_read_logs_from_the_results(path):
     assert "-rank" not in source  # log paths come from JobResult.logs, not rebuilt
 
 
-SUPPORT = {"__init__", "common", "harness", "columns", "plots"}  # not experiments themselves
+#: not experiments themselves: helpers, and the headline runner (tests/test_headlines.py)
+SUPPORT = {"__init__", "common", "harness", "columns", "plots", "figures", "host_load",
+           "headlines"}
 EXPERIMENT_NAMES = [p.stem for p in EXPERIMENTS if p.stem not in SUPPORT]
 
 

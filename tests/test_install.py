@@ -31,6 +31,7 @@ CORE = {
     "httptools",
     "uvloop",
     "prometheus_client",
+    "pydantic",
 }
 
 
@@ -110,6 +111,7 @@ def test_core_dependencies_are_what_the_package_declares():
         "httptools",
         "uvloop",
         "prometheus_client",
+        "pydantic",
     }
     extras = meta["optional-dependencies"]
     assert "torch==2.13.0" in extras["testbed"]
