@@ -30,9 +30,22 @@ _SOURCE = r"""
 namespace cassini_packet {
 using namespace ns3;
 
+// The priority queue disc's classifier: band = the packet's DSCP (the job's level, set
+// through the socket's IP ToS), so the level survives forwarding (ns-3's IPv4 forwarding
+// rebuilds the socket priority from the ToS, which reaches only 4 of 8 levels).
+class DscpBandFilter : public PacketFilter {
+  private:
+    bool CheckProtocol(Ptr<QueueDiscItem> item) const override {
+        return DynamicCast<Ipv4QueueDiscItem>(item) != nullptr;
+    }
+    int32_t DoClassify(Ptr<QueueDiscItem> item) const override {
+        return DynamicCast<Ipv4QueueDiscItem>(item)->GetHeader().GetTos() >> 2;
+    }
+};
+
 // One root queue disc on every device of `devices`: "fifo", "fq" (FqCoDel), "red-ecn"
 // (RED marking ECN at min = max = k packets), "prio" (PrioQueueDisc, `bands` FIFO bands,
-// socket priority p -> band p).  `limit`: packets each queue holds.
+// DSCP d -> band d, band 0 served first).  `limit`: packets each queue holds.
 void InstallQueueDisc(NetDeviceContainer devices, std::string kind, uint32_t k,
                       uint32_t limit, uint32_t bands) {
     TrafficControlHelper tch;
@@ -58,7 +71,10 @@ void InstallQueueDisc(NetDeviceContainer devices, std::string kind, uint32_t k,
     } else {
         NS_FATAL_ERROR("unknown queue disc kind " << kind);
     }
-    tch.Install(devices);
+    QueueDiscContainer installed = tch.Install(devices);
+    if (kind == "prio")
+        for (uint32_t i = 0; i < installed.GetN(); i++)
+            installed.Get(i)->AddPacketFilter(CreateObject<DscpBandFilter>());
 }
 
 class RingJob {
@@ -69,7 +85,7 @@ class RingJob {
           m_held(held), m_slot0(slot0), m_period(period), m_mark(mark) {}
 
     // A hop from `src` to `dst`:`port`; `cc` (may be null): a congestion control forked
-    // for this socket; `priority`: the socket priority (the prio queue disc's band).
+    // for this socket; `priority`: the job's level, sent as the DSCP (band; 0 first).
     void AddHop(Ptr<Node> src, Ipv4Address dst, uint16_t port, Ptr<TcpCongestionOps> cc,
                 uint8_t priority) {
         Hop h;
@@ -105,7 +121,7 @@ class RingJob {
             Ptr<TcpSocketBase> tcp = DynamicCast<TcpSocketBase>(h.sock);
             if (h.cc)
                 tcp->SetCongestionControlAlgorithm(h.cc);
-            h.sock->SetPriority(h.priority);
+            h.sock->SetIpTos((uint8_t)(h.priority << 2));
             h.sock->Bind();
             h.sock->Connect(h.dst);
             h.sock->SetSendCallback(MakeCallback(&RingJob::OnSendSpace, this));
