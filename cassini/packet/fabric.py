@@ -6,7 +6,7 @@ pinning every ring hop to its path) and one address per (host, job).
 Fixed settings (the same for every mechanism; stated in results): link delay
 ``delay_us`` microseconds per link, each device's own transmit queue 2 packets (the
 backlog waits in the queue disc, where marking, fair queueing and priorities act),
-switch queue discs of ``limit`` packets (hosts' never drop), TCP segments of 1448
+switch queue discs of ``limit`` packets (hosts' never overflow), TCP segments of 1448
 bytes, 4 MiB socket buffers, minimum RTO 10 ms, initial window 10 segments, Nagle off,
 every segment ACKed.
 """
@@ -31,9 +31,10 @@ MECHANISMS: dict[str, tuple[str, str]] = {
 SEGMENT_BYTES = 1448
 SOCKET_BUFFER_BYTES = 4 << 20
 MIN_RTO_MS = 10
-#: a host's own queue disc never drops (Linux hosts hold packets back in the socket,
+#: a host's own queue disc never overflows (Linux hosts hold packets back in the socket,
 #: TCP small queues, rather than drop them at their own NIC; ns-3 has no such
-#: back-pressure): more packets than all its sockets' buffers can hold
+#: back-pressure): more packets than all its sockets' buffers can hold.  CoDel (maxmin)
+#: and RED (dctcp, mltcp) still act on it.
 HOST_QUEUE_PACKETS = 1 << 16
 
 
