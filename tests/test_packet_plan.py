@@ -102,3 +102,20 @@ def test_missing_wheel_is_refused_with_the_extra_named(monkeypatch):
         )
     finally:
         ns3env.load_ns.cache_clear()
+
+
+def test_placement_takes_trace_hosts_else_packs_and_refuses_what_does_not_fit():
+    from cassini.packet.run import place
+    from cassini.sim.workload import JobSpec
+
+    topo = fat_tree(4)  # 16 hosts of 8 GPUs, 2 per rack
+    specs = [
+        JobSpec("t", 0.0, 16, 5, "vgg16", (("p1e0h0", 8), ("p2e0h1", 8))),
+        JobSpec("p", 1.0, 24, 5, "vgg16"),
+    ]
+    servers = place(topo, specs)
+    assert servers["t"] == (4, 9)
+    assert len(servers["p"]) == 3 and not set(servers["p"]) & {4, 9}
+    assert len({topo.rack_of(s) for s in servers["p"]}) == 2  # packed: fewest racks
+    with pytest.raises(InputError, match=r"jobs\.big: 200 GPUs do not fit"):
+        place(topo, [*specs, JobSpec("big", 2.0, 200, 5, "vgg16")])

@@ -29,6 +29,7 @@ CONFIG = """cluster: {generate: fat-tree, k: 4, gpus_per_server: 8, server_link_
 workload: {trace: trace.csv}
 schedulers: [themis]
 routing: single
+network: packet
 seed: 0
 """
 

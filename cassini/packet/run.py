@@ -2,9 +2,10 @@
 
 ``python -m cassini.packet.run CONFIG [--sharing maxmin] [--scale 50] [--out results.json]``
 
-CONFIG is a ``cassini sim run`` configuration (:mod:`cassini.sim.config`): its
-``cluster``, ``workload`` (Poisson or a trace), ``profiles``, ``routing``, ``mltcp`` and
-``seed`` are used; ``schedulers``, ``network`` and ``candidates`` are not (a packet-level
+CONFIG is a ``cassini sim run`` configuration (:mod:`cassini.sim.config`; ``network:
+packet`` accepted, which the simulator itself does not take yet): its ``cluster``,
+``workload`` (Poisson or a trace), ``profiles``, ``routing``, ``mltcp`` and ``seed`` are
+used; ``schedulers``, ``network`` and ``candidates`` are not (a packet-level
 run is one mechanism, given with ``--sharing``).  Every job is placed at its arrival,
 packed (:func:`cassini.sim.parts.placement.candidate_placements`' first candidate) on the
 GPUs the jobs before it left free, or on the hosts its trace row names; all jobs must fit
@@ -248,9 +249,17 @@ def run_config(
 ) -> dict[str, Any]:
     """Read a simulator configuration, run it at packet level, return the results JSON
     object."""
-    from cassini.sim.config import read_config
+    from cassini import files
+    from cassini.sim.config import config_from_dict
 
-    cfg = read_config(path)
+    path = Path(path)
+    obj = files.read_data(path)
+    if isinstance(obj, dict) and obj.get("network") == "packet":
+        obj = {k: v for k, v in obj.items() if k != "network"}  # what this runner is
+    try:
+        cfg = config_from_dict(obj, base=path.parent)
+    except InputError as e:
+        raise e.in_file(path) from None
     library = cfg.library()
     specs = cfg.jobs(library)
     topo = as_topology(cfg.cluster)
