@@ -132,3 +132,38 @@ def test_exact_mode_ends_an_iteration_on_a_mark_only(cc):
     c.Mark()
     c.TxStart(10**9 + 1)
     assert (c.Iterations(), c.PerIter()) == (1, 8000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["exact", "idle"])
+def test_live_flows_measure_their_iterations_bytes_exactly(cc, mode):
+    """In a fabric, each ring hop's control learns the bytes of an iteration exactly:
+    exact mode from the driver's marks, idle mode from the compute gap before each
+    iteration (a 20 ms gap, idle_ms 10; the 1 ms gap between the phases is shorter)."""
+    from cassini.packet import fabric, mltcp_cc, native
+    from cassini.packet.plan import plan
+    from cassini.sim.topologies.fat_tree import fat_tree
+
+    ns, gbl = cc
+    cpp = native.define()
+    p = plan(fat_tree(4), {"j": [0, 2, 5]}, scale=500)
+    built = fabric.build(p, "mltcp", fabric.FabricSettings())
+    phases = [20_000.0, 30_000.0]
+    iterations = 4
+    job = cpp.RingJob([0.02, 0.001], phases, iterations, 0.0, False, 0.0, 0.0, mode == "exact")
+    params = MltcpParams(mode=mode, idle_ms=10.0)
+    for k, hop in enumerate(p.hops["j"]):
+        port = 20000 + k
+        addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+        helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
+        helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
+        src = built.nodes[f"host{hop.src}"]
+        job.AddHop(src, ns.Ipv4Address(hop.address), port, mltcp_cc.make(params), 0)
+    job.Start()
+    ns.Simulator.Run()
+    assert job.Finished()
+    for k in range(job.HopCount()):
+        c = ns.DynamicCast[gbl.cassini_packet.MltcpDctcp](job.HopControl(k))
+        assert c.BytesAcked() == iterations * sum(phases)
+        assert (c.Iterations(), c.PerIter()) == (iterations - 1, sum(phases))
+    ns.Simulator.Destroy()

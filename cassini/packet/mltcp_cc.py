@@ -5,7 +5,9 @@ It includes ``ebpf/mltcp_rule.h`` itself, the fixed-point rule the BPF programs 
 and does what ``ebpf/dctcp.bpf.c`` built with ``-DDCTCP_MLTCP`` does, in segments as the
 kernel counts them (ns-3 keeps windows in bytes; they are divided by the segment size):
 
-* bytes acked: added up from the segments every ACK takes off (``PktsAcked``);
+* bytes acked: the advance of the cumulative ACK (``m_lastAckedSeq``) at every
+  ``PktsAcked``, counted from the flow's first data (an ACK of nothing new counts
+  nothing, and does not count as activity, as the kernel's ``pkts_acked`` check);
 * iterations, as ``ebpf/mltcp_common.h`` finds them: on ``CA_EVENT_TX_START`` (ns-3 raises
   it when a socket sends with nothing in flight) the silence since the flow's last data
   ACK or transmission ends the iteration under :c:func:`mltcp_ends_iteration` (idle
@@ -65,16 +67,28 @@ class MltcpDctcp : public TcpDctcp {
 
     Ptr<TcpCongestionOps> Fork() override { return CopyObject<MltcpDctcp>(this); }
 
+    // bytes acked from the cumulative ACK (ns-3 sets m_lastAckedSeq before PktsAcked);
+    // an ACK of nothing new (ns-3 calls PktsAcked with 1 for a duplicate) counts nothing
     void PktsAcked(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked, const Time& rtt) override {
         TcpDctcp::PktsAcked(tcb, segmentsAcked, rtt);
-        if (segmentsAcked)
-            NoteAcked((uint64_t)segmentsAcked * tcb->m_segmentSize, NowUs());
+        if (!m_seqKnown)
+            return;
+        int32_t delta = tcb->m_lastAckedSeq - m_ackedSeq;
+        if (delta > 0) {
+            m_ackedSeq = tcb->m_lastAckedSeq;
+            NoteAcked((uint64_t)delta, NowUs());
+        }
     }
 
     void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override {
         TcpDctcp::CwndEvent(tcb, event);
-        if (event == TcpSocketState::CA_EVENT_TX_START)
+        if (event == TcpSocketState::CA_EVENT_TX_START) {
+            if (!m_seqKnown) {  // the first data; m_lastAckedSeq may still be the SYN's
+                m_ackedSeq = tcb->m_nextTxSequence.Get();
+                m_seqKnown = true;
+            }
             TxStart(NowUs());
+        }
     }
 
     void IncreaseWindow(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override {
@@ -170,6 +184,8 @@ class MltcpDctcp : public TcpDctcp {
     uint32_t m_iterations{0};
     uint64_t m_bytesAcked{0}, m_iterStart{0}, m_perIter{0}, m_lastActiveUs{0};
     uint64_t m_marks{0}, m_markSeen{0};
+    SequenceNumber32 m_ackedSeq{0};
+    bool m_seqKnown{false};
     bool m_traced{false};
 };
 
