@@ -83,9 +83,10 @@ def test_strict_priority_serves_level_zero_first(config, monkeypatch):
     monkeypatch.setattr(run, "priorities", lambda jobs, topo, bands: {"a": 3, "b": 0})
     r = run.run_config(config, sharing="priority", scale=SCALE)
     a, b = r["jobs"]["a"]["iteration_times_s"], r["jobs"]["b"]["iteration_times_s"]
-    # a waits for b's phases: with fair sharing both took ~1.6x alone (the test above)
-    assert a[0] > 1.5 * b[0]
-    assert sum(a) > 1.3 * sum(b)
+    # b (level 0) barely notices a; a waits for b's phases
+    floor = line_rate_iteration_s()
+    assert all(floor < t < 1.10 * floor for t in b)
+    assert a[0] > 1.5 * b[0] and sum(a) > 1.3 * sum(b)
 
 
 @pytest.mark.slow
@@ -105,8 +106,8 @@ def test_mltcp_run_and_held_slots():
     _, results = simulate(fat_tree(4), jobs, sharing="mltcp", scale=SCALE)
     free, held = results
     assert free.finished and held.finished
-    # (not 1.10 as under fair queueing: a ring hop's last ACK waits behind the reverse
-    # hop's data in the shared RED queue, about K = 20 packets, at every phase end)
+    # (not 1.10 as under fair queueing: a ring hop's last ACK can wait behind the
+    # reverse hop's data in the switches' RED queues, about K = 20 packets)
     assert floor < free.mean_iteration_s < 1.15 * floor
     ends = [0.01 + sum(held.iteration_times_s[: k + 1]) for k in range(3)]
     for k, end in enumerate(ends):

@@ -1,7 +1,9 @@
 """Build a :class:`cassini.packet.plan.PacketPlan`'s fabric in ns-3: one node per host
 and switch, a point-to-point link per topology link at its packet-level rate, the
-mechanism's queue disc on every link end, static routes (the tree per host, /32 routes
-pinning every ring hop to its path) and one address per (host, job).
+mechanism's queue disc on every switch port (hosts: FqCoDel, Linux's default, marking
+ECN above the sojourn of ``ecn_k`` packets under the ECN mechanisms), static routes (the
+tree per host, /32 routes pinning every ring hop to its path) and one address per
+(host, job).
 
 Fixed settings (the same for every mechanism; stated in results): link delay
 ``delay_us`` microseconds per link, each device's own transmit queue 2 packets (the
@@ -33,9 +35,12 @@ SOCKET_BUFFER_BYTES = 4 << 20
 MIN_RTO_MS = 10
 #: a host's own queue disc never overflows (Linux hosts hold packets back in the socket,
 #: TCP small queues, rather than drop them at their own NIC; ns-3 has no such
-#: back-pressure): more packets than all its sockets' buffers can hold.  CoDel (maxmin)
-#: and RED (dctcp, mltcp) still act on it.
+#: back-pressure): more packets than all its sockets' buffers can hold.  It is FqCoDel,
+#: Linux's default, for every mechanism (CoDel still drops or marks there)
+#: so that a ring hop's ACKs do not wait behind the reverse hop's data at the NIC.
 HOST_QUEUE_PACKETS = 1 << 16
+#: bytes of a full segment on the wire (1448 + TCP/IP headers with timestamps + PPP)
+WIRE_BYTES = 1502
 
 
 @dataclass(frozen=True)
@@ -102,14 +107,21 @@ def build(plan: PacketPlan, mechanism: str, settings: FabricSettings) -> Fabric:
     topo = plan.topology
     for n, link in enumerate(topo.fabric_links):
         lower, upper = link.lower, link.upper
+        # hosts mark ECN (ECN mechanisms) above the sojourn of K full packets at their rate
+        wire_s = settings.ecn_k * WIRE_BYTES * 8 / plan.link_bps[link.id]
+        host_ce_us = wire_s * 1e6 if qdisc == "red-ecn" else 0.0
         p2p.SetDeviceAttribute(
             "DataRate", ns.DataRateValue(ns.DataRate(int(plan.link_bps[link.id])))
         )
         devices = p2p.Install(nodes[lower], nodes[upper])
         for k, node in enumerate((lower, upper)):
-            limit = HOST_QUEUE_PACKETS if node.startswith("host") else settings.limit
             one = ns.NetDeviceContainer(devices.Get(k))
-            cpp.InstallQueueDisc(one, qdisc, settings.ecn_k, limit, settings.bands)
+            if node.startswith("host"):
+                cpp.InstallQueueDisc(one, "host", 0, HOST_QUEUE_PACKETS, 1, host_ce_us)
+            else:
+                cpp.InstallQueueDisc(
+                    one, qdisc, settings.ecn_k, settings.limit, settings.bands, 0.0
+                )
         if lower.startswith("host"):
             net = host_address(int(lower[4:])) & ~0xFF
             addrs, mask = (net | 1, net | 254), "255.255.255.0"

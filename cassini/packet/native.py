@@ -43,17 +43,25 @@ class DscpBandFilter : public PacketFilter {
     }
 };
 
-// One root queue disc on every device of `devices`: "fifo", "fq" (FqCoDel), "red-ecn"
+// One root queue disc on every device of `devices`: "fifo", "fq" (FqCoDel), "host"
+// (FqCoDel marking ECN above a sojourn of ceThresholdUs when that is > 0), "red-ecn"
 // (RED marking ECN at min = max = k packets), "prio" (PrioQueueDisc, `bands` FIFO bands,
 // DSCP d -> band d, band 0 served first).  `limit`: packets each queue holds.
 void InstallQueueDisc(NetDeviceContainer devices, std::string kind, uint32_t k,
-                      uint32_t limit, uint32_t bands) {
+                      uint32_t limit, uint32_t bands, double ceThresholdUs) {
     TrafficControlHelper tch;
     QueueSizeValue size(QueueSize(QueueSizeUnit::PACKETS, limit));
     if (kind == "fifo") {
         tch.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", size);
     } else if (kind == "fq") {
         tch.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize", size);
+    } else if (kind == "host") {  // Linux's default fq_codel; ECN at a sojourn threshold
+        if (ceThresholdUs > 0)
+            tch.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize", size, "UseEcn",
+                                 BooleanValue(true), "CeThreshold",
+                                 TimeValue(NanoSeconds((int64_t)(ceThresholdUs * 1000))));
+        else
+            tch.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize", size);
     } else if (kind == "red-ecn") {
         tch.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize", size, "MinTh", DoubleValue(k),
                              "MaxTh", DoubleValue(k), "UseEcn", BooleanValue(true),
