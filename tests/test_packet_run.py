@@ -111,3 +111,52 @@ def test_mltcp_run_and_held_slots():
     for k, end in enumerate(ends):
         assert end >= 0.01 + 0.03 + k * period + floor
         assert end < 0.01 + 0.03 + k * period + 1.10 * floor
+
+
+@pytest.mark.slow
+def test_ns3_carries_every_hop_on_its_planned_links():
+    """Two-tier with 4 spines, ECMP: the ns-3 links that carry data (bytes sent, per
+    direction) are exactly the directed links of the planned hops; the rest carry at
+    most ACKs."""
+    from cassini.packet import fabric, native
+    from cassini.packet.ns3env import load_ns
+    from cassini.packet.plan import plan
+    from cassini.sim.topologies.clos import two_tier
+
+    ns = load_ns()
+    cpp = native.define()
+    jobs = {"x": [0, 4, 9], "y": [1, 13], "z": [2, 6, 10, 14]}
+    p = plan(two_tier(4, 4, 8, spines=4), jobs, scale=500, routing="ecmp", seed=2)
+    assert sorted(p.path_index.values()) == [0, 1, 2]  # seed 2 spreads them over spines
+    built = fabric.build(p, "maxmin", fabric.FabricSettings())
+    counter = cpp.ByteCounter()
+    keys = {end: k for k, end in enumerate(built.devices)}
+    for end, k in keys.items():
+        counter.Watch(built.devices[end], k)
+    hop_bytes = 200_000
+    drivers, port = [], 30000
+    for hops in p.hops.values():
+        d = cpp.RingJob([0.001], [float(hop_bytes)], 1, 0.0, False, 0.0, 0.0, False)
+        for hop in hops:
+            addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+            helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
+            helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
+            null = ns.Ptr[ns.TcpCongestionOps]()
+            d.AddHop(built.nodes[f"host{hop.src}"], ns.Ipv4Address(hop.address), port, null, 0)
+            port += 1
+        d.Start()
+        drivers.append(d)
+    ns.Simulator.Run()
+    assert all(d.Finished() for d in drivers)
+    planned = {
+        (a, link)
+        for hops in p.hops.values()
+        for h in hops
+        for a, link in zip(h.nodes[:-1], h.links, strict=True)
+    }
+    carried = {end for end, k in keys.items() if counter.Bytes(k) >= hop_bytes}
+    assert carried == planned
+    for end, k in keys.items():
+        if end not in planned:
+            assert counter.Bytes(k) < hop_bytes / 10  # ACKs, SYNs
+    ns.Simulator.Destroy()

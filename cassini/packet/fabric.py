@@ -57,10 +57,12 @@ class FabricSettings:
 
 @dataclass
 class Fabric:
-    """The built fabric: ns-3 nodes by plan node id."""
+    """The built fabric: ns-3 nodes by plan node id; ``devices`` maps (node, link id) to
+    the node's ns-3 device on that link (what it sends on)."""
 
     nodes: dict[str, Any]
     plan: PacketPlan
+    devices: dict[tuple[str, str], Any]
 
 
 def configure_tcp(mechanism: str) -> None:
@@ -104,6 +106,7 @@ def build(plan: PacketPlan, mechanism: str, settings: FabricSettings) -> Fabric:
     p2p = ns.PointToPointHelper()
     p2p.SetChannelAttribute("Delay", ns.TimeValue(ns.NanoSeconds(int(settings.delay_us * 1000))))
     iface: dict[tuple[str, str], int] = {}  # (node, link id) -> interface index
+    ends: dict[tuple[str, str], Any] = {}  # (node, link id) -> device
     topo = plan.topology
     for n, link in enumerate(topo.fabric_links):
         lower, upper = link.lower, link.upper
@@ -136,6 +139,7 @@ def build(plan: PacketPlan, mechanism: str, settings: FabricSettings) -> Fabric:
             )
             ipv4.SetUp(idx)
             iface[(node, link.id)] = idx
+            ends[(node, link.id)] = devices.Get(k)
     routing = {name: static.GetStaticRouting(nodes[name].GetObject[ns.Ipv4]()) for name in names}
     for i in range(topo.servers):
         name, link = f"host{i}", topo.host_links[i][0]
@@ -154,7 +158,7 @@ def build(plan: PacketPlan, mechanism: str, settings: FabricSettings) -> Fabric:
             ipv4 = nodes[node].GetObject[ns.Ipv4]()
             idx = iface[(node, topo.host_links[hop.dst][0])]
             ipv4.AddAddress(idx, ns.Ipv4InterfaceAddress(ns.Ipv4Address(hop.address), mask32))
-    return Fabric(nodes, plan)
+    return Fabric(nodes, plan, ends)
 
 
 def describe_address(address: int) -> str:

@@ -85,6 +85,26 @@ void InstallQueueDisc(NetDeviceContainer devices, std::string kind, uint32_t k,
             installed.Get(i)->AddPacketFilter(CreateObject<DscpBandFilter>());
 }
 
+// Bytes each watched device has sent (MacTx: packets the device takes to send), by key.
+class ByteCounter {
+  public:
+    void Watch(Ptr<NetDevice> device, uint32_t key) {
+        m_bytes[key] = 0;
+        device->TraceConnectWithoutContext(
+            "MacTx", MakeBoundCallback(&ByteCounter::OnTx, this, key));
+    }
+    uint64_t Bytes(uint32_t key) const {
+        auto it = m_bytes.find(key);
+        return it == m_bytes.end() ? 0 : it->second;
+    }
+
+  private:
+    static void OnTx(ByteCounter* self, uint32_t key, Ptr<const Packet> p) {
+        self->m_bytes[key] += p->GetSize();
+    }
+    std::map<uint32_t, uint64_t> m_bytes;
+};
+
 class RingJob {
   public:
     RingJob(std::vector<double> gaps, std::vector<double> bytes, uint32_t iterations,
