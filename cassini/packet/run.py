@@ -1,0 +1,368 @@
+"""Run a simulator configuration at packet level in ns-3 and write a results JSON.
+
+``python -m cassini.packet.run CONFIG [--sharing maxmin] [--scale 50] [--out results.json]``
+
+CONFIG is a ``cassini sim run`` configuration (:mod:`cassini.sim.config`; ``network:
+packet`` accepted, which the simulator itself does not take yet): its ``cluster``,
+``workload`` (Poisson or a trace), ``profiles``, ``routing``, ``mltcp`` and ``seed`` are
+used; ``schedulers``, ``network`` and ``candidates`` are not (a packet-level
+run is one mechanism, given with ``--sharing``).  Every job is placed at its arrival,
+packed (:func:`cassini.sim.parts.placement.candidate_placements`' first candidate) on the
+GPUs the jobs before it left free, or on the hosts its trace row names; all jobs must fit
+at once (no queueing, no completions freeing GPUs: until the simulator's network seam
+lands, a packet-level run replays placements, it does not schedule).
+
+Scale: every link's rate and every phase's bytes are divided by ``--scale`` (default:
+the fastest server link over 1 Gbit/s), compute times kept, so a phase at line rate
+takes as long as at full rate; results state the factor.  Output per job: every
+iteration's time (seconds, end minus the previous end; the first from the job's start)
+and their mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cassini.errors import InputError
+from cassini.packet.fabric import MECHANISMS, FabricSettings
+from cassini.packet.ns3env import PacketUnavailable
+from cassini.packet.plan import PacketPlan, as_topology, plan
+from cassini.priority import band_levels, intensity
+from cassini.profile import JobProfile
+from cassini.sim.network import cycle_of
+from cassini.sim.parts.placement import candidate_placements
+from cassini.sim.topologies.fabric import Topology
+from cassini.sim.topology import Cluster
+from cassini.sim.workload import JobSpec
+from mltcp.policy import MltcpParams
+
+FIRST_PORT = 10000
+DEFAULT_SETTINGS = FabricSettings()
+DEFAULT_MLTCP = MltcpParams()
+
+
+@dataclass(frozen=True)
+class PacketJob:
+    """A job to run: on ``servers`` (indices), ``iterations`` of ``profile`` from
+    ``start_s``; ``shift_s`` not None holds iteration k to start no earlier than
+    ``start_s + shift_s + k * profile.iteration_time_s`` (CASSINI's time-shift)."""
+
+    job_id: str
+    servers: tuple[int, ...]
+    profile: JobProfile
+    iterations: int
+    start_s: float = 0.0
+    shift_s: float | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A job's iteration times (seconds) at packet level; ``finished`` False when the
+    horizon cut it short."""
+
+    job_id: str
+    servers: tuple[int, ...]
+    iteration_times_s: tuple[float, ...]
+    dedicated_iteration_s: float
+    finished: bool
+
+    @property
+    def mean_iteration_s(self) -> float:
+        t = self.iteration_times_s
+        return float(sum(t) / len(t)) if t else math.nan
+
+
+def default_scale(topo: Topology) -> float:
+    """The fastest server link over 1 Gbit/s (at least 1)."""
+    fastest = max(topo.link_bps[links[0]] for links in topo.host_links)
+    return max(1.0, fastest / 1e9)
+
+
+def place(
+    cluster: Cluster | Topology, specs: Sequence[JobSpec], seed: int = 0
+) -> dict[str, tuple[int, ...]]:
+    """Servers of every job: its trace's hosts, else packed on the GPUs still free; all
+    at once (InputError naming the job when one does not fit)."""
+    topo = as_topology(cluster)
+    free = np.array(topo.gpus_per_host, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in sorted(specs, key=lambda s: s.arrival_s):
+        if spec.hosts:
+            chosen = {topo.host_index(h): g for h, g in spec.hosts}
+        else:
+            options = candidate_placements(topo, free, spec.gpus, 1, rng)
+            if not options:
+                raise InputError(
+                    f"jobs.{spec.job_id}",
+                    f"{spec.gpus} GPUs do not fit beside the jobs before it: a packet-level "
+                    "run places every job at once",
+                )
+            chosen = options[0]
+        for s, g in chosen.items():
+            if free[s] < g:
+                raise InputError(f"jobs.{spec.job_id}", f"server {s} has {free[s]} GPUs free")
+            free[s] -= g
+        out[spec.job_id] = tuple(sorted(chosen))
+    return out
+
+
+def priorities(jobs: Sequence[PacketJob], topo: Topology, bands: int) -> dict[str, int]:
+    """Crux's order (descending GPU intensity) cut into ``bands`` equal-count bands;
+    band 0 is served first."""
+
+    def key(job: PacketJob) -> float:
+        p = job.profile
+        slowest = min(topo.link_bps[topo.host_links[s][0]] for s in job.servers)
+        gpus = sum(topo.gpus_per_host[s] for s in job.servers)
+        compute = p.iteration_time_s * (1 - p.communication_share)
+        return intensity(gpus, compute, p.bits_per_iteration, slowest)
+
+    order = sorted(jobs, key=lambda j: (-key(j), j.job_id))
+    return band_levels([j.job_id for j in order], bands)
+
+
+def simulate(
+    cluster: Cluster | Topology,
+    jobs: Sequence[PacketJob],
+    *,
+    sharing: str = "maxmin",
+    routing: str = "single",
+    seed: int = 0,
+    scale: float | None = None,
+    settings: FabricSettings = DEFAULT_SETTINGS,
+    mltcp: MltcpParams = DEFAULT_MLTCP,
+    horizon_s: float | None = None,
+) -> tuple[PacketPlan, list[JobResult]]:
+    """Run ``jobs`` on ``cluster`` in ns-3 under ``sharing`` (fifo, maxmin, dctcp, mltcp,
+    priority) and ``routing`` (single, ecmp, crux); returns the plan and every job's
+    iteration times (seconds).  ``horizon_s`` (simulated seconds) stops a run early."""
+    if sharing not in MECHANISMS:
+        raise InputError("sharing", f"must be one of {', '.join(MECHANISMS)}, got {sharing!r}")
+    from cassini.packet import fabric, mltcp_cc, native
+    from cassini.packet.ns3env import load_ns
+
+    topo = as_topology(cluster)
+    factor = default_scale(topo) if scale is None else float(scale)
+    peaks = {j.job_id: j.profile.peak_rate_bps for j in jobs}
+    the_plan = plan(
+        topo,
+        {j.job_id: j.servers for j in jobs},
+        scale=factor,
+        routing=routing,
+        seed=seed,
+        peaks_bps=peaks,
+    )
+    ns = load_ns()
+    cpp = native.define()
+    built = fabric.build(the_plan, sharing, settings)
+    bands = priorities(jobs, topo, settings.bands) if sharing == "priority" else {}
+    null_cc = ns.Ptr[ns.TcpCongestionOps]()
+    drivers = []
+    port = FIRST_PORT
+    sink_helper = None
+    for job in jobs:
+        cycle = cycle_of(job.profile)
+        hops = the_plan.hops[job.job_id]
+        if hops:
+            gaps = list(cycle.gaps_s)
+            sizes = [b / 8.0 / factor for b in cycle.bits]
+        else:  # one server: no network, the profile's own pace
+            gaps, sizes = [job.profile.iteration_time_s], []
+        held = job.shift_s is not None
+        driver = cpp.RingJob(
+            gaps,
+            sizes,
+            job.iterations,
+            job.start_s,
+            held,
+            job.start_s + (job.shift_s or 0.0),
+            job.profile.iteration_time_s,
+            sharing == "mltcp" and mltcp.mode == "exact",
+        )
+        cc = mltcp_cc.make(mltcp) if sharing == "mltcp" else null_cc
+        for hop in hops:
+            addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+            sink_helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
+            sink_helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
+            src = built.nodes[f"host{hop.src}"]
+            driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, bands.get(job.job_id, 0))
+            port += 1
+            if port > 65000:
+                raise InputError("jobs", "more than 55000 ring hops")
+        driver.Start()
+        drivers.append(driver)
+    if horizon_s is not None:
+        ns.Simulator.Stop(ns.Seconds(horizon_s))
+    ns.Simulator.Run()
+    results = []
+    for job, driver in zip(jobs, drivers, strict=True):
+        ends = [float(x) for x in driver.Ends()]
+        marks = [job.start_s, *ends]
+        times = tuple(b - a for a, b in zip(marks, marks[1:], strict=False))
+        results.append(
+            JobResult(
+                job.job_id,
+                job.servers,
+                times,
+                job.profile.iteration_time_s,
+                bool(driver.Finished()),
+            )
+        )
+    ns.Simulator.Destroy()
+    return the_plan, results
+
+
+def jobs_of(
+    specs: Sequence[JobSpec],
+    servers: Mapping[str, Sequence[int]],
+    library: Mapping[str, JobProfile],
+    iterations: int | None,
+) -> list[PacketJob]:
+    """PacketJobs for ``specs`` (free-running from their arrival), ``iterations`` capping
+    each job's count."""
+    out = []
+    for s in sorted(specs, key=lambda s: s.arrival_s):
+        n = s.iterations if iterations is None else min(iterations, s.iterations)
+        out.append(PacketJob(s.job_id, tuple(servers[s.job_id]), library[s.model], n, s.arrival_s))
+    return out
+
+
+def run_config(
+    path: Path | str,
+    *,
+    sharing: str = "maxmin",
+    scale: float | None = None,
+    iterations: int | None = None,
+    settings: FabricSettings = DEFAULT_SETTINGS,
+) -> dict[str, Any]:
+    """Read a simulator configuration, run it at packet level, return the results JSON
+    object."""
+    from cassini import files
+    from cassini.sim.config import config_from_dict
+
+    path = Path(path)
+    obj = files.read_data(path)
+    if isinstance(obj, dict) and obj.get("network") == "packet":
+        obj = {k: v for k, v in obj.items() if k != "network"}  # what this runner is
+    try:
+        cfg = config_from_dict(obj, base=path.parent)
+    except InputError as e:
+        raise e.in_file(path) from None
+    library = cfg.library()
+    specs = cfg.jobs(library)
+    topo = as_topology(cfg.cluster)
+    servers = place(topo, specs, cfg.seed)
+    jobs = jobs_of(specs, servers, library, iterations)
+    load_cpu, load_wall = _cpu_s(), time.perf_counter()
+    from cassini.packet import native
+
+    native.define()  # ns-3's bindings and our C++: once per process
+    start_cpu = _cpu_s()
+    load = (start_cpu - load_cpu, time.perf_counter() - load_wall)
+    wall = time.perf_counter()
+    the_plan, results = simulate(
+        topo,
+        jobs,
+        sharing=sharing,
+        routing=cfg.options.routing,
+        seed=cfg.seed,
+        scale=scale,
+        settings=settings,
+        mltcp=cfg.options.mltcp,
+    )
+    cpu = _cpu_s() - start_cpu
+    return {
+        "config": str(path),
+        "network": "packet",
+        "sharing": sharing,
+        "routing": cfg.options.routing,
+        "scale": the_plan.scale,
+        "scale_note": "link rates and phase bytes divided by scale; compute times kept",
+        "settings": asdict(settings),
+        "hosts": topo.servers,
+        "cpu_s": round(cpu, 3),
+        "wall_s": round(time.perf_counter() - wall, 3),
+        "ns3_load_cpu_s": round(load[0], 3),
+        "ns3_load_wall_s": round(load[1], 3),
+        "jobs": {
+            r.job_id: {
+                "servers": list(r.servers),
+                "path_index": the_plan.path_index[r.job_id],
+                "mean_iteration_s": r.mean_iteration_s,
+                "dedicated_iteration_s": r.dedicated_iteration_s,
+                "iteration_times_s": list(r.iteration_times_s),
+                "finished": r.finished,
+            }
+            for r in results
+        },
+    }
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process has used (user + system)."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cassini.packet.run",
+        description="Run a simulator configuration at packet level in ns-3.",
+    )
+    parser.add_argument("config", help="a cassini sim configuration (YAML or JSON)")
+    parser.add_argument("--sharing", default="maxmin", choices=sorted(MECHANISMS))
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="divide link rates and phase bytes by this (default: to 1 Gbit/s)",
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="run at most this many iterations of every job"
+    )
+    parser.add_argument(
+        "--ecn-k",
+        type=int,
+        default=FabricSettings.ecn_k,
+        help="RED marking threshold, packets (dctcp, mltcp)",
+    )
+    parser.add_argument("--out", default="packet_results.json", help="results JSON path")
+    args = parser.parse_args(argv)
+    try:
+        out = run_config(
+            args.config,
+            sharing=args.sharing,
+            scale=args.scale,
+            iterations=args.iterations,
+            settings=FabricSettings(ecn_k=args.ecn_k),
+        )
+    except (InputError, PacketUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    for job_id, r in out["jobs"].items():
+        print(
+            f"{job_id}: mean iteration {r['mean_iteration_s']:.6f} s "
+            f"(dedicated {r['dedicated_iteration_s']:.6f} s)"
+        )
+    print(
+        f"scale {out['scale']:g}: {out['cpu_s']} CPU s simulating, "
+        f"{out['ns3_load_cpu_s']} CPU s loading ns-3; wrote {args.out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
