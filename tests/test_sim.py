@@ -19,7 +19,8 @@ from cassini.plugin import choose_placement
 from cassini.profile import JobProfile, Phase
 from cassini.sim.config import config_from_dict
 from cassini.sim.engine import run
-from cassini.sim.network import FlowJob, cycle_of, max_min_rates, simulate
+from cassini.sim.network.flows import FlowJob, cycle_of
+from cassini.sim.network.fluid import max_min_rates, simulate
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.sweep import run_sweep
 from cassini.sim.topology import Cluster
@@ -431,7 +432,7 @@ def test_summary_handles_weighted_quantiles() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.1, 50), min_size=1, max_size=8), st.floats(1, 100))
 def test_one_link_water_filling_matches_progressive_filling(demand, capacity) -> None:
-    from cassini.sim.network import _water_fill
+    from cassini.sim.network.fluid import _water_fill
 
     fast = _water_fill(np.array(demand), capacity)
     slow = max_min_rates(demand, [[0]] * len(demand), [capacity])

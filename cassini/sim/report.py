@@ -27,7 +27,8 @@ import numpy as np
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.config import SimConfig, Workload
-from cassini.sim.engine import AGENT_TOLERANCE, SimResult, run
+from cassini.sim.engine import SimResult, run
+from cassini.sim.parts.timing import AGENT_TOLERANCE
 from cassini.sim.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
 
