@@ -6,13 +6,14 @@ and priority sharing, free-running and on slot grids."""
 from __future__ import annotations
 
 import pytest
+from helpers.sim_oracle import simulate_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flowloop import max_min_links, water_fill
 from cassini.sim.network.flows import FlowJob, NetworkResult
-from cassini.sim.network.fluid import simulate, simulate_reference
+from cassini.sim.network.fluid import simulate
 from cassini.sim.parts.sharing import shared_rates
 from mltcp.policy import MltcpParams
 

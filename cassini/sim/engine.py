@@ -1,31 +1,12 @@
-"""Discrete-event simulation of a GPU cluster running training jobs.
-
-Events are arrivals and completions.  At every event the scheduler places queued jobs
-(:mod:`cassini.sim.schedulers`); then the network model (:mod:`cassini.sim.network`)
-re-evaluates every group of jobs connected through shared links whose membership or
-time-shifts changed, giving each job its iteration time until the next change.
-Between events jobs progress at those iteration times.
-
-The scheduler is composed of parts (:mod:`cassini.sim.parts`): a queue policy, a
-placement (optionally with MonkeyTree-style defragmentation), a routing over the
-spines, a link-sharing rule (max-min, MLTCP-weighted, strict priority) and an in-job
-timing.  Timing: *free-running* jobs (a job's iterations are
-phased by its start time) or jobs *held to time-shifts* (``+cassini``): each job's
-iteration ``k`` starts at ``shift + k * T`` where T is its dedicated iteration time,
-re-aligning when more than 5 % late (the paper's agent); a group that cannot keep that
-pace, or has more than :data:`HELD_GROUP_LIMIT` jobs, is released to run free from its
-shifts.  ``ideal`` skips the network.
-
-Only links whose jobs' summed peak demand exceeds their capacity can slow anyone, so
-groups are formed over those links only (exact, and it keeps groups small).
-"""
+"""Discrete-event simulation of a GPU cluster running training jobs: arrivals, queue,
+placement, routing and finishes, with the network model behind one seam
+(:mod:`cassini.sim.network`); ``docs/internals.md`` ("The engine") tells its rules."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,13 +14,14 @@ import numpy as np
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.network import NETWORKS, NetworkModel
-from cassini.sim.network.flows import cycle_of
 from cassini.sim.network.windows import DEFAULT_WINDOW, NetworkWindow
 from cassini.sim.options import SimOptions
 from cassini.sim.parts import priority as crux
 from cassini.sim.parts.placement import PLACEMENTS, Choice, defrag_move, is_compact
-from cassini.sim.parts.routing import ROUTINGS, collisions, crux_paths, route_path
+from cassini.sim.parts.routing import ROUTINGS
 from cassini.sim.recorded import host_servers, recorded_options
+from cassini.sim.results import JobRecord, SimResult
+from cassini.sim.routes import Routes, compute_s
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.state import RunningJob
 from cassini.sim.topologies.fabric import Topology
@@ -47,146 +29,7 @@ from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """One finished job: times in seconds, ``slowdown`` = mean iteration time over its
-    dedicated iteration time."""
-
-    job_id: str
-    model: str
-    gpus: int
-    servers: int
-    racks: int
-    iterations: int
-    arrival_s: float
-    start_s: float
-    finish_s: float
-    dedicated_iteration_s: float
-    mean_iteration_s: float
-    slowdown: float
-    shift_s: float
-    placement: tuple[tuple[int, int], ...]  # (server, GPUs) pairs
-    timeline: tuple[tuple[float, float], ...] = ()  # (time s, mean iteration time s)
-    compute_gpu_s: float = 0.0  # GPU-seconds of compute (outside communication phases)
-    intensity: float = math.inf  # Crux's GPU intensity on its placement
-    priority_level: int = 0  # last priority class (0 = highest) under priority sharing
-    migrations: int = 0
-    migration_s: float = 0.0  # seconds stalled for migrations
-
-    @property
-    def allocated_gpu_s(self) -> float:
-        """GPU-seconds the job held its GPUs (start to finish)."""
-        return self.gpus * (self.finish_s - self.start_s)
-
-    @property
-    def jct_s(self) -> float:
-        return self.finish_s - self.arrival_s
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """A simulation's outcome.  ``iteration_samples`` / ``iteration_weights``: the
-    iteration-time distribution over every iteration of every job (seconds, weight in
-    iterations); ``normalised_samples`` the same over each job's dedicated time."""
-
-    scheduler: str
-    jobs: tuple[JobRecord, ...]
-    iteration_samples: np.ndarray
-    normalised_samples: np.ndarray
-    iteration_weights: np.ndarray
-    excess_s: dict[str, float]
-    makespan_s: float
-    wall_s: float
-    network_evaluations: int
-    network_events: int
-    placements_advised: int
-    cluster_gpus: int = 0
-    collisions: int = 0
-    #: priority sharing: summed contention-edge weight, and the part cut by each rule
-    priority_cut: Mapping[str, float] = field(default_factory=dict)
-    #: network model: simulated seconds of all windows
-    network_window_s: float = 0.0
-
-    def summary(self) -> dict[str, Any]:
-        """Mean and p99 iteration time (absolute s, and over dedicated), JCT, makespan,
-        excess-demand time per link, GPU utilisation (compute GPU-seconds over allocated
-        GPU-seconds, Crux's metric), worst job, lowest-priority decile, migrations,
-        ECMP collisions."""
-        jct = np.array([j.jct_s for j in self.jobs])
-        excess = np.array(list(self.excess_s.values()) or [0.0])
-        compute = sum(j.compute_gpu_s for j in self.jobs)
-        allocated = sum(j.allocated_gpu_s for j in self.jobs)
-        cut = dict(self.priority_cut)
-        total_cut = cut.pop("total", 0.0)
-        return {
-            "scheduler": self.scheduler,
-            "jobs": len(self.jobs),
-            "mean_iteration_s": weighted_mean(self.iteration_samples, self.iteration_weights),
-            "p99_iteration_s": weighted_quantile(
-                self.iteration_samples, self.iteration_weights, 0.99
-            ),
-            "mean_slowdown": weighted_mean(self.normalised_samples, self.iteration_weights),
-            "p99_slowdown": weighted_quantile(
-                self.normalised_samples, self.iteration_weights, 0.99
-            ),
-            "mean_jct_s": float(jct.mean()),
-            "p99_jct_s": float(np.quantile(jct, 0.99)),
-            "makespan_s": self.makespan_s,
-            "excess_demand_s_total": float(excess.sum()),
-            "excess_demand_s_max_link": float(excess.max()),
-            "links_with_excess": int((excess > 0).sum()),
-            "wall_s": self.wall_s,
-            "network_evaluations": self.network_evaluations,
-            "network_events": self.network_events,
-            "placements_advised": self.placements_advised,
-            "gpu_utilisation": compute / allocated if allocated > 0 else math.nan,
-            "cluster_gpu_utilisation": (
-                compute / (self.cluster_gpus * self.makespan_s)
-                if self.cluster_gpus and self.makespan_s > 0
-                else math.nan
-            ),
-            "worst_job_slowdown": max((j.slowdown for j in self.jobs), default=math.nan),
-            "lowest_priority_decile": lowest_priority_decile(self.jobs),
-            "migrations": sum(j.migrations for j in self.jobs),
-            "migration_s_total": sum(j.migration_s for j in self.jobs),
-            "ecmp_collisions": self.collisions,
-            "priority_cut_fraction": (
-                {rule: w / total_cut for rule, w in cut.items()} if total_cut > 0 else None
-            ),
-        }
-
-
-def lowest_priority_decile(jobs: Sequence[JobRecord]) -> dict[str, float] | None:
-    """The tenth of the networked jobs (finite intensity) with the lowest Crux intensity
-    (the lowest priority under Crux; the same ranking for every scheduler): how many,
-    their mean slowdown and throughput loss (1 - dedicated / mean iteration time)."""
-    ranked = sorted((j for j in jobs if math.isfinite(j.intensity)), key=lambda j: j.intensity)
-    if not ranked:
-        return None
-    tail = ranked[: max(1, len(ranked) // 10)]
-    slowdown = float(np.mean([j.slowdown for j in tail]))
-    return {
-        "jobs": len(tail),
-        "mean_slowdown": slowdown,
-        "throughput_loss": 1.0 - float(np.mean([1.0 / j.slowdown for j in tail])),
-        "job_ids": [j.job_id for j in tail],
-    }
-
-
-def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
-    return float(np.average(values, weights=weights)) if len(values) else math.nan
-
-
-def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """Smallest value whose cumulative weight reaches ``q`` of the total."""
-    if not len(values):
-        return math.nan
-    order = np.argsort(values, kind="stable")
-    cum = np.cumsum(weights[order])
-    return float(values[order][np.searchsorted(cum, q * cum[-1] - 1e-9)])
-
-
-class Simulation:
+class Simulation(Routes):
     """One run of ``scheduler`` over ``jobs`` on ``cluster``.
 
     Parameters
@@ -334,7 +177,7 @@ class Simulation:
                     shift_s=r.shift_s,
                     placement=tuple(sorted(r.placement.items())),
                     timeline=tuple(r.timeline),
-                    compute_gpu_s=sum(r.placement.values()) * r.iterations * _compute_s(r.profile),
+                    compute_gpu_s=sum(r.placement.values()) * r.iterations * compute_s(r.profile),
                     intensity=r.intensity,
                     priority_level=r.level,
                     migrations=r.migrations,
@@ -397,81 +240,6 @@ class Simulation:
             self.queue.remove(d.job)
         return changed
 
-    # -- routing --------------------------------------------------------------------------
-    def _racks(self, placement: Mapping[int, int]) -> list[int]:
-        return sorted({self.cluster.rack_of(s) for s in placement})
-
-    def route_candidate(self, job_id: str, placement: Mapping[int, int]) -> tuple[str, ...]:
-        """The path a job would take on ``placement`` under this run's routing."""
-        racks = self._racks(placement)
-        spine = None
-        if len(racks) > 1:
-            spine = self.routing.spine(self.cluster, job_id, racks, self.seed, self.peak_on_link)
-        return route_path(self.cluster, placement, spine)
-
-    def _route(self, job_id: str, r: RunningJob, *, count: bool = False) -> None:
-        """Give ``r`` its path (not yet on the links) and its Crux intensity."""
-        racks = self._racks(r.placement)
-        r.spine = None
-        if len(racks) > 1:
-            r.spine = self.routing.spine(self.cluster, job_id, racks, self.seed, self.peak_on_link)
-            if count and r.spine is not None:
-                self.collisions += collisions(self.cluster, racks, r.spine, self.peak_on_link)
-        r.path = route_path(self.cluster, r.placement, r.spine)
-        links = self.cluster.links
-        r.intensity = crux.intensity(
-            sum(r.placement.values()),
-            _compute_s(r.profile),
-            r.profile.bits_per_iteration,
-            min((links[link] for link in r.path), default=0.0),
-        )
-
-    def _link(self, job_id: str, r: RunningJob) -> None:
-        for link in r.path:
-            self.on_link.setdefault(link, set()).add(job_id)
-            self.peak_on_link[link] = self.peak_on_link.get(link, 0.0) + r.profile.peak_rate_bps
-
-    def _unlink(self, job_id: str, r: RunningJob) -> set[str]:
-        """Take ``r`` off its links; return the jobs left on them."""
-        neighbours: set[str] = set()
-        for link in r.path:
-            self.on_link[link].discard(job_id)
-            self.peak_on_link[link] -= r.profile.peak_rate_bps
-            neighbours |= self.on_link[link]
-        return neighbours
-
-    def _reroute(self) -> set[str]:
-        """Crux's path selection over every running cross-rack job, in descending
-        intensity, when the set of cross-rack jobs changed."""
-        cross = frozenset(j for j, r in self.running.items() if r.spine is not None)
-        if cross == self._cross_rack:
-            return set()
-        self._cross_rack = cross
-        order = sorted(cross, key=lambda j: (-self.running[j].intensity, j))
-        background = dict(self.peak_on_link)
-        for j in order:  # route from scratch: only the single-rack traffic stays
-            r = self.running[j]
-            for link in r.path:
-                background[link] -= r.profile.peak_rate_bps
-        spines = crux_paths(
-            self.cluster,
-            [
-                (j, self._racks(self.running[j].placement), self.running[j].profile.peak_rate_bps)
-                for j in order
-            ],
-            background,
-        )
-        changed: set[str] = set()
-        for j, k in spines.items():
-            r = self.running[j]
-            if k == r.spine:
-                continue
-            changed |= self._unlink(j, r) | {j}
-            r.spine = k
-            r.path = route_path(self.cluster, r.placement, k)
-            self._link(j, r)
-        return changed
-
     # -- defragmentation ------------------------------------------------------------------
     def _defragment(self) -> set[str]:
         """MonkeyTree-style: move each running job spread over more racks than it needs
@@ -515,35 +283,6 @@ class Simulation:
             r.migrated_at = self.now
         return changed
 
-    def coupling(self, link: str, extra_bps: float = 0.0) -> bool:
-        """Whether the jobs on ``link`` (plus one more peaking at ``extra_bps``) can ever
-        want more than its capacity; a link that cannot never slows a flow, so it couples
-        nobody."""
-        peak = self.peak_on_link.get(link, 0.0) + extra_bps
-        return peak > self.cluster.links[link] * (1 + 1e-9)
-
-    def component(self, seeds: set[str], limit: int | None = None) -> set[str]:
-        """Running jobs connected to ``seeds`` through links that can congest; with
-        ``limit``, the search stops once it holds more than ``limit`` jobs (a result of
-        at most ``limit`` jobs is then the whole group)."""
-        seen: set[str] = set()
-        todo = list(seeds)
-        coupled: dict[str, bool] = {}
-        while todo:
-            j = todo.pop()
-            if j in seen or j not in self.running:
-                continue
-            seen.add(j)
-            if limit is not None and len(seen) > limit:
-                break
-            for link in self.running[j].path:
-                c = coupled.get(link)
-                if c is None:
-                    c = coupled[link] = self.coupling(link)
-                if c:
-                    todo.extend(self.on_link[link] - seen)
-        return seen
-
     # -- network ------------------------------------------------------------------------
     def set_levels(self, runs: list[RunningJob]) -> None:
         """Crux priorities for a group: intensity, compressed to K levels by the max-K-cut
@@ -581,11 +320,6 @@ class Simulation:
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:
     return JobProfile(job_id, profile.iteration_time_s, profile.phases)
-
-
-def _compute_s(profile: JobProfile) -> float:
-    """Seconds per iteration outside communication phases (the GPU's compute)."""
-    return float(sum(cycle_of(profile).gaps_s))
 
 
 def run(

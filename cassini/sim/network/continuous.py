@@ -1,35 +1,19 @@
-"""The engine's side of the continuous network model (``network: continuous``).
-
-Every running job with a phase of communication on a link that can congest (summed
-peak demand above capacity) is in one :class:`~cassini.sim.network.flowstate.FlowState`; the
-others run at their dedicated pace, their cycle position known from an origin time.
-At each change (arrival, finish, migration, re-route) the jobs on the changed jobs'
-links are moved in or out of the state or re-pathed; held jobs (``+cassini``) get their
-slot grids (groups of up to ``HELD_GROUP_LIMIT`` jobs, until one of them cannot keep
-its period: then the group runs free from where it is, as the window model releases
-it, until a job on its links ends), priority jobs their Crux classes (in groups of
-more than ``LARGE_GROUP`` jobs recomputed when a twentieth of the group is new, the
-jobs in between taking the level of the job nearest in priority).  The engine then
-steps the state to its next event; jobs finish where the state says their last
-iteration ended.
-
-Per-iteration times are kept as arrays (cycle lengths, by job) for the run's
-distribution; each job's timeline gets its mean iteration time since its last point
-at every change of its network state.
-"""
+"""The continuous network model (``network: continuous``): one flow state stepped
+through time, the jobs that cannot be slowed running at their dedicated pace;
+``docs/internals.md`` ("The continuous model") tells its rules."""
 
 from __future__ import annotations
 
 import bisect
 import heapq
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cassini.sim.network.flows import Cycle, FlowJob, cycle_of
+from cassini.sim.network.flows import Cycle, cycle_of
 from cassini.sim.network.flowstate import Advanced, FlowState
+from cassini.sim.network.step_windows import StepWindows
 from cassini.sim.parts.timing import AGENT_TOLERANCE, HELD_GROUP_LIMIT
 
 if TYPE_CHECKING:
@@ -52,14 +36,7 @@ def nearest_level(known: list[tuple[float, int]], priority: float) -> int:
     return known[best][1]
 
 
-@dataclass(frozen=True)
-class _Measured:
-    """What a recorder reads of a step: excess demand seconds per link."""
-
-    excess_s: dict[str, float]
-
-
-class ContinuousNetwork:
+class ContinuousNetwork(StepWindows):
     """The flow state of one simulation and what it reported so far."""
 
     def __init__(self, sim: ClusterState) -> None:
@@ -231,54 +208,6 @@ class ContinuousNetwork:
             if adv.slow:
                 self._release_slow(adv)
         return adv
-
-    # -- the report's windows ------------------------------------------------------------
-    def _before_step(self) -> tuple | None:
-        """With a recorder: the state before a step (time, excess so far, positions)."""
-        sim = self.sim
-        if sim.recorder is None:
-            return None
-        return self.flow.t, self.flow.link_state[4].copy(), self.flow.positions()
-
-    def _record(self, before: tuple) -> None:
-        """Hand the recorder the step just taken as a window when some link had more
-        excess demand in it than in any step before (the report replays, per link, the
-        window where it was most congested).  Each job starts the window at its position
-        at the step's start: its current cycle is replayed from the next one's start
-        (the window model cannot start a job mid-cycle); the replay covers at most the
-        window model's horizon."""
-        sim = self.sim
-        t0, excess0, pos = before
-        delta = self.flow.link_state[4] - excess0
-        better = delta > self._best * (1 + 1e-9)
-        if not better.any() or self.flow.t <= t0:
-            return
-        self._best = np.maximum(self._best, delta)
-        flows = []
-        for job_id, i in self.flow.slot_of.items():
-            r = sim.running.get(job_id)
-            if r is None or not math.isfinite(pos[i]):
-                continue
-            period = r.profile.iteration_time_s
-            grid = float(self.flow.floats[3][i])
-            links = [self.flow.link_ids[x] for x in self.flow.links2d[i] if x >= 0]
-            flows.append(
-                FlowJob(
-                    job_id,
-                    r.profile,
-                    tuple(links),
-                    (period - pos[i]) % period,
-                    grid if math.isfinite(grid) else None,
-                    int(self.flow.ints[6][i]),
-                )
-            )
-        if not flows:
-            return
-        longest = max(f.profile.iteration_time_s for f in flows)
-        horizon = min(self.flow.t - t0, sim.window.measure_periods * longest + longest)
-        excess = {self.flow.link_ids[x]: float(delta[x]) for x in np.flatnonzero(delta > 0)}
-        mltcp = sim.options.mltcp if sim.scheduler.mltcp else None
-        sim.recorder.window(t0, tuple(flows), horizon, 0.0, _Measured(excess), mltcp)
 
     def _release_slow(self, adv: Advanced) -> None:
         """A held job that ended a cycle later than its period plus half the agent's
