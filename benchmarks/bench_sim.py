@@ -30,7 +30,7 @@ from cassini.advisor import clear_link_cache
 from cassini.sim import engine
 from cassini.sim.config import read_config
 from cassini.sim.network import windows
-from cassini.sim.report import ProgressBar
+from cassini.sim.report.run import ProgressBar
 
 CONFIG = Path(__file__).resolve().parent.parent / "experiments/configs/sim_1024.yaml"
 TARGETS_S = {"sim_1024": 20.0, "sim_16k": 600.0}

@@ -22,8 +22,8 @@ from cassini.sim.config import config_from_dict
 from cassini.sim.engine import run
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
+from cassini.sim.report.sweep import run_sweep
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
-from cassini.sim.sweep import run_sweep
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace, write_trace
 
@@ -441,7 +441,7 @@ def test_one_link_water_filling_matches_progressive_filling(demand, capacity) ->
 
 
 def test_sweep_on_ray_matches_the_process_pool() -> None:
-    from cassini.sim.sweep import ray_available
+    from cassini.sim.report.sweep import ray_available
 
     require(ray_available(), "Ray (make setup installs the [ray] extra)")
     cfg = config_from_dict(CONFIG)

@@ -28,7 +28,7 @@ from cassini.sim.network.flowstate import (
 )
 from cassini.sim.network.fluid import simulate
 from cassini.sim.options import SimOptions
-from cassini.sim.recording import NetworkRecorder, link_timeline
+from cassini.sim.report.recording import NetworkRecorder, link_timeline
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 from mltcp.policy import MltcpParams

@@ -138,3 +138,33 @@ def test_the_engine_never_asks_which_network_model_it_has() -> None:
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
             assert "Network" not in ast.unparse(node), ast.unparse(node)
     assert "ContinuousNetwork" not in (SIM / "engine.py").read_text()
+
+
+def test_parts_and_models_never_write_to_the_engine() -> None:
+    """No ``sim.x = ...`` / ``sim.x += ...`` (nor ``state.x``) in the parts and network
+    models: they read the :class:`~cassini.sim.state.ClusterState` and answer."""
+    for path in [*(SIM / "parts").rglob("*.py"), *(SIM / "network").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                else []
+            )
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                    assert t.value.id not in ("sim", "state"), (path.name, ast.unparse(t))
+
+
+def test_a_scheduler_holds_its_table_entries() -> None:
+    from cassini.sim.parts.sharing import SHARINGS, Sharing
+    from cassini.sim.parts.timing import TIMINGS
+    from cassini.sim.schedulers import Scheduler
+
+    s = Scheduler.parse("themis+crux+mltcp+cassini")
+    assert s.timing is TIMINGS["held"] and s.held
+    assert s.sharing == Sharing(mltcp=True, priority=True) and s.mltcp and s.priority
+    plain = Scheduler.parse("themis")
+    assert plain.sharing == SHARINGS["maxmin"] and plain.timing is TIMINGS["free"]
+    assert not (plain.mltcp or plain.priority or plain.held)

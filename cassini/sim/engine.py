@@ -47,7 +47,7 @@ class Simulation(Routes):
     progress : called as ``progress(finished, total, now_s)`` now and then (jobs
         finished, jobs in the run, simulated seconds reached).
     recorder : optional observer of the network model (for reports), e.g.
-        :class:`cassini.sim.recording.NetworkRecorder`: gets
+        :class:`cassini.sim.report.recording.NetworkRecorder`: gets
         ``window(now_s, flows, horizon_s, warmup_s, result, mltcp)`` after every evaluation.
     """
 

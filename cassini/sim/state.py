@@ -65,7 +65,7 @@ class ClusterState(Protocol):
     options: SimOptions
     scheduler: Any  # cassini.sim.schedulers.Scheduler (its flags: priority, held, mltcp)
     window: Any  # cassini.sim.network.windows.NetworkWindow
-    recorder: Any  # a cassini.sim.recording.NetworkRecorder, or None
+    recorder: Any  # a cassini.sim.report.recording.NetworkRecorder, or None
     rng: np.random.Generator
     precision_deg: float
 
