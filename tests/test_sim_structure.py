@@ -23,7 +23,6 @@ LONG_MODULES = {
 LONG_FUNCTIONS = {
     "network/flowloop.py:run_events": 267,
     "network/flowstate.py:_advance": 277,
-    "network/fluid.py:simulate": 82,
     "network/jitloop.py:_fill": 100,
     "network/jitloop.py:_loop": 238,
     "network/jitloop.py:run_events_compiled": 106,

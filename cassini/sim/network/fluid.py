@@ -83,14 +83,10 @@ def simulate(
 
     The event loops are :func:`cassini.sim.network.jitloop.run_events_compiled` and
     :func:`cassini.sim.network.flowloop.run_events` (plain Python floats, held to each other by
-    tests); :func:`simulate_reference` is the original numpy loop, kept as their
-    reference.
+    tests); ``simulate_reference`` in ``tests/helpers/sim_oracle.py`` is the original
+    numpy loop, kept as their reference.
     """
-    if loop not in LOOPS:
-        raise InputError("loop", f"unknown loop {loop!r}; expected one of {', '.join(LOOPS)}")
-    if loop == "compiled" and (on_step is not None or not jitloop.AVAILABLE):
-        why = "an on_step observer" if on_step is not None else "numba is not installed"
-        raise InputError("loop", f"the compiled loop cannot run here: {why}")
+    _check_loop(loop, on_step)
     link_ids, index, caps = link_table(jobs, capacity_bps, horizon_s, warmup_s)
     args = (
         [cycle_of(j.profile) for j in jobs],
@@ -121,6 +117,15 @@ def simulate(
         window_s=horizon_s - warmup_s,
         events=out.events,
     )
+
+
+def _check_loop(loop: str, on_step: object) -> None:
+    """InputError for an unknown ``loop`` or a compiled one that cannot run here."""
+    if loop not in LOOPS:
+        raise InputError("loop", f"unknown loop {loop!r}; expected one of {', '.join(LOOPS)}")
+    if loop == "compiled" and (on_step is not None or not jitloop.AVAILABLE):
+        why = "an on_step observer" if on_step is not None else "numba is not installed"
+        raise InputError("loop", f"the compiled loop cannot run here: {why}")
 
 
 def link_table(
