@@ -9,10 +9,21 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from cassini.sim.network.continuous import ContinuousNetwork
+from cassini.sim.network.flows import Cycle, FlowJob, NetworkResult, cycle_of
 from cassini.sim.network.windows import WindowNetwork
 
 if TYPE_CHECKING:
     from cassini.sim.state import ClusterState, RunningJob
+
+#: the seam's value types, also importable from here (``cassini.packet`` reads cycle_of)
+__all__ = [
+    "NETWORKS",
+    "Cycle",
+    "FlowJob",
+    "NetworkModel",
+    "NetworkResult",
+    "cycle_of",
+]
 
 
 class NetworkModel(Protocol):
