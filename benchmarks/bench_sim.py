@@ -6,7 +6,7 @@ target <= 20 s for themis and themis+cassini.  ``experiments/configs/sim_16k.yam
 within 2x of it.  Each scheduler's wall and CPU time is printed with its ratio to the
 target, to ``ideal`` (the same scheduling work without a network model) and, with
 ``--reference``, to the same run through the original numpy network loop
-(:func:`cassini.sim.network.simulate_reference`) measured in
+(``simulate_reference`` in ``tests/helpers/sim_oracle.py``) measured in
 the same process (``ref/cpu``: the reference run's CPU time over this one's, CPU time
 because wall time swings with other users of the machine); and the network model's
 events per second and simulated seconds of network windows.  A
@@ -29,8 +29,8 @@ from unittest import mock
 from cassini.advisor import clear_link_cache
 from cassini.sim import engine
 from cassini.sim.config import read_config
-from cassini.sim.network import simulate_reference
-from cassini.sim.report import ProgressBar
+from cassini.sim.network import windows
+from cassini.sim.report.run import ProgressBar
 
 CONFIG = Path(__file__).resolve().parent.parent / "experiments/configs/sim_1024.yaml"
 TARGETS_S = {"sim_1024": 20.0, "sim_16k": 600.0}
@@ -52,7 +52,10 @@ def timed(cfg, jobs, library, name: str, *, reference: bool = False) -> dict:
     sim.progress = ProgressBar(label, clock=lambda: sim.now)
     wall, cpu = time.perf_counter(), time.process_time()
     if reference:
-        with mock.patch.object(engine, "simulate", simulate_reference):
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from helpers.sim_oracle import simulate_reference
+
+        with mock.patch.object(windows, "simulate", simulate_reference):
             result = sim.run()
     else:
         result = sim.run()

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from cassini.profile import JobProfile, Phase
-from cassini.sim.network import FlowJob, cycle_of, simulate
+from cassini.sim.network.flows import FlowJob, cycle_of
+from cassini.sim.network.fluid import simulate
 from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult
 from testbed.run.config import RunConfig

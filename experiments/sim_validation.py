@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from cassini.profile import JobProfile
-from cassini.sim.network import FlowJob, simulate
+from cassini.sim.network.flows import FlowJob
+from cassini.sim.network.fluid import simulate
 from experiments.columns import JOB, NOTE, SCHEME, Column
 from experiments.common import (
     JOB_SETS,

@@ -385,8 +385,8 @@ class WentOn(AssertionError):
 
 STUBS = (
     ("cassini.service.cli", "listen"),
-    ("cassini.sim.report", "simulate_config"),
-    ("cassini.sim.sweep", "run_sweep"),
+    ("cassini.sim.report.run", "simulate_config"),
+    ("cassini.sim.report.sweep", "run_sweep"),
     ("testbed.runner", "run_experiment"),
     ("mltcp.admin", "select"),
 )

@@ -63,7 +63,7 @@ def test_recorded_placement_refuses_what_it_cannot_replay() -> None:
 
 def test_a_config_replays_lingjun_beside_a_scheduler_and_reports_the_mapping(tmp_path) -> None:
     from cassini.sim.config import config_from_dict
-    from cassini.sim.report import simulate_config, write_run
+    from cassini.sim.report.run import simulate_config, write_run
 
     cfg = config_from_dict(
         {
@@ -131,7 +131,7 @@ def test_generated_topologies_keep_first_appearance() -> None:
 
 def test_a_config_replays_lingjun_on_its_topo_csv(tmp_path) -> None:
     from cassini.sim.config import config_from_dict
-    from cassini.sim.report import simulate_config, write_run
+    from cassini.sim.report.run import simulate_config, write_run
 
     cfg = config_from_dict(
         {

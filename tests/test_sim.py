@@ -11,6 +11,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from conftest import require
+from helpers.sim_oracle import max_min_rates
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,9 +20,10 @@ from cassini.plugin import choose_placement
 from cassini.profile import JobProfile, Phase
 from cassini.sim.config import config_from_dict
 from cassini.sim.engine import run
-from cassini.sim.network import FlowJob, cycle_of, max_min_rates, simulate
+from cassini.sim.network.flows import FlowJob, cycle_of
+from cassini.sim.network.fluid import simulate
+from cassini.sim.report.sweep import run_sweep
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
-from cassini.sim.sweep import run_sweep
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace, write_trace
 
@@ -419,7 +421,7 @@ def test_cli_run_writes_json_and_plot(tmp_path) -> None:
 
 
 def test_summary_handles_weighted_quantiles() -> None:
-    from cassini.sim.engine import weighted_quantile
+    from cassini.sim.results import weighted_quantile
 
     v, w = np.array([1.0, 2.0, 10.0]), np.array([98.0, 1.0, 1.0])
     assert weighted_quantile(v, w, 0.5) == 1.0
@@ -431,7 +433,7 @@ def test_summary_handles_weighted_quantiles() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.1, 50), min_size=1, max_size=8), st.floats(1, 100))
 def test_one_link_water_filling_matches_progressive_filling(demand, capacity) -> None:
-    from cassini.sim.network import _water_fill
+    from helpers.sim_oracle import _water_fill
 
     fast = _water_fill(np.array(demand), capacity)
     slow = max_min_rates(demand, [[0]] * len(demand), [capacity])
@@ -439,7 +441,7 @@ def test_one_link_water_filling_matches_progressive_filling(demand, capacity) ->
 
 
 def test_sweep_on_ray_matches_the_process_pool() -> None:
-    from cassini.sim.sweep import ray_available
+    from cassini.sim.report.sweep import ray_available
 
     require(ray_available(), "Ray (make setup installs the [ray] extra)")
     cfg = config_from_dict(CONFIG)

@@ -18,16 +18,17 @@ from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
 from cassini.sim import engine
 from cassini.sim.config import config_from_dict
-from cassini.sim.continuous import nearest_level
-from cassini.sim.flowstate import (
+from cassini.sim.network.continuous import nearest_level
+from cassini.sim.network.flows import cycle_of
+from cassini.sim.network.flowstate import (
     LOCAL_SET_FLOWS,
     FlowState,
     cycle_position,
     position_of,
 )
-from cassini.sim.network import cycle_of, simulate
+from cassini.sim.network.fluid import simulate
 from cassini.sim.options import SimOptions
-from cassini.sim.recording import NetworkRecorder, link_timeline
+from cassini.sim.report.recording import NetworkRecorder, link_timeline
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 from mltcp.policy import MltcpParams

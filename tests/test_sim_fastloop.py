@@ -6,12 +6,14 @@ and priority sharing, free-running and on slot grids."""
 from __future__ import annotations
 
 import pytest
+from helpers.sim_oracle import simulate_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cassini.profile import JobProfile, Phase
-from cassini.sim.flowloop import max_min_links, water_fill
-from cassini.sim.network import FlowJob, NetworkResult, simulate, simulate_reference
+from cassini.sim.network.flowloop import max_min_links, water_fill
+from cassini.sim.network.flows import FlowJob, NetworkResult
+from cassini.sim.network.fluid import simulate
 from cassini.sim.parts.sharing import shared_rates
 from mltcp.policy import MltcpParams
 
@@ -108,7 +110,7 @@ def test_auto_loop_is_compiled_unless_observed_or_numba_is_missing(monkeypatch) 
     """``loop="auto"`` runs the compiled loop; an ``on_step`` observer or a machine
     without numba gets the Python loop, and asking for the compiled one there says why."""
     from cassini.errors import InputError
-    from cassini.sim import jitloop
+    from cassini.sim.network import jitloop
 
     p = JobProfile("x", 0.1, (Phase(0.02, 0.05, 1e10),))
     jobs = [FlowJob("a", p, ("l0",), 0.0), FlowJob("b", p, ("l0",), 0.03)]

@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, example, given, note, settings
 
 from cassini.cli import main as cli_main
 from cassini.sim.config import SimConfig, read_config
-from cassini.sim.engine import JobRecord, run
-from cassini.sim.network import cycle_of
+from cassini.sim.engine import run
+from cassini.sim.network.flows import cycle_of
 from cassini.sim.options import SimOptions
 from cassini.sim.parts.routing import path_count, route_path
-from cassini.sim.report import Run, results_json, simulate_config
+from cassini.sim.report.run import Run, results_json, simulate_config
+from cassini.sim.results import JobRecord
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology
 from cassini.sim.topology import Cluster

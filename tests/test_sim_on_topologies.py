@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cassini import cli
-from cassini.sim import sweep
 from cassini.sim.engine import SimResult, run
 from cassini.sim.options import SimOptions
 from cassini.sim.parts.placement import candidate_placements, defrag_move, racks_needed
@@ -25,12 +24,13 @@ from cassini.sim.parts.routing import (
     route_path,
     uplinks,
 )
+from cassini.sim.report import sweep
+from cassini.sim.report.utilisation import link_weights, utilisation
 from cassini.sim.topologies.clos import from_cluster, three_tier, two_tier
 from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topologies.hosts import read_host_table
 from cassini.sim.topologies.rail import rail_optimised
 from cassini.sim.topology import Cluster
-from cassini.sim.utilisation import link_weights, utilisation
 from cassini.sim.workload import load_library, poisson_jobs
 
 LIBRARY = load_library()

@@ -4,7 +4,7 @@ ETA from the pace so far, and one final line."""
 from __future__ import annotations
 
 from cassini.profile import JobProfile
-from cassini.sim.report import ProgressBar
+from cassini.sim.report.run import ProgressBar
 
 
 def test_progress_bar_is_silent_at_first_then_shows_jobs_time_and_eta(capsys) -> None:
@@ -25,7 +25,7 @@ def test_progress_bar_is_silent_at_first_then_shows_jobs_time_and_eta(capsys) ->
 def test_stderr_progress_shows_the_simulated_time_the_engine_passes(capsys) -> None:
     """``cassini sim run``'s bar: the engine hands it the simulated time with each tick."""
     from cassini.sim.engine import Simulation
-    from cassini.sim.report import stderr_progress
+    from cassini.sim.report.run import stderr_progress
     from cassini.sim.topology import Cluster
     from cassini.sim.workload import JobSpec
 

@@ -18,10 +18,10 @@ import pytest
 from conftest import require
 
 from cassini.sim.config import config_from_dict
-from cassini.sim.html_report import number
-from cassini.sim.recording import link_timeline
-from cassini.sim.report import most_congested_link, simulate_config
-from cassini.sim.utilisation import utilisation
+from cassini.sim.report.html_report import number
+from cassini.sim.report.recording import link_timeline
+from cassini.sim.report.run import most_congested_link, simulate_config
+from cassini.sim.report.utilisation import utilisation
 
 CONFIG = {
     "name": "report-test",
@@ -81,7 +81,7 @@ def test_the_link_timeline_replays_the_most_congested_window(small_run) -> None:
 
 
 def test_a_timeline_link_given_by_hand_is_drawn(small_run, tmp_path: Path) -> None:
-    from cassini.sim.report import write_run
+    from cassini.sim.report.run import write_run
 
     cfg, run = small_run
     data = write_run(cfg, run.results, tmp_path, run=run, timeline_link="srv0")

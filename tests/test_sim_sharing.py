@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cassini.profile import JobProfile, Phase
-from cassini.sim.network import FlowJob, simulate
+from cassini.sim.network.flows import FlowJob
+from cassini.sim.network.fluid import simulate
 from cassini.sim.parts.sharing import mltcp_factor, mltcp_weight, shared_rates
 from mltcp import model
 from mltcp.policy import ONE, MltcpParams, factor, factor_q, ratio_q

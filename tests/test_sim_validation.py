@@ -10,7 +10,8 @@ import pytest
 from conftest import require
 
 from cassini.profile import JobProfile, Phase
-from cassini.sim.network import cycle_of, simulate
+from cassini.sim.network.flows import cycle_of
+from cassini.sim.network.fluid import simulate
 from experiments import common
 from experiments import sim_validation as sv
 from experiments.common import table

@@ -177,8 +177,9 @@ def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from cassini.sim import report, sweep
     from cassini.sim.config import read_config
+    from cassini.sim.report import run as report
+    from cassini.sim.report import sweep
     from cassini.sim.schedulers import Scheduler
     from cassini.sim.workload import write_trace
 

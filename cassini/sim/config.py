@@ -125,7 +125,8 @@ class SimConfig:
         if "oversubscription" in axes:
             over = float(axes["oversubscription"])
             if isinstance(out.cluster, Topology):
-                c = out.cluster.with_parameters(oversubscription=over)
+                source = {**out.cluster.source, "oversubscription": over}
+                c = build_topology(source, "cluster", Path("."))
             else:
                 c = replace(out.cluster, oversubscription=over)
             out = replace(out, cluster=c)

@@ -21,7 +21,7 @@ class SimOptions:
     links re-simulated from its start-time phases for a few of its longest iterations at
     every change of the group) or ``continuous`` (every job that shares a link stepped
     through simulated time once, its phases kept across changes; for large clusters,
-    see :mod:`cassini.sim.flowstate`)."""
+    see :mod:`cassini.sim.network.flowstate`)."""
 
     routing: str = "single"
     priority_levels: int = 8

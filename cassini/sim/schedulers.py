@@ -27,6 +27,8 @@ from cassini.sim.parts.queue import (
     finish_time_fairness,
     statistical_efficiency,
 )
+from cassini.sim.parts.sharing import SHARINGS, Sharing
+from cassini.sim.parts.timing import TIMINGS, Timing
 from cassini.sim.workload import JobSpec
 
 __all__ = [
@@ -55,8 +57,8 @@ class Scheduler:
 
     ``policy``: queue policy; ``placement``: ``first`` (packed), ``random`` or
     ``cassini``; ``defrag``: migrate running jobs into fewer racks; ``routing``: None
-    (the config's) or a routing part; ``mltcp`` / ``priority``: sharing; ``held``:
-    timing; ``dedicated_network``: ``ideal``."""
+    (the config's) or a routing part; ``sharing``: the :data:`SHARINGS` entries named,
+    combined; ``timing``: the :data:`TIMINGS` entry; ``dedicated_network``: ``ideal``."""
 
     name: str
     policy: str
@@ -64,9 +66,23 @@ class Scheduler:
     dedicated_network: bool = False
     defrag: bool = False
     routing: str | None = None
-    mltcp: bool = False
-    priority: bool = False
-    held: bool = False
+    sharing: Sharing = SHARINGS["maxmin"]
+    timing: Timing = TIMINGS["free"]
+
+    @property
+    def mltcp(self) -> bool:
+        """Flows weighted by MLTCP's F (the sharing entry's rule)."""
+        return self.sharing.mltcp
+
+    @property
+    def priority(self) -> bool:
+        """Links serve Crux's priority classes strictly (the sharing entry's rule)."""
+        return self.sharing.priority
+
+    @property
+    def held(self) -> bool:
+        """Jobs held to their time-shifts' slot grid (the timing entry's rule)."""
+        return self.timing.held
 
     @classmethod
     def parse(cls, name: str) -> Scheduler:
@@ -109,9 +125,11 @@ class Scheduler:
             placement=next(iter(placements), "first"),
             defrag=defrag,
             routing=next(iter(chosen.get("routing", ())), None),
-            mltcp="mltcp" in sharing,
-            priority="priority" in sharing,
-            held="held" in timing,
+            sharing=Sharing(
+                mltcp=any(SHARINGS[e].mltcp for e in sharing),
+                priority=any(SHARINGS[e].priority for e in sharing),
+            ),
+            timing=TIMINGS[next(iter(timing), "free")],
         )
 
     @property

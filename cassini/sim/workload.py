@@ -27,38 +27,17 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from cassini import files, schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile, profiles_from_dicts
+from cassini.sim.jobspec import JobSpec
 
 TRACE_FIELDS = ("job_id", "arrival_s", "gpus", "iterations", "model")
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """A job as submitted: arrives at ``arrival_s`` seconds asking for ``gpus`` GPUs to
-    train ``iterations`` iterations of ``model`` (a profile id).
-
-    ``hosts``: where a trace recorded the job ran, ``(host name, GPUs on it)`` pairs
-    (Philly's machines, Lingjun's worker host_ip, PAI's instance machines); empty when
-    the trace records none.  Only the ``recorded`` scheduler uses it."""
-
-    job_id: str
-    arrival_s: float
-    gpus: int
-    iterations: int
-    model: str
-    hosts: tuple[tuple[str, int], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # -- profile library ----------------------------------------------------------------------

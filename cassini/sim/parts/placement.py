@@ -3,8 +3,9 @@ are later migrated to de-fragment the cluster.
 
 The candidates come from :func:`candidate_placements` (packed first, then packings from
 other racks, then random picks).  Each entry of :data:`PLACEMENTS` is a function
-``(sim, job_id, profile, options) -> (placement, time_shifts)`` where ``sim`` is the
-running :class:`cassini.sim.engine.Simulation` (read-only use of its state):
+``(state, job, options) -> Choice`` where ``state`` is the running simulation's
+read-only :class:`cassini.sim.state.ClusterState` and ``job`` the job's profile (named
+by its job id):
 
 * ``packed`` (alias ``first``) — the packed candidate: fewest racks, then fewest servers;
 * ``random`` — a random candidate (seeded);
@@ -20,6 +21,7 @@ running :class:`cassini.sim.engine.Simulation` (read-only use of its state):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -27,16 +29,28 @@ import numpy as np
 
 from cassini.plugin import choose_placement
 from cassini.profile import JobProfile
+from cassini.sim.parts.timing import HELD_GROUP_LIMIT
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 
 if TYPE_CHECKING:
-    from cassini.sim.engine import Simulation
+    from cassini.sim.state import ClusterState
 
 #: what the placements run on: the uniform cluster or a general fabric
 Fabric = Cluster | Topology
-Choice = tuple[dict[int, int], dict[str, float]]
-Placement = Callable[["Simulation", str, JobProfile, list[dict[int, int]]], Choice]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A placement's answer: the chosen ``placement`` (server -> GPUs), time-shifts
+    (job id -> seconds) and whether CASSINI's advisor was asked (the engine counts)."""
+
+    placement: dict[int, int]
+    shifts: dict[str, float] = field(default_factory=dict)
+    advised: bool = False
+
+
+Placement = Callable[["ClusterState", JobProfile, list[dict[int, int]]], Choice]
 
 
 def candidate_placements(
@@ -167,24 +181,17 @@ def defrag_move(
 
 
 # -- the table ----------------------------------------------------------------------------
-def packed(
-    sim: Simulation, job_id: str, profile: JobProfile, options: list[dict[int, int]]
-) -> Choice:
-    return options[0], {}
+def packed(sim: ClusterState, job: JobProfile, options: list[dict[int, int]]) -> Choice:
+    return Choice(options[0])
 
 
-def random(
-    sim: Simulation, job_id: str, profile: JobProfile, options: list[dict[int, int]]
-) -> Choice:
-    return options[int(sim.rng.integers(len(options)))], {}
+def random(sim: ClusterState, job: JobProfile, options: list[dict[int, int]]) -> Choice:
+    return Choice(options[int(sim.rng.integers(len(options)))])
 
 
-def cassini(
-    sim: Simulation, job_id: str, profile: JobProfile, options: list[dict[int, int]]
-) -> Choice:
+def cassini(sim: ClusterState, job: JobProfile, options: list[dict[int, int]]) -> Choice:
     """CASSINI's choice among the candidates, on the links that could congest."""
-    from cassini.sim.engine import HELD_GROUP_LIMIT
-
+    job_id, profile = job.job_id, job
     peak = profile.peak_rate_bps
     paths = [
         [link for link in sim.route_candidate(job_id, p) if sim.coupling(link, peak)]
@@ -193,7 +200,7 @@ def cassini(
     seeds = {j for path in paths for link in path for j in sim.on_link.get(link, ())}
     group = sim.component(seeds, limit=HELD_GROUP_LIMIT)  # all of it when small
     if not group:
-        return options[0], {}
+        return Choice(options[0])
     near: set[str] | None = None
     if len(group) > HELD_GROUP_LIMIT:
         # a group this large will not be held to shifts anyway: advise on the links the
@@ -212,14 +219,13 @@ def cassini(
     candidates = [base | {job_id: path} for path in paths]
     links = {link: sim.cluster.links[link] for c in candidates for p in c.values() for link in p}
     if not links:
-        return options[0], {}
-    sim.advised += 1
+        return Choice(options[0])
     choice = choose_placement(  # predictions are not used here: not computed
         jobs, links, candidates, precision_deg=sim.precision_deg, repair=False, predict="none"
     )
     index = choice.index if choice.index is not None else 0
     shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
-    return options[index], shifts
+    return Choice(options[index], shifts, advised=True)
 
 
 #: name -> placement.  ``defrag`` places packed; the engine migrates (see defrag_move).

@@ -305,20 +305,6 @@ class Topology:
         """The configuration form that rebuilds this topology (``cluster:`` in a config)."""
         return dict(self.source)
 
-    @classmethod
-    def from_dict(cls, obj: Any, field: str = "cluster", base: Any = ".") -> Topology:
-        """Build from the configuration form; see :func:`cassini.sim.topologies.build`."""
-        from pathlib import Path
-
-        from cassini.sim.topologies.registry import build
-
-        return build(obj, field, Path(base))
-
-    def with_parameters(self, **changes: Any) -> Topology:
-        """This topology rebuilt with some configuration parameters changed (a sweep's
-        ``oversubscription``)."""
-        return Topology.from_dict({**self.source, **changes})
-
 
 class FabricBuilder:
     """Collects hosts, racks, switches and links, then makes a :class:`Topology`."""

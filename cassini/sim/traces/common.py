@@ -1,7 +1,7 @@
 """What every trace reader shares: rows that know their file, line and column; the error
 that names them; the seeded model rule; durations turned into iterations.
 
-A reader turns a published trace into :class:`~cassini.sim.workload.JobSpec` objects.
+A reader turns a published trace into :class:`~cassini.sim.jobspec.JobSpec` objects.
 Two kinds of rows do not become jobs, and both are counted:
 
 * **bad rows** — malformed (a number that is not one, a time that does not parse, a
@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
-from cassini.sim.workload import JobSpec
+from cassini.sim.jobspec import JobSpec
 
 #: Iterations drawn for a job whose trace records neither a duration nor a count
 #: (Pollux): uniform in this inclusive range, as the CASSINI paper's workloads.

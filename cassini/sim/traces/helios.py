@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cassini.profile import JobProfile
+from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
     ModelRule,
@@ -37,7 +38,6 @@ from cassini.sim.traces.common import (
     finish,
     iterations_for,
 )
-from cassini.sim.workload import JobSpec
 
 NAME = "helios"
 SOURCE = "S-Lab-System-Group/HeliosData: data/<cluster>/cluster_log.csv"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cassini.profile import JobProfile
+from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     Row,
     TraceRead,
@@ -23,7 +24,6 @@ from cassini.sim.traces.common import (
     iterations_for,
     json_records,
 )
-from cassini.sim.workload import JobSpec
 
 NAME = "csv"
 SOURCE = "this project (cassini sim trace / trace convert)"

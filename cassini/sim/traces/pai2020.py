@@ -43,6 +43,7 @@ from pathlib import Path
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
     ModelRule,
@@ -55,7 +56,6 @@ from cassini.sim.traces.common import (
     iterations_for,
     merge_hosts,
 )
-from cassini.sim.workload import JobSpec
 
 NAME = "pai2020"
 SOURCE = "alibaba/clusterdata: cluster-trace-gpu-v2020/data (pai_job_table, pai_task_table)"

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cassini.profile import JobProfile
+from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
     ModelRule,
@@ -44,7 +45,6 @@ from cassini.sim.traces.common import (
     merge_hosts,
     parse_time,
 )
-from cassini.sim.workload import JobSpec
 
 NAME = "philly"
 SOURCE = "msr-fiddle/philly-traces: trace-data.tar.gz, cluster_job_log"

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cassini.profile import JobProfile
+from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DEFAULT_ITERATIONS,
     ModelRule,
@@ -36,7 +37,6 @@ from cassini.sim.traces.common import (
     csv_rows,
     finish,
 )
-from cassini.sim.workload import JobSpec
 
 NAME = "pollux"
 SOURCE = "petuum/adaptdl: simulator/workloads/workload-<n>.csv"

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cassini.profile import JobProfile
+from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
     ModelRule,
@@ -38,7 +39,6 @@ from cassini.sim.traces.common import (
     finish,
     iterations_for,
 )
-from cassini.sim.workload import JobSpec
 
 NAME = "tiresias"
 SOURCE = "SymbioticLab/Tiresias: simulator/<n>_job.csv"

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from cassini.sim.engine import SimResult
-from cassini.sim.recording import LinkTimeline
-from cassini.sim.utilisation import Utilisation
+from cassini.sim.report.recording import LinkTimeline
+from cassini.sim.report.utilisation import Utilisation
 
 #: Rows of the heat map (the busiest links); the rest are left out, not averaged in.
 HEATMAP_LINKS = 30

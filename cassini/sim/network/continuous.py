@@ -1,38 +1,23 @@
-"""The engine's side of the continuous network model (``network: continuous``).
-
-Every running job with a phase of communication on a link that can congest (summed
-peak demand above capacity) is in one :class:`~cassini.sim.flowstate.FlowState`; the
-others run at their dedicated pace, their cycle position known from an origin time.
-At each change (arrival, finish, migration, re-route) the jobs on the changed jobs'
-links are moved in or out of the state or re-pathed; held jobs (``+cassini``) get their
-slot grids (groups of up to ``HELD_GROUP_LIMIT`` jobs, until one of them cannot keep
-its period: then the group runs free from where it is, as the window model releases
-it, until a job on its links ends), priority jobs their Crux classes (in groups of
-more than ``LARGE_GROUP`` jobs recomputed when a twentieth of the group is new, the
-jobs in between taking the level of the job nearest in priority).  The engine then
-steps the state to its next event; jobs finish where the state says their last
-iteration ended.
-
-Per-iteration times are kept as arrays (cycle lengths, by job) for the run's
-distribution; each job's timeline gets its mean iteration time since its last point
-at every change of its network state.
-"""
+"""The continuous network model (``network: continuous``): one flow state stepped
+through time, the jobs that cannot be slowed running at their dedicated pace;
+``docs/internals.md`` ("The continuous model") tells its rules."""
 
 from __future__ import annotations
 
 import bisect
 import heapq
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cassini.sim.flowstate import Advanced, FlowState
-from cassini.sim.network import Cycle, FlowJob, cycle_of
+from cassini.sim.network.flows import Cycle, cycle_of
+from cassini.sim.network.flowstate import Advanced, FlowState
+from cassini.sim.network.step_windows import StepWindows
+from cassini.sim.parts.timing import AGENT_TOLERANCE, HELD_GROUP_LIMIT
 
 if TYPE_CHECKING:
-    from cassini.sim.engine import Simulation, _Running
+    from cassini.sim.state import ClusterState, RunningJob
 
 
 #: Crux's levels: groups larger than this are recomputed only when much of them is new
@@ -51,18 +36,13 @@ def nearest_level(known: list[tuple[float, int]], priority: float) -> int:
     return known[best][1]
 
 
-@dataclass(frozen=True)
-class _Measured:
-    """What a recorder reads of a step: excess demand seconds per link."""
-
-    excess_s: dict[str, float]
-
-
-class ContinuousNetwork:
+class ContinuousNetwork(StepWindows):
     """The flow state of one simulation and what it reported so far."""
 
-    def __init__(self, sim: Simulation, tolerance: float, held_limit: int) -> None:
+    def __init__(self, sim: ClusterState) -> None:
+        self.sim = sim
         s = sim.scheduler
+        tolerance, held_limit = AGENT_TOLERANCE, HELD_GROUP_LIMIT
         self.flow = FlowState(
             dict(sim.cluster.links),
             mltcp=sim.options.mltcp if s.mltcp else None,
@@ -83,15 +63,60 @@ class ContinuousNetwork:
         self._held: set[str] = set()  # jobs on slot grids
         self._leveled: set[str] = set()  # jobs given Crux levels by a full computation
         self._best = np.zeros(len(self.flow.caps))  # report: most excess of one step, per link
+        self.events = 0  # fluid events stepped
+        self.evaluations = 0  # (no windows)
+
+    # -- the engine's calls -----------------------------------------------------------
+    def start(self, r: RunningJob) -> None:
+        """A job was placed: its cycles' origin and its line start now."""
+        r.origin_s = self.origin(r)
+        r.since_s = self.sim.now
+
+    def shift_group(self, job_id: str) -> set[str]:
+        """The jobs whose time-shifts the placement of ``job_id`` may set: only a held
+        (small) group's grids read the shifts."""
+        group = self.sim.component({job_id}, limit=self.held_limit)
+        return {job_id} if len(group) > self.held_limit else group
+
+    def advance(self, t: float) -> tuple[float, list[str]]:
+        """Step the flow state towards ``t`` (s); it may stop where a flow job ends:
+        that time and the jobs that ended."""
+        if not self.flow.slot_of:
+            return t, []
+        adv = self._step(t)
+        self.events += adv.events
+        return adv.t_s, list(adv.finished)
+
+    def done(self, r: RunningJob) -> float:
+        """Iterations ``r`` has completed by now."""
+        job_id = r.spec.job_id
+        if job_id in self.flow:
+            return self.flow.progress(job_id)[0]
+        self.materialize(r)
+        return r.done
+
+    def stalled(self, r: RunningJob) -> None:
+        """``r`` was given a migration stall: outside the state its finish moves."""
+        if r.spec.job_id not in self.flow:
+            self.schedule_finish(r)
+
+    def excess_s(self) -> dict[str, float]:
+        return self.flow.excess_s()
+
+    @property
+    def window_s(self) -> float:
+        """Simulated seconds the flow state ran."""
+        return self.flow.t
 
     # -- jobs at dedicated pace ------------------------------------------------------------
     # A job outside the flow state runs at its dedicated pace: its progress is a line
     # from ``since_s`` (``done`` iterations then, a migration stall of ``stall_s`` to sit
     # out first) and its finish a fixed time, kept in a heap; nothing is stepped per job
     # between events.
-    def materialize(self, sim: Simulation, r: _Running) -> None:
+    def materialize(self, r: RunningJob) -> None:
         """Bring a job at dedicated pace up to ``sim.now``: its iterations done, stall
         left, cycle origin and history."""
+        sim = self.sim
         dt = sim.now - r.since_s
         if dt <= 0:
             return
@@ -110,17 +135,19 @@ class ContinuousNetwork:
                 r.timeline.append((r.since_s, period))
         r.since_s = sim.now
 
-    def schedule_finish(self, sim: Simulation, r: _Running) -> None:
+    def schedule_finish(self, r: RunningJob) -> None:
         """(Re)file the finish of a job at dedicated pace (from ``sim.now``)."""
+        sim = self.sim
         r.since_s = sim.now
         r.finish_version += 1
         period = r.profile.iteration_time_s
         t = sim.now + r.stall_s + max(0.0, r.iterations - r.done) * period
         heapq.heappush(self._finishes, (t, r.spec.job_id, r.finish_version))
 
-    def next_finish(self, sim: Simulation) -> tuple[float, list[str]]:
+    def next_finish(self) -> tuple[float, list[str]]:
         """The next finish among the jobs at dedicated pace, and who finishes then
         (every job within 1e-9 s of the first)."""
+        sim = self.sim
         heap = self._finishes
         best, who, keep = math.inf, [], []
         while heap:
@@ -151,25 +178,26 @@ class ContinuousNetwork:
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.flow
 
-    def cycle(self, r: _Running) -> Cycle:
+    def cycle(self, r: RunningJob) -> Cycle:
         """The job's profile as a cycle (computed once per job)."""
         job_id = r.spec.job_id
         if job_id not in self._cycles:
             self._cycles[job_id] = cycle_of(r.profile)
         return self._cycles[job_id]
 
-    def origin(self, sim: Simulation, r: _Running) -> float:
+    def origin(self, r: RunningJob) -> float:
         """When a new job's cycles begin (absolute s): at its shift under CASSINI (the
         agent starts it there), else at its start; cycles begin ``offset`` after."""
+        sim = self.sim
         ref = r.shift_s if sim.scheduler.held else r.start_s
         return ref + self.cycle(r).offset_s
 
     # -- stepping -------------------------------------------------------------------------
-    def advance(self, sim: Simulation, t_goal: float) -> Advanced:
-        before = self._before_step(sim)
+    def _step(self, t_goal: float) -> Advanced:
+        before = self._before_step()
         adv = self.flow.advance(t_goal)
         if before is not None:
-            self._record(sim, before)
+            self._record(before)
         if len(adv.uid):
             self.chunks.append((adv.uid, adv.cycle_s))
             sums = np.bincount(adv.uid, weights=adv.cycle_s, minlength=len(self._sum))
@@ -178,58 +206,13 @@ class ContinuousNetwork:
                 self._sum[u] += float(sums[u])
                 self._n[u] += int(counts[u])
             if adv.slow:
-                self._release_slow(sim, adv)
+                self._release_slow(adv)
         return adv
 
-    # -- the report's windows ------------------------------------------------------------
-    def _before_step(self, sim: Simulation) -> tuple | None:
-        """With a recorder: the state before a step (time, excess so far, positions)."""
-        if sim.recorder is None:
-            return None
-        return self.flow.t, self.flow.link_state[4].copy(), self.flow.positions()
-
-    def _record(self, sim: Simulation, before: tuple) -> None:
-        """Hand the recorder the step just taken as a window when some link had more
-        excess demand in it than in any step before (the report replays, per link, the
-        window where it was most congested).  Each job starts the window at its position
-        at the step's start: its current cycle is replayed from the next one's start
-        (the window model cannot start a job mid-cycle); the replay covers at most the
-        window model's horizon."""
-        t0, excess0, pos = before
-        delta = self.flow.link_state[4] - excess0
-        better = delta > self._best * (1 + 1e-9)
-        if not better.any() or self.flow.t <= t0:
-            return
-        self._best = np.maximum(self._best, delta)
-        flows = []
-        for job_id, i in self.flow.slot_of.items():
-            r = sim.running.get(job_id)
-            if r is None or not math.isfinite(pos[i]):
-                continue
-            period = r.profile.iteration_time_s
-            grid = float(self.flow.floats[3][i])
-            links = [self.flow.link_ids[x] for x in self.flow.links2d[i] if x >= 0]
-            flows.append(
-                FlowJob(
-                    job_id,
-                    r.profile,
-                    tuple(links),
-                    (period - pos[i]) % period,
-                    grid if math.isfinite(grid) else None,
-                    int(self.flow.ints[6][i]),
-                )
-            )
-        if not flows:
-            return
-        longest = max(f.profile.iteration_time_s for f in flows)
-        horizon = min(self.flow.t - t0, sim.window.measure_periods * longest + longest)
-        excess = {self.flow.link_ids[x]: float(delta[x]) for x in np.flatnonzero(delta > 0)}
-        mltcp = sim.options.mltcp if sim.scheduler.mltcp else None
-        sim.recorder.window(t0, tuple(flows), horizon, 0.0, _Measured(excess), mltcp)
-
-    def _release_slow(self, sim: Simulation, adv: Advanced) -> None:
+    def _release_slow(self, adv: Advanced) -> None:
         """A held job that ended a cycle later than its period plus half the agent's
         tolerance cannot keep its slots: its group runs free from where it is."""
+        sim = self.sim
         for u, (_, busy) in adv.cycles().items():
             job_id = self.job_of_uid[u]
             if job_id not in self.flow or not self.flow.held(job_id):
@@ -243,9 +226,10 @@ class ContinuousNetwork:
                     self.flow.set_grid(j, None)
                 self._held.discard(j)
 
-    def point(self, sim: Simulation, job_id: str) -> None:
+    def point(self, job_id: str) -> None:
         """Close the job's timeline segment since its last point with its mean cycle
         time there (the iteration time it ran at)."""
+        sim = self.sim
         r = sim.running[job_id]
         u = self.uid[job_id]
         if self._n[u]:
@@ -256,9 +240,10 @@ class ContinuousNetwork:
         self._mark[job_id] = sim.now
 
     # -- changes --------------------------------------------------------------------------
-    def update(self, sim: Simulation, changed: set[str]) -> None:
+    def update(self, changed: set[str]) -> None:
         """Bring the flow state in line with the running jobs after ``changed`` jobs
         arrived, finished, moved or changed shifts."""
+        sim = self.sim
         if not self.flow.slot_of:  # an empty state is not stepped: bring its clock on
             self.flow.t = sim.now
         affected: set[str] = set()
@@ -274,21 +259,21 @@ class ContinuousNetwork:
             cycle = self.cycle(r)
             want = bool(path) and bool(cycle.bits)
             if j in self.flow:
-                self.point(sim, j)
+                self.point(j)
                 if not want:
                     done, pos, stall = self.flow.remove(j)
                     r.done, r.origin_s = done, sim.now - pos
                     r.stall_s += stall
                     r.iteration_time_s = r.profile.iteration_time_s
                     r.samples = (r.profile.iteration_time_s,)
-                    self.schedule_finish(sim, r)
+                    self.schedule_finish(r)
                     continue
                 self.flow.set_links(j, path)
                 if r.stall_s > 0:  # migrated: sits out the stall, then starts over
                     self.flow.stall(j, r.stall_s)
                     r.stall_s = 0.0
             elif want:
-                self.materialize(sim, r)
+                self.materialize(r)
                 pos = (sim.now - r.origin_s) % r.profile.iteration_time_s
                 self.register(j, r.profile.iteration_time_s)
                 self._mark[j] = sim.now
@@ -307,7 +292,7 @@ class ContinuousNetwork:
             elif r.samples == ():  # new, at dedicated pace
                 r.iteration_time_s = r.profile.iteration_time_s
                 r.samples = (r.profile.iteration_time_s,)
-                self.schedule_finish(sim, r)
+                self.schedule_finish(r)
         if sim.scheduler.priority:
             seen: set[str] = set()
             for j in sorted(changed):
@@ -315,26 +300,27 @@ class ContinuousNetwork:
                     continue
                 group = sim.component({j})
                 seen |= group
-                self._priorities(sim, group, changed)
+                self._priorities(group, changed)
         if sim.scheduler.held:
-            self._hold(sim, changed)
+            self._hold(changed)
 
-    def _priorities(self, sim: Simulation, group: set[str], changed: set[str]) -> None:
-        """Crux's levels for a group (:meth:`Simulation._levels`: max-K-cut over 10
+    def _priorities(self, group: set[str], changed: set[str]) -> None:
+        """Crux's levels for a group (:meth:`ClusterState._levels`: max-K-cut over 10
         random orders).  A group of more than :data:`LARGE_GROUP` jobs is recomputed
         only once more than :data:`NEW_SHARE` of it is new or changed since its last
         computation; in between, each new or changed job takes the level of the job
         nearest to it in priority (its Crux intensity)."""
+        sim = self.sim
         runs = [sim.running[k] for k in sorted(group)]
         fresh = [r for r in runs if r.spec.job_id in changed or r.spec.job_id not in self._leveled]
         if len(runs) <= LARGE_GROUP or len(fresh) > NEW_SHARE * len(runs):
-            sim._levels(runs)
+            sim.set_levels(runs)
             self._leveled.update(group)
             touched = runs
         else:
             finite = max((r.intensity for r in runs if math.isfinite(r.intensity)), default=1.0)
 
-            def prio(r: _Running) -> float:
+            def prio(r: RunningJob) -> float:
                 return r.intensity if math.isfinite(r.intensity) else 2 * finite
 
             fresh_ids = {r.spec.job_id for r in fresh}
@@ -346,11 +332,12 @@ class ContinuousNetwork:
             if r.spec.job_id in self.flow:
                 self.flow.set_class(r.spec.job_id, r.level)
 
-    def _hold(self, sim: Simulation, changed: set[str]) -> None:
+    def _hold(self, changed: set[str]) -> None:
         """Held jobs keep slot grids while their group is small (at most
         ``held_limit`` jobs) and none of it has been released; a held job whose group
         grew runs free.  Only the changed jobs' groups and the held jobs are searched,
         each search stopping past the limit."""
+        sim = self.sim
         limit = self.held_limit
         for j in sorted(self._held):
             if j not in self.flow or j not in sim.running:
@@ -373,14 +360,17 @@ class ContinuousNetwork:
                     self.flow.set_grid(k, r.profile.iteration_time_s, anchor)
                     self._held.add(k)
 
-    def finish(self, sim: Simulation, job_id: str) -> None:
+    def finish(self, job_id: str) -> None:
         """A job ends: close its timeline (its flow slot is gone already); the jobs on
         its links may keep their slots again."""
+        sim = self.sim
+        if job_id not in self.flow:
+            self.materialize(sim.running[job_id])
         for link in sim.running[job_id].path:
             for j in sim.on_link.get(link, ()):
                 sim.running[j].released = False
         if job_id in self.uid and (self._n[self.uid[job_id]] or job_id in self._mark):
-            self.point(sim, job_id)
+            self.point(job_id)
         self._cycles.pop(job_id, None)
 
     # -- results --------------------------------------------------------------------------

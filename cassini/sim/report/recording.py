@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cassini.sim.network import FlowJob, NetworkResult, simulate
+from cassini.sim.network.flows import FlowJob, NetworkResult
+from cassini.sim.network.fluid import simulate
 from mltcp.policy import MltcpParams
 
 

@@ -3,9 +3,9 @@
 The groups the simulator hands :func:`cassini.sim.network.simulate` are small (a few
 jobs on a few links), so numpy calls on 2-4-element arrays cost far more than the
 arithmetic; this loop does the same steps as the reference loop
-(:func:`cassini.sim.network.simulate_reference`) on lists, giving the same results up
+(``simulate_reference`` (``tests/helpers/sim_oracle.py``)) on lists, giving the same results up
 to float rounding.  It serves observers (``on_step``, for reports) and machines without
-numba; :mod:`cassini.sim.jitloop` is the compiled loop the simulator runs otherwise.
+numba; :mod:`cassini.sim.network.jitloop` is the compiled loop the simulator runs otherwise.
 Pure logic: no I/O.
 """
 

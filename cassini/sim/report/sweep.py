@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cassini.sim.config import SimConfig
-from cassini.sim.report import ratios, run_config
+from cassini.sim.report.run import ratios, run_config
 
 BACKENDS = ("auto", "ray", "pool")
 #: Summary fields aggregated over seeds.

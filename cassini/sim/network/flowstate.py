@@ -11,7 +11,7 @@ to reach its next arrival or analytic finish, and the state stops early when a j
 completes its last iteration.  Jobs keep their phases across changes, MLTCP its bytes
 counted, held jobs their slot grids.
 
-Per event the same rules as :mod:`cassini.sim.jitloop`: rates change only when a flow
+Per event the same rules as :mod:`cassini.sim.network.jitloop`: rates change only when a flow
 starts or stops (or always under MLTCP, whose weights move as bytes go out), and only
 the sets of sending flows connected through full links that a change reaches are
 re-solved, by weighted progressive filling class by class.  Excess demand per link
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cassini.sim import jitloop
-from cassini.sim.jitloop import _crosses, _jit, _join, _leave, _mark
-from cassini.sim.jitloop import _solve_set as _solve_window_set
-from cassini.sim.network import Cycle
+from cassini.sim.network import jitloop
+from cassini.sim.network.flows import Cycle
+from cassini.sim.network.jitloop import _crosses, _jit, _join, _leave, _mark
+from cassini.sim.network.jitloop import _solve_set as _solve_window_set
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
 _EPS = 1e-12
@@ -74,7 +74,7 @@ def position_of(cycle: Cycle, mode: int, phase: int, remaining: float) -> float:
 
 
 #: the most sending flows re-solved together: a set connected through full links that
-#: is larger is re-solved around the change only (:func:`cassini.sim.jitloop._component`)
+#: is larger is re-solved around the change only (:func:`cassini.sim.network.jitloop._component`)
 LOCAL_SET_FLOWS = 16
 
 
@@ -94,7 +94,7 @@ def _flip(x, now_over, t, link_state):
 @_jit
 def _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, steps):
     """Rates of the set of sending flows connected to job ``s`` through full links, cut
-    at the :data:`LOCAL_SET_FLOWS` nearest ``s`` (:func:`cassini.sim.jitloop._solve_set`),
+    at the :data:`LOCAL_SET_FLOWS` nearest ``s`` (:func:`cassini.sim.network.jitloop._solve_set`),
     labelled ``label`` and left in ``flow_sets[1][:k]``; under MLTCP each member's F is
     due again once it has sent ``1 / steps`` of its iteration's bits more (its
     ``remaining`` bits then are ``reweight``).  Returns ``k``."""

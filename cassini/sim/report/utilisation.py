@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cassini.profile import JobProfile
-from cassini.sim.engine import JobRecord, SimResult
 from cassini.sim.parts.routing import path_count, route_path
+from cassini.sim.results import JobRecord, SimResult
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 

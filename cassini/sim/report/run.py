@@ -2,9 +2,9 @@
 for people.
 
 ``write_run`` writes ``results.json`` and ``cdf.png``; given the :class:`Run` of
-:func:`simulate_config` it also writes the pictures of :mod:`cassini.sim.pictures`
+:func:`simulate_config` it also writes the pictures of :mod:`cassini.sim.report.pictures`
 (per-link utilisation heat map, one link's timeline, slowdown CDF, GPU utilisation) and
-``report.html`` (:mod:`cassini.sim.html_report`) beside them.
+``report.html`` (:mod:`cassini.sim.report.html_report`) beside them.
 
 ``ratios`` compares every scheduler ``X`` with ``X+cassini`` run on the same jobs:
 baseline over CASSINI for mean and p99 iteration time (> 1 means CASSINI is faster),
@@ -27,8 +27,9 @@ import numpy as np
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.config import SimConfig, Workload
-from cassini.sim.engine import AGENT_TOLERANCE, SimResult, run
-from cassini.sim.recording import NetworkRecorder
+from cassini.sim.engine import SimResult, run
+from cassini.sim.parts.timing import AGENT_TOLERANCE
+from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
 
 RATIO_METRICS = (
@@ -231,10 +232,10 @@ def write_report(
     cfg: SimConfig, run: Run, data: Mapping[str, Any], out_dir: Path, timeline_link: str | None
 ) -> dict[str, Any]:
     """The pictures; returns what ``report.html`` will show besides results.json."""
-    from cassini.sim import pictures
     from cassini.sim.recorded import mapping_rule
-    from cassini.sim.recording import link_timeline
-    from cassini.sim.utilisation import utilisation
+    from cassini.sim.report import pictures
+    from cassini.sim.report.recording import link_timeline
+    from cassini.sim.report.utilisation import utilisation
 
     if timeline_link is not None and timeline_link not in cfg.cluster.links:
         fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
@@ -303,7 +304,7 @@ def write_report(
 
 
 def _html(cfg: SimConfig, data: Mapping[str, Any], out_dir: Path) -> Path:
-    from cassini.sim import html_report
+    from cassini.sim.report import html_report
 
     rep = data["report"]
     pictures = [(out_dir / name, caption) for name, caption in rep["pictures"]]

@@ -1,5 +1,5 @@
 """The network model's event loop compiled with numba: the steps of
-:func:`cassini.sim.flowloop.run_events` on numpy arrays.
+:func:`cassini.sim.network.flowloop.run_events` on numpy arrays.
 
 The simulator's groups are up to a few dozen free-running jobs whose phases never line
 up the same way twice, so a whole run is about a million events, each re-solving the
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cassini.sim.flowloop import LoopResult
+from cassini.sim.network.flowloop import LoopResult
 from mltcp.policy import FLAG_SCALE_CUT, ONE, SHIFT, U32_MAX, MltcpParams
 
 try:  # numba is in the [sim] extra; cassini.sim.network falls back to the Python loop
@@ -525,8 +525,8 @@ def run_events_compiled(
     mltcp: MltcpParams | None,
     mltcp_steps: int,
 ):
-    """:func:`cassini.sim.flowloop.run_events`'s inputs and result
-    (:class:`cassini.sim.flowloop.LoopResult`), stepped by the compiled
+    """:func:`cassini.sim.network.flowloop.run_events`'s inputs and result
+    (:class:`cassini.sim.network.flowloop.LoopResult`), stepped by the compiled
     loop.  Returns None when ``max_events`` is exceeded."""
     n = len(cycles)
     width = max(1, max((len(c.bits) for c in cycles), default=1))

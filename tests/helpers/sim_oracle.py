@@ -1,135 +1,23 @@
-"""Flow-level network model: each job's iteration time when jobs share links.
-
-A job cycles through compute gaps and communication phases (its :class:`JobProfile`).
-While in a phase it is one fluid flow across every link of its path that wants the
-phase's ``rate_bps`` (its rate on a dedicated network); concurrent flows get max-min
-fair rates, each capped at its demand — or, with ``mltcp`` parameters, rates weighted by
-MLTCP's F of the fraction of the iteration's bytes sent, and with priority classes on
-the jobs, strict priority per link (:mod:`cassini.sim.parts.sharing`).  A phase ends
-when its bits are sent, so sharing stretches phases and, with them, iterations.  Compute
-gaps never stretch.
-
-Two ways a job paces its iterations:
-
-* **free-running** (the baseline): the next iteration starts as soon as the previous
-  one ends; the first starts at the job's ``anchor_s``;
-* **on a slot grid** (CASSINI's agent): iteration ``k`` may not start before
-  ``anchor_s + k * grid_period_s``; a job more than ``tolerance`` of a period late
-  re-aligns to the next slot, as the time-shift agent does.
-
-:func:`simulate` runs the fluid model event by event over a window and reports each
-job's iteration times, the time each link's demand exceeded its capacity (what an ECN
-switch would mark) and the bits each link carried.  Pure logic: no I/O.
-"""
+"""Test oracles of the simulator's network model: the original numpy event loop
+(:func:`simulate_reference`) and exact max-min rates by progressive filling
+(:func:`max_min_rates`), kept here so that the fast loops are checked against them."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from cassini.errors import InputError
-from cassini.profile import JobProfile
-from cassini.sim import jitloop
-from cassini.sim.flowloop import MLTCP_STEPS, run_events
+from cassini.sim.network.flowloop import MLTCP_STEPS
+from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
+from cassini.sim.network.fluid import link_table
 from cassini.sim.parts.sharing import mltcp_weight, shared_rates
 from mltcp.policy import MltcpParams
 
 _EPS = 1e-12
 _WAIT, _GAP, _SEND = 0, 1, 2  # what a job is doing
-#: the event loops :func:`simulate` can run
-LOOPS = ("auto", "compiled", "python")
-
-
-@dataclass(frozen=True)
-class Cycle:
-    """A profile unrolled as one cycle that starts right after its last phase:
-    ``gaps_s[i]`` seconds of compute, then ``bits[i]`` bits sent at up to
-    ``rates_bps[i]`` bits/s, for each phase ``i``.  ``offset_s`` is where the cycle
-    starts within the profile's iteration (seconds)."""
-
-    gaps_s: tuple[float, ...]
-    bits: tuple[float, ...]
-    rates_bps: tuple[float, ...]
-    offset_s: float
-    iteration_time_s: float
-
-
-@lru_cache(maxsize=4096)
-def cycle_of(profile: JobProfile) -> Cycle:
-    """Unroll ``profile`` into a :class:`Cycle`.  Touching or overlapping phases merge
-    into one that sends their bits at its average rate; a profile without phases gives
-    a cycle of pure compute."""
-    period = profile.iteration_time_s
-    starts, ends, _ = profile.intervals()
-    if len(starts) == 0:
-        return Cycle((period,), (), (), 0.0, period)
-    edges = np.unique(np.concatenate([[0.0, period], starts, ends]))
-    level = profile.rate_at((edges[:-1] + edges[1:]) / 2)
-    segs: list[list[float]] = []  # [start s, end s, bits]
-    for a, b, r in zip(edges[:-1], edges[1:], level, strict=True):
-        if r <= 0:
-            continue
-        if segs and abs(segs[-1][1] - a) < _EPS:
-            segs[-1][1:] = [b, segs[-1][2] + r * (b - a)]
-        else:
-            segs.append([a, b, r * (b - a)])
-    if len(segs) > 1 and segs[0][0] < _EPS and abs(segs[-1][1] - period) < _EPS:
-        first = segs.pop(0)  # a phase through the end of the iteration goes on at 0
-        segs[-1] = [segs[-1][0], first[1] + period, segs[-1][2] + first[2]]
-    offset = segs[-1][1] % period
-    gaps, bits, rates = [], [], []
-    cursor = offset
-    for a, b, n_bits in segs:
-        gaps.append(float((a - cursor) % period))
-        bits.append(float(n_bits))
-        rates.append(float(n_bits / (b - a)))
-        cursor = b % period
-    return Cycle(tuple(gaps), tuple(bits), tuple(rates), float(offset), float(period))
-
-
-@dataclass(frozen=True)
-class FlowJob:
-    """One job in the network model.
-
-    ``path`` names the links its traffic crosses; ``anchor_s`` is when its first
-    iteration (cycle) starts, seconds from the start of the window; ``grid_period_s``
-    None means free-running, otherwise the slot grid's period in seconds; ``priority``
-    is its class under strict priority sharing (0 first)."""
-
-    job_id: str
-    profile: JobProfile
-    path: tuple[str, ...]
-    anchor_s: float = 0.0
-    grid_period_s: float | None = None
-    priority: int = 0
-
-
-@dataclass(frozen=True)
-class NetworkResult:
-    """What :func:`simulate` measured in ``[warmup_s, horizon_s)``.
-
-    ``iteration_times_s``: per job, the time between consecutive iteration starts (s).
-    ``busy_s``: per job, the time from each iteration's start to its last bit (s), which
-    leaves out waiting for a slot.
-    ``excess_s``: per link, seconds during which the summed demand of the flows on it
-    exceeded its capacity.  ``carried_bits``: per link, bits carried in the window.
-    ``events``: events stepped through.
-    """
-
-    iteration_times_s: dict[str, tuple[float, ...]]
-    busy_s: dict[str, tuple[float, ...]]
-    excess_s: dict[str, float]
-    carried_bits: dict[str, float]
-    window_s: float
-    events: int
-
-    def mean_iteration_time_s(self, job_id: str) -> float:
-        times = self.iteration_times_s[job_id]
-        return float(np.mean(times)) if times else math.nan
 
 
 def max_min_rates(
@@ -206,110 +94,6 @@ def _max_min(demand: np.ndarray, crosses: np.ndarray, capacity: np.ndarray) -> n
     return np.array(rate)
 
 
-def simulate(
-    jobs: Sequence[FlowJob],
-    capacity_bps: Mapping[str, float],
-    *,
-    horizon_s: float,
-    warmup_s: float = 0.0,
-    tolerance: float = 0.05,
-    max_events: int = 2_000_000,
-    mltcp: MltcpParams | None = None,
-    on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
-    loop: str = "auto",
-) -> NetworkResult:
-    """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
-
-    Parameters
-    ----------
-    jobs : the jobs, each with its path and pacing (see :class:`FlowJob`).
-    capacity_bps : capacity of every link a path names, bits per second.
-    horizon_s : length of the simulated window, seconds.
-    warmup_s : iterations starting before this are not reported, nor is excess demand
-        or carried traffic before it.
-    tolerance : a job on a slot grid that is later than ``tolerance`` of its grid period
-        waits for its next slot (the agent's re-alignment); within it, it starts late.
-    max_events : guard against runaway simulations.
-    mltcp : share full links by MLTCP's weights with these parameters (None: max-min).
-        Jobs' ``priority`` classes, when they differ, are served strictly per link.
-    on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
-        every step of the whole window: the indices (into ``jobs``) of the jobs sending
-        from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
-    loop : ``compiled`` (:mod:`cassini.sim.jitloop`, numba; ~100x less time per
-        event), ``python`` (:mod:`cassini.sim.flowloop`), or ``auto``
-        (the default): compiled where numba is installed and no ``on_step`` observer
-        is given, else Python.
-
-    Returns
-    -------
-    NetworkResult
-
-    Raises
-    ------
-    InputError for a path naming an unknown link, a duplicate job id, or a bad window.
-
-    The event loops are :func:`cassini.sim.jitloop.run_events_compiled` and
-    :func:`cassini.sim.flowloop.run_events` (plain Python floats, held to each other by
-    tests); :func:`simulate_reference` is the original numpy loop, kept as their
-    reference.
-    """
-    if loop not in LOOPS:
-        raise InputError("loop", f"unknown loop {loop!r}; expected one of {', '.join(LOOPS)}")
-    if loop == "compiled" and (on_step is not None or not jitloop.AVAILABLE):
-        why = "an on_step observer" if on_step is not None else "numba is not installed"
-        raise InputError("loop", f"the compiled loop cannot run here: {why}")
-    link_ids, index, caps = _links(jobs, capacity_bps, horizon_s, warmup_s)
-    args = (
-        [cycle_of(j.profile) for j in jobs],
-        [[index[link] for link in j.path] for j in jobs],
-        caps,
-        [j.anchor_s for j in jobs],
-        [j.grid_period_s for j in jobs],
-        [j.priority for j in jobs],
-    )
-    kw = dict(
-        horizon_s=horizon_s,
-        warmup_s=warmup_s,
-        tolerance=tolerance,
-        max_events=max_events,
-        mltcp=mltcp,
-    )
-    if loop == "compiled" or (loop == "auto" and on_step is None and jitloop.AVAILABLE):
-        out = jitloop.run_events_compiled(*args, **kw, mltcp_steps=MLTCP_STEPS)
-        if out is None:
-            raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
-    else:
-        out = run_events(*args, **kw, on_step=on_step)
-    return NetworkResult(
-        iteration_times_s={j.job_id: tuple(out.times[i]) for i, j in enumerate(jobs)},
-        busy_s={j.job_id: tuple(out.busy[i]) for i, j in enumerate(jobs)},
-        excess_s={link: float(out.excess[index[link]]) for link in link_ids},
-        carried_bits={link: float(out.carried[index[link]]) for link in link_ids},
-        window_s=horizon_s - warmup_s,
-        events=out.events,
-    )
-
-
-def _links(
-    jobs: Sequence[FlowJob], capacity_bps: Mapping[str, float], horizon_s: float, warmup_s: float
-) -> tuple[list[str], dict[str, int], list[float]]:
-    """Check the inputs; the links the paths name (sorted), their indices and
-    capacities (bits/s)."""
-    if not (horizon_s > 0 and 0 <= warmup_s < horizon_s):
-        raise InputError(
-            "horizon_s", f"need 0 <= warmup_s < horizon_s, got {warmup_s}, {horizon_s}"
-        )
-    link_ids = sorted({link for j in jobs for link in j.path})
-    index = {link: i for i, link in enumerate(link_ids)}
-    for link in link_ids:
-        if link not in capacity_bps:
-            raise InputError("path", f"unknown link {link!r}")
-    caps = [float(capacity_bps[link]) for link in link_ids]
-    if len({j.job_id for j in jobs}) != len(jobs):
-        raise InputError("jobs", "duplicate job id")
-    return link_ids, index, caps
-
-
 def simulate_reference(
     jobs: Sequence[FlowJob],
     capacity_bps: Mapping[str, float],
@@ -324,7 +108,7 @@ def simulate_reference(
     """:func:`simulate` as first written: a numpy step per event.  The reference the
     fast loops are tested against (and timed against in
     ``benchmarks/bench_sim.py``)."""
-    link_ids, index, caps = _links(jobs, capacity_bps, horizon_s, warmup_s)
+    link_ids, index, caps = link_table(jobs, capacity_bps, horizon_s, warmup_s)
     cycles = [cycle_of(j.profile) for j in jobs]
     n, n_links = len(jobs), len(caps)
     width = max(1, max((len(c.bits) for c in cycles), default=1))

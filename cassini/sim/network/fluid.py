@@ -1,0 +1,148 @@
+"""Flow-level network model: each job's iteration time when jobs share links.
+
+A job cycles through compute gaps and communication phases (its :class:`JobProfile`).
+While in a phase it is one fluid flow across every link of its path that wants the
+phase's ``rate_bps`` (its rate on a dedicated network); concurrent flows get max-min
+fair rates, each capped at its demand — or, with ``mltcp`` parameters, rates weighted by
+MLTCP's F of the fraction of the iteration's bytes sent, and with priority classes on
+the jobs, strict priority per link (:mod:`cassini.sim.parts.sharing`).  A phase ends
+when its bits are sent, so sharing stretches phases and, with them, iterations.  Compute
+gaps never stretch.
+
+Two ways a job paces its iterations:
+
+* **free-running** (the baseline): the next iteration starts as soon as the previous
+  one ends; the first starts at the job's ``anchor_s``;
+* **on a slot grid** (CASSINI's agent): iteration ``k`` may not start before
+  ``anchor_s + k * grid_period_s``; a job more than ``tolerance`` of a period late
+  re-aligns to the next slot, as the time-shift agent does.
+
+:func:`simulate` runs the fluid model event by event over a window and reports each
+job's iteration times, the time each link's demand exceeded its capacity (what an ECN
+switch would mark) and the bits each link carried.  Pure logic: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from cassini.errors import InputError
+from cassini.sim.network import jitloop
+from cassini.sim.network.flowloop import MLTCP_STEPS, run_events
+from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
+from mltcp.policy import MltcpParams
+
+_EPS = 1e-12
+#: the event loops :func:`simulate` can run
+LOOPS = ("auto", "compiled", "python")
+
+
+def simulate(
+    jobs: Sequence[FlowJob],
+    capacity_bps: Mapping[str, float],
+    *,
+    horizon_s: float,
+    warmup_s: float = 0.0,
+    tolerance: float = 0.05,
+    max_events: int = 2_000_000,
+    mltcp: MltcpParams | None = None,
+    on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
+    loop: str = "auto",
+) -> NetworkResult:
+    """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
+
+    Parameters
+    ----------
+    jobs : the jobs, each with its path and pacing (see :class:`FlowJob`).
+    capacity_bps : capacity of every link a path names, bits per second.
+    horizon_s : length of the simulated window, seconds.
+    warmup_s : iterations starting before this are not reported, nor is excess demand
+        or carried traffic before it.
+    tolerance : a job on a slot grid that is later than ``tolerance`` of its grid period
+        waits for its next slot (the agent's re-alignment); within it, it starts late.
+    max_events : guard against runaway simulations.
+    mltcp : share full links by MLTCP's weights with these parameters (None: max-min).
+        Jobs' ``priority`` classes, when they differ, are served strictly per link.
+    on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
+        every step of the whole window: the indices (into ``jobs``) of the jobs sending
+        from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
+    loop : ``compiled`` (:mod:`cassini.sim.network.jitloop`, numba; ~100x less time per
+        event), ``python`` (:mod:`cassini.sim.network.flowloop`), or ``auto``
+        (the default): compiled where numba is installed and no ``on_step`` observer
+        is given, else Python.
+
+    Returns
+    -------
+    NetworkResult
+
+    Raises
+    ------
+    InputError for a path naming an unknown link, a duplicate job id, or a bad window.
+
+    The event loops are :func:`cassini.sim.network.jitloop.run_events_compiled` and
+    :func:`cassini.sim.network.flowloop.run_events` (plain Python floats, held to each other by
+    tests); ``simulate_reference`` in ``tests/helpers/sim_oracle.py`` is the original
+    numpy loop, kept as their reference.
+    """
+    _check_loop(loop, on_step)
+    link_ids, index, caps = link_table(jobs, capacity_bps, horizon_s, warmup_s)
+    args = (
+        [cycle_of(j.profile) for j in jobs],
+        [[index[link] for link in j.path] for j in jobs],
+        caps,
+        [j.anchor_s for j in jobs],
+        [j.grid_period_s for j in jobs],
+        [j.priority for j in jobs],
+    )
+    kw = dict(
+        horizon_s=horizon_s,
+        warmup_s=warmup_s,
+        tolerance=tolerance,
+        max_events=max_events,
+        mltcp=mltcp,
+    )
+    if loop == "compiled" or (loop == "auto" and on_step is None and jitloop.AVAILABLE):
+        out = jitloop.run_events_compiled(*args, **kw, mltcp_steps=MLTCP_STEPS)
+        if out is None:
+            raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
+    else:
+        out = run_events(*args, **kw, on_step=on_step)
+    return NetworkResult(
+        iteration_times_s={j.job_id: tuple(out.times[i]) for i, j in enumerate(jobs)},
+        busy_s={j.job_id: tuple(out.busy[i]) for i, j in enumerate(jobs)},
+        excess_s={link: float(out.excess[index[link]]) for link in link_ids},
+        carried_bits={link: float(out.carried[index[link]]) for link in link_ids},
+        window_s=horizon_s - warmup_s,
+        events=out.events,
+    )
+
+
+def _check_loop(loop: str, on_step: object) -> None:
+    """InputError for an unknown ``loop`` or a compiled one that cannot run here."""
+    if loop not in LOOPS:
+        raise InputError("loop", f"unknown loop {loop!r}; expected one of {', '.join(LOOPS)}")
+    if loop == "compiled" and (on_step is not None or not jitloop.AVAILABLE):
+        why = "an on_step observer" if on_step is not None else "numba is not installed"
+        raise InputError("loop", f"the compiled loop cannot run here: {why}")
+
+
+def link_table(
+    jobs: Sequence[FlowJob], capacity_bps: Mapping[str, float], horizon_s: float, warmup_s: float
+) -> tuple[list[str], dict[str, int], list[float]]:
+    """Check the inputs; the links the paths name (sorted), their indices and
+    capacities (bits/s)."""
+    if not (horizon_s > 0 and 0 <= warmup_s < horizon_s):
+        raise InputError(
+            "horizon_s", f"need 0 <= warmup_s < horizon_s, got {warmup_s}, {horizon_s}"
+        )
+    link_ids = sorted({link for j in jobs for link in j.path})
+    index = {link: i for i, link in enumerate(link_ids)}
+    for link in link_ids:
+        if link not in capacity_bps:
+            raise InputError("path", f"unknown link {link!r}")
+    caps = [float(capacity_bps[link]) for link in link_ids]
+    if len({j.job_id for j in jobs}) != len(jobs):
+        raise InputError("jobs", "duplicate job id")
+    return link_ids, index, caps
