@@ -1,0 +1,434 @@
+"""Fluid vs packet level (issue 33, section 2): the same jobs, the same placements and the
+same profiles in the fluid simulator (``cassini.sim``) and in ns-3 (``cassini.packet``).
+
+Each scenario is a cluster and 8-30 jobs that all arrive at time 0 and fit at once (the
+packet runner places every job at once and schedules nothing).  Per scheme:
+
+1. the fluid simulator runs the scheme (placement, routing, sharing, CASSINI shifts);
+2. the packet runner replays that run's placements (its servers per job), its routing and
+   its shifts, under the scheme's mechanism in ns-3:
+
+   ==============  =====================================  ==========================
+   scheme          packet mechanism (``--sharing``)       routing
+   ==============  =====================================  ==========================
+   themis          ``maxmin`` (FqCoDel per-flow queues)   the scenario's
+   themis+cassini  ``maxmin``, every job held to its      the scenario's
+                   fluid shift and period (held slots)
+   themis+mltcp    ``mltcp`` (DCTCP + MLTCP in ns-3)      the scenario's
+   themis+crux     ``priority`` (8 DSCP bands)            crux
+   themis+defrag   ``maxmin`` (no migration happens:      the scenario's
+                   all jobs start at 0, none is queued)
+   ==============  =====================================  ==========================
+
+   ``ideal`` (dedicated network) is fluid only: the packet runner has no dedicated-network
+   mode (it would take one ns-3 run per job).
+
+Profiles, both sides the same (issue 33's ``scale-to-nic`` rule, built here because the
+simulator does not have it yet): bytes per iteration kept, every communication phase of
+the profile's cycle (:func:`cassini.sim.network.cycle_of`) sent at the job's server link
+rate, the compute gaps between phases kept; the iteration time is the gaps plus the
+phases.  The scaled profiles are written to ``profiles_<scenario>.json`` and handed to
+the fluid simulator as its ``profiles:`` input; the packet runner runs the same objects.
+
+Per scheme and job: ratio = fluid / packet mean iteration time.  Per scheme: mean
+slowdown (mean iteration over the scaled profile's period) in each model and their
+ratio; the schemes ranked by mean slowdown in each model.  Targets: every scheme's mean
+slowdown within 10 %, 90 % of jobs within 20 %, the same ranking.
+
+    .venv/bin/python -m experiments.sim_vs_packet                  # quick: 2 scenarios
+    .venv/bin/python -m experiments.sim_vs_packet --full           # all scenarios
+    .venv/bin/python -m experiments.sim_vs_packet --scenarios fat-tree-k4 --iterations 20
+
+Writes ``results.json`` (after every scheme), ``profiles_<scenario>.json`` and
+``scatter_<scenario>.png`` (per job, fluid vs packet) under ``--out`` (default
+``results/sim_vs_packet``).  Needs the ``[packet]`` extra (ns-3), not root.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cassini.profile import JobProfile, Phase
+from cassini.sim.network import cycle_of
+from cassini.sim.topologies import Topology
+from cassini.sim.topologies.fat_tree import fat_tree
+from cassini.sim.topology import Cluster
+from cassini.sim.workload import JobSpec
+from experiments.columns import Column
+from experiments.common import progress
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option
+
+SCHEME_TOL = 0.10  # |fluid / packet - 1| of a scheme's mean slowdown
+JOB_TOL = 0.20  # |fluid / packet - 1| of a job's mean iteration time ...
+JOB_SHARE = 0.90  # ... for at least this share of jobs
+#: a ranking difference smaller than this (relative) in either model is a tie
+TIE = 0.01
+
+#: scheme -> (packet sharing, routing override or None for the scenario's, held)
+PACKET_SCHEMES: dict[str, tuple[str, str | None, bool]] = {
+    "themis": ("maxmin", None, False),
+    "themis+cassini": ("maxmin", None, True),
+    "themis+mltcp": ("mltcp", None, False),
+    "themis+crux": ("priority", "crux", False),
+    "themis+defrag": ("maxmin", None, False),
+}
+SCHEMES = ("ideal", *PACKET_SCHEMES)
+MODELS = ("vgg16", "vgg11", "resnet50", "bert", "gpt2", "wideresnet101")
+
+
+# -- pure parts -----------------------------------------------------------------------------
+def nic_scaled(profile: JobProfile, link_bps: float) -> JobProfile:
+    """``profile`` on a ``link_bps`` server link: its cycle's compute gaps kept (seconds),
+    every phase's bits kept and sent at ``link_bps``; the iteration time is the gaps
+    plus the phases (seconds)."""
+    if not link_bps > 0:
+        raise ValueError(f"link_bps must be positive, got {link_bps!r}")
+    cycle = cycle_of(profile)
+    if not cycle.bits:
+        return profile
+    phases = []
+    cursor = 0.0
+    for gap, bits in zip(cycle.gaps_s, cycle.bits, strict=True):
+        cursor += gap
+        duration = bits / link_bps
+        phases.append(Phase(cursor, duration, link_bps))
+        cursor += duration
+    return JobProfile(profile.job_id, cursor, tuple(phases))
+
+
+def ratio(fluid: float, packet: float) -> float:
+    """fluid / packet (nan where packet is not positive)."""
+    return fluid / packet if packet > 0 else math.nan
+
+
+def ranking(values: Mapping[str, float]) -> list[str]:
+    """Scheme names, lowest value (best) first; ties broken by name."""
+    return sorted(values, key=lambda k: (values[k], k))
+
+
+def discordant_pairs(
+    fluid: Mapping[str, float], packet: Mapping[str, float], tie: float = TIE
+) -> list[tuple[str, str]]:
+    """Scheme pairs the two models order differently, each model separating them by more
+    than ``tie`` (relative); a pair either model calls a tie is not counted."""
+    names = sorted(set(fluid) & set(packet))
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            df = _signed(fluid[a], fluid[b], tie)
+            dp = _signed(packet[a], packet[b], tie)
+            if df and dp and df != dp:
+                out.append((a, b))
+    return out
+
+
+def _signed(a: float, b: float, tie: float) -> int:
+    """-1 if a is below b by more than ``tie`` (relative to the larger), 1 if above, 0."""
+    if abs(a - b) <= tie * max(abs(a), abs(b)):
+        return 0
+    return -1 if a < b else 1
+
+
+def verdict(scheme_ratios: Mapping[str, float], job_ratios: Sequence[float], discordant: int
+            ) -> dict[str, Any]:
+    """The three targets of issue 33 section 2 for one scenario."""
+    worst = max((abs(r - 1) for r in scheme_ratios.values()), default=math.nan)
+    within = [abs(r - 1) <= JOB_TOL for r in job_ratios if not math.isnan(r)]
+    share = sum(within) / len(within) if within else math.nan
+    return {
+        "worst_scheme_error": worst,
+        "schemes_within_10pc": bool(worst <= SCHEME_TOL),
+        "jobs_within_20pc_share": share,
+        "jobs_target_met": bool(share >= JOB_SHARE),
+        "discordant_pairs": discordant,
+        "same_ranking": discordant == 0,
+    }
+
+
+# -- scenarios ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    """A cluster, its routing, and ``jobs`` jobs drawn with GPU counts ``gpus``."""
+
+    name: str
+    cluster: Callable[[], Cluster | Topology]
+    routing: str
+    jobs: int
+    gpus: tuple[int, ...]
+    quick: bool = False
+    note: str = ""
+
+
+SCENARIOS = (
+    Scenario(
+        "two-tier-32",
+        lambda: Cluster(8, 4, 4, 50e9, 2.0, spines=4),
+        "ecmp",
+        10,
+        (8, 16, 32),
+        quick=True,
+        note="8 racks x 4 servers x 4 GPUs, 2:1, 4 spines, ECMP",
+    ),
+    Scenario("fat-tree-k4", lambda: fat_tree(4, gpus_per_server=2), "ecmp", 8, (4, 8),
+             quick=True, note="16 hosts x 2 GPUs, ECMP"),
+    Scenario("two-tier-64-4to1", lambda: Cluster(16, 4, 4, 50e9, 4.0, spines=2), "ecmp", 16,
+             (8, 16, 32), note="16 racks x 4 servers x 4 GPUs, 4:1, 2 spines, ECMP"),
+    Scenario("three-tier", lambda: Cluster(8, 4, 4, 50e9, 2.0, racks_per_pod=4), "single", 12,
+             (8, 16, 32), note="8 racks x 4 servers x 4 GPUs in 2 pods, 2:1 (even racks: uneven not built here)"),
+    Scenario("priority-heavy", lambda: Cluster(8, 4, 2, 50e9, 4.0, spines=2), "ecmp", 16,
+             (4, 8), note="16 small jobs on 32 hosts x 2 GPUs, 4:1, 2 spines"),
+    Scenario("two-tier-128", lambda: Cluster(16, 8, 4, 50e9, 2.0, spines=4), "ecmp", 20,
+             (16, 32, 64), note="16 racks x 8 servers x 4 GPUs, 2:1, 4 spines, ECMP"),
+)
+
+
+def job_specs(scenario: Scenario, iterations: int, total_gpus: int, seed: int) -> list[JobSpec]:
+    """The scenario's jobs, all arriving at 0, models and GPU counts drawn with ``seed``;
+    their GPUs together at most ``total_gpus`` (counts halved until they fit)."""
+    rng = np.random.default_rng(seed)
+    gpus = [int(rng.choice(scenario.gpus)) for _ in range(scenario.jobs)]
+    while sum(gpus) > total_gpus:
+        i = int(np.argmax(gpus))
+        if gpus[i] <= min(scenario.gpus):
+            raise ValueError(f"{scenario.name}: {scenario.jobs} jobs do not fit")
+        gpus[i] = max(min(scenario.gpus), gpus[i] // 2)
+    models = [str(rng.choice(MODELS)) for _ in range(scenario.jobs)]
+    return [
+        JobSpec(f"j{i:02d}", 0.0, g, iterations, m)
+        for i, (g, m) in enumerate(zip(gpus, models, strict=True))
+    ]
+
+
+def server_link_bps(cluster: Cluster | Topology) -> float:
+    """The one server link rate of the cluster (bits/s); ValueError when they differ."""
+    from cassini.packet.plan import as_topology
+
+    topo = as_topology(cluster)
+    rates = {topo.link_bps[links[0]] for links in topo.host_links}
+    if len(rates) != 1:
+        raise ValueError(f"server links differ: {sorted(rates)}")
+    return rates.pop()
+
+
+# -- runs -----------------------------------------------------------------------------------
+def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
+    """Fluid then packet for every scheme of ``scenario``; rows into ``report``."""
+    from cassini.packet.run import PacketJob, simulate
+    from cassini.sim.engine import run as fluid_run
+    from cassini.sim.options import SimOptions
+    from cassini.sim.workload import load_library
+
+    args = run.args
+    cluster = scenario.cluster()
+    link = server_link_bps(cluster)
+    specs = job_specs(scenario, args.iterations, cluster.gpus, args.seed)
+    measured = load_library()
+    scaled = [nic_scaled(measured[m], link) for m in sorted({s.model for s in specs})]
+    lib_path = run.out / f"profiles_{scenario.name}.json"
+    lib_path.write_text("[" + ",\n".join(p.to_json() for p in scaled) + "]\n")
+    library = load_library([lib_path])  # the simulator's own `profiles:` input
+    out: dict[str, Any] = {
+        "note": scenario.note,
+        "routing": scenario.routing,
+        "server_link_bps": link,
+        "scale": args.scale,
+        "profiles": str(lib_path),
+        "jobs": [s.to_dict() for s in specs],
+        "schemes": {},
+    }
+    report["scenarios"][scenario.name] = out
+    options = SimOptions(routing=scenario.routing)
+    schemes = [s for s in args.schemes.split(",") if s]
+    for scheme in schemes:
+        t0 = time.process_time()
+        res = fluid_run(cluster, specs, library, scheme, seed=args.seed, options=options)
+        fluid_cpu = time.process_time() - t0
+        records = {j.job_id: j for j in res.jobs}
+        queued = sorted(j for j, r in records.items() if r.start_s > 1e-9)
+        entry: dict[str, Any] = {"fluid_cpu_s": round(fluid_cpu, 3), "queued": queued,
+                                 "jobs": {}}
+        out["schemes"][scheme] = entry
+        if scheme not in PACKET_SCHEMES:
+            for jid, r in records.items():
+                entry["jobs"][jid] = {"fluid_s": r.mean_iteration_s,
+                                      "dedicated_s": r.dedicated_iteration_s}
+            run.save(report)
+            continue
+        sharing, routing, held = PACKET_SCHEMES[scheme]
+        migrated = sorted(j for j, r in records.items() if r.migrations)
+        entry["migrated"] = migrated
+        pjobs = [
+            PacketJob(
+                s.job_id,
+                tuple(sorted(srv for srv, _ in records[s.job_id].placement)),
+                library[s.model],
+                s.iterations,
+                0.0,
+                # held to CASSINI's grid; a one-server job has no network to hold for
+                records[s.job_id].shift_s if held and len(records[s.job_id].placement) > 1
+                else None,
+            )
+            for s in specs
+        ]
+        progress(f"{scenario.name} {scheme}: packet ({sharing})")
+        t0 = time.process_time()
+        _, results = simulate(
+            cluster,
+            pjobs,
+            sharing=sharing,
+            routing=routing or scenario.routing,
+            seed=args.seed,
+            scale=args.scale,
+        )
+        entry["packet_cpu_s"] = round(time.process_time() - t0, 3)
+        entry["packet_sharing"] = sharing
+        for pr in results:
+            r = records[pr.job_id]
+            entry["jobs"][pr.job_id] = {
+                "servers": list(pr.servers),
+                "fluid_s": r.mean_iteration_s,
+                "packet_s": pr.mean_iteration_s,
+                "dedicated_s": r.dedicated_iteration_s,
+                "ratio": ratio(r.mean_iteration_s, pr.mean_iteration_s),
+                "finished": pr.finished,
+            }
+        run.save(report)
+    summarise(out)
+    run.save(report)
+    return out
+
+
+def summarise(out: dict[str, Any]) -> None:
+    """Per scheme mean slowdowns and their ratio, rankings and the verdict, into ``out``."""
+    fluid_sd: dict[str, float] = {}
+    packet_sd: dict[str, float] = {}
+    job_ratios: list[float] = []
+    for scheme, entry in out["schemes"].items():
+        jobs = entry["jobs"].values()
+        fluid_sd[scheme] = statistics.fmean(j["fluid_s"] / j["dedicated_s"] for j in jobs)
+        if "packet_cpu_s" in entry:
+            packet_sd[scheme] = statistics.fmean(j["packet_s"] / j["dedicated_s"] for j in jobs)
+            entry["packet_mean_slowdown"] = packet_sd[scheme]
+            entry["slowdown_ratio"] = ratio(fluid_sd[scheme], packet_sd[scheme])
+            job_ratios += [j["ratio"] for j in jobs]
+        entry["fluid_mean_slowdown"] = fluid_sd[scheme]
+    compared = {k: fluid_sd[k] for k in packet_sd}
+    pairs = discordant_pairs(compared, packet_sd)
+    out["ranking_fluid"] = ranking(compared)
+    out["ranking_packet"] = ranking(packet_sd)
+    out["discordant"] = [list(p) for p in pairs]
+    out["verdict"] = verdict(
+        {k: ratio(compared[k], packet_sd[k]) for k in packet_sd}, job_ratios, len(pairs)
+    )
+
+
+def plot(out: dict[str, Any], path: Path, title: str) -> None:
+    """Per job, fluid vs packet mean iteration time (ms), one colour per scheme."""
+    from experiments.plots import figure
+
+    with figure(path, figsize=(5.5, 5)) as (_, ax):
+        lo, hi = math.inf, 0.0
+        for scheme, entry in out["schemes"].items():
+            pts = [(j["packet_s"] * 1e3, j["fluid_s"] * 1e3) for j in entry["jobs"].values()
+                   if "packet_s" in j]
+            if not pts:
+                continue
+            x, y = zip(*pts, strict=True)
+            ax.scatter(x, y, s=14, label=scheme, alpha=0.8)
+            lo, hi = min(lo, *x, *y), max(hi, *x, *y)
+        if hi > 0:
+            ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+            ax.plot([lo, hi], [lo * 1.2, hi * 1.2], "k:", lw=0.6)
+            ax.plot([lo, hi], [lo / 1.2, hi / 1.2], "k:", lw=0.6)
+        ax.set_xlabel("packet level (ns-3), mean iteration ms")
+        ax.set_ylabel("fluid model, mean iteration ms")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+
+
+ROWS = (
+    Column("scheme", "scheme"),
+    Column("fluid", "fluid slowdown", ".3f"),
+    Column("packet", "packet slowdown", ".3f"),
+    Column("ratio", "fluid/packet", ".3f"),
+    Column("jobs20", "jobs within 20 %", ".2f"),
+    Column("cpu", "packet CPU s", ".1f"),
+)
+
+
+def run_experiment(run: Run) -> int:
+    args = run.args
+    chosen = [s for s in SCENARIOS if s.quick or args.full]
+    if args.scenarios:
+        wanted = args.scenarios.split(",")
+        chosen = [s for s in SCENARIOS if s.name in wanted]
+    report: dict[str, Any] = {
+        "rule": "profiles scale-to-nic: bytes kept, each phase of the cycle at the server "
+        "link rate, compute gaps kept; same profile objects in both models",
+        "placement": "the fluid run's placement, replayed at packet level",
+        "scale": args.scale,
+        "iterations": args.iterations,
+        "seed": args.seed,
+        "scenarios": {},
+    }
+    for scenario in chosen:
+        progress(f"{scenario.name}: {scenario.note}")
+        out = run_scenario(run, scenario, report)
+        plot(out, run.out / f"scatter_{scenario.name}.png", f"{scenario.name}: {scenario.note}")
+        rows = []
+        for scheme, e in out["schemes"].items():
+            jr = [j["ratio"] for j in e["jobs"].values() if "ratio" in j]
+            rows.append({
+                "scheme": scheme,
+                "fluid": e["fluid_mean_slowdown"],
+                "packet": e.get("packet_mean_slowdown", math.nan),
+                "ratio": e.get("slowdown_ratio", math.nan),
+                "jobs20": (sum(abs(r - 1) <= JOB_TOL for r in jr) / len(jr)) if jr else math.nan,
+                "cpu": e.get("packet_cpu_s", math.nan),
+            })
+        run.show(rows, ROWS, title=f"{scenario.name} ({scenario.note})")
+        print("verdict:", out["verdict"], "ranking fluid", out["ranking_fluid"],
+              "packet", out["ranking_packet"])
+    return 0
+
+
+def check(args: Any) -> None:
+    if args.iterations < 2:
+        raise UsageError("--iterations: at least 2")
+    unknown = [s for s in args.schemes.split(",") if s and s not in SCHEMES]
+    if unknown:
+        raise UsageError(f"--schemes: unknown {unknown}; known: {', '.join(SCHEMES)}")
+    names = {s.name for s in SCENARIOS}
+    bad = [s for s in (args.scenarios or "").split(",") if s and s not in names]
+    if bad:
+        raise UsageError(f"--scenarios: unknown {bad}; known: {', '.join(sorted(names))}")
+
+
+EXPERIMENT = Experiment(
+    "sim_vs_packet",
+    __doc__,
+    run_experiment,
+    options=(
+        full("all six scenarios (up to 128 hosts, 24 jobs)"),
+        iterations(5, "iterations per job (default 5)"),
+        option("--scale", type=float, default=500.0,
+               help="packet level: link rates and phase bytes divided by this (default 500)"),
+        option("--schemes", default=",".join(SCHEMES), help="comma-separated schemes"),
+        option("--scenarios", default=None, help="comma-separated scenario names"),
+        option("--seed", type=int, default=0, help="job draw, ECMP hash and placement seed"),
+    ),
+    check=check,
+    needs_root=False,
+)
+main = EXPERIMENT.main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
