@@ -170,12 +170,12 @@ class Scenario:
 SCENARIOS = (
     Scenario(
         "two-tier-32",
-        lambda: Cluster(8, 4, 4, 50e9, 2.0, spines=4),
+        lambda: Cluster(16, 2, 4, 50e9, 2.0, spines=4),
         "ecmp",
         10,
         (8, 16, 32),
         quick=True,
-        note="8 racks x 4 servers x 4 GPUs, 2:1, 4 spines, ECMP",
+        note="16 racks x 2 servers x 4 GPUs, 2:1, 4 spines, ECMP",
     ),
     Scenario("fat-tree-k4", lambda: fat_tree(4, gpus_per_server=2), "ecmp", 8, (4, 8),
              quick=True, note="16 hosts x 2 GPUs, ECMP"),
