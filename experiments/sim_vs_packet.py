@@ -174,8 +174,16 @@ SCENARIOS = (
         "ecmp",
         10,
         (8, 16, 32),
-        quick=True,
         note="16 racks x 2 servers x 4 GPUs, 2:1, 4 spines, ECMP",
+    ),
+    Scenario(
+        "two-tier-32-shared",
+        lambda: Cluster(8, 4, 4, 50e9, 2.0, spines=4),
+        "ecmp",
+        12,
+        (6, 10),
+        quick=True,
+        note="8 racks x 4 servers x 4 GPUs, 2:1, 4 spines, ECMP; jobs split servers",
     ),
     Scenario("fat-tree-k4", lambda: fat_tree(4, gpus_per_server=2), "ecmp", 8, (4, 8),
              quick=True, note="16 hosts x 2 GPUs, ECMP"),
@@ -325,6 +333,7 @@ def summarise(out: dict[str, Any]) -> None:
     out["ranking_fluid"] = ranking(compared)
     out["ranking_packet"] = ranking(packet_sd)
     out["discordant"] = [list(p) for p in pairs]
+    out["same_order_exact"] = out["ranking_fluid"] == out["ranking_packet"]
     out["verdict"] = verdict(
         {k: ratio(compared[k], packet_sd[k]) for k in packet_sd}, job_ratios, len(pairs)
     )
