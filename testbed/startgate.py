@@ -45,18 +45,14 @@ def release_when_ready(
     gate: Path,
     timeout_s: float,
     failed: Callable[[], bool] = lambda: False,
-    on_ready: Callable[[], None] | None = None,
 ) -> float | None:
-    """Wait until every worker log has its ready file, call ``on_ready`` (nothing has been
-    sent for an iteration yet), then write the go file (atomically); returns the epoch, or
-    None on time-out or when ``failed()`` says a worker died."""
+    """Wait until every worker log has its ready file, then write the go file (atomically);
+    returns the epoch, or None on time-out or when ``failed()`` says a worker died."""
     deadline = time.time() + timeout_s
     while not all(Path(str(log) + READY_SUFFIX).exists() for log in logs):
         if time.time() > deadline or failed():
             return None
         time.sleep(0.01)
-    if on_ready is not None:
-        on_ready()
     epoch = time.time() + LEAD_S
     tmp = gate.with_suffix(".tmp")
     tmp.write_text(json.dumps({"epoch_s": epoch}))

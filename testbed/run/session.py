@@ -161,7 +161,6 @@ class Session:
         self.marks_fd: int | None = None
         self.codes: list[int] = []
         self.link_bytes: dict[str, int] = {}
-        self._bytes_before: dict = {}
         self.ecn_marks: dict[str, int] = {}
         self.flows: dict[str, list[dict[str, Any]]] = {}
         self._stack = contextlib.ExitStack()
@@ -246,14 +245,7 @@ class Session:
         self.gate.unlink(missing_ok=True)
         start_timeout = 120 + 60 * sum(j.kind != "synthetic" for j in self.cfg.jobs)
         died = lambda: any(p.poll() is not None for p in self.procs)  # noqa: E731
-        def count_from_here() -> None:  # before the go file: no iteration has sent yet
-            assert self.cluster is not None
-            self._bytes_before = self.cluster.tx_bytes(self._fabric_dirs())
-
-        released = startgate.release_when_ready(
-            every_log, self.gate, start_timeout, died, on_ready=count_from_here
-        )
-        if released is None:
+        if startgate.release_when_ready(every_log, self.gate, start_timeout, died) is None:
             for p in self.procs:
                 p.kill()
             raise TestbedError(
@@ -273,11 +265,9 @@ class Session:
             for j in cfg.jobs
         )
         timeout = 60 + slow_start * 10 + 4 * longest
-        fabric_dirs = self._fabric_dirs()
-        # counted from the release: the workers' connection set-up and warm-up are behind
-        # them, and no iteration has started (read after the go file, a loaded host could
-        # miss a short run's bytes)
-        before = self._bytes_before
+        fabric_dirs = [d for link in cfg.topology.bottlenecks() for d in link.directions()]
+        # counted from here: the workers' connection set-up and warm-up are behind them
+        before = self.cluster.tx_bytes(fabric_dirs)
         rank0 = {j: paths[0] for j, paths in self.logs.items()}
         total = {j.job_id: j.iterations for j in cfg.jobs}
         self.codes = wait_with_progress(self.procs, rank0, total, timeout, progress)
@@ -285,10 +275,6 @@ class Session:
         self.link_bytes = {d: after[d] - before.get(d, 0) for d in after}
         self.ecn_marks = self.cluster.ecn_marks() or {}
         self.flows = {j: mltcp_jobs.job_flows(tag) for j, tag in self.tags.items()}
-
-    def _fabric_dirs(self) -> list:
-        """The fabric link directions whose bytes the run reports."""
-        return [d for link in self.cfg.topology.bottlenecks() for d in link.directions()]
 
     def collect(self, schedule: Schedule) -> SchemeResult:
         """The scheme's result from the workers' logs (after the session is left); a
