@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
 
+from cassini.schema import _kind
+from cassini.schema import join as _join
 from cassini.service.errors import BadRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -461,10 +463,6 @@ def validate(model: type[M], body: Any, prefix: str = "") -> M:
         raise BadRequest(_problem(first), field) from None
 
 
-def _join(prefix: str, field: str) -> str:
-    return f"{prefix}.{field}" if prefix else field
-
-
 #: Object keys written ``name["key"]`` in a field path (free-form keys such as
 #: ``cassini.io/job``), not ``name.key``.
 QUOTED_KEYS_OF = ("annotations",)
@@ -494,22 +492,6 @@ def _field_name(body: Any, loc: Iterable[int | str]) -> str:
             node = node.get(key) if isinstance(node, Mapping) else None
         previous = part
     return out
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
 
 
 _TYPES = {
