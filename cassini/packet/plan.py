@@ -28,7 +28,7 @@ import networkx as nx
 
 from cassini.errors import InputError
 from cassini.sim.parts.routing import crux_paths, ecmp_spine, path_count
-from cassini.sim.topologies.clos import three_tier, two_tier
+from cassini.sim.topologies.clos import from_cluster
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 
@@ -41,24 +41,9 @@ def as_topology(cluster: Cluster | Topology) -> Topology:
     """The fabric of a uniform :class:`Cluster` (two-tier with its spines, or
     three-tier), or ``cluster`` itself; refuses clusters over :data:`MAX_HOSTS` hosts
     and rail-optimised fabrics (several planes)."""
+    topo = cluster
     if isinstance(cluster, Cluster):
-        common = {
-            "racks": cluster.racks,
-            "servers_per_rack": cluster.servers_per_rack,
-            "gpus_per_server": cluster.gpus_per_server,
-            "server_link_bps": cluster.server_link_bps,
-            "oversubscription": cluster.oversubscription,
-        }
-        if cluster.racks_per_pod is None:
-            topo = two_tier(**common, spines=cluster.spines)
-        else:
-            topo = three_tier(
-                **common,
-                racks_per_pod=cluster.racks_per_pod,
-                pod_oversubscription=cluster.pod_oversubscription,
-            )
-    else:
-        topo = cluster
+        topo = from_cluster(cluster, spines=cluster.spines)
     if topo.servers > MAX_HOSTS:
         raise InputError(
             "cluster",

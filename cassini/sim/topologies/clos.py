@@ -120,10 +120,10 @@ def three_tier(
     return b.build("three-tier", source)
 
 
-def from_cluster(cluster: Cluster) -> Topology:
-    """The generated fabric equivalent to a uniform :class:`Cluster` (one spine, or one
-    aggregation switch per pod under one core): same racks, same links per ring job, same
-    capacities."""
+def from_cluster(cluster: Cluster, *, spines: int = 1) -> Topology:
+    """The generated fabric equivalent to a uniform :class:`Cluster` (``spines`` spines,
+    or one aggregation switch per pod under one core): same racks, same links per ring
+    job, same capacities."""
     common = {
         "racks": cluster.racks,
         "servers_per_rack": cluster.servers_per_rack,
@@ -132,7 +132,7 @@ def from_cluster(cluster: Cluster) -> Topology:
         "oversubscription": cluster.oversubscription,
     }
     if cluster.racks_per_pod is None:
-        return two_tier(**common)
+        return two_tier(**common, spines=spines)
     return three_tier(
         **common,
         racks_per_pod=cluster.racks_per_pod,
