@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import io
 import os
@@ -88,8 +89,11 @@ NOBODY = 65534
 
 
 # -- the commands -------------------------------------------------------------------------
+@functools.cache
 def console_scripts() -> dict[str, str]:
-    """Program name -> module of each console script in pyproject.toml."""
+    """Program name -> module of each console script in pyproject.toml (read once, as the
+    user the suite runs as: the unreadable case runs commands as uid 65534, which may not
+    read a checkout made with mktemp -d)."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     return {name: target.split(":")[0] for name, target in scripts.items()}
 
