@@ -24,8 +24,10 @@ the file is read; a new argument gets the plain call), is given:
 - ``random``: 4 KiB of seeded random bytes without NUL; ``nul``: 4 KiB of NUL bytes;
 - ``directory``: an empty folder; ``missing``: a name that is not there;
 - ``unreadable``: a valid example with mode 000.  As root (which reads it anyway) the
-  command runs with effective uid 65534 (``os.seteuid``, restored after), so the open
-  really fails with EACCES; as another user mode 000 is enough.
+  command runs without ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` in its thread's
+  effective set (``capset``, restored after): still uid 0, so it reads the checkout and
+  its shipped data whatever their folders' modes, but the open of a mode-000 file really
+  fails with EACCES; as another user mode 000 is enough.
 
 A folder argument (``input_dir``) gets ``file`` (a regular file), ``missing``,
 ``unreadable`` (a folder with mode 000, as above) and ``empty-dir``.  A case that is not
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import functools
 import importlib
 import io
@@ -85,15 +88,13 @@ SAYS = {
     "empty-dir": r"\S",
 }
 MARKS = (files.input_file, files.input_dir, files.output_path)
-NOBODY = 65534
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2  # linux/capability.h
 
 
 # -- the commands -------------------------------------------------------------------------
 @functools.cache
 def console_scripts() -> dict[str, str]:
-    """Program name -> module of each console script in pyproject.toml (read once, as the
-    user the suite runs as: the unreadable case runs commands as uid 65534, which may not
-    read a checkout made with mktemp -d)."""
+    """Program name -> module of each console script in pyproject.toml (read once)."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     return {name: target.split(":")[0] for name, target in scripts.items()}
 
@@ -419,23 +420,48 @@ def run_main(program: str, argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]  # fmt: skip
+
+
+def _capabilities(new: list[_CapData] | None = None) -> list[_CapData]:
+    """This thread's capability sets (capget), or set them to *new* (capset)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    data = (_CapData * 2)(*(new or ()))
+    call = libc.capset if new is not None else libc.capget
+    if call(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset" if new is not None else "capget")
+    return [_CapData(d.effective, d.permitted, d.inheritable) for d in data]
+
+
 @contextlib.contextmanager
-def as_nobody() -> Iterator[None]:
-    """Effective uid 65534 while the block runs, when running as root."""
+def without_file_override() -> Iterator[None]:
+    """Root without the power to read past a file's mode while the block runs (this
+    thread's effective set loses CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH; the uid stays 0,
+    so what root owns with an owner bit set, such as a checkout in a 0700 folder, still
+    opens)."""
     if os.geteuid() != 0:
         yield
         return
-    os.seteuid(NOBODY)
+    saved = _capabilities()
+    dropped = [_CapData(d.effective, d.permitted, d.inheritable) for d in saved]
+    dropped[0].effective &= ~((1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH))
+    _capabilities(dropped)
     try:
         yield
     finally:
-        os.seteuid(0)
+        _capabilities(saved)
 
 
 @pytest.fixture
 def open_tmp() -> Iterator[Path]:
-    """A temporary folder anyone may enter (pytest's tmp_path is 0700 under root, which
-    would refuse uid 65534 before it reaches the file)."""
+    """A temporary folder whose mode-000 leftovers are made removable again at the end."""
     path = Path(tempfile.mkdtemp(prefix="filefuzz-"))
     path.chmod(0o755)
     yield path
@@ -572,11 +598,11 @@ def test_bad_file_exits_2_with_one_line(arg, use, case, open_tmp, no_real_work):
         return
     if case == "unreadable":
         # the same command once as root given a folder, so that every module it imports
-        # is loaded before uid 65534 runs it
+        # is loaded before it runs without the file override
         warm = open_tmp / "warm"
         warm.mkdir()
         run_main(arg.command[0], [str(warm) if w == str(bad) else w for w in argv])
-        with as_nobody():
+        with without_file_override():
             code, err = run_main(arg.command[0], argv)
     else:
         code, err = run_main(arg.command[0], argv)
