@@ -35,7 +35,14 @@ from experiments.harness import Experiment, Run, UsageError, full, iterations, o
 from experiments.plots import plot_cdf, plot_timeline
 from testbed.results import ExperimentResult
 
-COLUMNS = (SCHEME, *TIMES_VS_IDEAL, Column("steady_vs_ideal", "2nd half/ideal", ".2f"), NOTE)
+COLUMNS = (
+    SCHEME,
+    *TIMES_VS_IDEAL,
+    Column("steady_vs_ideal", "2nd half/ideal", ".2f"),
+    Column("on_slot_vs_ideal", "on slot/ideal", ".2f"),
+    Column("off_slot", "off slot", "d"),
+    NOTE,
+)
 
 
 def schemes_for(fabric: str, with_mltcp: bool) -> list:
@@ -50,7 +57,9 @@ def schemes_for(fabric: str, with_mltcp: bool) -> list:
 
 def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
     """One row per scheme: mean and p99 over every job's iterations, as ratios to the
-    jobs alone, and the second half's mean (start-up transients excluded) to ideal."""
+    jobs alone; the second half's mean (start-up transients excluded) to ideal; for held
+    jobs, how many iterations ran off their slot (the host woke a worker late, or the agent
+    re-aligned) and the mean of the others to ideal (the held grid's own cost)."""
     ideal = res.schemes["ideal"].summary
     ideal_mean = statistics.mean(s["mean_s"] for s in ideal.values())
     ideal_p99 = statistics.mean(s["p99_s"] for s in ideal.values())
@@ -59,6 +68,13 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
         per_job = [j.iteration_times_s for j in scheme.jobs.values()]
         times = [t for job in per_job for t in job]
         steady = [t for job in per_job for t in job[len(job) // 2 :]]
+        missed = [set(j.off_slot) for j in scheme.jobs.values()]
+        on_slot = [
+            t
+            for job, off in zip(per_job, missed, strict=True)
+            for i, t in enumerate(job)
+            if i not in off
+        ]
         mean = statistics.mean(times)
         tail = p99(times)
         rows.append(
@@ -69,6 +85,8 @@ def summarise(res: ExperimentResult) -> list[dict[str, Any]]:
                 "mean_vs_ideal": mean / ideal_mean,
                 "p99_vs_ideal": tail / ideal_p99,
                 "steady_vs_ideal": statistics.mean(steady) / ideal_mean,
+                "on_slot_vs_ideal": statistics.mean(on_slot or times) / ideal_mean,
+                "off_slot": sum(len(off) for off in missed),
                 "note": scheme.reused_note,  # "declined: ..." when CASSINI's row is a copy
             }
         )
@@ -86,9 +104,7 @@ def check(args: Any) -> None:
             raise UsageError(f"unknown job set {s!r} (pair, trio)")
 
 
-def run_case(
-    run: Run, report: dict[str, Any], job_set: str, fabric: str, with_mltcp: bool
-) -> None:
+def run_case(run: Run, report: dict[str, Any], job_set: str, fabric: str, with_mltcp: bool) -> None:
     """One job set on one fabric: its entry in the report (saved at once), its table and
     its plots."""
     key = f"{job_set}-{fabric}"
