@@ -1,5 +1,6 @@
 # make setup  — idempotent: Debian packages, .venv, editable install (seconds on a second run)
-# make test   — setup, lint, then the whole test suite (root/kernel tests included when root)
+# make test   — setup, lint, then the whole test suite (scripts/test.sh: parallel, then the
+#               root/kernel and timing tests one at a time; root tests included when root)
 # make demo   — setup, then the showcase
 PY := .venv/bin/python
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
@@ -14,7 +15,7 @@ lint: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	@bash scripts/test.sh
 
 demo: setup
 	@bash scripts/demo.sh
