@@ -17,7 +17,7 @@ repair, ranking), serial (one process) and with its automatic parallelism, again
 baseline measured in the same run: scoring every shared link of every candidate on its
 own (no de-duplication, no time-shifts).
 
-    python benchmarks/bench_advisor.py [--jobs 240] [--candidates 10] [--precision-deg 5]
+    .venv/bin/python benchmarks/bench_advisor.py [--jobs 240] [--candidates 10] [--precision-deg 5]
                                        [--scales 1 16] [--repeat 3]
 
 Each row is timed ``--repeat`` times in turn (rows interleaved, every call cold); the

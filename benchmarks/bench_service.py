@@ -30,7 +30,7 @@ The first prioritize request for a model computes the link scores it needs in ea
 ("cold"); that time is reported separately, and every model is sent to every worker before
 the measured runs.
 
-    python benchmarks/bench_service.py [--seconds 5] [--clients 1 4 16 64] [--workers 2]
+    .venv/bin/python benchmarks/bench_service.py [--seconds 5] [--clients 1 4 16 64] [--workers 2]
 """
 
 from __future__ import annotations
