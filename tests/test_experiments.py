@@ -156,35 +156,33 @@ def test_mltcp_convergence_config_and_model_sweep():
     assert mltcp_convergence.interleaved_at([0.9, 0.9]) is None
 
 
-@pytest.mark.root
-def test_experiment_1_tiny_run(tmp_path):
+@pytest.fixture(scope="module")
+def pair_on_fair(tmp_path_factory) -> Path:
+    """Experiment 1's pair on the fair fabric, 20 iterations, without MLTCP: one testbed run
+    (~20 s) that both the experiment's test and the model's validation read."""
     require(os.geteuid() == 0, "root")
     require(shutil.which("mnexec") is not None, "mnexec (run make setup)")
-    code = link_interleaving.main(
-        [
-            "--sets",
-            "pair",
-            "--fabrics",
-            "fair",
-            "--iterations",
-            "12",
-            "--no-mltcp",
-            "--out",
-            str(tmp_path),
-        ]
-    )
-    assert code == 0
+    out = tmp_path_factory.mktemp("pair_on_fair")
+    argv = ["--sets", "pair", "--fabrics", "fair", "--iterations", "20", "--no-mltcp"]
+    assert link_interleaving.main([*argv, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.root
+def test_experiment_1_tiny_run(pair_on_fair):
+    tmp_path = pair_on_fair
     report = json.loads((tmp_path / "results.json").read_text())
     rows = {r["scheme"]: r for r in report["runs"]["pair-fair"]["rows"]}
     assert set(rows) == {"ideal", "baseline", "random", "cassini"}
     assert rows["ideal"]["mean_vs_ideal"] == pytest.approx(1.0)
     print({k: (round(r["mean_vs_ideal"], 3), r["note"]) for k, r in rows.items()})
-    # 12 iterations, not 6: CASSINI's held period takes 2 standard deviations of the
-    # iterations alone as jitter slack, and with 6 (4 counted) one host hiccup made it 23 %
-    # (j1 alone 102-108 ms but one 129.6 ms: period 135 ms, CASSINI 1.24x; a fresh clone,
-    # 2026-11-26, 1 of 3 that session).  Measured with 12 (8 runs, 2026-11-26): same start
-    # 1.25-1.41x, CASSINI 1.05-1.07x (README, 30 iterations: 1.21-1.36x and 1.03-1.04x); the
-    # overlapped pair costs at most ~1.4x here, so 1.6 leaves the noise of a short run
+    # 20 iterations (12 before the run was shared with the model's validation), not 6:
+    # CASSINI's held period takes 2 standard deviations of the iterations alone as jitter
+    # slack, and with 6 (4 counted) one host hiccup made it 23 % (j1 alone 102-108 ms but
+    # one 129.6 ms: period 135 ms, CASSINI 1.24x; a fresh clone, 2026-11-26).  Measured with
+    # 12 (8 runs, 2026-11-26): same start 1.25-1.41x, CASSINI 1.05-1.07x (README, 30
+    # iterations: 1.21-1.36x and 1.03-1.04x); the overlapped pair costs at most ~1.4x here,
+    # so 1.6 leaves the noise of a short run
     base = rows["baseline"]
     assert 1.15 <= base["mean_vs_ideal"] <= 1.6 and base["note"] == ""
     cassini = rows["cassini"]
@@ -198,11 +196,58 @@ def test_experiment_1_tiny_run(tmp_path):
         # (re-alignments); the mean over every iteration still beats the same start.
         print("cassini off slot", cassini["off_slot"], "on slot/ideal", cassini["on_slot_vs_ideal"])
         assert cassini["on_slot_vs_ideal"] <= 1.2
-        assert cassini["off_slot"] < 12  # of 2 x 11 intervals: most held
+        assert cassini["off_slot"] < 19  # of 2 x 19 intervals: most held
         assert cassini["mean_vs_ideal"] < base["mean_vs_ideal"]
     assert report["runs"]["pair-fair"]["score"] == pytest.approx(1.0, abs=0.01)  # compatible
     assert (tmp_path / "cdf_pair-fair.png").exists()
     assert (tmp_path / "timeline_pair-fair.png").exists()
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_tiny_testbed_run_is_modelled(pair_on_fair, tmp_path):
+    """The simulator's model of experiment 1's pair (experiments.sim_validation) against
+    the testbed run the experiment's test reads.  20 iterations: past CASSINI's start-up
+    (phases that meet, drift past the tolerance, a re-alignment: up to ~6 iterations; CI's
+    6-iteration run of 2026-11-26 re-aligned inside its second half, -19.4 %)."""
+    run = pair_on_fair / "pair-fair" / "results.json"
+    assert sv.main(["--results", str(run), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "validation.json").read_text())
+    rows = {(r["scheme"], r["job"]): r for r in report["rows"]}
+    assert len(rows) == 6
+    # alone, the model runs at the measured profile: the same iteration time to a few %
+    assert abs(rows[("ideal", "j1")]["model_error"]) < 0.05
+    for key, r in sorted(rows.items()):
+        print(key, {k: round(r[k], 3) for k in ("model_error", "model_goodput_replay_error",
+                                                   "measured_slowdown", "model_slowdown")},
+              r["note"])  # fmt: skip
+    # Given the phases the testbed had, the model shares the link as the testbed did.
+    # Measured (2026-11-26, 11 runs of 6 or 20 iterations, one beside the whole suite, per
+    # job): the goodput model -5.5 to +9.2 % (same start -3.3 to +9.2, CASSINI -5.5 to
+    # +7.8), the nominal model -10.4 to +5.8 % (it takes link capacity as payload rate).
+    # Since then one job of a same-start pair -13.5 % in CI (its pair -10.6 %, the 4 rows
+    # 9.8 % on average) and +15.0/+19.3 % beside helpers' work: the goodput factor is
+    # taken from the ideal run, whose efficiency on a 1-packet FIFO moves with the host
+    # (0.67-0.88), and two contending flows do not lose the same share.  So: each row
+    # within 20 %, the four within 12 % on average.
+    replay = [rows[(s, j)]["model_goodput_replay_error"]
+              for s in ("baseline", "cassini") for j in ("j1", "j2")]  # fmt: skip
+    assert max(abs(e) for e in replay) < 0.2, replay
+    assert sum(abs(e) for e in replay) / len(replay) < 0.12, replay
+    # Closed loop (the model starts the jobs once and runs): held jobs, once past the
+    # start-up, run as modelled: over the second half -0.9 to +0.5 % (7 runs of 20).  No
+    # such check for the same start: free-running jobs random-walk apart on the testbed
+    # (3 of 11 runs of 20 iterations drifted towards interleaving, 1.09-1.20x against the
+    # model's lock-step 1.31-1.33x), which a jitter-free fluid started once cannot follow.
+    for job in ("j1", "j2"):
+        assert abs(rows[("cassini", job)]["model_steady_error"]) < 0.12, job
+    # and the model sees the contention the testbed measured: same start 1.33-1.42x
+    # measured, 1.21-1.29x modelled; held apart (when CASSINI did not decline) less of it
+    model = {s: sum(rows[(s, j)]["model_slowdown"] for j in ("j1", "j2")) / 2
+             for s in ("baseline", "cassini")}  # fmt: skip
+    assert model["baseline"] > 1.1
+    if not rows[("cassini", "j1")]["note"].startswith("declined"):
+        assert model["cassini"] < model["baseline"]
 
 
 def _fake_run(tmp_path, schemes, jobs=("a", "b"), period=0.1, n=20):
