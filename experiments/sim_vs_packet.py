@@ -15,7 +15,8 @@ packet runner places every job at once and schedules nothing).  Per scheme:
    themis+cassini  ``maxmin``, every job held to its      the scenario's
                    fluid shift and period (held slots)
    themis+mltcp    ``mltcp`` (DCTCP + MLTCP in ns-3)      the scenario's
-   themis+crux     ``priority`` (8 DSCP bands)            crux
+   themis+crux     ``priority`` (the fluid run's Crux     crux
+                   levels as DSCP bands)
    themis+defrag   ``maxmin`` (no migration happens:      the scenario's
                    all jobs start at 0, none is queued)
    ==============  =====================================  ==========================
@@ -295,6 +296,9 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
             routing=routing or scenario.routing,
             seed=args.seed,
             scale=args.scale,
+            # the fluid run's own Crux levels (its max-k-cut compression included)
+            levels={j: r.priority_level for j, r in records.items()}
+            if sharing == "priority" else None,
         )
         entry["packet_cpu_s"] = round(time.process_time() - t0, 3)
         entry["packet_sharing"] = sharing
