@@ -192,11 +192,21 @@ SCENARIOS = (
              (8, 16, 32), note="16 racks x 4 servers x 4 GPUs, 4:1, 2 spines, ECMP"),
     Scenario("three-tier", lambda: Cluster(8, 4, 4, 50e9, 2.0, racks_per_pod=4), "single", 12,
              (8, 16, 32), note="8 racks x 4 servers x 4 GPUs, 2 pods, 2:1 (even racks)"),
+    Scenario("three-tier-uneven", lambda: _host_table("uneven_three_tier.csv"), "single", 12,
+             (8, 12, 20), note="host table: 2 pods, racks of 6/2/4/3 and 5/2/3/7 servers x 4 "
+             "GPUs, 2:1 at ToRs and pods"),
     Scenario("priority-heavy", lambda: Cluster(8, 4, 2, 50e9, 4.0, spines=2), "ecmp", 16,
              (4, 8), note="16 small jobs on 32 hosts x 2 GPUs, 4:1, 2 spines"),
     Scenario("two-tier-128", lambda: Cluster(16, 8, 4, 50e9, 2.0, spines=4), "ecmp", 20,
              (16, 32, 64), note="16 racks x 8 servers x 4 GPUs, 2:1, 4 spines, ECMP"),
 )
+
+
+def _host_table(name: str) -> Topology:
+    """A host table of ``experiments/configs`` as a fabric."""
+    from cassini.sim.topologies.hosts import read_host_table
+
+    return read_host_table(Path(__file__).resolve().parent / "configs" / name)
 
 
 def job_specs(scenario: Scenario, iterations: int, total_gpus: int, seed: int) -> list[JobSpec]:
@@ -430,7 +440,7 @@ EXPERIMENT = Experiment(
     __doc__,
     run_experiment,
     options=(
-        full("all six scenarios (up to 128 hosts, 24 jobs)"),
+        full("all eight scenarios (up to 128 hosts, 20 jobs)"),
         iterations(5, "iterations per job (default 5)"),
         option("--scale", type=float, default=500.0,
                help="packet level: link rates and phase bytes divided by this (default 500)"),
