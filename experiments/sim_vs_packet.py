@@ -21,8 +21,8 @@ packet runner places every job at once and schedules nothing).  Per scheme:
                    all jobs start at 0, none is queued)
    ==============  =====================================  ==========================
 
-   ``ideal`` (dedicated network) is fluid only: the packet runner has no dedicated-network
-   mode (it would take one ns-3 run per job).
+   ``ideal`` (dedicated network) runs every job alone on the fabric at packet level, one
+   ns-3 run per job, ``maxmin``.
 
 Profiles, both sides the same (issue 33's ``scale-to-nic`` rule, built here because the
 simulator does not have it yet): bytes per iteration kept, every communication phase of
@@ -75,13 +75,14 @@ TIE = 0.01
 
 #: scheme -> (packet sharing, routing override or None for the scenario's, held)
 PACKET_SCHEMES: dict[str, tuple[str, str | None, bool]] = {
+    "ideal": ("maxmin", None, False),  # each job alone: one ns-3 run per job
     "themis": ("maxmin", None, False),
     "themis+cassini": ("maxmin", None, True),
     "themis+mltcp": ("mltcp", None, False),
     "themis+crux": ("priority", "crux", False),
     "themis+defrag": ("maxmin", None, False),
 }
-SCHEMES = ("ideal", *PACKET_SCHEMES)
+SCHEMES = tuple(PACKET_SCHEMES)
 MODELS = ("vgg16", "vgg11", "resnet50", "bert", "gpt2", "wideresnet101")
 
 
@@ -275,12 +276,6 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
         entry: dict[str, Any] = {"fluid_cpu_s": round(fluid_cpu, 3), "queued": queued,
                                  "jobs": {}}
         out["schemes"][scheme] = entry
-        if scheme not in PACKET_SCHEMES:
-            for jid, r in records.items():
-                entry["jobs"][jid] = {"fluid_s": r.mean_iteration_s,
-                                      "dedicated_s": r.dedicated_iteration_s}
-            run.save(report)
-            continue
         sharing, routing, held = PACKET_SCHEMES[scheme]
         migrated = sorted(j for j, r in records.items() if r.migrations)
         entry["migrated"] = migrated
@@ -299,17 +294,14 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
         ]
         progress(f"{scenario.name} {scheme}: packet ({sharing})")
         t0 = time.process_time()
-        _, results = simulate(
-            cluster,
-            pjobs,
-            sharing=sharing,
-            routing=routing or scenario.routing,
-            seed=args.seed,
-            scale=args.scale,
-            # the fluid run's own Crux levels (its max-k-cut compression included)
-            levels={j: r.priority_level for j, r in records.items()}
-            if sharing == "priority" else None,
-        )
+        kw: dict[str, Any] = {"sharing": sharing, "routing": routing or scenario.routing,
+                              "seed": args.seed, "scale": args.scale}
+        if sharing == "priority":  # the fluid run's own Crux levels (max-k-cut included)
+            kw["levels"] = {j: r.priority_level for j, r in records.items()}
+        if scheme == "ideal":  # a dedicated network: every job alone on the fabric
+            results = [simulate(cluster, [pj], **kw)[1][0] for pj in pjobs]
+        else:
+            _, results = simulate(cluster, pjobs, **kw)
         entry["packet_cpu_s"] = round(time.process_time() - t0, 3)
         entry["packet_sharing"] = sharing
         for pr in results:

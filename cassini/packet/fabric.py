@@ -36,8 +36,10 @@ MIN_RTO_MS = 10
 #: a host's own queue disc never overflows (Linux hosts hold packets back in the socket,
 #: TCP small queues, rather than drop them at their own NIC; ns-3 has no such
 #: back-pressure): more packets than all its sockets' buffers can hold.  It is FqCoDel,
-#: Linux's default, for every mechanism (CoDel still drops or marks there)
-#: so that a ring hop's ACKs do not wait behind the reverse hop's data at the NIC.
+#: Linux's default (CoDel still drops or marks there), so that a ring hop's ACKs do not
+#: wait behind the reverse hop's data at the NIC; under ``priority`` it is the same
+#: strict bands as the switches (ACKs, DSCP 0, go first), as the fluid model serves
+#: jobs' priority classes on server links too.
 HOST_QUEUE_PACKETS = 1 << 16
 #: bytes of a full segment on the wire (1448 + TCP/IP headers with timestamps + PPP)
 WIRE_BYTES = 1502
@@ -119,7 +121,9 @@ def build(plan: PacketPlan, mechanism: str, settings: FabricSettings) -> Fabric:
         devices = p2p.Install(nodes[lower], nodes[upper])
         for k, node in enumerate((lower, upper)):
             one = ns.NetDeviceContainer(devices.Get(k))
-            if node.startswith("host"):
+            if node.startswith("host") and qdisc == "prio":  # strict bands at the NIC too
+                cpp.InstallQueueDisc(one, "prio", 0, HOST_QUEUE_PACKETS, settings.bands, 0.0)
+            elif node.startswith("host"):
                 cpp.InstallQueueDisc(one, "host", 0, HOST_QUEUE_PACKETS, 1, host_ce_us)
             else:
                 cpp.InstallQueueDisc(
