@@ -207,7 +207,8 @@ def simulate(
             sink_helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
             sink_helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
             src = built.nodes[f"host{hop.src}"]
-            driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, bands.get(job.job_id, 0))
+            dscp = bands[job.job_id] + 1 if bands else 0  # band 0: ACKs (see fabric)
+            driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, dscp)
             port += 1
             if port > 65000:
                 raise InputError("jobs", "more than 55000 ring hops")
