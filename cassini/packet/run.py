@@ -207,7 +207,8 @@ def simulate(
             sink_helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
             sink_helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
             src = built.nodes[f"host{hop.src}"]
-            dscp = bands[job.job_id] + 1 if bands else 0  # band 0: ACKs (see fabric)
+            # band 0 holds the ACKs (see fabric): a job's level l is sent as DSCP l + 1
+            dscp = bands.get(job.job_id, 0) + 1 if sharing == "priority" else 0
             driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, dscp)
             port += 1
             if port > 65000:
