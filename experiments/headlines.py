@@ -318,6 +318,21 @@ def sim_fidelity(stdout: str, out: Path) -> Values:
     }
 
 
+
+def sim_vs_packet(stdout: str, out: Path) -> Values:
+    """Fluid vs packet level over every scenario run: the worst scheme's
+    |fluid ÷ packet − 1| of mean slowdown, the smallest share of jobs within 20 %, and
+    the scheme pairs the two models rank differently (issue 33 §2)."""
+    scenarios = read_json(out / "results.json")["scenarios"]
+    verdicts = [s["verdict"] for s in scenarios.values() if "verdict" in s]
+    if not verdicts:
+        raise ValueError("results.json: no scenario finished")
+    return {
+        "worst_scheme": max(v["worst_scheme_error"] for v in verdicts),
+        "jobs_within": min(v["jobs_within_20pc_share"] for v in verdicts),
+        "discordant": float(sum(v["discordant_pairs"] for v in verdicts)),
+    }
+
 # --- the table ------------------------------------------------------------------------
 
 PY = "python"
@@ -427,6 +442,17 @@ HEADLINES: tuple[Headline, ...] = (
         (m("share_within", "rows within 10 %"), m("worst", "worst |sim ÷ testbed − 1|")),
         Target("share_within", ">=", 1.0),
         True,
+    ),
+    Headline(
+        "sim_vs_packet",
+        "fluid model vs ns-3 packet level (quick scenarios): worst scheme's mean slowdown error",
+        (PY, "-m", "experiments.sim_vs_packet", "--out", "{out}"),
+        1,  # both models are deterministic for a seed: repeats differ in CPU time only
+        sim_vs_packet,
+        (m("worst_scheme", "worst |fluid ÷ packet − 1|"), m("jobs_within", "jobs within 20 %"),
+         m("discordant", "discordant scheme pairs")),
+        Target("worst_scheme", "<=", 0.10),
+        False,
     ),
     Headline(
         "mltcp_overhead",

@@ -15,13 +15,14 @@ packet runner places every job at once and schedules nothing).  Per scheme:
    themis+cassini  ``maxmin``, every job held to its      the scenario's
                    fluid shift and period (held slots)
    themis+mltcp    ``mltcp`` (DCTCP + MLTCP in ns-3)      the scenario's
-   themis+crux     ``priority`` (8 DSCP bands)            crux
+   themis+crux     ``priority`` (the fluid run's Crux     crux
+                   levels as DSCP bands)
    themis+defrag   ``maxmin`` (no migration happens:      the scenario's
                    all jobs start at 0, none is queued)
    ==============  =====================================  ==========================
 
-   ``ideal`` (dedicated network) is fluid only: the packet runner has no dedicated-network
-   mode (it would take one ns-3 run per job).
+   ``ideal`` (dedicated network) runs every job alone on the fabric at packet level, one
+   ns-3 run per job, ``maxmin``.
 
 Profiles, both sides the same (issue 33's ``scale-to-nic`` rule, built here because the
 simulator does not have it yet): bytes per iteration kept, every communication phase of
@@ -74,13 +75,14 @@ TIE = 0.01
 
 #: scheme -> (packet sharing, routing override or None for the scenario's, held)
 PACKET_SCHEMES: dict[str, tuple[str, str | None, bool]] = {
+    "ideal": ("maxmin", None, False),  # each job alone: one ns-3 run per job
     "themis": ("maxmin", None, False),
     "themis+cassini": ("maxmin", None, True),
     "themis+mltcp": ("mltcp", None, False),
     "themis+crux": ("priority", "crux", False),
     "themis+defrag": ("maxmin", None, False),
 }
-SCHEMES = ("ideal", *PACKET_SCHEMES)
+SCHEMES = tuple(PACKET_SCHEMES)
 MODELS = ("vgg16", "vgg11", "resnet50", "bert", "gpt2", "wideresnet101")
 
 
@@ -191,11 +193,21 @@ SCENARIOS = (
              (8, 16, 32), note="16 racks x 4 servers x 4 GPUs, 4:1, 2 spines, ECMP"),
     Scenario("three-tier", lambda: Cluster(8, 4, 4, 50e9, 2.0, racks_per_pod=4), "single", 12,
              (8, 16, 32), note="8 racks x 4 servers x 4 GPUs, 2 pods, 2:1 (even racks)"),
+    Scenario("three-tier-uneven", lambda: _host_table("uneven_three_tier.csv"), "single", 12,
+             (8, 12, 20), note="host table: 2 pods, racks of 6/2/4/3 and 5/2/3/7 servers x 4 "
+             "GPUs, 2:1 at ToRs and pods"),
     Scenario("priority-heavy", lambda: Cluster(8, 4, 2, 50e9, 4.0, spines=2), "ecmp", 16,
              (4, 8), note="16 small jobs on 32 hosts x 2 GPUs, 4:1, 2 spines"),
     Scenario("two-tier-128", lambda: Cluster(16, 8, 4, 50e9, 2.0, spines=4), "ecmp", 20,
              (16, 32, 64), note="16 racks x 8 servers x 4 GPUs, 2:1, 4 spines, ECMP"),
 )
+
+
+def _host_table(name: str) -> Topology:
+    """A host table of ``experiments/configs`` as a fabric."""
+    from cassini.sim.topologies.hosts import read_host_table
+
+    return read_host_table(Path(__file__).resolve().parent / "configs" / name)
 
 
 def job_specs(scenario: Scenario, iterations: int, total_gpus: int, seed: int) -> list[JobSpec]:
@@ -264,12 +276,6 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
         entry: dict[str, Any] = {"fluid_cpu_s": round(fluid_cpu, 3), "queued": queued,
                                  "jobs": {}}
         out["schemes"][scheme] = entry
-        if scheme not in PACKET_SCHEMES:
-            for jid, r in records.items():
-                entry["jobs"][jid] = {"fluid_s": r.mean_iteration_s,
-                                      "dedicated_s": r.dedicated_iteration_s}
-            run.save(report)
-            continue
         sharing, routing, held = PACKET_SCHEMES[scheme]
         migrated = sorted(j for j, r in records.items() if r.migrations)
         entry["migrated"] = migrated
@@ -288,14 +294,14 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
         ]
         progress(f"{scenario.name} {scheme}: packet ({sharing})")
         t0 = time.process_time()
-        _, results = simulate(
-            cluster,
-            pjobs,
-            sharing=sharing,
-            routing=routing or scenario.routing,
-            seed=args.seed,
-            scale=args.scale,
-        )
+        kw: dict[str, Any] = {"sharing": sharing, "routing": routing or scenario.routing,
+                              "seed": args.seed, "scale": args.scale}
+        if sharing == "priority":  # the fluid run's own Crux levels (max-k-cut included)
+            kw["levels"] = {j: r.priority_level for j, r in records.items()}
+        if scheme == "ideal":  # a dedicated network: every job alone on the fabric
+            results = [simulate(cluster, [pj], **kw)[1][0] for pj in pjobs]
+        else:
+            _, results = simulate(cluster, pjobs, **kw)
         entry["packet_cpu_s"] = round(time.process_time() - t0, 3)
         entry["packet_sharing"] = sharing
         for pr in results:
@@ -426,7 +432,7 @@ EXPERIMENT = Experiment(
     __doc__,
     run_experiment,
     options=(
-        full("all six scenarios (up to 128 hosts, 24 jobs)"),
+        full("all eight scenarios (up to 128 hosts, 20 jobs)"),
         iterations(5, "iterations per job (default 5)"),
         option("--scale", type=float, default=500.0,
                help="packet level: link rates and phase bytes divided by this (default 500)"),

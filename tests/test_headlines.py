@@ -230,6 +230,14 @@ def test_extractors_compute_the_same_process_ratios(tmp_path):
     assert got == {"cassini": 1.1, "same_start": 1.3, "vs_same_start": 0.85}
     with pytest.raises(ValueError, match="no results file"):
         headlines.cassini_repeats_file("missing")("", tmp_path)
+    verdicts = {"a": {"worst_scheme_error": 0.06, "jobs_within_20pc_share": 1.0,
+                      "discordant_pairs": 0},
+                "b": {"worst_scheme_error": 0.04, "jobs_within_20pc_share": 0.75,
+                      "discordant_pairs": 2}}  # fmt: skip
+    scenarios = {k: {"verdict": v} for k, v in verdicts.items()} | {"c": {"schemes": {}}}
+    (tmp_path / "results.json").write_text(json.dumps({"scenarios": scenarios}))
+    got = headlines.sim_vs_packet("", tmp_path)
+    assert got == {"worst_scheme": 0.06, "jobs_within": 0.75, "discordant": 2.0}
 
 
 def test_history_entry_names_each_figure_and_its_busy_runs():

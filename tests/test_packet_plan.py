@@ -119,3 +119,32 @@ def test_placement_takes_trace_hosts_else_packs_and_refuses_what_does_not_fit():
     assert len({topo.rack_of(s) for s in servers["p"]}) == 2  # packed: fewest racks
     with pytest.raises(InputError, match=r"jobs\.big: 200 GPUs do not fit"):
         place(topo, [*specs, JobSpec("big", 2.0, 200, 5, "vgg16")])
+
+
+REFUSED = """cluster: {racks: RACKS, servers_per_rack: 8, gpus_per_server: 8}
+workload: {trace: trace.csv}
+schedulers: [themis]
+network: packet
+"""
+
+
+@pytest.mark.parametrize(
+    ("racks", "wheel", "field", "message"),
+    [
+        (17, True, "cluster", "too large for packet level (136 hosts, at most 128)"),
+        (2, False, "network", "needs the [packet] extra"),
+    ],
+)
+def test_simulator_refuses_what_packet_level_cannot_run(
+    tmp_path, capsys, monkeypatch, racks, wheel, field, message
+):
+    """``network: packet`` in a simulator config: a cluster over 128 hosts, or no ns-3
+    wheel, exits 2 naming the field (before any ns-3 is loaded)."""
+    from cassini.cli import main
+
+    monkeypatch.setattr(ns3env, "available", lambda: wheel)
+    (tmp_path / "trace.csv").write_text("job_id,arrival_s,gpus,iterations,model\na,0,16,2,vgg16\n")
+    (tmp_path / "cfg.yaml").write_text(REFUSED.replace("RACKS", str(racks)))
+    assert main(["sim", "run", str(tmp_path / "cfg.yaml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert field in err and message in err

@@ -181,7 +181,13 @@ def small_jobs(n: int):
     return cluster, jobs, library
 
 
-@pytest.mark.parametrize("network", sorted(NETWORKS))
+#: the fluid models; ``packet`` (ns-3, each window a packet-level run) has its own case in
+#: tests/test_packet_run.py: its phases run at line rate, not at the profiles' measured
+#: rates, so a job there can beat its profile's period and ``ideal`` is measured, not given
+FLUID_NETWORKS = sorted(set(NETWORKS) - {"packet"})
+
+
+@pytest.mark.parametrize("network", FLUID_NETWORKS)
 @pytest.mark.parametrize("scheduler", ["themis", "themis+cassini", "themis+crux+mltcp"])
 def test_every_network_model_runs_every_job_through_the_seam(network, scheduler) -> None:
     """Each model behind the engine's one seam finishes every job once, never faster

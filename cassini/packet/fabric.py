@@ -36,8 +36,10 @@ MIN_RTO_MS = 10
 #: a host's own queue disc never overflows (Linux hosts hold packets back in the socket,
 #: TCP small queues, rather than drop them at their own NIC; ns-3 has no such
 #: back-pressure): more packets than all its sockets' buffers can hold.  It is FqCoDel,
-#: Linux's default, for every mechanism (CoDel still drops or marks there)
-#: so that a ring hop's ACKs do not wait behind the reverse hop's data at the NIC.
+#: Linux's default (CoDel still drops or marks there), so that a ring hop's ACKs do not
+#: wait behind the reverse hop's data at the NIC; under ``priority`` it is the
+#: switches' strict bands (the fluid model serves jobs' priority classes on server
+#: links too), ACKs in a band above every job's.
 HOST_QUEUE_PACKETS = 1 << 16
 #: bytes of a full segment on the wire (1448 + TCP/IP headers with timestamps + PPP)
 WIRE_BYTES = 1502
@@ -46,7 +48,8 @@ WIRE_BYTES = 1502
 @dataclass(frozen=True)
 class FabricSettings:
     """Queue and link settings: ``ecn_k`` marking threshold (packets) of the RED queue
-    discs, ``limit`` packets per queue, ``bands`` of the priority queue disc,
+    discs, ``limit`` packets per queue, ``bands`` job levels of the priority queue disc
+    (which has one more, above them, for ACKs),
     ``delay_us`` propagation delay per link (microseconds)."""
 
     ecn_k: int = 20
@@ -119,12 +122,15 @@ def build(plan: PacketPlan, mechanism: str, settings: FabricSettings) -> Fabric:
         devices = p2p.Install(nodes[lower], nodes[upper])
         for k, node in enumerate((lower, upper)):
             one = ns.NetDeviceContainer(devices.Get(k))
-            if node.startswith("host"):
+            # prio: band 0 for what no job marks (ACKs: the sinks send DSCP 0), then one
+            # band per job level (DSCP = level + 1)
+            bands = settings.bands + 1 if qdisc == "prio" else settings.bands
+            if node.startswith("host") and qdisc == "prio":  # strict bands at the NIC too
+                cpp.InstallQueueDisc(one, "prio", 0, HOST_QUEUE_PACKETS, bands, 0.0)
+            elif node.startswith("host"):
                 cpp.InstallQueueDisc(one, "host", 0, HOST_QUEUE_PACKETS, 1, host_ce_us)
             else:
-                cpp.InstallQueueDisc(
-                    one, qdisc, settings.ecn_k, settings.limit, settings.bands, 0.0
-                )
+                cpp.InstallQueueDisc(one, qdisc, settings.ecn_k, settings.limit, bands, 0.0)
         if lower.startswith("host"):
             net = host_address(int(lower[4:])) & ~0xFF
             addrs, mask = (net | 1, net | 254), "255.255.255.0"

@@ -178,13 +178,15 @@ def plan(
     routing: str = "single",
     seed: int = 0,
     peaks_bps: Mapping[str, float] | None = None,
+    path_index: Mapping[str, int] | None = None,
 ) -> PacketPlan:
     """The packet-level plan of jobs (id -> servers, in job order) on ``cluster``.
 
     ``routing`` picks each job's path index as the fluid model does: ``single`` 0,
     ``ecmp`` the seeded hash of the job id, ``crux`` the least-loaded choice in
-    descending ``peaks_bps`` (the jobs' intensity order).  ``scale`` > 0 divides every
-    link's rate."""
+    descending ``peaks_bps`` (the jobs' intensity order); ``path_index`` given (job id ->
+    index, e.g. the simulator's own choice for each running job) overrides ``routing``.
+    ``scale`` > 0 divides every link's rate."""
     if not scale > 0:
         raise InputError("scale", f"must be > 0, got {scale!r}")
     if routing not in ROUTINGS:
@@ -195,7 +197,9 @@ def plan(
         for s in sv:
             if not 0 <= s < topo.servers:
                 raise InputError(f"jobs.{j}", f"no server {s} (cluster has {topo.servers})")
-    if routing == "ecmp":
+    if path_index is not None:
+        index = {j: int(path_index.get(j, 0)) for j in placements}
+    elif routing == "ecmp":
         index = {j: ecmp_spine(j, seed, path_count(topo, racks[j])) for j in placements}
     elif routing == "crux":
         peaks = peaks_bps or {}

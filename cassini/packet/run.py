@@ -144,10 +144,15 @@ def simulate(
     settings: FabricSettings = DEFAULT_SETTINGS,
     mltcp: MltcpParams = DEFAULT_MLTCP,
     horizon_s: float | None = None,
+    path_index: Mapping[str, int] | None = None,
+    levels: Mapping[str, int] | None = None,
 ) -> tuple[PacketPlan, list[JobResult]]:
     """Run ``jobs`` on ``cluster`` in ns-3 under ``sharing`` (fifo, maxmin, dctcp, mltcp,
     priority) and ``routing`` (single, ecmp, crux); returns the plan and every job's
-    iteration times (seconds).  ``horizon_s`` (simulated seconds) stops a run early."""
+    iteration times (seconds).  ``horizon_s`` (simulated seconds) stops a run early.
+    ``path_index`` (job id -> path index) overrides ``routing``'s choice; ``levels`` (job
+    id -> priority class, 0 first) overrides the band rule of :func:`priorities`, each
+    level past the last band served in the last."""
     if sharing not in MECHANISMS:
         raise InputError("sharing", f"must be one of {', '.join(MECHANISMS)}, got {sharing!r}")
     from cassini.packet import fabric, mltcp_cc, native
@@ -163,11 +168,16 @@ def simulate(
         routing=routing,
         seed=seed,
         peaks_bps=peaks,
+        path_index=path_index,
     )
     ns = load_ns()
     cpp = native.define()
     built = fabric.build(the_plan, sharing, settings)
-    bands = priorities(jobs, topo, settings.bands) if sharing == "priority" else {}
+    bands: dict[str, int] = {}
+    if sharing == "priority":
+        bands = priorities(jobs, topo, settings.bands)
+        if levels is not None:
+            bands = {j.job_id: min(int(levels.get(j.job_id, 0)), settings.bands - 1) for j in jobs}
     null_cc = ns.Ptr[ns.TcpCongestionOps]()
     drivers = []
     port = FIRST_PORT
@@ -197,7 +207,9 @@ def simulate(
             sink_helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
             sink_helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
             src = built.nodes[f"host{hop.src}"]
-            driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, bands.get(job.job_id, 0))
+            # band 0 holds the ACKs (see fabric): a job's level l is sent as DSCP l + 1
+            dscp = bands.get(job.job_id, 0) + 1 if sharing == "priority" else 0
+            driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, dscp)
             port += 1
             if port > 65000:
                 raise InputError("jobs", "more than 55000 ring hops")

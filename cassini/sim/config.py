@@ -19,7 +19,7 @@
     priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
     mltcp: {slope: 2.0, intercept: 1.0, scale_cut: true}    # as mltcp.policy.MltcpParams
     defrag: {migration_s: 9, cooldown_s: 300}  # seconds per migrated worker; cooldown
-    network: windows                 # windows (default) | continuous (large clusters)
+    network: windows                 # windows (default) | continuous (large) | packet (ns-3)
     candidates: 10                   # placements per job (paper: up to 10)
     seed: 0
     precision_deg: 5

@@ -102,8 +102,10 @@ class Simulation(Routes):
         self.priority_cut = {"total": 0.0, "max_k_cut": 0.0, "bands": 0.0}
         self._cross_rack: frozenset[str] = frozenset()
         #: the network model (``options.network``; ``ideal`` runs the window model,
-        #: which gives every job its dedicated pace)
-        network = "windows" if self.scheduler.dedicated_network else options.network
+        #: which gives every job its dedicated pace, or at packet level each job alone)
+        network = options.network
+        if self.scheduler.dedicated_network and network != "packet":
+            network = "windows"
         self.net: NetworkModel = NETWORKS[network](self)
         self._history: dict[str, tuple[list[tuple[tuple[float, ...], float]], float]] = {}
 

@@ -21,7 +21,8 @@ class SimOptions:
     links re-simulated from its start-time phases for a few of its longest iterations at
     every change of the group) or ``continuous`` (every job that shares a link stepped
     through simulated time once, its phases kept across changes; for large clusters,
-    see :mod:`cassini.sim.network.flowstate`)."""
+    see :mod:`cassini.sim.network.flowstate`) or ``packet`` (the window rule, each window
+    run in ns-3: :mod:`cassini.sim.network.packet`)."""
 
     routing: str = "single"
     priority_levels: int = 8
@@ -32,4 +33,4 @@ class SimOptions:
 
 
 #: the network models a run can use (``SimOptions.network``)
-NETWORK_MODELS = ("windows", "continuous")
+NETWORK_MODELS = ("windows", "continuous", "packet")

@@ -10,6 +10,7 @@ import numpy as np
 
 from cassini.sim.network.continuous import ContinuousNetwork
 from cassini.sim.network.flows import Cycle, FlowJob, NetworkResult, cycle_of
+from cassini.sim.network.packet import PacketNetwork
 from cassini.sim.network.windows import WindowNetwork
 
 if TYPE_CHECKING:
@@ -82,4 +83,5 @@ class NetworkModel(Protocol):
 NETWORKS: dict[str, Callable[[ClusterState], NetworkModel]] = {
     "windows": WindowNetwork,
     "continuous": ContinuousNetwork,
+    "packet": PacketNetwork,
 }
