@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cassini.sim.network import jitloop
+from cassini.sim.network import rates
 from cassini.sim.network.flows import Cycle
-from cassini.sim.network.jitloop import _crosses, _jit, _join, _leave, _mark
-from cassini.sim.network.jitloop import _solve_set as _solve_window_set
+from cassini.sim.network.rates import _crosses, _jit, _join, _leave, _mark
+from cassini.sim.network.rates import _solve_set as _solve_window_set
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
 _EPS = 1e-12
@@ -38,7 +38,7 @@ _IDLE, _WAIT, _GAP, _SEND = -1, 0, 1, 2
 #: why :meth:`FlowState.advance` returned
 REACHED, FINISHED, FULL, SLOW = 0, 1, 2, 3
 
-AVAILABLE = jitloop.AVAILABLE
+AVAILABLE = rates.AVAILABLE
 
 
 def cycle_position(cycle: Cycle, pos_s: float) -> tuple[int, int, float]:
@@ -74,7 +74,7 @@ def position_of(cycle: Cycle, mode: int, phase: int, remaining: float) -> float:
 
 
 #: the most sending flows re-solved together: a set connected through full links that
-#: is larger is re-solved around the change only (:func:`cassini.sim.network.jitloop._component`)
+#: is larger is re-solved around the change only (:func:`cassini.sim.network.rates._component`)
 LOCAL_SET_FLOWS = 16
 
 
@@ -94,7 +94,7 @@ def _flip(x, now_over, t, link_state):
 @_jit
 def _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, steps):
     """Rates of the set of sending flows connected to job ``s`` through full links, cut
-    at the :data:`LOCAL_SET_FLOWS` nearest ``s`` (:func:`cassini.sim.network.jitloop._solve_set`),
+    at the :data:`LOCAL_SET_FLOWS` nearest ``s`` (:func:`cassini.sim.network.rates._solve_set`),
     labelled ``label`` and left in ``flow_sets[1][:k]``; under MLTCP each member's F is
     due again once it has sent ``1 / steps`` of its iteration's bits more (its
     ``remaining`` bits then are ``reweight``).  Returns ``k``."""
