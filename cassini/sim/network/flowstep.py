@@ -313,8 +313,7 @@ def _advance(
     per_iteration, tail, last_busy, reweight); per link ``link_state`` = (load, members,
     over, over_since, excess).  Each completed cycle writes (slot, cycle seconds, busy
     seconds) to ``out_*``; a job ends ``tail`` seconds after its ``target``-th cycle.
-    Returns (t reached, events, why, cycles written, whether flows started or stopped
-    at ``t`` without their sets re-solved yet: the next call must re-solve)."""
+    Returns (t reached, events, why, cycles written, whether the next call must re-solve)."""
     mode, phase, classes = ints[0], ints[1], ints[6]
     until, remaining, demand, got = floats[0], floats[1], floats[5], floats[6]
     weight, per_iteration, reweight = floats[7], floats[8], floats[11]

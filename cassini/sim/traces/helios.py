@@ -34,10 +34,10 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "helios"
 SOURCE = "S-Lab-System-Group/HeliosData: data/<cluster>/cluster_log.csv"

@@ -51,11 +51,11 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
     merge_hosts,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "lingjun"
 SOURCE = "alibaba/alibaba-lingjun-dataset-2023: data/job.csv, data/worker.csv"

@@ -19,11 +19,10 @@ from cassini.sim.traces.common import (
     Row,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
-    json_records,
 )
+from cassini.sim.traces.files import csv_rows, json_records
 
 NAME = "csv"
 SOURCE = "this project (cassini sim trace / trace convert)"

@@ -51,11 +51,11 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
     merge_hosts,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "pai2020"
 SOURCE = "alibaba/clusterdata: cluster-trace-gpu-v2020/data (pai_job_table, pai_task_table)"

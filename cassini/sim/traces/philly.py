@@ -41,10 +41,10 @@ from cassini.sim.traces.common import (
     collect,
     finish,
     iterations_for,
-    json_records,
     merge_hosts,
     parse_time,
 )
+from cassini.sim.traces.files import json_records
 
 NAME = "philly"
 SOURCE = "msr-fiddle/philly-traces: trace-data.tar.gz, cluster_job_log"

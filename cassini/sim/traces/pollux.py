@@ -34,9 +34,9 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "pollux"
 SOURCE = "petuum/adaptdl: simulator/workloads/workload-<n>.csv"

@@ -35,10 +35,10 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "tiresias"
 SOURCE = "SymbioticLab/Tiresias: simulator/<n>_job.csv"
