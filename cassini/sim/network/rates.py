@@ -1,9 +1,5 @@
 """The one rates kernel of the compiled network models: which sending flows meet on full
-links, and their weighted max-min fair rates by progressive filling, class by class.
-
-Compiled with numba where it is installed (``cache=True``: machine code kept in
-``__pycache__``), plain Python otherwise.  Pure logic: no I/O.
-"""
+links, and their weighted max-min fair rates by progressive filling, class by class."""
 
 from __future__ import annotations
 

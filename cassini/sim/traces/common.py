@@ -1,17 +1,5 @@
 """What every trace reader shares: rows that know their file, line and column; the error
-that names them; the seeded model rule; durations turned into iterations.
-
-A reader turns a published trace into :class:`~cassini.sim.jobspec.JobSpec` objects.
-Two kinds of rows do not become jobs, and both are counted:
-
-* **bad rows** — malformed (a number that is not one, a time that does not parse, a
-  missing cell): a :class:`BadRow` naming ``file:line:column`` and the field.  With
-  ``strict`` (the default) the first one raises; otherwise each is kept in
-  :attr:`TraceRead.bad` and reported.
-* **skipped rows** — well formed but not a GPU training job we can replay (no GPUs, never
-  ran, still running): counted by reason in :attr:`TraceRead.skipped`, each rule
-  documented in its reader.
-"""
+that names them; the seeded model rule; durations turned into iterations."""
 
 from __future__ import annotations
 
