@@ -147,38 +147,33 @@ def _next_dt(t, t_goal, step, lazy, mode, remaining, got, until, reweight):
 
 
 @_jit
-def _run_phase(i, dt, n_changed, lazy, arrays, marks, link_state, net):
-    """Job ``i`` computes or sends for ``dt`` seconds: a gap ending starts its phase's
-    flow, a phase ending stops it and moves to the next gap.  Returns (the count of
-    changed flows, whether its cycle ended)."""
-    gaps, bits, peak, ints, floats = arrays
+def _start_phase(i, n_changed, arrays, marks, link_state, net):
+    """Job ``i``'s gap ended: its phase's flow starts (joins its links at its peak
+    demand).  Returns the count of changed flows."""
+    bits, peak, ints, floats = arrays[1], arrays[2], arrays[3], arrays[4]
+    mode, phase = ints[0], ints[1]
+    remaining, demand, got = floats[1], floats[5], floats[6]
+    mode[i] = _SEND
+    remaining[i] = bits[i, phase[i]]
+    d = peak[i, phase[i]]
+    demand[i] = d
+    got[i] = d
+    _join(i, d, net[0], net[1], link_state[1], link_state[0])
+    return _mark(i, marks[1], marks[0], n_changed)
+
+
+@_jit
+def _stop_phase(i, n_changed, arrays, marks, link_state, net):
+    """Job ``i`` sent its phase: its flow leaves its links and it moves to its next
+    gap.  Returns (the count of changed flows, whether its cycle ended)."""
+    gaps, ints, floats = arrays[0], arrays[3], arrays[4]
     mode, phase, n_phases = ints[0], ints[1], ints[2]
-    remaining, demand, got, reweight = floats[1], floats[5], floats[6], floats[11]
-    load, members = link_state[0], link_state[1]
-    link_ptr, link_idx = net[0], net[1]
-    changed, in_changed = marks
-    if mode[i] == _GAP:
-        remaining[i] -= dt
-        if remaining[i] <= _EPS:
-            mode[i] = _SEND
-            remaining[i] = bits[i, phase[i]]
-            d = peak[i, phase[i]]
-            demand[i] = d
-            got[i] = d
-            _join(i, d, link_ptr, link_idx, members, load)
-            n_changed = _mark(i, in_changed, changed, n_changed)
-        return n_changed, False
-    remaining[i] -= got[i] * dt
-    if lazy and remaining[i] <= reweight[i] + 1e-9 * bits[i, phase[i]]:
-        reweight[i] = -math.inf  # its weight is due: re-solve its set
-        n_changed = _mark(i, in_changed, changed, n_changed)
-    if remaining[i] > 1e-9 * bits[i, phase[i]]:
-        return n_changed, False
-    d = demand[i]  # stop sending
+    remaining, demand, got = floats[1], floats[5], floats[6]
+    d = demand[i]
     got[i] = 0.0
     demand[i] = 0.0
-    _leave(i, d, link_ptr, link_idx, members, load)
-    n_changed = _mark(i, in_changed, changed, n_changed)
+    _leave(i, d, net[0], net[1], link_state[1], link_state[0])
+    n_changed = _mark(i, marks[1], marks[0], n_changed)
     if phase[i] + 1 < n_phases[i]:
         phase[i] += 1
         mode[i] = _GAP
@@ -258,20 +253,31 @@ def _step_jobs(
 ):
     """Move every job on by ``dt`` to ``t``.  Returns (changed flows, cycles written,
     why: ``FINISHED`` when a job completed its last cycle)."""
-    gaps, ints, floats = arrays[0], arrays[3], arrays[4]
-    mode, count, target = ints[0], ints[4], ints[5]
-    until = floats[0]
-    for i in range(mode.shape[0]):
+    gaps, bits, ints, floats = arrays[0], arrays[1], arrays[3], arrays[4]
+    mode, phase, count, target = ints[0], ints[1], ints[4], ints[5]
+    until, remaining, got, reweight = floats[0], floats[1], floats[6], floats[11]
+    changed, in_changed = marks
+    for i in range(mode.shape[0]):  # the common steps inline, the transitions called
         m = mode[i]
         if m == _IDLE:
             continue
         begin = False
+        end = False
         if m == _WAIT:
             begin = until[i] <= t + _EPS
+        elif m == _GAP:
+            remaining[i] -= dt
+            if remaining[i] <= _EPS:
+                n_changed = _start_phase(i, n_changed, arrays, marks, link_state, net)
         else:
-            n_changed, end = _run_phase(i, dt, n_changed, lazy, arrays, marks, link_state, net)
-            if end:
-                begin, written, why = _end_cycle(i, t, tolerance, written, why, ints, floats, out)
+            remaining[i] -= got[i] * dt
+            if lazy and remaining[i] <= reweight[i] + 1e-9 * bits[i, phase[i]]:
+                reweight[i] = -math.inf  # its weight is due: re-solve its set
+                n_changed = _mark(i, in_changed, changed, n_changed)
+            if remaining[i] <= 1e-9 * bits[i, phase[i]]:
+                n_changed, end = _stop_phase(i, n_changed, arrays, marks, link_state, net)
+        if end:
+            begin, written, why = _end_cycle(i, t, tolerance, written, why, ints, floats, out)
         if begin and count[i] >= target[i]:
             mode[i] = _IDLE
             why = FINISHED
