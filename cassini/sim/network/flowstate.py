@@ -319,31 +319,19 @@ class FlowState:
         out_job = np.zeros(room, np.int64)
         out_time = np.zeros(room)
         out_busy = np.zeros(room)
-        t, events, why, written, pending = _advance(
-            self.t,
-            float(t_goal),
-            self.ints,
-            self.floats,
-            self.gaps,
-            self.bits,
-            self.peak,
-            self.sent_before,
-            self.links2d,
-            self.caps,
-            self.link_state,
-            self._csr[0],
-            self._csr[1],
-            self.rule,
+        tables = (self.gaps, self.bits, self.peak, self.sent_before, self.links2d, self.caps)
+        knobs = (
             self.mltcp_steps,
             self.mltcp_every_event,
             self.tolerance,
-            self._dirty,
             self.max_events,
-            out_job,
-            out_time,
-            out_busy,
-            self._n,
+            self._dirty,
         )
+        out = (out_job, out_time, out_busy)
+        t, events, why, written, pending = _advance(
+            self.t, float(t_goal), self.ints, self.floats, tables, self.link_state, self._csr,
+            self.rule, knobs, out, self._n
+        )  # fmt: skip
         self._dirty = bool(pending)
         self.t = float(t)
         self.events += int(events)

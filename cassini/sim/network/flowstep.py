@@ -248,94 +248,42 @@ def _begin_cycle(i, t, written, gaps, ints, floats, out):
 
 
 @_jit
-def _step_jobs(
-    t, dt, n_changed, written, why, lazy, tolerance, arrays, marks, link_state, net, out
-):
-    """Move every job on by ``dt`` to ``t``.  Returns (changed flows, cycles written,
-    why: ``FINISHED`` when a job completed its last cycle)."""
-    gaps, bits, ints, floats = arrays[0], arrays[1], arrays[3], arrays[4]
-    mode, phase, count, target = ints[0], ints[1], ints[4], ints[5]
-    until, remaining, got, reweight = floats[0], floats[1], floats[6], floats[11]
-    changed, in_changed = marks
-    for i in range(mode.shape[0]):  # the common steps inline, the transitions called
-        m = mode[i]
-        if m == _IDLE:
-            continue
-        begin = False
-        end = False
-        if m == _WAIT:
-            begin = until[i] <= t + _EPS
-        elif m == _GAP:
-            remaining[i] -= dt
-            if remaining[i] <= _EPS:
-                n_changed = _start_phase(i, n_changed, arrays, marks, link_state, net)
-        else:
-            remaining[i] -= got[i] * dt
-            if lazy and remaining[i] <= reweight[i] + 1e-9 * bits[i, phase[i]]:
-                reweight[i] = -math.inf  # its weight is due: re-solve its set
-                n_changed = _mark(i, in_changed, changed, n_changed)
-            if remaining[i] <= 1e-9 * bits[i, phase[i]]:
-                n_changed, end = _stop_phase(i, n_changed, arrays, marks, link_state, net)
-        if end:
-            begin, written, why = _end_cycle(i, t, tolerance, written, why, ints, floats, out)
-        if begin and count[i] >= target[i]:
-            mode[i] = _IDLE
-            why = FINISHED
-        elif begin:
-            written = _begin_cycle(i, t, written, gaps, ints, floats, out)
-    return n_changed, written, why
+def _settle(t, link_state):
+    """Count the excess seconds of links still over capacity up to ``t``, so the
+    caller can read them."""
+    over, over_since, excess = link_state[2], link_state[3], link_state[4]
+    for x in range(over.shape[0]):
+        if over[x]:
+            excess[x] += t - over_since[x]
+            over_since[x] = t
 
 
 @_jit
-def _advance(
-    state_t,
-    t_goal,
-    ints,
-    floats,
-    gaps,
-    bits,
-    peak,
-    sent_before,
-    links2d,
-    caps,
-    link_state,
-    link_jobs_ptr,
-    link_jobs,
-    rule,
-    mltcp_steps,
-    mltcp_every_event,
-    tolerance,
-    resolve_all,
-    max_events,
-    out_job,
-    out_time,
-    out_busy,
-    n_used,
-):
-    """Step the flow state from ``state_t`` to ``t_goal`` (absolute seconds), stopping
-    early at the end of a job's last cycle or when ``out_*`` is full.  Per-slot integer
-    state ``ints`` = (mode, phase, n_phases, slot, count, target, classes) and float
-    state ``floats`` = (until, remaining, anchor, grid, start_of, demand, got, weight,
-    per_iteration, tail, last_busy, reweight); per link ``link_state`` = (load, members,
-    over, over_since, excess).  Each completed cycle writes (slot, cycle seconds, busy
-    seconds) to ``out_*``; a job ends ``tail`` seconds after its ``target``-th cycle.
-    Returns (t reached, events, why, cycles written, whether the next call must re-solve)."""
-    mode, phase, classes = ints[0], ints[1], ints[6]
+def _advance(state_t, t_goal, ints, floats, tables, link_state, link_jobs, rule, knobs, out, n):
+    """Step the flow state from ``state_t`` to ``t_goal`` (absolute seconds) over its
+    first ``n`` slots, stopping early at the end of a job's last cycle or when ``out`` =
+    (job, cycle seconds, busy seconds) is full.  ``ints`` = (mode, phase, n_phases,
+    slot, count, target, classes), ``floats`` = (until, remaining, anchor, grid,
+    start_of, demand, got, weight, per_iteration, tail, last_busy, reweight), ``tables``
+    = (gaps, bits, peak, sent_before, links2d, caps), ``link_state`` = (load, members,
+    over, over_since, excess), ``knobs`` = (mltcp_steps, every_event, tolerance,
+    max_events, resolve_all).  Returns (t reached, events, why, cycles written, whether
+    the next call must re-solve).  The per-job step is inline: a call per job per event
+    cost the continuous run ~1.8x its time."""
+    gaps, bits, peak, sent_before, links2d, caps = tables
+    mltcp_steps, every_event, tolerance, max_events, resolve_all = knobs
+    mode, phase, count, target = ints[0], ints[1], ints[4], ints[5]
     until, remaining, demand, got = floats[0], floats[1], floats[5], floats[6]
-    weight, per_iteration, reweight = floats[7], floats[8], floats[11]
-    over, over_since, excess = link_state[2], link_state[3], link_state[4]
-    eager = rule[0] and mltcp_every_event  # every set re-solved at every event
-    lazy = rule[0] and not mltcp_every_event  # a set when a flow's weight is due
-    n = n_used  # slots beyond the high-water mark are free
-    n_links = caps.shape[0]
+    per_iteration, reweight = floats[8], floats[11]
+    eager, lazy = rule[0] and every_event, rule[0] and not every_event
     over_cap = caps * (1 + 1e-9)
-    net = (*_csr(links2d, n), link_jobs_ptr, link_jobs, caps, classes)
-    flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over)
-    ctx = (net, flow, _scratch(n, n_links), rule, reweight, mltcp_steps)
+    net = (*_csr(links2d, n), link_jobs[0], link_jobs[1], caps, ints[6])
+    flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, floats[7], got)
+    flow = (*flow, link_state[2])
+    ctx = (net, flow, _scratch(n, caps.shape[0]), rule, reweight, mltcp_steps)
     marks = (np.zeros(n, np.int64), np.zeros(n, np.bool_))
-    reach = (np.zeros(n_links, np.int64), np.zeros(n_links, np.bool_))
+    reach = (np.zeros(caps.shape[0], np.int64), np.zeros(caps.shape[0], np.bool_))
     arrays = (gaps, bits, peak, ints, floats)
-    out = (out_job, out_time, out_busy)
     label, t, events, written, why, n_changed = 0, state_t, 0, 0, REACHED, 0
     if resolve_all:  # the state was changed from outside: every link, every set
         label = _resolve_all(t, label, over_cap, link_state, ctx)
@@ -349,21 +297,36 @@ def _advance(
             label = _resolve_changed(t, label, n_changed, marks, reach, over_cap, link_state, ctx)
             n_changed = 0
         dt = _next_dt(t, t_goal, step, lazy, mode, remaining, got, until, reweight)
-        if t + dt >= t_goal:
-            dt = t_goal - t
-            t = t_goal
-        else:
-            t += dt
-        n_changed, written, why = _step_jobs(
-            t, dt, n_changed, written, why, lazy, tolerance, arrays, marks, link_state, net, out
-        )
+        t, dt = (t_goal, t_goal - t) if t + dt >= t_goal else (t + dt, dt)
+        for i in range(n):  # the common steps inline, the transitions called
+            m = mode[i]
+            if m == _IDLE:
+                continue
+            begin = end = False
+            if m == _WAIT:
+                begin = until[i] <= t + _EPS
+            elif m == _GAP:
+                remaining[i] -= dt
+                if remaining[i] <= _EPS:
+                    n_changed = _start_phase(i, n_changed, arrays, marks, link_state, net)
+            else:
+                remaining[i] -= got[i] * dt
+                if lazy and remaining[i] <= reweight[i] + 1e-9 * bits[i, phase[i]]:
+                    reweight[i] = -math.inf  # its weight is due: re-solve its set
+                    n_changed = _mark(i, marks[1], marks[0], n_changed)
+                if remaining[i] <= 1e-9 * bits[i, phase[i]]:
+                    n_changed, end = _stop_phase(i, n_changed, arrays, marks, link_state, net)
+            if end:
+                begin, written, why = _end_cycle(i, t, tolerance, written, why, ints, floats, out)
+            if begin and count[i] >= target[i]:
+                mode[i] = _IDLE
+                why = FINISHED
+            elif begin:
+                written = _begin_cycle(i, t, written, gaps, ints, floats, out)
         if why != REACHED:
             break
-        if written + n > out_job.shape[0]:
+        if written + n > out[0].shape[0]:
             why = FULL
             break
-    for x in range(n_links):  # excess up to now, so the caller can read it
-        if over[x]:
-            excess[x] += t - over_since[x]
-            over_since[x] = t
+    _settle(t, link_state)
     return t, events, why, written, n_changed > 0

@@ -126,87 +126,68 @@ def _open_class(flows, k, level, n_l, net, flow, scratch):
 
 
 @_jit
-def _lowest_level(flows, k, level, n_l, flow, scratch, classes):
-    """The lowest fair level (bits/s per unit weight) of this round: the smallest
-    share of a full link with open flows or demand over weight of an open flow."""
-    demand, weight = flow[6], flow[7]
-    fixed, _, rem, wload, n_open, level_of, links = scratch
-    low = math.inf
-    for b in range(n_l):
-        x = links[b]
-        if n_open[x] > 0:
-            lv = rem[x] / wload[x]
-            level_of[x] = lv
-            if lv < low:
-                low = lv
-        else:
-            level_of[x] = math.inf
-    for a in range(k):
-        i = flows[a]
-        if classes[i] == level and not fixed[i]:
-            b_i = demand[i] / weight[i]
-            if b_i < low:
-                low = b_i
-    return low
-
-
-@_jit
-def _fix_round(flows, k, level, low, floor, net, flow, scratch):
-    """Fix the open flows of class ``level`` that reach level ``low`` (their demand or
-    a full link of theirs): rate ``low`` times weight (at least 1e-12 bits/s when
-    ``floor``), taken off their links.  Returns how many were fixed."""
-    link_ptr, link_idx, classes = net[0], net[1], net[5]
-    demand, weight, got, over = flow[6], flow[7], flow[8], flow[9]
-    fixed, tight, rem, wload, n_open, level_of, _ = scratch
-    bound = low * (1 + 1e-9) + _EPS
-    for a in range(k):
-        i = flows[a]
-        if classes[i] != level or fixed[i]:
-            continue
-        hit = demand[i] / weight[i] <= bound
-        if not hit:
-            for p in range(link_ptr[i], link_ptr[i + 1]):
-                x = link_idx[p]
-                if over[x] and level_of[x] <= bound:
-                    hit = True
-                    break
-        tight[i] = hit
-    n_fixed = 0
-    for a in range(k):
-        i = flows[a]
-        if classes[i] != level or fixed[i] or not tight[i]:
-            continue
-        fixed[i] = True
-        n_fixed += 1
-        r = low * weight[i]
-        got[i] = max(r, _EPS) if floor else r
-        for p in range(link_ptr[i], link_ptr[i + 1]):
-            x = link_idx[p]
-            if over[x]:
-                v = rem[x] - r
-                rem[x] = v if v > 0.0 else 0.0
-                wload[x] -= weight[i]
-                n_open[x] -= 1
-    return n_fixed
-
-
-@_jit
 def _fill(flows, k, general, net, flow, scratch, label, comp, limit):
     """Rates of the connected ``flows[:k]`` on their full links: weighted progressive
     filling, class by class (lowest number first), into ``got`` (in ``flow``).  A set
     of ``limit`` flows may have been cut (:func:`_component`): it shares what the sending
     flows outside it (not labelled ``label``) leave of each link at their current rates;
-    a whole set has none outside."""
-    classes = net[5]
-    rem, links = scratch[2], scratch[6]
+    a whole set has none outside.  Each round finds the lowest level (a full link's
+    share per unit weight, or an open flow's demand over its weight) and fixes the flows
+    that reach it."""
+    link_ptr, link_idx, classes = net[0], net[1], net[5]
+    demand, weight, got, over = flow[6], flow[7], flow[8], flow[9]
+    fixed, tight, rem, wload, n_open, level_of, links = scratch
     cut = k >= limit
+    floor = general or cut  # a starved flow keeps 1e-12 bits/s: no 0-division
     n_l = _list_full_links(flows, k, cut, label, comp, net, flow, rem, links)
     level = _next_class(flows, k, classes, -1)
     while level >= 0:
         left = _open_class(flows, k, level, n_l, net, flow, scratch)
         while left > 0:
-            low = _lowest_level(flows, k, level, n_l, flow, scratch, classes)
-            left -= _fix_round(flows, k, level, low, general or cut, net, flow, scratch)
+            low = math.inf
+            for b in range(n_l):
+                x = links[b]
+                if n_open[x] > 0:
+                    lv = rem[x] / wload[x]
+                    level_of[x] = lv
+                    if lv < low:
+                        low = lv
+                else:
+                    level_of[x] = math.inf
+            for a in range(k):
+                i = flows[a]
+                if classes[i] == level and not fixed[i]:
+                    b_i = demand[i] / weight[i]
+                    if b_i < low:
+                        low = b_i
+            bound = low * (1 + 1e-9) + _EPS
+            for a in range(k):
+                i = flows[a]
+                if classes[i] != level or fixed[i]:
+                    continue
+                hit = demand[i] / weight[i] <= bound
+                if not hit:
+                    for p in range(link_ptr[i], link_ptr[i + 1]):
+                        x = link_idx[p]
+                        if over[x] and level_of[x] <= bound:
+                            hit = True
+                            break
+                tight[i] = hit
+            for a in range(k):
+                i = flows[a]
+                if classes[i] != level or fixed[i] or not tight[i]:
+                    continue
+                fixed[i] = True
+                left -= 1
+                r = low * weight[i]
+                got[i] = max(r, _EPS) if floor else r
+                for p in range(link_ptr[i], link_ptr[i + 1]):
+                    x = link_idx[p]
+                    if over[x]:
+                        v = rem[x] - r
+                        rem[x] = v if v > 0.0 else 0.0
+                        wload[x] -= weight[i]
+                        n_open[x] -= 1
         level = _next_class(flows, k, classes, level)
     for b in range(n_l):
         rem[links[b]] = 0.0
