@@ -262,18 +262,24 @@ def _step_jobs(t, dt, n_changed, cycle, net, flow, links, marks, pace, out, wind
 
 
 @_jit
-def _loop(cycle, net, pacing, rule, window, out):
-    """The event loop.  Jobs' phases are rows of ``cycle`` = (gaps, bits, peak,
-    n_phases, sent_before, per_iteration) (s, bits, bits/s); ``net`` = (link_ptr,
-    link_idx, link_jobs_ptr, link_jobs, caps, classes) in CSR form; ``pacing`` =
-    (anchors, grids), a grid NaN for a free-running job; ``window`` = (mltcp_steps,
-    horizon_s, warmup_s, tolerance, max_events).  Fills ``out`` = (times, n_times, busy,
-    n_busy, excess, carried).  Returns the number of events, or ``_TOO_MANY_EVENTS`` /
-    ``_OUT_OF_ROOM`` (more iterations than ``times`` holds)."""
-    gaps, bits, _, _, sent_before, per_iteration = cycle
-    link_ptr, link_idx, caps = net[0], net[1], net[4]
-    anchors, grids = pacing
-    mltcp_steps, horizon_s, warmup_s, _, max_events = window
+def _loop(
+    gaps, bits, peak, n_phases, sent_before, per_iteration,
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes,
+    anchors, grids, use_mltcp, slope_q, intercept_q, scale_cut, general,
+    mltcp_steps, horizon_s, warmup_s, tolerance, max_events,
+    times, n_times, busy, n_busy, excess, carried,
+):  # fmt: skip
+    """The event loop.  Jobs' phases are rows of ``gaps``, ``bits`` and ``peak`` (s,
+    bits, bits/s); links and jobs in CSR form; a grid NaN for a free-running job.
+    Fills ``times``/``busy`` (per job, the first ``n_times``/``n_busy`` entries),
+    ``excess`` and ``carried``.  Returns the number of events, or ``_TOO_MANY_EVENTS``
+    / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds).  The arguments are flat:
+    the dispatcher types a tuple of arrays far slower than an array, per call."""
+    cycle = (gaps, bits, peak, n_phases, sent_before, per_iteration)
+    net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
+    rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
+    window = (mltcp_steps, horizon_s, warmup_s, tolerance, max_events)
+    out = (times, n_times, busy, n_busy, excess, carried)
     n, n_links = gaps.shape[0], caps.shape[0]
     mode = np.zeros(n, np.int64)
     phase = np.zeros(n, np.int64)
@@ -367,7 +373,7 @@ def run_events_compiled(
         times, busy = np.zeros((n, room)), np.zeros((n, room))
         n_times, n_busy = np.zeros(n, np.int64), np.zeros(n, np.int64)
         out = (times, n_times, busy, n_busy, np.zeros(n_links), np.zeros(n_links))
-        events = _loop(cycle, net, pacing, rule, window, out)
+        events = _loop(*cycle, *net, *pacing, *rule, *window, *out)
         if events != _OUT_OF_ROOM:
             break
         room *= 4
