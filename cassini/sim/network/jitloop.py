@@ -127,10 +127,9 @@ def _resolve_changed(n_changed, label, links, marks, net, flow, solver, rule):
 
 
 @_jit
-def _next_dt(t, horizon_s, step, flow, until):
+def _next_dt(t, horizon_s, step, mode, remaining, got, until):
     """Seconds to the next event (a phase or gap ending, a slot reached, the horizon,
     or ``step``), and whether any job is sending."""
-    mode, remaining, got = flow[0], flow[2], flow[8]
     dt = horizon_s - t
     any_sending = False
     for i in range(mode.shape[0]):
@@ -152,10 +151,9 @@ def _next_dt(t, horizon_s, step, flow, until):
 
 
 @_jit
-def _account(t, dt, warmup_s, horizon_s, flow, excess, sent):
+def _account(t, dt, warmup_s, horizon_s, mode, got, over, excess, sent):
     """Count the part of ``[t, t + dt)`` inside the window: seconds over capacity per
     full link (``excess``) and bits each sending job sent (``sent``)."""
-    mode, got, over = flow[0], flow[8], flow[9]
     lo = max(t, warmup_s)
     hi = min(t + dt, horizon_s)
     if hi > lo:
@@ -179,12 +177,11 @@ def _record(i, value, rows, counts):
 
 
 @_jit
-def _end_iteration(i, t, warmup_s, tolerance, pace, out):
+def _end_iteration(i, t, warmup_s, tolerance, anchors, grids, pace, busy, n_busy):
     """Job ``i`` sent its last phase at ``t``: its busy time is recorded, and it waits
     for its next slot (a held job) or begins again.  Returns 1 to begin now, 0 to wait,
     ``_OUT_OF_ROOM`` when ``busy`` is full."""
-    anchors, grids, until, slot, start_of, mode = pace
-    busy, n_busy = out[2], out[3]
+    until, slot, start_of, mode = pace
     if start_of[i] >= warmup_s and not _record(i, t - start_of[i], busy, n_busy):
         return _OUT_OF_ROOM
     grid = grids[i]
@@ -203,62 +200,67 @@ def _end_iteration(i, t, warmup_s, tolerance, pace, out):
 
 
 @_jit
-def _step_jobs(t, dt, n_changed, cycle, net, flow, links, marks, pace, out, window):
-    """Move every job on by ``dt`` to ``t``: gaps and phases run down, phases start and
-    stop (their flows join and leave their links), iterations end and begin.  Returns
-    the new count of changed flows, or ``_OUT_OF_ROOM``."""
-    gaps, bits, peak, n_phases = cycle[0], cycle[1], cycle[2], cycle[3]
-    link_ptr, link_idx = net[0], net[1]
+def _start_send(i, n_changed, cycle, net, flow, links, marks):
+    """Job ``i``'s gap ended: its current phase's flow starts at its peak demand.
+    Returns the count of changed flows."""
+    bits, peak = cycle[1], cycle[2]
     mode, phase, remaining, demand, got = flow[0], flow[1], flow[2], flow[6], flow[8]
-    load, members = links[0], links[1]
-    changed, in_changed = marks
-    until, start_of = pace[2], pace[4]
-    warmup_s, tolerance = window[2], window[3]
-    for i in range(mode.shape[0]):
-        m = mode[i]
-        begin = 0
-        end = False
-        if m == _WAIT:
-            begin = 1 if until[i] <= t + _EPS else 0
-        elif m == _GAP:
-            remaining[i] -= dt
-            if remaining[i] <= _EPS:
-                if n_phases[i] > 0:  # start sending the current phase
-                    mode[i] = _SEND
-                    remaining[i] = bits[i, phase[i]]
-                    d = peak[i, phase[i]]
-                    demand[i] = d
-                    got[i] = d
-                    _join(i, d, link_ptr, link_idx, members, load)
-                    n_changed = _mark(i, in_changed, changed, n_changed)
-                else:
-                    end = True
-        else:
-            remaining[i] -= got[i] * dt
-            if remaining[i] <= 1e-9 * bits[i, phase[i]]:  # stop sending
-                d = demand[i]
-                got[i] = 0.0
-                demand[i] = 0.0
-                _leave(i, d, link_ptr, link_idx, members, load)
-                n_changed = _mark(i, in_changed, changed, n_changed)
-                if phase[i] + 1 < n_phases[i]:
-                    phase[i] += 1
-                    mode[i] = _GAP
-                    remaining[i] = gaps[i, phase[i]]
-                else:
-                    end = True
-        if end:
-            begin = _end_iteration(i, t, warmup_s, tolerance, pace, out)
-            if begin == _OUT_OF_ROOM:
-                return _OUT_OF_ROOM
-        if begin == 1:
-            if start_of[i] >= warmup_s and not _record(i, t - start_of[i], out[0], out[1]):
-                return _OUT_OF_ROOM
-            start_of[i] = t
-            mode[i] = _GAP
-            phase[i] = 0
-            remaining[i] = gaps[i, 0]
-    return n_changed
+    mode[i] = _SEND
+    remaining[i] = bits[i, phase[i]]
+    d = peak[i, phase[i]]
+    demand[i] = d
+    got[i] = d
+    _join(i, d, net[0], net[1], links[1], links[0])
+    return _mark(i, marks[1], marks[0], n_changed)
+
+
+@_jit
+def _stop_send(i, n_changed, cycle, net, flow, links, marks):
+    """Job ``i`` sent its phase: its flow leaves its links and it moves to its next
+    gap.  Returns (the count of changed flows, whether its iteration ended)."""
+    gaps, n_phases = cycle[0], cycle[3]
+    mode, phase, remaining, demand, got = flow[0], flow[1], flow[2], flow[6], flow[8]
+    d = demand[i]
+    got[i] = 0.0
+    demand[i] = 0.0
+    _leave(i, d, net[0], net[1], links[1], links[0])
+    n_changed = _mark(i, marks[1], marks[0], n_changed)
+    if phase[i] + 1 < n_phases[i]:
+        phase[i] += 1
+        mode[i] = _GAP
+        remaining[i] = gaps[i, phase[i]]
+        return n_changed, False
+    return n_changed, True
+
+
+@_jit
+def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration):
+    """The loop's per-job and per-link state: ``(flow, pace, links, marks, sent)`` as
+    its steps take them."""
+    mode = np.zeros(n, np.int64)
+    flow = (
+        mode,
+        np.zeros(n, np.int64),
+        np.zeros(n),
+        sent_before,
+        bits,
+        per_iteration,
+        np.zeros(n),
+        np.ones(n),
+        np.zeros(n),
+        np.zeros(n_links, np.bool_),
+    )
+    until = np.maximum(anchors, 0.0)
+    pace = (until, np.zeros(n, np.int64), np.full(n, np.nan), mode)
+    links = (
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),
+        caps * (1 + 1e-9),
+        np.zeros(n_links, np.int64),  # changed links that are or were full
+        np.zeros(n_links, np.bool_),
+    )
+    marks = (np.zeros(n, np.int64), np.zeros(n, np.bool_))  # flows started or stopped
+    return flow, pace, links, marks, np.zeros(n)
 
 
 @_jit
@@ -273,29 +275,17 @@ def _loop(
     bits, bits/s); links and jobs in CSR form; a grid NaN for a free-running job.
     Fills ``times``/``busy`` (per job, the first ``n_times``/``n_busy`` entries),
     ``excess`` and ``carried``.  Returns the number of events, or ``_TOO_MANY_EVENTS``
-    / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds).  The arguments are flat:
-    the dispatcher types a tuple of arrays far slower than an array, per call."""
-    cycle = (gaps, bits, peak, n_phases, sent_before, per_iteration)
+    / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds).  The per-job step is
+    inline and only its transitions are calls: a call per job per event costs time."""
+    cycle = (gaps, bits, peak, n_phases)
     net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
     rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
-    window = (mltcp_steps, horizon_s, warmup_s, tolerance, max_events)
-    out = (times, n_times, busy, n_busy, excess, carried)
     n, n_links = gaps.shape[0], caps.shape[0]
-    mode = np.zeros(n, np.int64)
-    phase = np.zeros(n, np.int64)
-    remaining, demand, got, sent = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    over = np.zeros(n_links, np.bool_)
-    flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, np.ones(n), got, over)
-    until = np.maximum(anchors, 0.0)
-    pace = (anchors, grids, until, np.zeros(n, np.int64), np.full(n, np.nan), mode)
-    links = (
-        np.zeros(n_links),
-        np.zeros(n_links, np.int64),
-        caps * (1 + 1e-9),
-        np.zeros(n_links, np.int64),  # changed links that are or were full
-        np.zeros(n_links, np.bool_),
+    flow, pace, links, marks, sent = _state(
+        n, n_links, anchors, caps, sent_before, bits, per_iteration
     )
-    marks = (np.zeros(n, np.int64), np.zeros(n, np.bool_))  # flows started or stopped
+    mode, phase, remaining, got, over = flow[0], flow[1], flow[2], flow[8], flow[9]
+    until, start_of = pace[0], pace[2]
     solver = _scratch(n, n_links)
     n_changed, label, t, events = 0, 0, 0.0, 0
     while t < horizon_s:
@@ -303,7 +293,7 @@ def _loop(
         if events > max_events:
             return _TOO_MANY_EVENTS
         step = math.inf
-        if rule[0]:
+        if use_mltcp:
             label, step = _resolve_mltcp(
                 n_changed, label, mltcp_steps, links, marks, net, flow, solver, rule
             )
@@ -311,16 +301,42 @@ def _loop(
         elif n_changed > 0:
             label = _resolve_changed(n_changed, label, links, marks, net, flow, solver, rule)
             n_changed = 0
-        dt, any_sending = _next_dt(t, horizon_s, step, flow, until)
+        dt, any_sending = _next_dt(t, horizon_s, step, mode, remaining, got, until)
         if any_sending:
-            _account(t, dt, warmup_s, horizon_s, flow, out[4], sent)
+            _account(t, dt, warmup_s, horizon_s, mode, got, over, excess, sent)
         t += dt
         if t >= horizon_s:
             break
-        n_changed = _step_jobs(t, dt, n_changed, cycle, net, flow, links, marks, pace, out, window)
-        if n_changed == _OUT_OF_ROOM:
-            return _OUT_OF_ROOM
-    carried = out[5]
+        for i in range(n):  # the common steps inline, the transitions called
+            m = mode[i]
+            begin = 0
+            end = False
+            if m == _WAIT:
+                begin = 1 if until[i] <= t + _EPS else 0
+            elif m == _GAP:
+                remaining[i] -= dt
+                if remaining[i] <= _EPS:
+                    if n_phases[i] > 0:  # start sending the current phase
+                        n_changed = _start_send(i, n_changed, cycle, net, flow, links, marks)
+                    else:
+                        end = True
+            else:
+                remaining[i] -= got[i] * dt
+                if remaining[i] <= 1e-9 * bits[i, phase[i]]:  # stop sending
+                    n_changed, end = _stop_send(i, n_changed, cycle, net, flow, links, marks)
+            if end:
+                begin = _end_iteration(
+                    i, t, warmup_s, tolerance, anchors, grids, pace, busy, n_busy
+                )
+                if begin == _OUT_OF_ROOM:
+                    return _OUT_OF_ROOM
+            if begin == 1:
+                if start_of[i] >= warmup_s and not _record(i, t - start_of[i], times, n_times):
+                    return _OUT_OF_ROOM
+                start_of[i] = t
+                mode[i] = _GAP
+                phase[i] = 0
+                remaining[i] = gaps[i, 0]
     for i in range(n):
         for p in range(link_ptr[i], link_ptr[i + 1]):
             carried[link_idx[p]] += sent[i]
