@@ -35,8 +35,7 @@ __all__ = ["AVAILABLE", "run_events_compiled"]
 
 @_jit
 def _scratch(n, n_links):
-    """The rate solver's work arrays for ``n`` jobs on ``n_links`` links:
-    ``(flow_sets, scratch)`` as :func:`cassini.sim.network.rates._solve_set` takes them."""
+    """The rate solver's work arrays: ``(flow_sets, scratch)`` for ``rates._solve_set``."""
     flow_sets = (np.full(n, -1, np.int64), np.zeros(n, np.int64))
     scratch = (
         np.zeros(n, np.bool_),
@@ -235,8 +234,7 @@ def _stop_send(i, n_changed, cycle, net, flow, links, marks):
 
 @_jit
 def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration):
-    """The loop's per-job and per-link state: ``(flow, pace, links, marks, sent)`` as
-    its steps take them."""
+    """The loop's state as its steps take it: ``(flow, pace, links, marks, sent)``."""
     mode = np.zeros(n, np.int64)
     flow = (
         mode,
@@ -271,12 +269,9 @@ def _loop(
     mltcp_steps, horizon_s, warmup_s, tolerance, max_events,
     times, n_times, busy, n_busy, excess, carried,
 ):  # fmt: skip
-    """The event loop.  Jobs' phases are rows of ``gaps``, ``bits`` and ``peak`` (s,
-    bits, bits/s); links and jobs in CSR form; a grid NaN for a free-running job.
-    Fills ``times``/``busy`` (per job, the first ``n_times``/``n_busy`` entries),
-    ``excess`` and ``carried``.  Returns the number of events, or ``_TOO_MANY_EVENTS``
-    / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds).  The per-job step is
-    inline and only its transitions are calls: a call per job per event costs time."""
+    """The event loop over jobs' phases as rows (s, bits, bits/s) and links in CSR form
+    (a grid NaN: free-running); fills ``times``, ``busy``, ``excess``, ``carried``.
+    Returns the number of events, or ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM``."""
     cycle = (gaps, bits, peak, n_phases)
     net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
     rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
