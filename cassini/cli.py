@@ -2,7 +2,7 @@
 
 Exit status: 0 on success, 2 on bad input (one line on stderr naming the field), 1 when
 every candidate was rejected.  ``cassini serve`` runs the same as an HTTP service
-(:mod:`cassini.server`).
+(:mod:`cassini.service`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import os
 import sys
 from typing import Any
 
-from cassini import api, files, server
+from cassini import api, files
 from cassini.advisor import Advice
 from cassini.errors import InputError
 from cassini.files import input_file, output_path
+from cassini.service import cli as service_cli
 from cassini.service.kube import cli as cluster_cli
 from cassini.sim import cli as sim_cli
 
@@ -99,12 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
             )
     serve = sub.add_parser(
         "serve",
-        help=server.DESCRIPTION,
-        description=server.DESCRIPTION,
-        epilog=server.EPILOG,
+        help=service_cli.DESCRIPTION,
+        description=service_cli.DESCRIPTION,
+        epilog=service_cli.EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    server.add_arguments(serve)
+    service_cli.add_arguments(serve)
     sim_cli.add_parser(sub)
     cluster_cli.add_parser(sub)
     _add_profile_parser(sub)
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
-        return server.serve_command(args)
+        return service_cli.serve_command(args)
     if args.command == "sim":
         return sim_cli.main(args)
     if args.command == "cluster":

@@ -115,8 +115,7 @@ def choose_placement(
         is ranked by the scores its shifts achieve ("score", better for busy clusters
         where most candidates have loops) or rejected ("reject", as the paper).
     candidate_ids : sequence of str, optional
-        Names for the candidates, one each, unique; by default candidate ``i`` is
-        ``str(i)``.
+        Unique names for the candidates, one each; by default candidate ``i`` is ``str(i)``.
     repair : bool, optional (default True)
         Refine the shifts of loopy affinity graphs (beyond the paper, which drops loops);
         off is faster on large candidates.
@@ -131,19 +130,17 @@ def choose_placement(
         ``index`` and ``candidate_id`` of the best candidate, its per-job
         ``time_shifts_s`` and its ``score``, and all candidates ``ranked`` best first.
 
-        Fallback: when every candidate is rejected (only possible with
-        ``loops="reject"``), ``index`` is 0 (the scheduler's first candidate),
-        ``time_shifts_s`` is 0.0 for every job and ``score`` is None, so the scheduler can
-        always proceed; ``choice.accepted`` tells the two cases apart.
+        Fallback: when every candidate is rejected (only with ``loops="reject"``),
+        ``index`` is 0 (the scheduler's first), every ``time_shifts_s`` 0.0 and ``score``
+        None, so the scheduler can always proceed; ``choice.accepted`` tells them apart.
 
     Raises
     ------
     InputError
         (a ``ValueError`` naming the offending ``field``) for a job that is not a
-        ``JobProfile`` or whose key differs from its id, a non-positive or non-finite
-        capacity, no candidates, a path that is not a sequence of link ids, a job or link
-        a path names but ``jobs`` or ``links`` lacks, ``candidate_ids`` of the wrong
-        length or with duplicates, or bad ``precision_deg``, ``aggregate`` or ``loops``.
+        ``JobProfile`` or not under its id, a non-positive or non-finite capacity, no
+        candidates, a path that is not link ids or names an unknown job or link, bad
+        ``candidate_ids`` (wrong length, duplicates), ``precision_deg``, ``aggregate`` or ``loops``.
 
     The module docstring has the notes (process, time-shift convention) and an example.
     """

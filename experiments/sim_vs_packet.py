@@ -239,9 +239,28 @@ def server_link_bps(cluster: Cluster | Topology) -> float:
 
 
 # -- runs -----------------------------------------------------------------------------------
+def packet_jobs(specs: list, records: dict[str, Any], library: Any, held: bool) -> list:
+    """The packet backend's jobs: each on the servers the fluid run placed it on, held
+    to CASSINI's grid (``held``; a one-server job has no network to hold for)."""
+    from cassini.packet.run import PacketJob
+
+    return [
+        PacketJob(
+            s.job_id,
+            tuple(sorted(srv for srv, _ in records[s.job_id].placement)),
+            library[s.model],
+            s.iterations,
+            0.0,
+            records[s.job_id].shift_s if held and len(records[s.job_id].placement) > 1
+            else None,
+        )
+        for s in specs
+    ]
+
+
 def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
     """Fluid then packet for every scheme of ``scenario``; rows into ``report``."""
-    from cassini.packet.run import PacketJob, simulate
+    from cassini.packet.run import simulate
     from cassini.sim.engine import run as fluid_run
     from cassini.sim.options import SimOptions
     from cassini.sim.workload import load_library
@@ -279,19 +298,7 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
         sharing, routing, held = PACKET_SCHEMES[scheme]
         migrated = sorted(j for j, r in records.items() if r.migrations)
         entry["migrated"] = migrated
-        pjobs = [
-            PacketJob(
-                s.job_id,
-                tuple(sorted(srv for srv, _ in records[s.job_id].placement)),
-                library[s.model],
-                s.iterations,
-                0.0,
-                # held to CASSINI's grid; a one-server job has no network to hold for
-                records[s.job_id].shift_s if held and len(records[s.job_id].placement) > 1
-                else None,
-            )
-            for s in specs
-        ]
+        pjobs = packet_jobs(specs, records, library, held)
         progress(f"{scenario.name} {scheme}: packet ({sharing})")
         t0 = time.process_time()
         kw: dict[str, Any] = {"sharing": sharing, "routing": routing or scenario.routing,

@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print results JSON on stdout")
     sub.add_parser("cleanup", help="remove leftovers of crashed runs (only what we created)")
+    _add_launch(sub)
+    _add_calibrate(sub)
+    return parser
+
+
+def _add_launch(sub: argparse._SubParsersAction) -> None:
+    """The ``launch`` command: the same DDP job on real GPU nodes."""
     launch = sub.add_parser(
         "launch",
         help="print (or run over ssh) torchrun commands for real GPU nodes",
@@ -110,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default="ddp.jsonl", type=output_path, help="per-rank log path on the nodes"
     )
     launch.add_argument("--run", action="store_true", help="run over ssh instead of printing")
+
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    """The ``calibrate`` command: a real model's per-layer compute times."""
     cal = sub.add_parser(
         "calibrate",
         help="measure a real model's per-layer compute times (the replay reads the file)",
@@ -132,7 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--cpu-scale-factor", type=float, default=None,
                      help="CPU only: the factor itself")  # fmt: skip
     cal.add_argument("--scale-note", default="", help="where the scale comes from")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from testbed.host import (
     ensure_bpffs,
 )
 from testbed.host import wait_all as wait_all  # re-exported: testbed.net.wait_all
-from testbed.topo import LinkDirection, Topology
+from testbed.topo import LinkDirection, TestbedTopology
 
 STATE_DIR = Path("/run/testbed")
 
@@ -47,7 +47,7 @@ class EmulatedCluster:
 
     def __init__(
         self,
-        topo: Topology,
+        topo: TestbedTopology,
         job_sources: Sequence[Sequence[str]] = (),
         cc: str = "cubic",
         build_dir: Path | str = "build",

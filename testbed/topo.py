@@ -102,7 +102,7 @@ class FabricSpec:
 
 
 @dataclass(frozen=True)
-class Topology:
+class TestbedTopology:
     """Hosts, switches, links and routing of an emulated cluster."""
 
     kind: str
@@ -181,7 +181,7 @@ def ecmp_spine(seed: int, leaf: str, dst_ip: str, spines: int) -> int:
     return int.from_bytes(digest, "little") % spines
 
 
-def flows_of(topo: Topology, hosts: Sequence[str]) -> list[tuple[str, str]]:
+def flows_of(topo: TestbedTopology, hosts: Sequence[str]) -> list[tuple[str, str]]:
     """The (source leaf, destination host) flows of a ring all-reduce over ``hosts`` that
     cross a spine."""
     out = []
@@ -192,7 +192,7 @@ def flows_of(topo: Topology, hosts: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def select_paths(topo: Topology, jobs: Sequence[Sequence[str]]) -> Topology:
+def select_paths(topo: TestbedTopology, jobs: Sequence[Sequence[str]]) -> TestbedTopology:
     """Path selection: every flow of each job's ring (``jobs``: each job's hosts, in
     order) on the spine whose uplink from the flow's leaf carries the fewest flows so far
     (ties: the first spine); returns ``topo`` with those choices."""
@@ -221,7 +221,7 @@ def dumbbell(
     bottleneck_bps: float,
     access_bps: float = 1e9,
     fabric: FabricSpec | None = None,
-) -> Topology:
+) -> TestbedTopology:
     """``pairs`` left hosts and ``pairs`` right hosts across one bottleneck."""
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
@@ -230,7 +230,7 @@ def dumbbell(
     attach = {h: ("tbs1" if i < pairs else "tbs2") for i, h in enumerate(hosts)}
     links = [LinkSpec(h, attach[h], access_bps) for h in hosts]
     links.append(LinkSpec("tbs1", "tbs2", bottleneck_bps, fabric=True))
-    return Topology(
+    return TestbedTopology(
         "dumbbell", hosts, ("tbs1", "tbs2"), tuple(links), attach, fabric or FabricSpec()
     )
 
@@ -244,7 +244,7 @@ def leaf_spine(
     fabric: FabricSpec | None = None,
     routing: str = "fixed",
     ecmp_seed: int = 0,
-) -> Topology:
+) -> TestbedTopology:
     """Two-tier leaf-spine: each leaf's uplinks carry ``hosts_per_leaf * host_bps /
     oversubscription`` in all, split evenly over the spines."""
     if leaves < 2 or spines < 1 or hosts_per_leaf < 1:
@@ -257,7 +257,7 @@ def leaf_spine(
     uplink = hosts_per_leaf * host_bps / oversubscription / spines
     links = [LinkSpec(h, attach[h], host_bps) for h in hosts]
     links += [LinkSpec(lf, sp, uplink, fabric=True) for lf in leaf_names for sp in spine_names]
-    return Topology(
+    return TestbedTopology(
         "leaf_spine",
         hosts,
         leaf_names + spine_names,
@@ -270,7 +270,7 @@ def leaf_spine(
     )
 
 
-def from_config(cfg: dict[str, Any]) -> Topology:
+def from_config(cfg: dict[str, Any]) -> TestbedTopology:
     """Build from the runner's ``topology:`` mapping (see ``testbed run --help``)."""
     cfg = dict(cfg)
     kind = cfg.pop("kind", None)

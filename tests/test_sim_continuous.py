@@ -20,12 +20,9 @@ from cassini.sim import engine
 from cassini.sim.config import config_from_dict
 from cassini.sim.network.continuous import nearest_level
 from cassini.sim.network.flows import cycle_of
-from cassini.sim.network.flowstate import (
-    LOCAL_SET_FLOWS,
-    FlowState,
-    cycle_position,
-    position_of,
-)
+from cassini.sim.network.flowsolve import LOCAL_SET_FLOWS
+from cassini.sim.network.flowstate import FlowState
+from cassini.sim.network.flowstep import cycle_position, position_of
 from cassini.sim.network.fluid import simulate
 from cassini.sim.options import SimOptions
 from cassini.sim.report.recording import NetworkRecorder, link_timeline

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cassini.profile import JobProfile, Phase
-from cassini.sim.network.flowloop import max_min_links, water_fill
 from cassini.sim.network.flows import FlowJob, NetworkResult
 from cassini.sim.network.fluid import simulate
+from cassini.sim.network.rates import max_min_links, water_fill
 from cassini.sim.parts.sharing import shared_rates
 from mltcp.policy import MltcpParams
 

@@ -218,22 +218,19 @@ def simulate(
     if horizon_s is not None:
         ns.Simulator.Stop(ns.Seconds(horizon_s))
     ns.Simulator.Run()
-    results = []
-    for job, driver in zip(jobs, drivers, strict=True):
-        ends = [float(x) for x in driver.Ends()]
-        marks = [job.start_s, *ends]
-        times = tuple(b - a for a, b in zip(marks, marks[1:], strict=False))
-        results.append(
-            JobResult(
-                job.job_id,
-                job.servers,
-                times,
-                job.profile.iteration_time_s,
-                bool(driver.Finished()),
-            )
-        )
+    results = [_result(job, driver) for job, driver in zip(jobs, drivers, strict=True)]
     ns.Simulator.Destroy()
     return the_plan, results
+
+
+def _result(job: PacketJob, driver: Any) -> JobResult:
+    """A job's iteration times (s) from its ring driver's iteration ends."""
+    ends = [float(x) for x in driver.Ends()]
+    marks = [job.start_s, *ends]
+    times = tuple(b - a for a, b in zip(marks, marks[1:], strict=False))
+    return JobResult(
+        job.job_id, job.servers, times, job.profile.iteration_time_s, bool(driver.Finished())
+    )
 
 
 def jobs_of(

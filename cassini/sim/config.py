@@ -1,32 +1,4 @@
-"""Simulation configuration files (YAML or JSON), read strictly.
-
-.. code-block:: yaml
-
-    name: poisson-90                 # optional label
-    cluster: {racks: 16, servers_per_rack: 8, gpus_per_server: 8,
-              server_link_bps: 5.0e+10, oversubscription: 2}     # + racks_per_pod
-      # or: {hosts: topo.csv, gpus_per_server: 8, ...}  (relative to the config file)
-      # or: {generate: fat-tree, k: 4, ...}               (see docs/topologies.md)
-    workload:
-      poisson: {jobs: 1000, load: 0.9, gpus: {8: 1, 16: 1, 32: 1},
-                iterations: [200, 1000], models: [vgg16, bert]}  # models optional
-      # or: trace: jobs.csv          (relative to the config file)
-      #     format: philly           (optional, detected when absent; see cassini.sim.traces)
-      #     bad_rows: error          (error: stop at the first; skip: count, report, go on)
-    profiles: [measured.json]        # optional extra profiles
-    schedulers: [themis, themis+cassini, themis+crux, themis+cassini+mltcp]
-    routing: ecmp                    # single (default) | ecmp | crux; needs several paths
-    priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
-    mltcp: {slope: 2.0, intercept: 1.0, scale_cut: true}    # as mltcp.policy.MltcpParams
-    defrag: {migration_s: 9, cooldown_s: 300}  # seconds per migrated worker; cooldown
-    network: windows                 # windows (default) | continuous (large) | packet (ns-3)
-    candidates: 10                   # placements per job (paper: up to 10)
-    seed: 0
-    precision_deg: 5
-    sweep:                           # only for `cassini sim sweep`
-      load: [0.8, 0.9, 1.0]
-      seed: [0, 1, 2]
-"""
+"""Simulation configuration files (YAML or JSON), read strictly."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""Recorded placement: replay each job on exactly the hosts its trace names.
-
-Traces that record where jobs ran (Philly's machines, Lingjun's worker ``host_ip``,
-PAI's instance ``machine``) give every :class:`~cassini.sim.workload.JobSpec` its
-``hosts``: ``(host name, GPUs on it)`` pairs.  The ``recorded`` scheduler (arrival
-order with backfilling, see :mod:`cassini.sim.parts.queue`) starts a job once every one of
-its hosts has the GPUs it used there free, and puts it on exactly those hosts; ``recorded+cassini``
-keeps that placement and lets CASSINI time-shift the job.
-
-Host -> server mapping, by the simulated cluster (:func:`mapping_rule` says which):
-
-* a host-table :class:`~cassini.sim.topologies.Topology` (``cluster: {hosts: topo.csv}``,
-  e.g. Lingjun's own ``topo.csv`` keyed by ``ip``) — by name (:data:`BY_NAME_RULE`): each
-  host the trace names is the topology's host of that name (Lingjun ``worker.csv``
-  ``host_ip`` = ``topo.csv`` ``ip``), so jobs run in the racks and pods they really ran
-  in; a host the table lacks is an InputError naming it;
-* a generated cluster (``Cluster`` or a generated ``Topology``) — by first appearance
-  (:data:`MAPPING_RULE`): hosts in order of first appearance — jobs by arrival, then each
-  job's hosts in the trace's order — take servers 0, 1, 2, ...; two jobs that shared a
-  host share a server.  Rack membership then follows first appearance, not the real
-  racks.
-"""
+"""Recorded placement: replay each job on exactly the hosts its trace names."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Scheduler names: a queue policy and the parts composed with it by ``+``.
-
-``themis``, ``themis+cassini``, ``themis+mltcp``, ``themis+crux``, ``themis+crux+cassini``,
-``themis+cassini+mltcp``, ``themis+defrag``, ``pollux+crux``, ``themis+ecmp``... The first
-part is the queue policy; each later one names an entry of a kind's table (see
-:mod:`cassini.sim.parts`), and ``cassini`` / ``crux`` stand for two parts each as the
-systems do.  Parts left out keep their defaults: packed placement, the config's routing
-(``single`` unless ``routing:`` says otherwise), max-min sharing, free-running timing.
-``ideal`` is Themis on a dedicated network (no contention at all).
-
-An unknown part raises :class:`~cassini.errors.InputError` listing every part by kind
-(``cassini sim`` exits 2).
-"""
+"""Scheduler names: a queue policy and the parts composed with it by ``+``."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Cluster topology: servers with GPUs under top-of-rack switches, two or three tiers.
-
-Two-tier: every server has one link to its rack's ToR switch (``server_link_bps``) and
-every ToR one uplink to the spine, ``oversubscription`` times thinner than the sum of
-its servers' links.  With ``spines`` N > 1 that uplink capacity is split over N spines
-(``tor<r>s<k>``, each 1/N of it) so that routing has equal-cost paths to choose from;
-``tor<r>`` then stands for all N together (perfect load balancing, ``routing: single``).
-Three-tier (``racks_per_pod`` set): racks are grouped into pods,
-and each pod has one uplink to the core, ``pod_oversubscription`` times thinner than the
-sum of its ToR uplinks.
-
-A data-parallel job's ring crosses the link of every server it uses (when it uses more
-than one), the uplink of every rack it uses (when it spans racks) and the uplink of
-every pod it uses (when it spans pods), each at the job's rate.  Link ids:
-``srv<i>`` (server i), ``tor<r>`` (rack r), ``tor<r>s<k>`` (rack r's uplink to spine k),
-``pod<p>`` (pod p).
-"""
+"""Cluster topology: servers with GPUs under top-of-rack switches, two or three tiers."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
 """Jobs that arrive at the simulated cluster: the profile library, Poisson arrivals at a
-given load, and trace files.
-
-Trace format (CSV with a header row, or a JSON array of objects), one job per row,
-modelled on the Philly trace's fields:
-
-=============  ===========================================================
-``job_id``     unique id (Philly: ``jobid``)
-``arrival_s``  submission time, seconds from the start (Philly: ``submitted_time``)
-``gpus``       GPUs requested (Philly: ``num_gpus``)
-``iterations`` iterations to train; or ``duration_s``, the run time on a dedicated
-               network (Philly: ``duration``), turned into iterations with the
-               model's iteration time
-``model``      a profile id from the library (``cassini/data/profiles.json`` or a
-               file given with ``--profiles``)
-``hosts``      optional: the hosts the job ran on, ``host:gpus;host:gpus``
-               (for the ``recorded`` scheduler)
-=============  ===========================================================
-
-Readers for the published traces (Philly, Helios, Acme, PAI 2020, Lingjun, Pollux,
-Tiresias) are in :mod:`cassini.sim.traces`; ``cassini sim trace convert`` turns any of
-them into this format.
-"""
+given load, and trace files."""
 
 from __future__ import annotations
 

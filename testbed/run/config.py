@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from cassini.errors import InputError
-from testbed.topo import Topology
+from testbed.topo import TestbedTopology
 
 WORKER_MODULES = {"synthetic": "testbed.worker", "ddp": "testbed.ddp_worker",
                   "model": "testbed.ddp_worker"}  # fmt: skip
@@ -71,7 +71,7 @@ class SchemeSpec:
 
 @dataclass(frozen=True)
 class RunConfig:
-    topology: Topology
+    topology: TestbedTopology
     jobs: tuple[TestbedJob, ...]
     schemes: tuple[SchemeSpec, ...]
     cc: str = "cubic"

@@ -22,7 +22,7 @@ from testbed.run.config import (
     TestbedJob,
 )
 from testbed.run.schemes import SCHEMES
-from testbed.topo import Topology, from_config
+from testbed.topo import TestbedTopology, from_config
 
 
 def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
@@ -136,7 +136,7 @@ def _list(value: Any, name: str) -> list[Any]:
     return value
 
 
-def _job(raw: Any, index: int, topo: Topology) -> TestbedJob:
+def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
     """One job of the config, read strictly with :mod:`cassini.schema` (errors name the
     field, e.g. ``jobs[1].scale: must be > 0, got 0``)."""
     where = f"jobs[{index}]"
@@ -204,7 +204,9 @@ def _priority(raw: Any, where: str) -> int | None:
     return raw
 
 
-def _model_job(obj: dict[str, Any], where: str, spec: TestbedJob, topo: Topology) -> TestbedJob:
+def _model_job(
+    obj: dict[str, Any], where: str, spec: TestbedJob, topo: TestbedTopology
+) -> TestbedJob:
     """The fields of a ``kind: model`` job: a known architecture, a readable calibration,
     and a parameter scale (default: the job's slowest link over ``nic_bps``, so its
     communication-to-compute ratio is the real model's at that NIC rate)."""

@@ -1,13 +1,6 @@
-"""The network model's event loop in plain Python floats.
-
-The groups the simulator hands :func:`cassini.sim.network.simulate` are small (a few
-jobs on a few links), so numpy calls on 2-4-element arrays cost far more than the
-arithmetic; this loop does the same steps as the reference loop
-(``simulate_reference`` (``tests/helpers/sim_oracle.py``)) on lists, giving the same results up
-to float rounding.  It serves observers (``on_step``, for reports) and machines without
-numba; :mod:`cassini.sim.network.jitloop` is the compiled loop the simulator runs otherwise.
-Pure logic: no I/O.
-"""
+"""The window model's event loop in plain Python floats (the same steps and results as
+:mod:`cassini.sim.network.jitloop`, up to float rounding), for ``on_step`` observers and
+machines without numba.  Pure logic: no I/O."""
 
 from __future__ import annotations
 
@@ -18,11 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.sim.network.rates import _EPS, _GAP, _SEND, _WAIT, max_min_links, water_fill
 from cassini.sim.parts.sharing import mltcp_weight, shared_rates
 from mltcp.policy import MltcpParams
 
-_EPS = 1e-12
-_WAIT, _GAP, _SEND = 0, 1, 2
 #: under MLTCP sharing, rates are re-solved at least this many times per iteration's
 #: bytes of every flow on a full link (F changes as the bytes go out)
 MLTCP_STEPS = 20
@@ -37,74 +29,6 @@ class LoopResult:
     excess: list[float]
     carried: list[float]
     events: int
-
-
-def water_fill(demand: Sequence[float], capacity: float) -> list[float]:
-    """Max-min fair rates (bits/s) of flows sharing one link of ``capacity`` bits/s:
-    everyone gets min(demand, level), the level filling the link exactly."""
-    d = sorted(demand)
-    k = len(d)
-    before = 0.0
-    for i, x in enumerate(d):
-        if before + x * (k - i) > capacity:
-            level = (capacity - before) / (k - i)
-            return [min(x, level) for x in demand]
-        before += x
-    return [float(x) for x in demand]
-
-
-def max_min_links(
-    demand: Sequence[float], paths: Sequence[Sequence[int]], capacity: Sequence[float]
-) -> list[float]:
-    """Max-min fair rates (bits/s) of flows capped at their ``demand`` crossing the links
-    ``paths`` (indices into ``capacity``, bits/s): progressive filling as
-    :func:`cassini.sim.parts.sharing.shared_rates` does it unweighted, each round
-    finding the lowest level from the links' fair shares and the smallest open demand
-    (the same rates up to float rounding, fewer operations per round)."""
-    n = len(demand)
-    rem = list(capacity)
-    users = [0] * len(rem)
-    on: list[list[int]] = [[] for _ in rem]
-    for f, p in enumerate(paths):
-        for x in p:
-            users[x] += 1
-            on[x].append(f)
-    links = [x for x in range(len(rem)) if users[x]]
-    order = sorted(range(n), key=demand.__getitem__)
-    rate = [0.0] * n
-    fixed = [False] * n
-    ptr, left = 0, n
-    while left:
-        low = math.inf
-        for x in links:
-            if users[x]:
-                share = rem[x] / users[x]
-                if share < low:
-                    low = share
-        while fixed[order[ptr]]:
-            ptr += 1
-        if demand[order[ptr]] < low:
-            low = demand[order[ptr]]
-        limit = low * (1 + 1e-9) + _EPS
-        fix = []
-        for x in links:
-            if users[x] and rem[x] / users[x] <= limit:
-                fix.extend(f for f in on[x] if not fixed[f])
-        for f in order[ptr:]:
-            if demand[f] > limit:
-                break
-            fix.append(f)
-        for f in fix:
-            if fixed[f]:
-                continue
-            fixed[f] = True
-            rate[f] = low
-            left -= 1
-            for x in paths[f]:
-                r = rem[x] - low
-                rem[x] = r if r > 0.0 else 0.0
-                users[x] -= 1
-    return rate
 
 
 def run_events(
@@ -126,97 +50,122 @@ def run_events(
     unrolled ``cycles``, link indices ``links_of``, link capacities ``caps`` (bits/s),
     ``anchors`` (s), slot-grid periods ``grids`` (s, None = free-running) and priority
     ``classes``."""
-    n, n_links = len(cycles), len(caps)
-    gaps = [list(c.gaps_s) for c in cycles]
-    n_phases = [len(c.bits) for c in cycles]
-    bits = [list(c.bits) if c.bits else [1.0] for c in cycles]
-    peak = [list(c.rates_bps) if c.bits else [0.0] for c in cycles]
-    sent_before = []
-    for c in cycles:
-        acc, row = 0.0, []
-        for b in c.bits:
-            row.append(acc)
-            acc += b
-        sent_before.append(row or [0.0])
-    per_iteration = [float(sum(c.bits)) for c in cycles]
-    general = mltcp is not None or len(set(classes)) > 1
-    over_cap = [c * (1 + 1e-9) for c in caps]
+    loop = _Loop(cycles, links_of, caps, anchors, grids, classes, warmup_s, tolerance, mltcp)
+    return loop.run(horizon_s, max_events, on_step)
 
-    mode = [_WAIT] * n
-    until = [max(0.0, a) for a in anchors]
-    remaining = [0.0] * n
-    phase = [0] * n
-    slot = [0] * n
-    start_of = [math.nan] * n
-    times: list[list[float]] = [[] for _ in range(n)]
-    busy: list[list[float]] = [[] for _ in range(n)]
-    excess = [0.0] * n_links
-    carried = [0.0] * n_links
-    seen: dict[tuple, list[float]] = {}
 
-    def begin_iteration(i: int, now: float) -> None:
-        if start_of[i] >= warmup_s:
-            times[i].append(now - start_of[i])
-        start_of[i] = now
-        mode[i], phase[i], remaining[i] = _GAP, 0, gaps[i][0]
+class _Loop:
+    """The loop's state: per job its mode, phase and pacing, per link its senders and
+    load, and the rates; each step of an event is a method."""
 
-    def end_iteration(i: int, now: float) -> None:
-        if start_of[i] >= warmup_s:
-            busy[i].append(now - start_of[i])
-        grid = grids[i]
+    def __init__(
+        self,
+        cycles: Sequence,
+        links_of: Sequence[Sequence[int]],
+        caps: Sequence[float],
+        anchors: Sequence[float],
+        grids: Sequence[float | None],
+        classes: Sequence[int],
+        warmup_s: float,
+        tolerance: float,
+        mltcp: MltcpParams | None,
+    ) -> None:
+        n, n_links = len(cycles), len(caps)
+        self.links_of, self.caps, self.classes = links_of, caps, classes
+        self.anchors, self.grids = anchors, grids
+        self.warmup_s, self.tolerance, self.mltcp = warmup_s, tolerance, mltcp
+        self.gaps = [list(c.gaps_s) for c in cycles]
+        self.n_phases = [len(c.bits) for c in cycles]
+        self.bits = [list(c.bits) if c.bits else [1.0] for c in cycles]
+        self.peak = [list(c.rates_bps) if c.bits else [0.0] for c in cycles]
+        self.sent_before = []
+        for c in cycles:
+            acc, row = 0.0, []
+            for b in c.bits:
+                row.append(acc)
+                acc += b
+            self.sent_before.append(row or [0.0])
+        self.per_iteration = [float(sum(c.bits)) for c in cycles]
+        self.general = mltcp is not None or len(set(classes)) > 1
+        self.over_cap = [c * (1 + 1e-9) for c in caps]
+        self.mode = [_WAIT] * n
+        self.until = [max(0.0, a) for a in anchors]
+        self.remaining = [0.0] * n
+        self.phase = [0] * n
+        self.slot = [0] * n
+        self.start_of = [math.nan] * n
+        self.times: list[list[float]] = [[] for _ in range(n)]
+        self.busy: list[list[float]] = [[] for _ in range(n)]
+        self.excess = [0.0] * n_links
+        self.seen: dict[tuple, list[float]] = {}
+        # rates, kept per job and per link; without MLTCP they change only when a flow
+        # starts or stops, and only within the flows it meets through full links
+        self.members: list[set[int]] = [set() for _ in range(n_links)]  # senders per link
+        self.demand = [0.0] * n  # bits/s wanted by each sending job
+        self.got = [0.0] * n  # bits/s each sending job gets
+        self.load = [0.0] * n_links  # bits/s wanted on each link
+        self.sent = [0.0] * n  # bits each job sent inside the window
+        self.over: set[int] = set()  # links whose demand exceeds their capacity
+        self.sending: set[int] = set()
+        self.changed: list[int] = []  # jobs that started or stopped since the last solve
+
+    def begin_iteration(self, i: int, now: float) -> None:
+        if self.start_of[i] >= self.warmup_s:
+            self.times[i].append(now - self.start_of[i])
+        self.start_of[i] = now
+        self.mode[i], self.phase[i], self.remaining[i] = _GAP, 0, self.gaps[i][0]
+
+    def end_iteration(self, i: int, now: float) -> None:
+        if self.start_of[i] >= self.warmup_s:
+            self.busy[i].append(now - self.start_of[i])
+        grid = self.grids[i]
         if grid is None:
-            begin_iteration(i, now)
+            self.begin_iteration(i, now)
             return
+        anchors, slot = self.anchors, self.slot
         slot[i] += 1
         due = anchors[i] + slot[i] * grid
-        if now > due + tolerance * grid:  # too late: re-align to the next slot
+        if now > due + self.tolerance * grid:  # too late: re-align to the next slot
             slot[i] = math.ceil((now - anchors[i]) / grid - 1e-9)
             due = anchors[i] + slot[i] * grid
         if due > now + _EPS:
-            mode[i], until[i] = _WAIT, due
+            self.mode[i], self.until[i] = _WAIT, due
         else:
-            begin_iteration(i, now)
+            self.begin_iteration(i, now)
 
-    # rates, kept per job and per link; without MLTCP they change only when a flow
-    # starts or stops, and only within the flows it meets through full links
-    members: list[set[int]] = [set() for _ in range(n_links)]  # sending jobs per link
-    demand = [0.0] * n  # bits/s wanted by each sending job
-    got = [0.0] * n  # bits/s each sending job gets
-    load = [0.0] * n_links  # bits/s wanted on each link
-    sent = [0.0] * n  # bits each job sent inside the window (carried bits add these up)
-    over: set[int] = set()  # links whose demand exceeds their capacity
-    sending: set[int] = set()
-    changed: list[int] = []  # jobs that started or stopped sending since the last solve
+    def start_sending(self, i: int) -> None:
+        phase = self.phase[i]
+        self.mode[i], self.remaining[i] = _SEND, self.bits[i][phase]
+        self.demand[i] = self.got[i] = d = self.peak[i][phase]
+        for link in self.links_of[i]:
+            self.members[link].add(i)
+            self.load[link] += d
+        self.sending.add(i)
+        self.changed.append(i)
 
-    def start_sending(i: int) -> None:
-        mode[i], remaining[i] = _SEND, bits[i][phase[i]]
-        demand[i] = got[i] = d = peak[i][phase[i]]
-        for link in links_of[i]:
-            members[link].add(i)
-            load[link] += d
-        sending.add(i)
-        changed.append(i)
-
-    def stop_sending(i: int) -> None:
-        d = demand[i]
-        got[i] = demand[i] = 0.0
-        for link in links_of[i]:
+    def stop_sending(self, i: int) -> None:
+        d = self.demand[i]
+        self.got[i] = self.demand[i] = 0.0
+        load, members = self.load, self.members
+        for link in self.links_of[i]:
             members[link].discard(i)
             load[link] = load[link] - d if members[link] else 0.0
-        sending.discard(i)
-        changed.append(i)
+        self.sending.discard(i)
+        self.changed.append(i)
 
-    def solve(flows: list[int], links: list[int], weights: list[float] | None) -> None:
+    def solve(self, flows: list[int], links: list[int], weights: list[float] | None) -> None:
         """Rates of ``flows`` (one connected set) meeting on the full ``links``."""
         col = {link: c for c, link in enumerate(links)}
-        paths = [[col[x] for x in links_of[i] if x in col] for i in flows]
-        cls = [classes[i] for i in flows]
-        dem = [demand[i] for i in flows]
+        paths = [[col[x] for x in self.links_of[i] if x in col] for i in flows]
+        cls = [self.classes[i] for i in flows]
+        dem = [self.demand[i] for i in flows]
+        caps = self.caps
+        general = self.general
         if weights is not None:
             fair = shared_rates(dem, paths, [caps[x] for x in links], weights=weights, classes=cls)
         else:
-            key = tuple((i, phase[i]) for i in flows)
-            fair = seen.get(key)
+            key = tuple((i, self.phase[i]) for i in flows)
+            fair = self.seen.get(key)
             if fair is None:
                 if not general and len(links) == 1:
                     fair = water_fill(dem, caps[links[0]])
@@ -224,13 +173,15 @@ def run_events(
                     fair = max_min_links(dem, paths, [caps[x] for x in links])
                 else:
                     fair = shared_rates(dem, paths, [caps[x] for x in links], classes=cls)
-                seen[key] = fair
+                self.seen[key] = fair
+        got = self.got
         for i, r in zip(flows, fair, strict=True):
             got[i] = max(r, _EPS) if general else r  # a starved class: no 0-division
 
-    def components(start: set[int]) -> list[tuple[list[int], list[int]]]:
+    def components(self, start: set[int]) -> list[tuple[list[int], list[int]]]:
         """The sending jobs of ``start`` that cross a full link, split into sets
         connected through full links, each with its full links (sorted)."""
+        over, links_of, members = self.over, self.links_of, self.members
         out, done = [], set()
         for s in sorted(start):
             if s in done or not any(x in over for x in links_of[s]):
@@ -250,19 +201,20 @@ def run_events(
             out.append((sorted(flows), sorted(links)))
         return out
 
-    def resolve() -> None:
+    def resolve(self) -> None:
         """Bring loads, full links and rates up to date after ``changed``."""
-        touched = {x for i in changed for x in links_of[i]}
+        over, links_of, members = self.over, self.links_of, self.members
+        touched = {x for i in self.changed for x in links_of[i]}
         reach: set[int] = set()  # links a rate change can travel through
         for x in touched:
             if x in over:
                 reach.add(x)
-            if load[x] > over_cap[x]:
+            if self.load[x] > self.over_cap[x]:
                 over.add(x)
                 reach.add(x)
             else:
                 over.discard(x)
-        hit = {i for i in changed if mode[i] == _SEND}
+        hit = {i for i in self.changed if self.mode[i] == _SEND}
         todo = list(reach)
         while todo:
             x = todo.pop()
@@ -274,54 +226,48 @@ def run_events(
                             reach.add(y)
                             todo.append(y)
         for i in hit:
-            got[i] = demand[i]
-        for flows, links in components(hit):
-            solve(flows, links, None)
-        changed.clear()
+            self.got[i] = self.demand[i]
+        for flows, links in self.components(hit):
+            self.solve(flows, links, None)
+        self.changed.clear()
 
-    def resolve_mltcp() -> float:
+    def resolve_mltcp(self) -> float:
         """Every rate under MLTCP weights (they change as bytes go out); the longest
         step (s) before they must be solved again."""
-        if changed:
-            touched = {x for i in changed for x in links_of[i]}
+        if self.changed:
+            touched = {x for i in self.changed for x in self.links_of[i]}
             for x in touched:
-                if load[x] > over_cap[x]:
-                    over.add(x)
+                if self.load[x] > self.over_cap[x]:
+                    self.over.add(x)
                 else:
-                    over.discard(x)
-            changed.clear()
+                    self.over.discard(x)
+            self.changed.clear()
         step = math.inf
-        for i in sending:
-            got[i] = demand[i]
-        for flows, links in components(sending):
+        got, phase = self.got, self.phase
+        for i in self.sending:
+            got[i] = self.demand[i]
+        for flows, links in self.components(self.sending):
             weights = [
                 mltcp_weight(
-                    sent_before[i][phase[i]] + bits[i][phase[i]] - remaining[i],
-                    per_iteration[i],
-                    mltcp,
+                    self.sent_before[i][phase[i]] + self.bits[i][phase[i]] - self.remaining[i],
+                    self.per_iteration[i],
+                    self.mltcp,
                 )
                 for i in flows
             ]
-            solve(flows, links, weights)
+            self.solve(flows, links, weights)
             for i in flows:
-                s = per_iteration[i] / MLTCP_STEPS / got[i]
+                s = self.per_iteration[i] / MLTCP_STEPS / got[i]
                 if s < step:
                     step = s
         return step
 
-    t, events = 0.0, 0
-    rng = range(n)
-    while t < horizon_s:
-        events += 1
-        if events > max_events:
-            raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
-        step = math.inf
-        if mltcp is not None:
-            step = resolve_mltcp()
-        elif changed:
-            resolve()
+    def next_dt(self, t: float, horizon_s: float, step: float) -> float:
+        """Seconds to the next event (a phase or gap ending, a slot reached, ``step``
+        or the horizon)."""
+        mode, remaining, got, until = self.mode, self.remaining, self.got, self.until
         dt = horizon_s - t
-        for i in rng:
+        for i in range(len(mode)):
             m = mode[i]
             if m == _SEND:
                 x = remaining[i] / got[i]
@@ -335,42 +281,78 @@ def run_events(
             dt = step
         if dt < 0.0:
             dt = 0.0
-        if on_step is not None and dt > 0:
-            active = [i for i in rng if mode[i] == _SEND]
-            on_step(t, dt, np.array(active, int), np.array([got[i] for i in active], float))
-        if sending:
-            lo, hi = max(t, warmup_s), min(t + dt, horizon_s)
-            if hi > lo:
-                w = hi - lo
-                for x in over:
-                    excess[x] += w
-                for i in sending:
-                    sent[i] += got[i] * w
-        t += dt
-        if t >= horizon_s:
-            break
-        for i in rng:
+        return dt
+
+    def account(self, t: float, dt: float, horizon_s: float) -> None:
+        """Count the part of ``[t, t + dt)`` inside the window: seconds over capacity
+        per full link, bits sent per sending job."""
+        lo, hi = max(t, self.warmup_s), min(t + dt, horizon_s)
+        if hi > lo:
+            w = hi - lo
+            for x in self.over:
+                self.excess[x] += w
+            sent, got = self.sent, self.got
+            for i in self.sending:
+                sent[i] += got[i] * w
+
+    def step_jobs(self, t: float, dt: float) -> None:
+        """Move every job on by ``dt`` to ``t``: gaps and phases run down, phases start
+        and stop, iterations end and begin."""
+        mode, remaining, got, bits = self.mode, self.remaining, self.got, self.bits
+        phase, n_phases = self.phase, self.n_phases
+        for i in range(len(mode)):
             m = mode[i]
             if m == _WAIT:
-                if until[i] <= t + _EPS:
-                    begin_iteration(i, t)
+                if self.until[i] <= t + _EPS:
+                    self.begin_iteration(i, t)
             elif m == _GAP:
                 remaining[i] -= dt
                 if remaining[i] <= _EPS:
                     if n_phases[i]:
-                        start_sending(i)
+                        self.start_sending(i)
                     else:
-                        end_iteration(i, t)
+                        self.end_iteration(i, t)
             else:
                 remaining[i] -= got[i] * dt
                 if remaining[i] <= 1e-9 * bits[i][phase[i]]:
-                    stop_sending(i)
+                    self.stop_sending(i)
                     if phase[i] + 1 < n_phases[i]:
                         phase[i] += 1
-                        mode[i], remaining[i] = _GAP, gaps[i][phase[i]]
+                        mode[i], remaining[i] = _GAP, self.gaps[i][phase[i]]
                     else:
-                        end_iteration(i, t)
-    for i in rng:
-        for x in links_of[i]:
-            carried[x] += sent[i]
-    return LoopResult(times, busy, excess, carried, events)
+                        self.end_iteration(i, t)
+
+    def run(
+        self,
+        horizon_s: float,
+        max_events: int,
+        on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None,
+    ) -> LoopResult:
+        """Step events until ``horizon_s``; the jobs' iteration and busy times, each
+        link's excess seconds and carried bits."""
+        t, events = 0.0, 0
+        while t < horizon_s:
+            events += 1
+            if events > max_events:
+                raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
+            step = math.inf
+            if self.mltcp is not None:
+                step = self.resolve_mltcp()
+            elif self.changed:
+                self.resolve()
+            dt = self.next_dt(t, horizon_s, step)
+            if on_step is not None and dt > 0:
+                active = [i for i in range(len(self.mode)) if self.mode[i] == _SEND]
+                rates = np.array([self.got[i] for i in active], float)
+                on_step(t, dt, np.array(active, int), rates)
+            if self.sending:
+                self.account(t, dt, horizon_s)
+            t += dt
+            if t >= horizon_s:
+                break
+            self.step_jobs(t, dt)
+        carried = [0.0] * len(self.caps)
+        for i, links in enumerate(self.links_of):
+            for x in links:
+                carried[x] += self.sent[i]
+        return LoopResult(self.times, self.busy, self.excess, carried, events)

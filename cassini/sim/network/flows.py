@@ -5,6 +5,7 @@ and a window's measurements (:class:`NetworkResult`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -101,3 +102,48 @@ class NetworkResult:
     def mean_iteration_time_s(self, job_id: str) -> float:
         times = self.iteration_times_s[job_id]
         return float(np.mean(times)) if times else math.nan
+
+
+def pack_cycles(cycles: Sequence) -> tuple:
+    """Jobs' unrolled cycles as arrays, one row per job: ``(gaps, bits, peak,
+    n_phases, sent_before, per_iteration)`` (s, bits, bits/s, count, bits, bits) and
+    the shortest dedicated iteration (s)."""
+    n = len(cycles)
+    width = max(1, max((len(c.bits) for c in cycles), default=1))
+    gaps = np.zeros((n, width))
+    bits = np.ones((n, width))
+    peak = np.zeros((n, width))
+    n_phases = np.zeros(n, np.int64)
+    sent_before = np.zeros((n, width))
+    per_iteration = np.zeros(n)
+    shortest = math.inf
+    for i, c in enumerate(cycles):
+        gaps[i, : len(c.gaps_s)] = c.gaps_s
+        bits[i, : len(c.bits)] = c.bits
+        peak[i, : len(c.bits)] = c.rates_bps
+        n_phases[i] = len(c.bits)
+        sent_before[i, : len(c.bits)] = np.concatenate([[0.0], np.cumsum(c.bits)[:-1]])[
+            : len(c.bits)
+        ]
+        per_iteration[i] = float(sum(c.bits))
+        shortest = min(shortest, c.iteration_time_s)
+    return (gaps, bits, peak, n_phases, sent_before, per_iteration), shortest
+
+
+def csr_links(links_of: Sequence[Sequence[int]], n_links: int) -> tuple[np.ndarray, ...]:
+    """Each job's links and each link's jobs in CSR form: ``(link_ptr, link_idx,
+    link_jobs_ptr, link_jobs)``."""
+    n = len(links_of)
+    link_ptr = np.zeros(n + 1, np.int64)
+    for i, p in enumerate(links_of):
+        link_ptr[i + 1] = link_ptr[i] + len(p)
+    link_idx = np.array([x for p in links_of for x in p], np.int64)
+    on_link: list[list[int]] = [[] for _ in range(n_links)]
+    for i, p in enumerate(links_of):
+        for x in p:
+            on_link[x].append(i)
+    link_jobs_ptr = np.zeros(n_links + 1, np.int64)
+    for x, js in enumerate(on_link):
+        link_jobs_ptr[x + 1] = link_jobs_ptr[x] + len(js)
+    link_jobs = np.array([i for js in on_link for i in js], np.int64)
+    return link_ptr, link_idx, link_jobs_ptr, link_jobs

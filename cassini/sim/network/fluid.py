@@ -1,26 +1,4 @@
-"""Flow-level network model: each job's iteration time when jobs share links.
-
-A job cycles through compute gaps and communication phases (its :class:`JobProfile`).
-While in a phase it is one fluid flow across every link of its path that wants the
-phase's ``rate_bps`` (its rate on a dedicated network); concurrent flows get max-min
-fair rates, each capped at its demand — or, with ``mltcp`` parameters, rates weighted by
-MLTCP's F of the fraction of the iteration's bytes sent, and with priority classes on
-the jobs, strict priority per link (:mod:`cassini.sim.parts.sharing`).  A phase ends
-when its bits are sent, so sharing stretches phases and, with them, iterations.  Compute
-gaps never stretch.
-
-Two ways a job paces its iterations:
-
-* **free-running** (the baseline): the next iteration starts as soon as the previous
-  one ends; the first starts at the job's ``anchor_s``;
-* **on a slot grid** (CASSINI's agent): iteration ``k`` may not start before
-  ``anchor_s + k * grid_period_s``; a job more than ``tolerance`` of a period late
-  re-aligns to the next slot, as the time-shift agent does.
-
-:func:`simulate` runs the fluid model event by event over a window and reports each
-job's iteration times, the time each link's demand exceeded its capacity (what an ECN
-switch would mark) and the bits each link carried.  Pure logic: no I/O.
-"""
+"""Flow-level network model: each job's iteration time when jobs share links."""
 
 from __future__ import annotations
 

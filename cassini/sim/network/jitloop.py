@@ -1,21 +1,6 @@
-"""The network model's event loop compiled with numba: the steps of
-:func:`cassini.sim.network.flowloop.run_events` on numpy arrays.
-
-The simulator's groups are up to a few dozen free-running jobs whose phases never line
-up the same way twice, so a whole run is about a million events, each re-solving the
-rates of the flows that meet on full links.  In plain Python an event costs ~100 us;
-compiled it costs ~1 us.
-
-Per event: when a flow started or stopped (or always, under MLTCP, whose weights change
-as bytes go out), every sending flow gets its demand, the links whose summed demand
-exceeds capacity are marked full, the sending flows that cross full links are split into
-sets connected through full links, and each set gets weighted max-min fair rates on its
-full links by progressive filling, class by class (strict priority, class 0 first).
-Without MLTCP or priority classes the weights are 1 (plain max-min fair); with priority
-classes or MLTCP a starved flow keeps 1e-12 bits/s so no division is by zero.
-
-The first call compiles the loop (a few seconds) and caches the machine code in
-``__pycache__`` for later processes.  Pure logic: no I/O.
+"""The window model's event loop compiled with numba (the steps of
+:func:`cassini.sim.network.flowloop.run_events` on numpy arrays, ~1 us an event instead
+of ~100 us); its rates come from :mod:`cassini.sim.network.rates`.  Pure logic: no I/O.
 """
 
 from __future__ import annotations
@@ -26,480 +11,323 @@ from collections.abc import Sequence
 import numpy as np
 
 from cassini.sim.network.flowloop import LoopResult
-from mltcp.policy import FLAG_SCALE_CUT, ONE, SHIFT, U32_MAX, MltcpParams
+from cassini.sim.network.flows import csr_links, pack_cycles
+from cassini.sim.network.rates import (
+    _EPS,
+    _GAP,
+    _SEND,
+    _WAIT,
+    AVAILABLE,
+    _crosses,
+    _jit,
+    _join,
+    _leave,
+    _mark,
+    _solve_set,
+)
+from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
-try:  # numba is in the [sim] extra; cassini.sim.network falls back to the Python loop
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    njit = None
-
-_EPS = 1e-12
-_WAIT, _GAP, _SEND = 0, 1, 2
 #: results of the compiled loop that are not event counts
 _TOO_MANY_EVENTS, _OUT_OF_ROOM = -1, -2
 
-AVAILABLE = njit is not None
-
-
-def _identity(f):
-    return f
-
-
-_jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
+__all__ = ["AVAILABLE", "run_events_compiled"]
 
 
 @_jit
-def _component(
-    s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows, limit
-):
-    """Label ``label`` on the sending jobs connected to job ``s`` through full links,
-    breadth first (the nearest first), at most ``limit`` of them; they go into
-    ``flows``, in index order.  Returns how many."""
-    comp[s] = label
-    flows[0] = s
-    head, tail = 0, 1
-    while head < tail and tail < limit:
-        i = flows[head]
-        head += 1
-        for p in range(link_ptr[i], link_ptr[i + 1]):
-            x = link_idx[p]
-            if not over[x]:
-                continue
-            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                j = link_jobs[q]
-                if mode[j] == _SEND and comp[j] != label and tail < limit:
-                    comp[j] = label
-                    flows[tail] = j
-                    tail += 1
-    for a in range(1, tail):  # insertion sort: the sets are small
-        v = flows[a]
-        b = a - 1
-        while b >= 0 and flows[b] > v:
-            flows[b + 1] = flows[b]
-            b -= 1
-        flows[b + 1] = v
-    return tail
-
-
-@_jit
-def _fill(flows, k, general, net, flow, scratch, label, comp, limit):
-    """Rates of the connected ``flows[:k]`` on their full links: weighted progressive
-    filling, class by class (lowest number first), into ``got`` (in ``flow``).  A set
-    of ``limit`` flows may have been cut (:func:`_component`): it shares what the sending
-    flows outside it (not labelled ``label`` in ``comp``) leave of each link at their
-    current rates; a whole set has none outside."""
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
-    mode, _, _, _, _, _, demand, weight, got, over = flow
-    cut = k >= limit
-    fixed, tight, rem, wload, n_open, level_of, links = scratch
-    n_l = 0
-    for a in range(k):
-        i = flows[a]
-        for p in range(link_ptr[i], link_ptr[i + 1]):
-            x = link_idx[p]
-            if over[x] and rem[x] != -1.0:
-                rem[x] = -1.0  # marks x as listed
-                links[n_l] = x
-                n_l += 1
-    for b in range(n_l):
-        x = links[b]
-        r = caps[x]
-        if cut:  # flows outside keep their rates
-            for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                j = link_jobs[q]
-                if mode[j] == _SEND and comp[j] != label:
-                    r -= got[j]
-        rem[x] = r if r > 0.0 else 0.0
-    level = -1
-    while True:
-        nxt = -1
-        for a in range(k):
-            c = classes[flows[a]]
-            if c > level and (nxt < 0 or c < nxt):
-                nxt = c
-        if nxt < 0:
-            break
-        level = nxt
-        for b in range(n_l):
-            wload[links[b]] = 0.0
-            n_open[links[b]] = 0
-        left = 0
-        for a in range(k):
-            i = flows[a]
-            if classes[i] != level:
-                continue
-            fixed[i] = False
-            left += 1
-            for p in range(link_ptr[i], link_ptr[i + 1]):
-                x = link_idx[p]
-                if over[x]:
-                    wload[x] += weight[i]
-                    n_open[x] += 1
-        while left > 0:
-            low = math.inf
-            for b in range(n_l):
-                x = links[b]
-                if n_open[x] > 0:
-                    lv = rem[x] / wload[x]
-                    level_of[x] = lv
-                    if lv < low:
-                        low = lv
-                else:
-                    level_of[x] = math.inf
-            for a in range(k):
-                i = flows[a]
-                if classes[i] == level and not fixed[i]:
-                    b_i = demand[i] / weight[i]
-                    if b_i < low:
-                        low = b_i
-            limit = low * (1 + 1e-9) + _EPS
-            for a in range(k):
-                i = flows[a]
-                if classes[i] != level or fixed[i]:
-                    continue
-                hit = demand[i] / weight[i] <= limit
-                if not hit:
-                    for p in range(link_ptr[i], link_ptr[i + 1]):
-                        x = link_idx[p]
-                        if over[x] and level_of[x] <= limit:
-                            hit = True
-                            break
-                tight[i] = hit
-            for a in range(k):
-                i = flows[a]
-                if classes[i] != level or fixed[i] or not tight[i]:
-                    continue
-                fixed[i] = True
-                left -= 1
-                r = low * weight[i]
-                got[i] = max(r, _EPS) if general or cut else r
-                for p in range(link_ptr[i], link_ptr[i + 1]):
-                    x = link_idx[p]
-                    if over[x]:
-                        v = rem[x] - r
-                        rem[x] = v if v > 0.0 else 0.0
-                        wload[x] -= weight[i]
-                        n_open[x] -= 1
-    for b in range(n_l):
-        rem[links[b]] = 0.0
-
-
-@_jit
-def _mltcp_weight(done_bits, per_iteration, slope_q, intercept_q, scale_cut):
-    """MLTCP's share weight (:func:`cassini.sim.parts.sharing.mltcp_weight`, the
-    kernel's fixed-point rule on bytes)."""
-    sent_q = int(math.floor(done_bits / 8.0))
-    per_q = int(math.floor(per_iteration / 8.0))
-    if per_q == 0:
-        ratio = 0
-    elif sent_q >= per_q:
-        ratio = ONE
-    else:
-        ratio = (sent_q << SHIFT) // per_q
-    f = ((intercept_q + ((slope_q * ratio) >> SHIFT)) & U32_MAX) / ONE
-    return f * f if scale_cut else f
-
-
-@_jit
-def _crosses(s, net, over):
-    """Whether job ``s`` crosses a full link."""
-    link_ptr, link_idx = net[0], net[1]
-    for p in range(link_ptr[s], link_ptr[s + 1]):  # noqa: SIM110 (numba: no generators)
-        if over[link_idx[p]]:
-            return True
-    return False
-
-
-@_jit
-def _solve_set(s, label, rule, net, flow, flow_sets, scratch, limit=-1):
-    """Rates of the set of sending flows connected to job ``s`` through full links
-    (labelled ``label``; left in ``flow_sets[1][:k]``; cut at ``limit`` flows nearest
-    ``s`` when ``limit`` > 0), weighted by MLTCP's F when ``rule`` says so.  Returns
-    ``k``, the set's size."""
-    if limit <= 0:
-        limit = flow[0].shape[0] + 1  # never cut
-    use_mltcp, slope_q, intercept_q, scale_cut, general = rule
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
-    mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
-    comp, flows = flow_sets
-    k = _component(
-        s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows, limit
+def _scratch(n, n_links):
+    """The rate solver's work arrays: ``(flow_sets, scratch)`` for ``rates._solve_set``."""
+    flow_sets = (np.full(n, -1, np.int64), np.zeros(n, np.int64))
+    scratch = (
+        np.zeros(n, np.bool_),
+        np.zeros(n, np.bool_),
+        np.zeros(n_links),
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),
     )
-    if use_mltcp:
+    return flow_sets, scratch
+
+
+@_jit
+def _resolve_mltcp(n_changed, label, mltcp_steps, links, marks, net, flow, solver, rule):
+    """Under MLTCP every set, every event (weights change as bytes go out), after the
+    full-link flags of the ``n_changed`` flows that started or stopped are brought up
+    to date.  Returns (label, the longest step (s) before the weights are due)."""
+    link_ptr, link_idx = net[0], net[1]
+    mode, demand, got, over, per_iteration = flow[0], flow[6], flow[8], flow[9], flow[5]
+    load, over_cap = links[0], links[2]
+    changed, in_changed = marks
+    flow_sets, scratch = solver
+    comp, flows = flow_sets
+    for c in range(n_changed):
+        i = changed[c]
+        in_changed[i] = False
+        for p in range(link_ptr[i], link_ptr[i + 1]):
+            x = link_idx[p]
+            over[x] = load[x] > over_cap[x]
+    n = mode.shape[0]
+    for i in range(n):
+        if mode[i] == _SEND:
+            got[i] = demand[i]
+    label += 1
+    step = math.inf
+    for s in range(n):
+        if mode[s] != _SEND or comp[s] == label or not _crosses(s, net, over):
+            continue
+        k = _solve_set(s, label, rule, net, flow, flow_sets, scratch)
         for a in range(k):
             i = flows[a]
-            weight[i] = _mltcp_weight(
-                sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
-                per_iteration[i],
-                slope_q,
-                intercept_q,
-                scale_cut,
-            )
-    _fill(flows, k, general, net, flow, scratch, label, comp, limit)
-    return k
+            s_step = per_iteration[i] / mltcp_steps / got[i]
+            if s_step < step:
+                step = s_step
+    return label, step
 
 
 @_jit
-def _mark(i, in_changed, changed, n_changed):
-    """Put flow ``i`` on the list of flows that started or stopped since the last
-    solve (once); returns the list's new length."""
-    if not in_changed[i]:
-        in_changed[i] = True
-        changed[n_changed] = i
-        n_changed += 1
-    return n_changed
+def _resolve_changed(n_changed, label, links, marks, net, flow, solver, rule):
+    """Rates after the ``n_changed`` flows that started or stopped: only their links
+    change state, and only those that are or were full pass a change on, so every flow
+    whose rate can change is in the set, through full links, of a sending flow on one
+    of them.  Returns the last label used."""
+    link_ptr, link_idx, link_jobs_ptr, link_jobs = net[0], net[1], net[2], net[3]
+    mode, demand, got, over = flow[0], flow[6], flow[8], flow[9]
+    load, _, over_cap, reach, in_reach = links
+    changed, in_changed = marks
+    flow_sets, scratch = solver
+    comp = flow_sets[0]
+    n_reach = 0
+    for c in range(n_changed):
+        i = changed[c]
+        for p in range(link_ptr[i], link_ptr[i + 1]):
+            x = link_idx[p]
+            now_over = load[x] > over_cap[x]
+            if (over[x] or now_over) and not in_reach[x]:
+                in_reach[x] = True
+                reach[n_reach] = x
+                n_reach += 1
+            over[x] = now_over
+    for c in range(n_changed):
+        in_changed[changed[c]] = False
+    label += 1
+    for r in range(n_reach):
+        x = reach[r]
+        in_reach[x] = False
+        for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
+            s = link_jobs[q]
+            if mode[s] != _SEND or comp[s] == label:
+                continue
+            if _crosses(s, net, over):
+                _solve_set(s, label, rule, net, flow, flow_sets, scratch)
+            else:
+                comp[s] = label
+                got[s] = demand[s]
+    return label
 
 
 @_jit
-def _join(i, d, link_ptr, link_idx, members, load):
-    """Flow ``i`` starts sending: its demand ``d`` (bits/s) joins each of its links."""
-    for p in range(link_ptr[i], link_ptr[i + 1]):
-        x = link_idx[p]
-        members[x] += 1
-        load[x] += d
+def _next_dt(t, horizon_s, step, mode, remaining, got, until):
+    """Seconds to the next event (a phase or gap ending, a slot reached, the horizon,
+    or ``step``), and whether any job is sending."""
+    dt = horizon_s - t
+    any_sending = False
+    for i in range(mode.shape[0]):
+        m = mode[i]
+        if m == _SEND:
+            x_dt = remaining[i] / got[i]
+            any_sending = True
+        elif m == _WAIT:
+            x_dt = until[i] - t
+        else:
+            x_dt = remaining[i]
+        if x_dt < dt:
+            dt = x_dt
+    if step < dt:
+        dt = step
+    if dt < 0.0:
+        dt = 0.0
+    return dt, any_sending
 
 
 @_jit
-def _leave(i, d, link_ptr, link_idx, members, load):
-    """Flow ``i`` stops sending: its demand ``d`` leaves its links (a link left with
-    no sender carries exactly 0)."""
-    for p in range(link_ptr[i], link_ptr[i + 1]):
-        x = link_idx[p]
-        members[x] -= 1
-        load[x] = load[x] - d if members[x] > 0 else 0.0
+def _account(t, dt, warmup_s, horizon_s, mode, got, over, excess, sent):
+    """Count the part of ``[t, t + dt)`` inside the window: seconds over capacity per
+    full link (``excess``) and bits each sending job sent (``sent``)."""
+    lo = max(t, warmup_s)
+    hi = min(t + dt, horizon_s)
+    if hi > lo:
+        w = hi - lo
+        for x in range(over.shape[0]):
+            if over[x]:
+                excess[x] += w
+        for i in range(mode.shape[0]):
+            if mode[i] == _SEND:
+                sent[i] += got[i] * w
+
+
+@_jit
+def _record(i, value, rows, counts):
+    """Append ``value`` to job ``i``'s row; False when the row is full."""
+    if counts[i] >= rows.shape[1]:
+        return False
+    rows[i, counts[i]] = value
+    counts[i] += 1
+    return True
+
+
+@_jit
+def _end_iteration(i, t, warmup_s, tolerance, anchors, grids, pace, busy, n_busy):
+    """Job ``i`` sent its last phase at ``t``: its busy time is recorded, and it waits
+    for its next slot (a held job) or begins again.  Returns 1 to begin now, 0 to wait,
+    ``_OUT_OF_ROOM`` when ``busy`` is full."""
+    until, slot, start_of, mode = pace
+    if start_of[i] >= warmup_s and not _record(i, t - start_of[i], busy, n_busy):
+        return _OUT_OF_ROOM
+    grid = grids[i]
+    if grid != grid:  # free-running
+        return 1
+    slot[i] += 1
+    due = anchors[i] + slot[i] * grid
+    if t > due + tolerance * grid:  # too late: re-align to the next slot
+        slot[i] = math.ceil((t - anchors[i]) / grid - 1e-9)
+        due = anchors[i] + slot[i] * grid
+    if due > t + _EPS:
+        mode[i] = _WAIT
+        until[i] = due
+        return 0
+    return 1
+
+
+@_jit
+def _start_send(i, n_changed, cycle, net, flow, links, marks):
+    """Job ``i``'s gap ended: its current phase's flow starts at its peak demand.
+    Returns the count of changed flows."""
+    bits, peak = cycle[1], cycle[2]
+    mode, phase, remaining, demand, got = flow[0], flow[1], flow[2], flow[6], flow[8]
+    mode[i] = _SEND
+    remaining[i] = bits[i, phase[i]]
+    d = peak[i, phase[i]]
+    demand[i] = d
+    got[i] = d
+    _join(i, d, net[0], net[1], links[1], links[0])
+    return _mark(i, marks[1], marks[0], n_changed)
+
+
+@_jit
+def _stop_send(i, n_changed, cycle, net, flow, links, marks):
+    """Job ``i`` sent its phase: its flow leaves its links and it moves to its next
+    gap.  Returns (the count of changed flows, whether its iteration ended)."""
+    gaps, n_phases = cycle[0], cycle[3]
+    mode, phase, remaining, demand, got = flow[0], flow[1], flow[2], flow[6], flow[8]
+    d = demand[i]
+    got[i] = 0.0
+    demand[i] = 0.0
+    _leave(i, d, net[0], net[1], links[1], links[0])
+    n_changed = _mark(i, marks[1], marks[0], n_changed)
+    if phase[i] + 1 < n_phases[i]:
+        phase[i] += 1
+        mode[i] = _GAP
+        remaining[i] = gaps[i, phase[i]]
+        return n_changed, False
+    return n_changed, True
+
+
+@_jit
+def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration):
+    """The loop's state as its steps take it: ``(flow, pace, links, marks, sent)``."""
+    mode = np.zeros(n, np.int64)
+    flow = (
+        mode,
+        np.zeros(n, np.int64),
+        np.zeros(n),
+        sent_before,
+        bits,
+        per_iteration,
+        np.zeros(n),
+        np.ones(n),
+        np.zeros(n),
+        np.zeros(n_links, np.bool_),
+    )
+    until = np.maximum(anchors, 0.0)
+    pace = (until, np.zeros(n, np.int64), np.full(n, np.nan), mode)
+    links = (
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),
+        caps * (1 + 1e-9),
+        np.zeros(n_links, np.int64),  # changed links that are or were full
+        np.zeros(n_links, np.bool_),
+    )
+    marks = (np.zeros(n, np.int64), np.zeros(n, np.bool_))  # flows started or stopped
+    return flow, pace, links, marks, np.zeros(n)
 
 
 @_jit
 def _loop(
-    gaps,
-    bits,
-    peak,
-    n_phases,
-    sent_before,
-    per_iteration,
-    link_ptr,
-    link_idx,
-    link_jobs_ptr,
-    link_jobs,
-    caps,
-    anchors,
-    grids,
-    classes,
-    general,
-    use_mltcp,
-    slope_q,
-    intercept_q,
-    scale_cut,
-    mltcp_steps,
-    horizon_s,
-    warmup_s,
-    tolerance,
-    max_events,
-    times,
-    n_times,
-    busy,
-    n_busy,
-    excess,
-    carried,
-):
-    """The event loop (see the module docstring).  Jobs' phases are rows of ``gaps``,
-    ``bits`` and ``peak`` (s, bits, bits/s); each job's links are
-    ``link_idx[link_ptr[i]:link_ptr[i + 1]]`` and each link's jobs
-    ``link_jobs[link_jobs_ptr[x]:link_jobs_ptr[x + 1]]``; ``grids`` holds NaN for a
-    free-running job.  Fills ``times``/``busy`` (per job, the first ``n_times``/``n_busy``
-    entries), ``excess`` and ``carried``.  Returns the number of events, or
-    ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM`` (more iterations than ``times`` holds).
-
-    Without MLTCP, rates change only when a flow starts or stops, and only for the flows
-    it reaches through links that are (or were) full: only those sets are re-solved
-    (with MLTCP every set is, every event)."""
-    n = gaps.shape[0]
-    n_links = caps.shape[0]
-    room = times.shape[1]
-    over_cap = caps * (1 + 1e-9)
-    mode = np.zeros(n, np.int64)
-    until = np.maximum(anchors, 0.0)
-    remaining = np.zeros(n)
-    phase = np.zeros(n, np.int64)
-    slot = np.zeros(n, np.int64)
-    start_of = np.full(n, np.nan)
-    demand = np.zeros(n)
-    got = np.zeros(n)
-    sent = np.zeros(n)
-    weight = np.ones(n)
-    load = np.zeros(n_links)
-    members = np.zeros(n_links, np.int64)
-    over = np.zeros(n_links, np.bool_)
-    # scratch for the rate solver
-    comp = np.full(n, -1, np.int64)
-    flows = np.zeros(n, np.int64)
-    fixed = np.zeros(n, np.bool_)
-    tight = np.zeros(n, np.bool_)
-    changed = np.zeros(n, np.int64)  # jobs that started or stopped sending since the last solve
-    in_changed = np.zeros(n, np.bool_)
-    n_changed = 0
-    reach = np.zeros(n_links, np.int64)  # changed links that are or were full
-    in_reach = np.zeros(n_links, np.bool_)
-    rem = np.zeros(n_links)
-    wload = np.zeros(n_links)
-    n_open = np.zeros(n_links, np.int64)
-    level_of = np.zeros(n_links)
-    links = np.zeros(n_links, np.int64)
+    gaps, bits, peak, n_phases, sent_before, per_iteration,
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes,
+    anchors, grids, use_mltcp, slope_q, intercept_q, scale_cut, general,
+    mltcp_steps, horizon_s, warmup_s, tolerance, max_events,
+    times, n_times, busy, n_busy, excess, carried,
+):  # fmt: skip
+    """The event loop over jobs' phases as rows (s, bits, bits/s) and links in CSR form
+    (a grid NaN: free-running); fills ``times``, ``busy``, ``excess``, ``carried``.
+    Returns the number of events, or ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM``."""
+    cycle = (gaps, bits, peak, n_phases)
     net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
-    flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over)
-    flow_sets = (comp, flows)
-    scratch = (fixed, tight, rem, wload, n_open, level_of, links)
     rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
-    label = 0
-    t = 0.0
-    events = 0
+    n, n_links = gaps.shape[0], caps.shape[0]
+    flow, pace, links, marks, sent = _state(
+        n, n_links, anchors, caps, sent_before, bits, per_iteration
+    )
+    mode, phase, remaining, got, over = flow[0], flow[1], flow[2], flow[8], flow[9]
+    until, start_of = pace[0], pace[2]
+    solver = _scratch(n, n_links)
+    n_changed, label, t, events = 0, 0, 0.0, 0
     while t < horizon_s:
         events += 1
         if events > max_events:
             return _TOO_MANY_EVENTS
         step = math.inf
-        if use_mltcp:  # weights change as bytes go out: every set, every event
-            for c in range(n_changed):
-                i = changed[c]
-                in_changed[i] = False
-                for p in range(link_ptr[i], link_ptr[i + 1]):
-                    x = link_idx[p]
-                    over[x] = load[x] > over_cap[x]
+        if use_mltcp:
+            label, step = _resolve_mltcp(
+                n_changed, label, mltcp_steps, links, marks, net, flow, solver, rule
+            )
             n_changed = 0
-            for i in range(n):
-                if mode[i] == _SEND:
-                    got[i] = demand[i]
-            label += 1
-            for s in range(n):
-                if mode[s] != _SEND or comp[s] == label or not _crosses(s, net, over):
-                    continue
-                k = _solve_set(s, label, rule, net, flow, flow_sets, scratch)
-                for a in range(k):
-                    i = flows[a]
-                    s_step = per_iteration[i] / mltcp_steps / got[i]
-                    if s_step < step:
-                        step = s_step
         elif n_changed > 0:
-            # only links of the flows that started or stopped change state, and only
-            # those that are or were full pass a change on: every flow whose rate can
-            # change is in the set, through full links, of a sending flow on one of them
-            n_reach = 0
-            for c in range(n_changed):
-                i = changed[c]
-                for p in range(link_ptr[i], link_ptr[i + 1]):
-                    x = link_idx[p]
-                    now_over = load[x] > over_cap[x]
-                    if (over[x] or now_over) and not in_reach[x]:
-                        in_reach[x] = True
-                        reach[n_reach] = x
-                        n_reach += 1
-                    over[x] = now_over
-            for c in range(n_changed):
-                in_changed[changed[c]] = False
+            label = _resolve_changed(n_changed, label, links, marks, net, flow, solver, rule)
             n_changed = 0
-            label += 1
-            for r in range(n_reach):
-                x = reach[r]
-                in_reach[x] = False
-                for q in range(link_jobs_ptr[x], link_jobs_ptr[x + 1]):
-                    s = link_jobs[q]
-                    if mode[s] != _SEND or comp[s] == label:
-                        continue
-                    if _crosses(s, net, over):
-                        _solve_set(s, label, rule, net, flow, flow_sets, scratch)
-                    else:
-                        comp[s] = label
-                        got[s] = demand[s]
-        dt = horizon_s - t
-        any_sending = False
-        for i in range(n):
-            m = mode[i]
-            if m == _SEND:
-                x_dt = remaining[i] / got[i]
-                any_sending = True
-            elif m == _WAIT:
-                x_dt = until[i] - t
-            else:
-                x_dt = remaining[i]
-            if x_dt < dt:
-                dt = x_dt
-        if step < dt:
-            dt = step
-        if dt < 0.0:
-            dt = 0.0
+        dt, any_sending = _next_dt(t, horizon_s, step, mode, remaining, got, until)
         if any_sending:
-            lo = max(t, warmup_s)
-            hi = min(t + dt, horizon_s)
-            if hi > lo:
-                w = hi - lo
-                for x in range(n_links):
-                    if over[x]:
-                        excess[x] += w
-                for i in range(n):
-                    if mode[i] == _SEND:
-                        sent[i] += got[i] * w
+            _account(t, dt, warmup_s, horizon_s, mode, got, over, excess, sent)
         t += dt
         if t >= horizon_s:
             break
-        for i in range(n):
+        for i in range(n):  # the common steps inline, the transitions called
             m = mode[i]
-            begin = False
+            begin = 0
             end = False
             if m == _WAIT:
-                begin = until[i] <= t + _EPS
+                begin = 1 if until[i] <= t + _EPS else 0
             elif m == _GAP:
                 remaining[i] -= dt
                 if remaining[i] <= _EPS:
                     if n_phases[i] > 0:  # start sending the current phase
-                        mode[i] = _SEND
-                        remaining[i] = bits[i, phase[i]]
-                        d = peak[i, phase[i]]
-                        demand[i] = d
-                        got[i] = d
-                        _join(i, d, link_ptr, link_idx, members, load)
-                        n_changed = _mark(i, in_changed, changed, n_changed)
+                        n_changed = _start_send(i, n_changed, cycle, net, flow, links, marks)
                     else:
                         end = True
             else:
                 remaining[i] -= got[i] * dt
                 if remaining[i] <= 1e-9 * bits[i, phase[i]]:  # stop sending
-                    d = demand[i]
-                    got[i] = 0.0
-                    demand[i] = 0.0
-                    _leave(i, d, link_ptr, link_idx, members, load)
-                    n_changed = _mark(i, in_changed, changed, n_changed)
-                    if phase[i] + 1 < n_phases[i]:
-                        phase[i] += 1
-                        mode[i] = _GAP
-                        remaining[i] = gaps[i, phase[i]]
-                    else:
-                        end = True
+                    n_changed, end = _stop_send(i, n_changed, cycle, net, flow, links, marks)
             if end:
-                if start_of[i] >= warmup_s:
-                    if n_busy[i] >= room:
-                        return _OUT_OF_ROOM
-                    busy[i, n_busy[i]] = t - start_of[i]
-                    n_busy[i] += 1
-                grid = grids[i]
-                if grid != grid:  # free-running
-                    begin = True
-                else:
-                    slot[i] += 1
-                    due = anchors[i] + slot[i] * grid
-                    if t > due + tolerance * grid:  # too late: re-align to the next slot
-                        slot[i] = math.ceil((t - anchors[i]) / grid - 1e-9)
-                        due = anchors[i] + slot[i] * grid
-                    if due > t + _EPS:
-                        mode[i] = _WAIT
-                        until[i] = due
-                    else:
-                        begin = True
-            if begin:
-                if start_of[i] >= warmup_s:
-                    if n_times[i] >= room:
-                        return _OUT_OF_ROOM
-                    times[i, n_times[i]] = t - start_of[i]
-                    n_times[i] += 1
+                begin = _end_iteration(
+                    i, t, warmup_s, tolerance, anchors, grids, pace, busy, n_busy
+                )
+                if begin == _OUT_OF_ROOM:
+                    return _OUT_OF_ROOM
+            if begin == 1:
+                if start_of[i] >= warmup_s and not _record(i, t - start_of[i], times, n_times):
+                    return _OUT_OF_ROOM
                 start_of[i] = t
                 mode[i] = _GAP
                 phase[i] = 0
@@ -528,82 +356,35 @@ def run_events_compiled(
     """:func:`cassini.sim.network.flowloop.run_events`'s inputs and result
     (:class:`cassini.sim.network.flowloop.LoopResult`), stepped by the compiled
     loop.  Returns None when ``max_events`` is exceeded."""
-    n = len(cycles)
-    width = max(1, max((len(c.bits) for c in cycles), default=1))
-    gaps = np.zeros((n, width))
-    bits = np.ones((n, width))
-    peak = np.zeros((n, width))
-    n_phases = np.zeros(n, np.int64)
-    sent_before = np.zeros((n, width))
-    per_iteration = np.zeros(n)
-    shortest = math.inf
-    for i, c in enumerate(cycles):
-        gaps[i, : len(c.gaps_s)] = c.gaps_s
-        bits[i, : len(c.bits)] = c.bits
-        peak[i, : len(c.bits)] = c.rates_bps
-        n_phases[i] = len(c.bits)
-        sent_before[i, : len(c.bits)] = np.concatenate([[0.0], np.cumsum(c.bits)[:-1]])[
-            : len(c.bits)
-        ]
-        per_iteration[i] = float(sum(c.bits))
-        shortest = min(shortest, c.iteration_time_s)
-    n_links = len(caps)
-    link_ptr = np.zeros(n + 1, np.int64)
-    for i, p in enumerate(links_of):
-        link_ptr[i + 1] = link_ptr[i] + len(p)
-    link_idx = np.array([x for p in links_of for x in p], np.int64)
-    on_link: list[list[int]] = [[] for _ in range(n_links)]
-    for i, p in enumerate(links_of):
-        for x in p:
-            on_link[x].append(i)
-    link_jobs_ptr = np.zeros(n_links + 1, np.int64)
-    for x, js in enumerate(on_link):
-        link_jobs_ptr[x + 1] = link_jobs_ptr[x] + len(js)
-    link_jobs = np.array([i for js in on_link for i in js], np.int64)
+    n, n_links = len(cycles), len(caps)
+    cycle, shortest = pack_cycles(cycles)
+    net = (
+        *csr_links(links_of, n_links),
+        np.asarray(caps, float),
+        np.asarray(classes, np.int64),
+    )
+    pacing = (
+        np.asarray(anchors, float),
+        np.array([math.nan if g is None else g for g in grids], float),
+    )
     slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp is not None else (0, ONE, 0, 0, 0)
     general = mltcp is not None or len(set(classes)) > 1
+    rule = (mltcp is not None, slope_q, intercept_q, bool(flags & FLAG_SCALE_CUT), general)
+    window = (
+        float(mltcp_steps),
+        float(horizon_s),
+        float(warmup_s),
+        float(tolerance),
+        int(max_events),
+    )
     # iterations take at least the shortest dedicated iteration time: room for them all,
     # grown if a degenerate profile needs more
     room = int(min(horizon_s / max(shortest, 1e-6), 1e6)) + 4 if n else 1
     while True:
-        times = np.zeros((n, room))
-        busy = np.zeros((n, room))
-        n_times = np.zeros(n, np.int64)
-        n_busy = np.zeros(n, np.int64)
-        excess = np.zeros(n_links)
-        carried = np.zeros(n_links)
-        events = _loop(
-            gaps,
-            bits,
-            peak,
-            n_phases,
-            sent_before,
-            per_iteration,
-            link_ptr,
-            link_idx,
-            link_jobs_ptr,
-            link_jobs,
-            np.asarray(caps, float),
-            np.asarray(anchors, float),
-            np.array([math.nan if g is None else g for g in grids], float),
-            np.asarray(classes, np.int64),
-            general,
-            mltcp is not None,
-            slope_q,
-            intercept_q,
-            bool(flags & FLAG_SCALE_CUT),
-            float(mltcp_steps),
-            float(horizon_s),
-            float(warmup_s),
-            float(tolerance),
-            int(max_events),
-            times,
-            n_times,
-            busy,
-            n_busy,
-            excess,
-            carried,
-        )
+        times, busy = np.zeros((n, room)), np.zeros((n, room))
+        n_times, n_busy = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        out = (times, n_times, busy, n_busy, np.zeros(n_links), np.zeros(n_links))
+        events = _loop(*cycle, *net, *pacing, *rule, *window, *out)
         if events != _OUT_OF_ROOM:
             break
         room *= 4
@@ -612,7 +393,7 @@ def run_events_compiled(
     return LoopResult(
         [times[i, : n_times[i]].tolist() for i in range(n)],
         [busy[i, : n_busy[i]].tolist() for i in range(n)],
-        excess.tolist(),
-        carried.tolist(),
+        out[4].tolist(),
+        out[5].tolist(),
         int(events),
     )

@@ -1,22 +1,4 @@
-"""The simulator's decisions in parts, one table per kind.
-
-=============  ====================================  ==========================================
-kind           table (module)                        entries
-=============  ====================================  ==========================================
-queue          :data:`queue.QUEUE_POLICIES`          themis, pollux, fifo, las, recorded
-placement      :data:`placement.PLACEMENTS`          packed (alias first), random, cassini, defrag
-routing        :data:`routing.ROUTINGS`              single, ecmp, crux
-sharing        :data:`sharing.SHARINGS`              maxmin, mltcp, priority
-timing         :data:`timing.TIMINGS`                free, held
-=============  ====================================  ==========================================
-
-A scheduler's name is its parts joined by ``+``, the queue policy first:
-``themis+cassini``, ``themis+crux+mltcp``, ``pollux+ecmp``...  Two names stand for
-several parts, as the systems they come from do: ``cassini`` = cassini placement + held
-timing; ``crux`` = crux routing + priority sharing.  Parsing lives in
-:mod:`cassini.sim.schedulers`; adding a part is one module-level function plus one table
-entry (see ``docs/extending.md``).
-"""
+"""The simulator's decisions in parts, one table per kind."""
 
 from __future__ import annotations
 

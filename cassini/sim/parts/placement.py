@@ -1,22 +1,5 @@
 """Placements: which of the candidate placements a job takes, and whether running jobs
-are later migrated to de-fragment the cluster.
-
-The candidates come from :func:`candidate_placements` (packed first, then packings from
-other racks, then random picks).  Each entry of :data:`PLACEMENTS` is a function
-``(state, job, options) -> Choice`` where ``state`` is the running simulation's
-read-only :class:`cassini.sim.state.ClusterState` and ``job`` the job's profile (named
-by its job id):
-
-* ``packed`` (alias ``first``) — the packed candidate: fewest racks, then fewest servers;
-* ``random`` — a random candidate (seeded);
-* ``cassini`` — :func:`cassini.plugin.choose_placement` over the candidates, with its
-  time-shifts (the ``cassini`` name part also holds jobs to them; see ``timing``);
-* ``defrag`` — packed, plus MonkeyTree-style migration of running jobs
-  (:func:`defrag_move`): a job spread over more racks than it needs moves into fewer
-  when the free GPUs allow it and the move pays back (the time saved at its dedicated
-  pace over its remaining iterations exceeds the stall), stalling ``migration_s`` per
-  moved worker (one worker per server), at most once per ``cooldown_s``.
-"""
+are later migrated to de-fragment the cluster."""
 
 from __future__ import annotations
 

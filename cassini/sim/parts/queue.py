@@ -1,26 +1,4 @@
-"""Queue policies: which queued job runs next, on how many GPUs, for how many iterations.
-
-Each entry of :data:`QUEUE_POLICIES` is a function ``(queue, free_gpus, now_s,
-iteration_time_s) -> list[Decision]``; the engine places the jobs in the returned order
-while they fit (a job that does not fit is skipped unless the policy stops the list).
-
-* ``themis`` — finish-time fairness, simplified from Themis (NSDI 2020): worst-treated
-  first by rho = (waited + dedicated run time) / dedicated run time; backfilling; no
-  leases or preemption.
-* ``pollux`` — goodput, simplified from Pollux (OSDI 2021): twice the GPUs asked for when
-  nobody else waits and they are free, half when the cluster is short, whichever gives
-  more goodput (GPUs x statistical efficiency); iterations scale to train the same
-  samples; no re-allocation.
-* ``fifo`` — arrival order with head-of-line blocking: the list stops at the first job
-  whose GPUs are not free.
-* ``las`` — Tiresias-style least attained service (NSDI 2019, 2D-LAS): least GPU-seconds
-  attained first.  The engine does not preempt, so every queued job has attained 0 and
-  2D-LAS falls to its tie-break: fewest GPUs first (the job that reaches a given
-  attained service last), then arrival.
-* ``recorded`` — a trace's own jobs in arrival order (then job id), each on the hosts its
-  trace names (:mod:`cassini.sim.recorded`); a job whose hosts are busy waits while later
-  ones whose hosts are free start (backfilling).
-"""
+"""Queue policies: which queued job runs next, on how many GPUs, for how many iterations."""
 
 from __future__ import annotations
 

@@ -1,28 +1,5 @@
 """Routing: which equal-cost path each job's traffic takes.  A job is one flow in the
-network model, so it takes one *path index* k ("spine") for all of its traffic:
-
-* on the uniform :class:`~cassini.sim.topology.Cluster` with ``spines`` N > 1, k is the
-  spine: the job's traffic leaves and enters every rack it spans over that spine's
-  uplink (``tor<r>s<k>``);
-* on a :class:`~cassini.sim.topologies.Topology`, every hop of the job's ring between
-  two ToRs takes alternative ``k mod n`` of the hop's n equal-cost paths
-  (:meth:`Topology.paths`, sorted by link ids); on a two-tier fabric the alternatives
-  are the spines, so this is the same choice as on the ``Cluster``.  The links counted
-  for load and collisions are the job's switch-to-switch links (its *uplinks*).
-
-Entries of :data:`ROUTINGS`:
-
-* ``single`` — on a ``Cluster``, one path per rack: the ToR's uplinks act as one link of
-  their summed capacity (``tor<r>``), i.e. perfect load balancing (packet spraying);
-  on a ``Topology`` (which has no summed link) the first path of every hop.
-* ``ecmp`` — the path index is a seeded hash of the job's id (the 5-tuple hash of a real
-  switch, fixed per flow); a hash onto an uplink that already carries traffic while
-  another uplink of the same switch is idle is a *collision* (counted).
-* ``crux`` — Crux's path selection: jobs in descending GPU intensity each take the
-  least-loaded path index (load = summed peak demand of the jobs already routed, on the
-  job's most-loaded uplink, then their sum); the engine re-routes every running
-  cross-rack job in that order whenever the set of cross-rack jobs changes.
-"""
+network model, so it takes one *path index* k ("spine") for all of its traffic:"""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Link sharing: how flows that want more than a link's capacity split it.
-
-Entries of :data:`SHARINGS` (``mltcp`` and ``priority`` combine: weighted within a class):
-
-* ``maxmin`` — max-min fair, each flow capped at its demand: DCQCN/DCTCP (and Reno at
-  equal RTTs) once converged; the default.
-* ``mltcp`` — MLTCP on an ECN/DCTCP-like rate control: a flow's window grows F times
-  faster, F computed by :mod:`mltcp.policy` (the fixed-point rule the kernel programs
-  run, same slope, intercept and ``scale_cut``) from the fraction of its iteration's
-  bytes already sent.  With every flow on a link seeing the same marking fraction alpha,
-  DCTCP's steady state (grow F per RTT, cut ``w * alpha / 2``) gives a window, hence a
-  share, proportional to F; with ``scale_cut`` (cut divided by F too) proportional to
-  F**2.  This is ``mltcp.model``'s ``mltcp`` policy (share proportional to F) on a
-  fabric of many links, with each flow capped at its demand (weighted max-min).
-* ``priority`` — strict priority per link (Crux's hardware queues): class 0 first; a
-  lower class gets only what the higher ones leave, max-min fair within a class.
-"""
+"""Link sharing: how flows that want more than a link's capacity split it."""
 
 from __future__ import annotations
 

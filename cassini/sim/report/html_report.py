@@ -1,12 +1,4 @@
-"""``report.html``: one static page gathering a run's tables and pictures.
-
-Self-contained: the pictures are embedded as base64 PNG (they are also written beside
-it), the style is inline, nothing is fetched — it opens offline from a file.  Numbers
-are printed with four significant digits (whole numbers from 10,000 up) in cells marked
-``data-key``, so a reader (or a test) can find each metric.  A few lines of script mark
-every picture ``data-loaded="true"`` once it decoded, and the body
-``data-images-loaded`` with the count.
-"""
+"""``report.html``: one static page gathering a run's tables and pictures."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """What a run's report needs beyond the results: the network model's windows, and which
-job sends when on one link.
-
-:class:`NetworkRecorder` is handed to the engine (``recorder=``) and keeps, for every
-evaluation of the network model, the group's flows, its window and the excess demand per
-link — references only, no copies.  :func:`link_timeline` then picks the window where a
-link was most congested and runs that exact window again through
-:func:`cassini.sim.network.simulate` with an observer, giving each job's rate on the link
-over time (what Crux's Fig. 24 draws).  Deterministic: the replay is the evaluation the
-engine made.
-"""
+job sends when on one link."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """Run a configuration and report: JSON for machines, a table, plots and ``report.html``
-for people.
-
-``write_run`` writes ``results.json`` and ``cdf.png``; given the :class:`Run` of
-:func:`simulate_config` it also writes the pictures of :mod:`cassini.sim.report.pictures`
-(per-link utilisation heat map, one link's timeline, slowdown CDF, GPU utilisation) and
-``report.html`` (:mod:`cassini.sim.report.html_report`) beside them.
-
-``ratios`` compares every scheduler ``X`` with ``X+cassini`` run on the same jobs:
-baseline over CASSINI for mean and p99 iteration time (> 1 means CASSINI is faster),
-as the paper reports them.
-"""
+for people."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """Run a grid of simulations in parallel: on Ray when it is installed (a local Ray
-instance, or the cluster at ``address``), else in a local process pool.
-
-Every grid point runs all the configuration's schedulers on the same jobs (unless
-``scheduler`` is itself an axis), so baseline/CASSINI ratios compare like with like.
-"""
+instance, or the cluster at ``address``), else in a local process pool."""
 
 from __future__ import annotations
 

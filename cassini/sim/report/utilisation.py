@@ -1,18 +1,4 @@
-"""Utilisation over time, from a run's job records: per link and of the GPUs.
-
-Between two events a job runs at a steady mean iteration time (its record's
-``timeline``), so on every link of its ring it carries its profile's bits per iteration
-over that iteration time.  Summing the jobs on a link and dividing by its capacity gives
-the link's utilisation, averaged over each time bin.  The GPUs: *allocated* is the share
-of the cluster's GPUs held by running jobs; *effective* weighs each job's GPUs by
-dedicated / current iteration time (the share of time they compute rather than wait for
-the network, as Crux counts GPU utilisation).
-
-The records do not keep a job's routed path: on a ``Cluster`` a cross-rack job counts on
-its racks' summed uplinks (``tor<r>``); on a :class:`~cassini.sim.topologies.Topology`
-with equal-cost paths it counts evenly on each path index's links (:func:`link_weights`),
-which is the same per-capacity view when the alternatives are equal.
-"""
+"""Utilisation over time, from a run's job records: per link and of the GPUs."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """Generated Clos fabrics with uniform racks: two-tier (ToRs under N spines) and three-tier
-(racks in pods; each pod's aggregation switches under the core switches).
-
-Capacities follow :class:`cassini.sim.topology.Cluster`: a ToR's uplinks add up to
-``servers_per_rack * server_link_bps / oversubscription``, split evenly over its links
-to the tier above; a three-tier pod's aggregation uplinks add up to the pod's ToR uplinks
-``/ pod_oversubscription``.  With ``spines=1`` (two-tier) or ``aggs_per_pod=1, cores=1``
-(three-tier) every ring job crosses the same links at the same capacities as on the
-``Cluster`` of the same parameters (only the link ids differ).
-"""
+(racks in pods; each pod's aggregation switches under the core switches)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,5 @@
 """A GPU cluster's fabric as built: hosts in racks of any size under ToR switches, up to
-three switch tiers, per-link capacities, and the equal-cost paths between racks.
-
-:class:`Topology` offers what the simulator's engine uses from the uniform
-:class:`cassini.sim.topology.Cluster` (``servers``, ``gpus``, ``gpus_per_server``,
-``rack_of``, ``pod_of``, ``links``, ``path``, ``to_dict``) plus what irregular fabrics
-need: ``racks`` as tuples of server indices, switches per tier, per-switch uplink
-oversubscription, and :meth:`Topology.paths` (the equal-cost alternatives between two
-ToRs, for ECMP).
-
-Model (the same as ``Cluster``'s, generalised):
-
-* Servers are numbered rack by rack (racks in pod order), so every rack is a contiguous
-  range of server indices; ``hosts[i]`` is server i's name in the source.
-* A fabric has one or more *planes*.  Ordinary fabrics have one: every server has one
-  link to its rack's ToR.  A rail-optimised fabric has one plane per rail: server i has a
-  link to its rack's ToR of each rail.  A job's traffic is spread evenly over the planes,
-  so each link of a job's route carries ``1 / planes`` of the job's rate
-  (:meth:`Topology.path_shares`); ``links`` therefore gives every link's capacity times
-  ``planes`` (in units of a job's full rate, what the engine compares rates with) and
-  ``link_bps`` the physical capacity.
-* Links are full duplex with ``bps`` bits/s in each direction.  A data-parallel job's
-  ring visits its servers rack by rack (racks in pod order, then index order) and wraps
-  around; each hop between racks is routed on one of the equal-cost shortest paths
-  between the two ToRs (the first, in link-id order, unless a ``route`` callback picks
-  another).  Along this ring every directed link carries at most one hop, so a job
-  counts once on each link it touches, as in ``Cluster.path``.
-* Link ids: ``srv<i>`` is server i's link (``srv<i>.<p>`` in plane p when there are
-  several planes); a switch-to-switch link is ``<lower>-<upper>`` with switch ids such
-  as ``tor3``, ``agg1``, ``core0``, ``spine2`` (``Switch.name`` keeps the source's name).
-"""
+three switch tiers, per-link capacities, and the equal-cost paths between racks."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """The k-ary fat-tree (Al-Fares et al., SIGCOMM 2008): k pods of k/2 edge (ToR) and k/2
 aggregation switches, (k/2)^2 core switches, k/2 hosts under every edge switch, every link
-``server_link_bps``; k^3/4 hosts, no oversubscription.
-
-Edge switch e of a pod links to every aggregation switch of the pod; aggregation switch a
-of every pod links to core switches a*k/2 .. a*k/2 + k/2 - 1.  Between two racks of one
-pod there are k/2 equal-cost paths, between pods (k/2)^2.
-"""
+``server_link_bps``; k^3/4 hosts, no oversubscription."""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""Host tables: a CSV with one row per host naming its ToR, aggregation and core switch.
-
-Two headers are accepted (columns in any order):
-
-* The Alibaba Lingjun 2023 ``topo.csv`` (``alibaba/alibaba-lingjun-dataset-2023``), as
-  published: ``ip,DSW,PSW,ASW`` -- the host, its core switch (DSW), aggregation switch
-  (PSW) and ToR switch (ASW).  The file has no speeds or GPU counts: they come from the
-  parameters (``gpus_per_server``, ``server_link_bps``, ``oversubscription``,
-  ``pod_oversubscription``).
-* Ours: ``host,tor`` required; ``agg``, ``core``, ``gpus``, ``host_bps``,
-  ``tor_uplink_bps``, ``agg_uplink_bps`` optional.  ``host_bps`` is the host's link
-  (bits/s), ``tor_uplink_bps`` / ``agg_uplink_bps`` the summed uplink capacity of the
-  host's ToR / aggregation switch (repeated on each of its rows, and they must agree).
-  Without ``agg`` the fabric is two-tier (every ToR under one spine); without ``core``
-  every aggregation switch is under one core.  A column and the parameter of the same
-  quantity may not both be given.  A table names at most one core switch (one row per
-  host cannot say how several cores are joined; Lingjun's names one DSW).
-
-A switch is identified by its full path (core, aggregation, ToR): names may repeat under
-different parents (Lingjun's ASW names do), and such ToRs are different racks.  Racks may
-hold any number of hosts.  Defaults where neither column nor parameter says:
-``server_link_bps`` 50e9, ``oversubscription`` 2 (ToR uplinks = hosts' links / 2),
-``pod_oversubscription`` 1 (aggregation uplinks = its ToRs' uplinks).
-
-Bad input raises :class:`cassini.errors.InputError` whose field is ``file:line:column``.
-"""
+"""Host tables: a CSV with one row per host naming its ToR, aggregation and core switch."""
 
 from __future__ import annotations
 

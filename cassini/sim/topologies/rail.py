@@ -1,17 +1,6 @@
 """Rail-optimised fabrics, the layout of current GPU clusters: each of a server's GPUs has
 its own NIC, and NIC g of every server in a group (a "rack" of the model) is linked to the
-group's rail-g ToR; every rail ToR is linked to every spine.
-
-Assumptions (documented in docs/topologies.md):
-
-* one rail per GPU (``rails = gpus_per_server``), each NIC ``server_link_bps``;
-* a job's traffic is spread evenly over all rails of its servers (NCCL's rail-aligned
-  rings, with PXN moving data to the NIC of another rail over NVLink), so every link on
-  its route carries ``1 / rails`` of its rate (:meth:`Topology.path_shares`); traffic
-  between two groups stays on its rail (rail g ToR -> spine -> rail g ToR);
-* a rail ToR's uplinks add up to ``servers_per_group * server_link_bps /
-  oversubscription``, split evenly over the spines.
-"""
+group's rail-g ToR; every rail ToR is linked to every spine."""
 
 from __future__ import annotations
 

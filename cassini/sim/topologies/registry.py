@@ -1,16 +1,5 @@
 """The table of topology builders by name, and the ``cluster:`` configuration forms that
-pick one:
-
-.. code-block:: yaml
-
-    cluster: {hosts: topo.csv, gpus_per_server: 8, server_link_bps: 2.0e+11,
-              oversubscription: 2}                 # path relative to the config file
-    cluster: {generate: fat-tree, k: 4, gpus_per_server: 8}
-    cluster: {generate: two-tier, racks: 16, servers_per_rack: 8, gpus_per_server: 8,
-              spines: 4}
-
-Every parameter of a builder is accepted under its own name; unknown ones are errors.
-"""
+pick one:"""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""Readers for the GPU-cluster traces people publish, one module per format.
-
-=============  =============================================  ==============================
-``--format``   trace (repository)                             recorded placement
-=============  =============================================  ==============================
-``philly``     Philly ``cluster_job_log`` (msr-fiddle/         machines of the last attempt
-               philly-traces)
-``helios``     Helios/Venus ``cluster_log.csv``                no
-               (S-Lab-System-Group/HeliosData)
-``acme``       Acme ``trace_seren.csv``/``trace_kalos.csv``    no
-               (InternLM/AcmeTrace)
-``pai2020``    Alibaba PAI ``pai_job_table`` +                 instance machines (with
-               ``pai_task_table`` (alibaba/clusterdata,        ``pai_instance_table``)
-               cluster-trace-gpu-v2020)
-``lingjun``    Alibaba Lingjun ``job.csv`` + ``worker.csv``    worker ``host_ip``
-               (alibaba/alibaba-lingjun-dataset-2023)
-``pollux``     Pollux/AdaptDL workload CSV (petuum/adaptdl     no
-               simulator/workloads)
-``tiresias``   Tiresias/Blox job CSV (SymbioticLab/Tiresias)   no
-``csv``        ours (:mod:`cassini.sim.workload`)              ``hosts`` column
-=============  =============================================  ==============================
-
-Each module's docstring names the columns it uses and every assumption it makes; the
-assumptions applied to a file come back in :attr:`TraceRead.notes` and are printed in a
-run's report.  :func:`read` reads one file; :func:`detect` guesses the format.
-"""
+"""Readers for the GPU-cluster traces people publish, one module per format."""
 
 from __future__ import annotations
 

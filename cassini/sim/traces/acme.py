@@ -1,27 +1,5 @@
 """``acme``: Shanghai AI Lab Acme ``trace_seren.csv`` / ``trace_kalos.csv``
-(InternLM/AcmeTrace, NSDI 2024).
-
-Source: https://github.com/InternLM/AcmeTrace, ``data/job_trace/``; the README gives
-both headers.  Seren::
-
-    job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time
-
-Kalos adds ``mem_per_pod_GB``, ``shared_mem_per_pod``, ``fail_time`` and ``stop_time``.
-
-Columns used: ``job_id``; ``gpu_num``; ``submit_time`` (arrival, with its zone:
-``2023-03-01 00:18:22+08:00``); ``duration`` (run time in seconds; when empty,
-``end_time - start_time``).  Required in the header as well, to tell the format apart:
-``node_num``, ``type``, ``state``, ``start_time``, ``end_time``, ``gpu_time``.
-
-Assumptions (as :mod:`.helios`, whose reading code this shares):
-
-* Every final state is replayed for its recorded run time.
-* Skipped (counted): ``gpu_num`` 0 (CPU jobs), run time <= 0, neither ``duration`` nor
-  ``end_time``.
-* ``type`` (Pretrain, SFT, Evaluation, Debug, ...) is a workload class, not a model:
-  the seeded rule of :class:`~.common.ModelRule` picks one.
-* ``node_num`` is not a placement (Acme publishes per-node counters, not job hosts).
-"""
+(InternLM/AcmeTrace, NSDI 2024)."""
 
 from __future__ import annotations
 

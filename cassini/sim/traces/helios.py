@@ -1,24 +1,4 @@
-"""``helios``: SenseTime Helios ``cluster_log.csv`` (S-Lab-System-Group/HeliosData, SC 2021).
-
-Source: https://github.com/S-Lab-System-Group/HeliosData — one ``cluster_log.csv`` per
-cluster (Venus is the one published; Earth, Saturn, Uranus share the schema).  Header::
-
-    job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue
-
-Columns used: ``job_id``; ``gpu_num`` (GPUs); ``submit_time`` (arrival,
-``2020-06-09 18:41:01``); ``duration`` (run time in seconds, ``end_time - start_time``
-per the README; when empty, ``end_time - start_time`` is used).  Required in the header
-as well, to tell the format apart: ``vc``, ``node_num``, ``state``, ``start_time``,
-``end_time``.
-
-Assumptions:
-
-* Every final ``state`` (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL) is replayed
-  for its recorded run time: a failed job held its GPUs that long too.
-* Skipped (counted): ``gpu_num`` 0 (CPU jobs, about half the trace), run time <= 0.
-* ``node_num`` is not a placement (no machine names): the scheduler places the job.
-* The trace names no model: the seeded rule of :class:`~.common.ModelRule` picks one.
-"""
+"""``helios``: SenseTime Helios ``cluster_log.csv`` (S-Lab-System-Group/HeliosData, SC 2021)."""
 
 from __future__ import annotations
 
@@ -34,10 +14,10 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "helios"
 SOURCE = "S-Lab-System-Group/HeliosData: data/<cluster>/cluster_log.csv"

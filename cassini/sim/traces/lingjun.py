@@ -1,38 +1,5 @@
 """``lingjun``: Alibaba Lingjun GPU cluster dataset 2023 (alibaba/alibaba-lingjun-dataset-2023,
-the Crux paper, SIGCOMM 2024).
-
-Source: https://github.com/alibaba/alibaba-lingjun-dataset-2023, ``data/job.csv``,
-``data/worker.csv``, ``data/topo.csv``.  The repository's README describes the tables
-but not their columns, and ``job.csv``/``worker.csv`` are stored out of git; the column
-names below are those that public loaders of the dataset read [unconfirmed against the
-files themselves]:
-
-* ``job.csv``: ``job_name``, ``kind``, ``model``, ``status``, ``gmt_job_submitted``,
-  ``gmt_job_running``, ``gmt_job_finished``, ``gmt_job_stopped``, ... (times like
-  ``2023/7/15 02:19``)
-* ``worker.csv``: ``job_name``, ``worker_name``, ``replica_type``, ``host_ip``,
-  ``gmt_created``, ``RES`` (a JSON object of resources, GPUs under ``nvidia.com/gpu``)
-* ``topo.csv``: ``ip,DSW,PSW,ASW`` — not read here: the host-table topology belongs to
-  the cluster reader (issue 22 §2).
-
-Give ``job.csv`` or the directory holding it; ``worker.csv`` must sit beside it.
-
-Columns used: job ``job_name`` (id), ``model``, ``gmt_job_submitted`` (arrival),
-``gmt_job_running`` and ``gmt_job_finished`` (else ``gmt_job_stopped``) for the run
-time; worker ``job_name``, ``worker_name``, ``host_ip`` and ``RES``.
-
-Assumptions:
-
-* GPUs of a worker: the value of the first ``RES`` key ending in ``/gpu``
-  (``nvidia.com/gpu``); workers with none (e.g. a CPU master) are not in the ring and
-  not in the placement.  A job's GPUs are its workers' sum; its recorded placement is
-  each GPU worker's ``host_ip`` with its GPUs (workers on one host are summed).
-* Skipped (counted): jobs without GPU workers, never running (no ``gmt_job_running``),
-  without an end (no ``gmt_job_finished`` nor ``gmt_job_stopped``), run time <= 0.
-  Worker rows of jobs not in ``job.csv`` are ignored.
-* ``model``: by name when the library has it, otherwise (and when empty) the seeded
-  rule of :class:`~.common.ModelRule`.
-"""
+the Crux paper, SIGCOMM 2024)."""
 
 from __future__ import annotations
 
@@ -51,11 +18,11 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
     merge_hosts,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "lingjun"
 SOURCE = "alibaba/alibaba-lingjun-dataset-2023: data/job.csv, data/worker.csv"

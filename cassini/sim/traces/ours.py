@@ -1,12 +1,4 @@
-"""``csv``: this project's own trace, CSV with a header or a JSON array of objects.
-
-Columns (see :mod:`cassini.sim.workload`): ``job_id``, ``arrival_s`` (seconds, kept as
-given), ``gpus``, ``model`` (a profile id of the library; unknown ids are bad rows),
-exactly one of ``iterations`` and ``duration_s`` (seconds on a dedicated network, turned
-into iterations with the model's iteration time), and optionally ``hosts``
-(``host:gpus;host:gpus``, the recorded placement).  Other columns are errors, so a
-typo is not silently ignored.  Nothing is assumed: every value comes from the file.
-"""
+"""``csv``: this project's own trace, CSV with a header or a JSON array of objects."""
 
 from __future__ import annotations
 
@@ -19,11 +11,10 @@ from cassini.sim.traces.common import (
     Row,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
-    json_records,
 )
+from cassini.sim.traces.files import csv_rows, json_records
 
 NAME = "csv"
 SOURCE = "this project (cassini sim trace / trace convert)"

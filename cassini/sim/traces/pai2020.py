@@ -1,39 +1,5 @@
 """``pai2020``: Alibaba PAI GPU trace 2020 (alibaba/clusterdata ``cluster-trace-gpu-v2020``,
-NSDI 2022 "MLaaS in the Wild").
-
-Source: https://github.com/alibaba/clusterdata/tree/master/cluster-trace-gpu-v2020; the
-tables ship as ``data/<table>.tar.gz`` holding headerless CSVs, with the headers in
-``data/<table>.header``:
-
-* ``pai_job_table``: ``job_name,inst_id,user,status,start_time,end_time``
-* ``pai_task_table``: ``job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,
-  plan_mem,plan_gpu,gpu_type``
-* ``pai_instance_table`` (optional): ``job_name,task_name,inst_name,worker_name,inst_id,
-  status,start_time,end_time,machine``
-
-Give the job table's path (``pai_job_table.csv``) or the directory holding the tables;
-the task table must sit beside it, the instance table may.  A first line equal to the
-header is accepted and skipped.
-
-Columns used: job ``job_name`` (job id) and ``start_time`` (submission, seconds);
-task ``job_name``, ``inst_num``, ``start_time``, ``end_time``, ``plan_gpu`` (percent of
-one GPU); instance ``job_name``, ``task_name``, ``machine`` (recorded placement).
-
-Assumptions:
-
-* GPUs: each instance of a task gets ``ceil(plan_gpu / 100)`` whole GPUs (the simulator
-  allocates whole GPUs; PAI shares GPUs, e.g. ``plan_gpu`` 50); a job's GPUs are the sum
-  over its tasks of ``inst_num`` times that.
-* Run time: latest task ``end_time`` minus earliest task ``start_time`` over the job's
-  GPU tasks (the wait before the first task is queueing, not work).
-* Every job status is replayed; skipped (counted): jobs with no GPU task, no task rows,
-  a GPU task with no ``end_time`` (Running/Waiting when the trace was cut), run time <= 0.
-* With the instance table, the recorded placement is each GPU instance's ``machine``
-  with the instance's GPUs, and the job's GPUs are their sum.
-* The tables name no model (``pai_group_tag_table.workload`` tags ~9 % of instances;
-  not used): the seeded rule of :class:`~.common.ModelRule` picks one.
-* Times are seconds with a constant offset removed by Alibaba; only differences matter.
-"""
+NSDI 2022 "MLaaS in the Wild")."""
 
 from __future__ import annotations
 
@@ -51,11 +17,11 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
     merge_hosts,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "pai2020"
 SOURCE = "alibaba/clusterdata: cluster-trace-gpu-v2020/data (pai_job_table, pai_task_table)"

@@ -1,29 +1,4 @@
-"""``philly``: Microsoft Philly ``cluster_job_log`` (msr-fiddle/philly-traces, ATC 2019).
-
-Source: ``trace-data.tar.gz`` of https://github.com/msr-fiddle/philly-traces; its README
-gives the schema.  The file is a JSON array of job objects (one object per line is
-accepted too)::
-
-    {"status": "Pass", "vc": "ee9e8c", "jobid": "application_1506638472019_14199",
-     "attempts": [{"start_time": "2017-10-07 01:13:30", "end_time": "2017-10-09 06:53:12",
-                   "detail": [{"ip": "m412", "gpus": ["gpu0", ..., "gpu7"]}]}],
-     "submitted_time": "2017-10-07 01:11:39", "user": "ce2f4c"}
-
-Fields used: ``jobid`` (job id), ``submitted_time`` (arrival), ``attempts`` — of the
-**last attempt that has both times**: ``end_time - start_time`` is the run time, and its
-``detail`` gives the recorded placement, ``ip`` (machine) with ``len(gpus)`` GPUs each.
-``status``, ``vc``, ``user`` are not used.
-
-Assumptions:
-
-* Earlier attempts were runs that failed or were preempted; only the last complete one is
-  replayed (its machines, its run time).
-* Skipped (counted, per the README's notes): jobs with no attempts, with no attempt that
-  has both times (logging gaps), whose last attempt has no ``end_time`` (still running
-  when the trace was cut), with no GPUs, or with a run time <= 0.
-* The trace names no model: the seeded rule of :class:`~.common.ModelRule` picks one.
-* Times are the cluster's local time without a zone; only differences are used.
-"""
+"""``philly``: Microsoft Philly ``cluster_job_log`` (msr-fiddle/philly-traces, ATC 2019)."""
 
 from __future__ import annotations
 
@@ -41,10 +16,10 @@ from cassini.sim.traces.common import (
     collect,
     finish,
     iterations_for,
-    json_records,
     merge_hosts,
     parse_time,
 )
+from cassini.sim.traces.files import json_records
 
 NAME = "philly"
 SOURCE = "msr-fiddle/philly-traces: trace-data.tar.gz, cluster_job_log"

@@ -1,24 +1,4 @@
-"""``pollux``: Pollux/AdaptDL simulator workloads (petuum/adaptdl, OSDI 2021).
-
-Source: https://github.com/petuum/adaptdl, ``simulator/workloads*/workload-<n>.csv``
-(also copied into msr-fiddle/blox ``workload_pollux/``).  Header::
-
-    name,time,application,num_replicas,batch_size
-
-Columns used: ``name`` (job id), ``time`` (arrival, seconds from the start),
-``application`` (the model), ``num_replicas`` (GPUs: one replica per GPU).
-``batch_size`` is not used (our profiles fix the batch).
-
-Assumptions:
-
-* ``application`` -> profile: by name, then aliases after the Pollux paper's Table 1:
-  ``imagenet`` is ResNet-50 -> ``resnet50``; ``bert`` is BERT -> ``bert``.  ``cifar10``
-  (ResNet-18), ``deepspeech2``, ``yolov3`` and ``ncf`` have no profile in the library:
-  the seeded rule of :class:`~.common.ModelRule` picks one.
-* The workload gives no length (Pollux jobs train to a target): iterations are drawn
-  uniformly in [200, 1000] (the CASSINI paper's range) by a seeded hash of the job id.
-* Skipped (counted): ``num_replicas`` 0.
-"""
+"""``pollux``: Pollux/AdaptDL simulator workloads (petuum/adaptdl, OSDI 2021)."""
 
 from __future__ import annotations
 
@@ -34,9 +14,9 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "pollux"
 SOURCE = "petuum/adaptdl: simulator/workloads/workload-<n>.csv"

@@ -1,25 +1,5 @@
 """``tiresias``: Tiresias simulator job traces (SymbioticLab/Tiresias, NSDI 2019), also
-used by Blox-era simulators.
-
-Source: https://github.com/SymbioticLab/Tiresias, ``simulator/*_job.csv`` (e.g.
-``60_job.csv``); its ``simulator/README.md`` defines the fields.  Header::
-
-    job_id,num_gpu,submit_time,iterations,model_name,duration,interval
-
-Columns used: ``job_id``; ``num_gpu`` (GPUs); ``submit_time`` (arrival, seconds from
-0); ``model_name``; ``duration`` (run time, seconds).  ``iterations`` is checked to be a
-count but not used (it counts iterations of the TensorFlow-benchmark model the trace
-names, whose speed our profiles do not share); ``interval`` (gap to the next submission)
-is implied by ``submit_time``.  Extra columns (a Blox fork adds ``liar``) are ignored.
-
-Assumptions:
-
-* ``model_name`` -> profile by name (``vgg11``, ``vgg16``, ``vgg19``, ``resnet50`` match);
-  the others (``alexnet``, ``googlenet``, ``inception3``/``4``, ``resnet101``/``152``)
-  get the seeded rule of :class:`~.common.ModelRule`.
-* Iterations from ``duration`` at the chosen profile's dedicated pace.
-* Skipped (counted): ``num_gpu`` 0, ``duration`` <= 0.
-"""
+used by Blox-era simulators."""
 
 from __future__ import annotations
 
@@ -35,10 +15,10 @@ from cassini.sim.traces.common import (
     Skip,
     TraceRead,
     collect,
-    csv_rows,
     finish,
     iterations_for,
 )
+from cassini.sim.traces.files import csv_rows
 
 NAME = "tiresias"
 SOURCE = "SymbioticLab/Tiresias: simulator/<n>_job.csv"
