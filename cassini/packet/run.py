@@ -181,35 +181,13 @@ def simulate(
     null_cc = ns.Ptr[ns.TcpCongestionOps]()
     drivers = []
     port = FIRST_PORT
-    sink_helper = None
     for job in jobs:
-        cycle = cycle_of(job.profile)
-        hops = the_plan.hops[job.job_id]
-        if hops:
-            gaps = list(cycle.gaps_s)
-            sizes = [b / 8.0 / factor for b in cycle.bits]
-        else:  # one server: no network, the profile's own pace
-            gaps, sizes = [job.profile.iteration_time_s], []
-        held = job.shift_s is not None
-        driver = cpp.RingJob(
-            gaps,
-            sizes,
-            job.iterations,
-            job.start_s,
-            held,
-            job.start_s + (job.shift_s or 0.0),
-            job.profile.iteration_time_s,
-            sharing == "mltcp" and mltcp.mode == "exact",
-        )
+        driver = _ring_driver(cpp, job, bool(the_plan.hops[job.job_id]), factor, sharing, mltcp)
         cc = mltcp_cc.make(mltcp) if sharing == "mltcp" else null_cc
-        for hop in hops:
-            addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
-            sink_helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
-            sink_helper.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
-            src = built.nodes[f"host{hop.src}"]
-            # band 0 holds the ACKs (see fabric): a job's level l is sent as DSCP l + 1
-            dscp = bands.get(job.job_id, 0) + 1 if sharing == "priority" else 0
-            driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, dscp)
+        # band 0 holds the ACKs (see fabric): a job's level l is sent as DSCP l + 1
+        dscp = bands.get(job.job_id, 0) + 1 if sharing == "priority" else 0
+        for hop in the_plan.hops[job.job_id]:
+            _add_hop(ns, built, driver, hop, port, cc, dscp)
             port += 1
             if port > 65000:
                 raise InputError("jobs", "more than 55000 ring hops")
@@ -221,6 +199,40 @@ def simulate(
     results = [_result(job, driver) for job, driver in zip(jobs, drivers, strict=True)]
     ns.Simulator.Destroy()
     return the_plan, results
+
+
+def _ring_driver(
+    cpp: Any, job: PacketJob, networked: bool, factor: float, sharing: str, mltcp: MltcpParams
+) -> Any:
+    """The C++ ring driver of one job: its compute gaps (seconds) and hop sizes (bytes,
+    scaled down by ``factor``); a job on one server has no network and runs at its
+    profile's own pace."""
+    if networked:
+        cycle = cycle_of(job.profile)
+        gaps = list(cycle.gaps_s)
+        sizes = [b / 8.0 / factor for b in cycle.bits]
+    else:
+        gaps, sizes = [job.profile.iteration_time_s], []
+    return cpp.RingJob(
+        gaps,
+        sizes,
+        job.iterations,
+        job.start_s,
+        job.shift_s is not None,
+        job.start_s + (job.shift_s or 0.0),
+        job.profile.iteration_time_s,
+        sharing == "mltcp" and mltcp.mode == "exact",
+    )
+
+
+def _add_hop(ns: Any, built: Any, driver: Any, hop: Any, port: int, cc: Any, dscp: int) -> None:
+    """One ring hop of ``driver``: a TCP sink on the hop's destination at ``port`` and the
+    sending socket on its source, with congestion control ``cc`` and ``dscp``."""
+    addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+    sink = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
+    sink.Install(built.nodes[f"host{hop.dst}"]).Start(ns.Seconds(0.0))
+    src = built.nodes[f"host{hop.src}"]
+    driver.AddHop(src, ns.Ipv4Address(hop.address), port, cc, dscp)
 
 
 def _result(job: PacketJob, driver: Any) -> JobResult:
