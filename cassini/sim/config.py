@@ -14,6 +14,8 @@
       #     format: philly           (optional, detected when absent; see cassini.sim.traces)
       #     bad_rows: error          (error: stop at the first; skip: count, report, go on)
     profiles: [measured.json]        # optional extra profiles
+      # or: scale-to-nic (default) | as-measured   (how profiles meet the server links)
+      # or: {rule: scale-to-nic, files: [measured.json]}
     schedulers: [themis, themis+cassini, themis+crux, themis+cassini+mltcp]
     routing: ecmp                    # single (default) | ecmp | crux; needs several paths
     priority_levels: 8               # hardware queues for priority sharing (Crux: 8)
@@ -37,6 +39,7 @@ from typing import Any
 
 from cassini import schema
 from cassini.errors import InputError
+from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
 from cassini.profile import JobProfile
 from cassini.sim.options import NETWORK_MODELS, SimOptions
 from cassini.sim.parts.routing import ROUTINGS
@@ -198,9 +201,9 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         raise InputError("workload.format", "only with a trace")
     else:
         poisson = _poisson(workload["poisson"], cluster)
+    profile_rule, profile_files = _profiles(obj.get("profiles", []))
     profiles = tuple(
-        base / schema.identifier(p, f"profiles[{i}]")
-        for i, p in enumerate(schema.array(obj.get("profiles", []), "profiles"))
+        base / schema.identifier(p, f"profiles[{i}]") for i, p in enumerate(profile_files)
     )
     sweep = _sweep(obj.get("sweep", {}))
     return SimConfig(
@@ -216,8 +219,26 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         precision_deg=schema.number(obj.get("precision_deg", 5.0), "precision_deg", positive=True),
         name=str(obj.get("name", "sim")),
         sweep=sweep,
-        options=_options(obj),
+        options=replace(_options(obj), profiles=profile_rule),
     )
+
+
+def _profiles(raw: Any) -> tuple[str, list[Any]]:
+    """The ``profiles:`` key: a rule name, a list of extra profile files, or
+    ``{rule:, files:}``; returns (rule, files).  The rule defaults to scale-to-nic."""
+    rule, files = DEFAULT_PROFILE_RULE, raw
+    if isinstance(raw, str):
+        rule, files = raw, []
+    elif isinstance(raw, Mapping):
+        schema.check_fields(raw, "profiles", (), ("rule", "files"))
+        rule, files = raw.get("rule", DEFAULT_PROFILE_RULE), raw.get("files", [])
+    if rule not in PROFILE_RULES:
+        raise InputError(
+            "profiles",
+            f"must be one of {', '.join(PROFILE_RULES)}, a list of profile files, or "
+            f"{{rule:, files:}}; got {rule!r}",
+        )
+    return rule, schema.array(files, "profiles")
 
 
 def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:

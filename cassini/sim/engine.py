@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.nic_scale import scale_to_nic
 from cassini.profile import JobProfile
 from cassini.sim.network import NETWORKS, NetworkModel
 from cassini.sim.network.windows import DEFAULT_WINDOW, NetworkWindow
@@ -87,7 +88,10 @@ class Simulation(Routes):
                 raise InputError(
                     f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
                 )
-        self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
+        slowest = min(_server_link_bps(cluster, s) for s in range(cluster.servers))
+        self.dedicated = {
+            m: self._on_links(p, slowest).iteration_time_s for m, p in self.library.items()
+        }
         recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
         self.host_server = host_servers(self.jobs, cluster) if recorded else None
         self.free = np.array(cluster.gpus_per_host, int)  # free GPUs per server
@@ -217,13 +221,15 @@ class Simulation(Routes):
                 )
             if not options:
                 continue
-            profile = _as_job(self.library[d.job.model], d.job.job_id)
+            profile = self._job_profile(d.job, [s for o in options for s in o])
             if self.scheduler.dedicated_network:
                 choice = Choice(options[0])
             else:
                 choice = choose(self, profile, options)
                 self.advised += choice.advised
             placement, shifts = choice.placement, dict(choice.shifts)
+            if self.options.profiles == "scale-to-nic":  # its own links (the same unless
+                profile = self._job_profile(d.job, placement)  # server links differ)
             for s, g in placement.items():
                 self.free[s] -= g
             r = RunningJob(d.job, profile, placement, (), self.now, d.iterations)
@@ -318,6 +324,25 @@ class Simulation(Routes):
             np.concatenate([np.array(norm), over]),
             np.concatenate([np.array(weights), np.ones(len(times))]),
         )
+
+    def _job_profile(self, job: JobSpec, servers: Iterable[int]) -> JobProfile:
+        """``job``'s library profile under ``options.profiles``, on the slowest server
+        link among ``servers`` where the rule is ``scale-to-nic``."""
+        link = min(_server_link_bps(self.cluster, s) for s in servers)
+        return _as_job(self._on_links(self.library[job.model], link), job.job_id)
+
+    def _on_links(self, profile: JobProfile, link_bps: float) -> JobProfile:
+        """``profile`` on a ``link_bps`` (bits/s) server link under ``options.profiles``."""
+        if self.options.profiles == "scale-to-nic":
+            return scale_to_nic(profile, link_bps)
+        return profile
+
+
+def _server_link_bps(cluster: Cluster | Topology, server: int) -> float:
+    """Server ``server``'s link to its ToR (bits/s); with several planes, the slowest."""
+    if isinstance(cluster, Topology):
+        return min(cluster.link_bps[link] for link in cluster.host_links[server])
+    return float(cluster.server_link_bps)
 
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:
