@@ -88,7 +88,7 @@ class Simulation(Routes):
                 raise InputError(
                     f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
                 )
-        slowest = min(_server_link_bps(cluster, s) for s in range(cluster.servers))
+        slowest = min(server_link_bps(cluster, s) for s in range(cluster.servers))
         self.dedicated = {
             m: self._on_links(p, slowest).iteration_time_s for m, p in self.library.items()
         }
@@ -328,7 +328,7 @@ class Simulation(Routes):
     def _job_profile(self, job: JobSpec, servers: Iterable[int]) -> JobProfile:
         """``job``'s library profile under ``options.profiles``, on the slowest server
         link among ``servers`` where the rule is ``scale-to-nic``."""
-        link = min(_server_link_bps(self.cluster, s) for s in servers)
+        link = min(server_link_bps(self.cluster, s) for s in servers)
         return _as_job(self._on_links(self.library[job.model], link), job.job_id)
 
     def _on_links(self, profile: JobProfile, link_bps: float) -> JobProfile:
@@ -338,7 +338,7 @@ class Simulation(Routes):
         return profile
 
 
-def _server_link_bps(cluster: Cluster | Topology, server: int) -> float:
+def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
     """Server ``server``'s link to its ToR (bits/s); with several planes, the slowest."""
     if isinstance(cluster, Topology):
         return min(cluster.link_bps[link] for link in cluster.host_links[server])
