@@ -221,15 +221,16 @@ class Simulation(Routes):
                 )
             if not options:
                 continue
-            profile = self._job_profile(d.job, [s for o in options for s in o])
+            candidates = {s for o in options for s in o}
+            profile = self._job_profile(d.job, candidates)
             if self.scheduler.dedicated_network:
                 choice = Choice(options[0])
             else:
                 choice = choose(self, profile, options)
                 self.advised += choice.advised
             placement, shifts = choice.placement, dict(choice.shifts)
-            if self.options.profiles == "scale-to-nic":  # its own links (the same unless
-                profile = self._job_profile(d.job, placement)  # server links differ)
+            if self._slowest_link(placement) != self._slowest_link(candidates):
+                profile = self._job_profile(d.job, placement)  # on its own server links
             for s, g in placement.items():
                 self.free[s] -= g
             r = RunningJob(d.job, profile, placement, (), self.now, d.iterations)
@@ -328,8 +329,12 @@ class Simulation(Routes):
     def _job_profile(self, job: JobSpec, servers: Iterable[int]) -> JobProfile:
         """``job``'s library profile under ``options.profiles``, on the slowest server
         link among ``servers`` where the rule is ``scale-to-nic``."""
-        link = min(server_link_bps(self.cluster, s) for s in servers)
+        link = self._slowest_link(servers)
         return _as_job(self._on_links(self.library[job.model], link), job.job_id)
+
+    def _slowest_link(self, servers: Iterable[int]) -> float:
+        """The slowest server link (bits/s) among ``servers``."""
+        return min(server_link_bps(self.cluster, s) for s in servers)
 
     def _on_links(self, profile: JobProfile, link_bps: float) -> JobProfile:
         """``profile`` on a ``link_bps`` (bits/s) server link under ``options.profiles``."""
