@@ -344,9 +344,11 @@ class Simulation(Routes):
 
 
 def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
-    """Server ``server``'s link to its ToR (bits/s); with several planes, the slowest."""
+    """Server ``server``'s link to its ToR (bits/s) as the network model sees it: with
+    several planes (rails), one link's capacity x planes, the job's traffic being spread
+    over all of them (``Topology.links``)."""
     if isinstance(cluster, Topology):
-        return min(cluster.link_bps[link] for link in cluster.host_links[server])
+        return min(cluster.links[link] for link in cluster.host_links[server])
     return float(cluster.server_link_bps)
 
 
