@@ -19,8 +19,9 @@ from helpers.sim_configs import SimCase, sim_cases
 from hypothesis import HealthCheck, example, given, note, settings
 
 from cassini.cli import main as cli_main
+from cassini.nic_scale import scale_to_nic
 from cassini.sim.config import SimConfig, read_config
-from cassini.sim.engine import run
+from cassini.sim.engine import run, server_link_bps
 from cassini.sim.network.flows import cycle_of
 from cassini.sim.options import SimOptions
 from cassini.sim.parts.routing import path_count, route_path
@@ -110,17 +111,24 @@ def results_bytes(cfg: SimConfig, done: Run) -> bytes:
     return json.dumps(data, indent=1).encode()
 
 
-def alone_iteration_s(cluster: Cluster | Topology, record: JobRecord) -> float:
+def alone_iteration_s(
+    cluster: Cluster | Topology, record: JobRecord, profiles: str = "as-measured"
+) -> float:
     """The shortest iteration (s) the job can have alone on its placement: each phase
     sends at its own rate or the thinnest link of its path, whichever is lower, over the
-    path (of every path index its routing may take) whose thinnest link is widest."""
+    path (of every path index its routing may take) whose thinnest link is widest.  The
+    profile is the library's, on the placement's slowest server link under
+    ``profiles: scale-to-nic``."""
     servers = [s for s, _ in record.placement]
+    profile = LIBRARY[record.model]
+    if profiles == "scale-to-nic":
+        profile = scale_to_nic(profile, min(server_link_bps(cluster, s) for s in servers))
     racks = sorted({cluster.rack_of(s) for s in servers})
     capacity = max(
         min((cluster.links[link] for link in route_path(cluster, servers, k)), default=math.inf)
         for k in (None, *range(path_count(cluster, racks)))
     )
-    c = cycle_of(LIBRARY[record.model])
+    c = cycle_of(profile)
     return sum(c.gaps_s) + sum(
         b / min(r, capacity) for b, r in zip(c.bits, c.rates_bps, strict=True)
     )
@@ -136,7 +144,7 @@ def check_invariants(cfg: SimConfig, done: Run) -> None:
         for j in result.jobs:
             assert j.slowdown >= 1 - TOLERANCE, f"{name}: {j.job_id} faster than dedicated"
             if name != "ideal":  # ideal: a dedicated network, as fast as the NICs allow
-                alone = alone_iteration_s(cfg.cluster, j)
+                alone = alone_iteration_s(cfg.cluster, j, cfg.options.profiles)
                 if cfg.options.network == "continuous" and Scheduler.parse(name).held:
                     # modelling limitation (docs/testing.md): the continuous model starts
                     # a held job at its shift's phase, mid-cycle, and runs the part of

@@ -9,6 +9,7 @@ from typing import Any
 
 from cassini import schema
 from cassini.errors import InputError
+from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
 from cassini.profile import JobProfile
 from cassini.sim.options import NETWORK_MODELS, SimOptions
 from cassini.sim.parts.routing import ROUTINGS
@@ -170,9 +171,9 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         raise InputError("workload.format", "only with a trace")
     else:
         poisson = _poisson(workload["poisson"], cluster)
+    profile_rule, profile_files = _profiles(obj.get("profiles", []))
     profiles = tuple(
-        base / schema.identifier(p, f"profiles[{i}]")
-        for i, p in enumerate(schema.array(obj.get("profiles", []), "profiles"))
+        base / schema.identifier(p, f"profiles[{i}]") for i, p in enumerate(profile_files)
     )
     sweep = _sweep(obj.get("sweep", {}))
     return SimConfig(
@@ -188,8 +189,26 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         precision_deg=schema.number(obj.get("precision_deg", 5.0), "precision_deg", positive=True),
         name=str(obj.get("name", "sim")),
         sweep=sweep,
-        options=_options(obj),
+        options=replace(_options(obj), profiles=profile_rule),
     )
+
+
+def _profiles(raw: Any) -> tuple[str, list[Any]]:
+    """The ``profiles:`` key: a rule name, a list of extra profile files, or
+    ``{rule:, files:}``; returns (rule, files).  The rule defaults to scale-to-nic."""
+    rule, files = DEFAULT_PROFILE_RULE, raw
+    if isinstance(raw, str):
+        rule, files = raw, []
+    elif isinstance(raw, Mapping):
+        schema.check_fields(raw, "profiles", (), ("rule", "files"))
+        rule, files = raw.get("rule", DEFAULT_PROFILE_RULE), raw.get("files", [])
+    if rule not in PROFILE_RULES:
+        raise InputError(
+            "profiles",
+            f"must be one of {', '.join(PROFILE_RULES)}, a list of profile files, or "
+            f"{{rule:, files:}}; got {rule!r}",
+        )
+    return rule, schema.array(files, "profiles")
 
 
 def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.nic_scale import scale_to_nic
 from cassini.profile import JobProfile
 from cassini.sim.network import NETWORKS, NetworkModel
 from cassini.sim.network.windows import DEFAULT_WINDOW, NetworkWindow
@@ -87,7 +88,10 @@ class Simulation(Routes):
                 raise InputError(
                     f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
                 )
-        self.dedicated = {m: p.iteration_time_s for m, p in self.library.items()}
+        slowest = min(server_link_bps(cluster, s) for s in range(cluster.servers))
+        self.dedicated = {
+            m: self._on_links(p, slowest).iteration_time_s for m, p in self.library.items()
+        }
         recorded = self.scheduler.policy == "recorded"  # the trace's own hosts
         self.host_server = host_servers(self.jobs, cluster) if recorded else None
         self.free = np.array(cluster.gpus_per_host, int)  # free GPUs per server
@@ -217,13 +221,16 @@ class Simulation(Routes):
                 )
             if not options:
                 continue
-            profile = _as_job(self.library[d.job.model], d.job.job_id)
+            candidates = {s for o in options for s in o}
+            profile = self._job_profile(d.job, candidates)
             if self.scheduler.dedicated_network:
                 choice = Choice(options[0])
             else:
                 choice = choose(self, profile, options)
                 self.advised += choice.advised
             placement, shifts = choice.placement, dict(choice.shifts)
+            if self._slowest_link(placement) != self._slowest_link(candidates):
+                profile = self._job_profile(d.job, placement)  # on its own server links
             for s, g in placement.items():
                 self.free[s] -= g
             r = RunningJob(d.job, profile, placement, (), self.now, d.iterations)
@@ -318,6 +325,31 @@ class Simulation(Routes):
             np.concatenate([np.array(norm), over]),
             np.concatenate([np.array(weights), np.ones(len(times))]),
         )
+
+    def _job_profile(self, job: JobSpec, servers: Iterable[int]) -> JobProfile:
+        """``job``'s library profile under ``options.profiles``, on the slowest server
+        link among ``servers`` where the rule is ``scale-to-nic``."""
+        link = self._slowest_link(servers)
+        return _as_job(self._on_links(self.library[job.model], link), job.job_id)
+
+    def _slowest_link(self, servers: Iterable[int]) -> float:
+        """The slowest server link (bits/s) among ``servers``."""
+        return min(server_link_bps(self.cluster, s) for s in servers)
+
+    def _on_links(self, profile: JobProfile, link_bps: float) -> JobProfile:
+        """``profile`` on a ``link_bps`` (bits/s) server link under ``options.profiles``."""
+        if self.options.profiles == "scale-to-nic":
+            return scale_to_nic(profile, link_bps)
+        return profile
+
+
+def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
+    """Server ``server``'s link to its ToR (bits/s) as the network model sees it: with
+    several planes (rails), one link's capacity x planes, the job's traffic being spread
+    over all of them (``Topology.links``)."""
+    if isinstance(cluster, Topology):
+        return min(cluster.links[link] for link in cluster.host_links[server])
+    return float(cluster.server_link_bps)
 
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:

@@ -22,7 +22,14 @@ class SimOptions:
     every change of the group) or ``continuous`` (every job that shares a link stepped
     through simulated time once, its phases kept across changes; for large clusters,
     see :mod:`cassini.sim.network.flowstate`) or ``packet`` (the window rule, each window
-    run in ns-3: :mod:`cassini.sim.network.packet`)."""
+    run in ns-3: :mod:`cassini.sim.network.packet`);
+    ``profiles``: how a job's library profile meets its server links —
+    ``scale-to-nic`` (:func:`cassini.nic_scale.scale_to_nic`: bytes kept, phases sent
+    faster on links faster than the 50 Gbit/s NICs the library was measured on) or
+    ``as-measured`` (the library's rates whatever the fabric).  A config file's default
+    is ``scale-to-nic`` (:mod:`cassini.sim.config`); built in Python, ``as-measured``,
+    so callers that hand the engine profiles already made for their fabric (e.g.
+    ``experiments.sim_vs_packet``) keep them."""
 
     routing: str = "single"
     priority_levels: int = 8
@@ -30,6 +37,7 @@ class SimOptions:
     migration_s: float = MIGRATION_S
     cooldown_s: float = 300.0
     network: str = "windows"
+    profiles: str = "as-measured"
 
 
 #: the network models a run can use (``SimOptions.network``)

@@ -210,6 +210,7 @@ def _model_job(
     """The fields of a ``kind: model`` job: a known architecture, a readable calibration,
     and a parameter scale (default: the job's slowest link over ``nic_bps``, so its
     communication-to-compute ratio is the real model's at that NIC rate)."""
+    from cassini.nic_scale import nic_factor
     from testbed import calibration as cal_mod
     from testbed.models import MODEL_NAMES
 
@@ -233,7 +234,9 @@ def _model_job(
     nic = schema.number(nic, f"{where}.nic_bps", positive=True)
     capacity = topo.link_capacity()
     slowest = min(capacity[d] for d in topo.ring_links(spec.hosts))
-    scale = schema.number(obj.get("scale", slowest / nic), f"{where}.scale", positive=True)
+    # the rule the simulator's ``profiles: scale-to-nic`` reads the other way
+    default_scale = nic_factor(slowest, nic)
+    scale = schema.number(obj.get("scale", default_scale), f"{where}.scale", positive=True)
     if scale > 1:
         raise ConfigError(f"{where}.scale", f"at most 1 (a share of the parameters), got {scale:g}")
     batch = obj.get("batch", cal.batch)

@@ -20,6 +20,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from cassini.nic_scale import PROFILE_RULES
 from cassini.sim.workload import load_library
 
 MODELS = tuple(sorted(load_library()))
@@ -266,4 +267,6 @@ def sim_cases(draw: st.DrawFn) -> SimCase:
         config["priority_levels"] = draw(st.integers(1, 4))
     if draw(st.booleans()):
         config["defrag"] = {"migration_s": draw(st.sampled_from([0, 1, 9])), "cooldown_s": 0}
+    if draw(st.booleans()):  # absent: the default, scale-to-nic
+        config["profiles"] = draw(st.sampled_from(PROFILE_RULES))
     return SimCase(config, files, gpus)

@@ -109,6 +109,8 @@ def results_json(
         "workload": dict(workload),
         "seed": cfg.seed,
         "candidates": cfg.candidates,
+        # how the library's profiles met the server links (cassini.nic_scale)
+        "profiles": cfg.options.profiles,
         "summaries": summaries,
         "ratios": ratios(summaries),
         "excess_demand_s_per_link": {
