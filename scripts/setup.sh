@@ -40,10 +40,13 @@ fi
 stamp=.venv/.installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   echo "setup: installing the project (editable) with the dev, testbed, sim, ray, kube and packet extras"
-  # --no-compile: modules are compiled to bytecode when first imported instead of all at
-  # install (torch, ray, transformers: ~75 s of a fresh ~150 s install on a 2-core host)
+  # --no-compile, then compileall over every core: pip compiles one file at a time (~75 s of
+  # a fresh ~150 s install on a 2-core host).  Compiled here, not on first import: with
+  # PYTHONDONTWRITEBYTECODE set (as on this project's machines) nothing would ever be
+  # cached and every process would compile torch again.
   .venv/bin/pip install -q --disable-pip-version-check --no-compile -e '.[dev,testbed,sim,ray,kube,packet]' 2>&1 \
     | grep -v "is neither a file nor a directory" || true
+  .venv/bin/python -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
   .venv/bin/python -c 'import cassini, numpy, networkx, yaml, starlette, uvicorn, httptools, uvloop, prometheus_client, torch, scapy, pyroute2, transformers, matplotlib, numba, ray, openapi_spec_validator, hypothesis, xdist, kubernetes, pydantic, schemathesis, ns3'
   touch "$stamp"
 fi
