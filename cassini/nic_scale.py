@@ -57,18 +57,24 @@ def scale_to_nic(
         return profile
     period = profile.iteration_time_s
     origin = max(0.0, max(p.end_s for p in profile.phases) - period)  # end of a wrap
-    phases = sorted(profile.phases, key=lambda p: (p.start_s - origin) % period)
+    phases = sorted(profile.phases, key=lambda p: _offset(p.start_s, origin, period))
     scaled: list[Phase] = []
     end = 0.0
     for p in phases:
-        start = max((p.start_s - origin) % period, end)
+        start = max(_offset(p.start_s, origin, period), end)
         duration = p.duration_s / f
         scaled.append(Phase(start, duration, p.rate_bps * f))
         end = start + duration
     last = phases[-1]
-    tail = period - ((last.start_s - origin) % period + last.duration_s)
+    tail = period - (_offset(last.start_s, origin, period) + last.duration_s)
     new_period = end + max(tail, 0.0)
-    out = tuple(
-        Phase((q.start_s + origin) % new_period, q.duration_s, q.rate_bps) for q in scaled
-    )
+    out = tuple(Phase((q.start_s + origin) % new_period, q.duration_s, q.rate_bps) for q in scaled)
     return JobProfile(profile.job_id, new_period, out)
+
+
+def _offset(start_s: float, origin_s: float, period_s: float) -> float:
+    """``start_s - origin_s`` on the circle of ``period_s`` (seconds, in [0, period)); a
+    start a rounding error before ``origin_s`` (a phase that begins where the wrap ends)
+    is at 0, not a whole period later."""
+    off = (start_s - origin_s) % period_s
+    return 0.0 if off > period_s * (1 - 1e-9) else off

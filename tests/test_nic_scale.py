@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cassini.errors import InputError
-from cassini.nic_scale import MEASURED_NIC_BPS, nic_factor, scale_to_nic
+from cassini.nic_scale import MEASURED_NIC_BPS, _offset, nic_factor, scale_to_nic
 from cassini.profile import JobProfile, Phase
 from cassini.sim.config import config_from_dict
 from cassini.sim.report.run import results_json, simulate_config
@@ -53,7 +53,7 @@ def wrap_end(p: JobProfile) -> float:
 
 def starts_in_frame(p: JobProfile, origin: float) -> list[tuple[float, Phase]]:
     """The phases with their starts measured from ``origin`` (s), in that order."""
-    return sorted(((q.start_s - origin) % p.iteration_time_s, q) for q in p.phases)
+    return sorted((_offset(q.start_s, origin, p.iteration_time_s), q) for q in p.phases)
 
 
 @settings(max_examples=200, deadline=None)
@@ -85,9 +85,10 @@ def test_a_faster_nic_never_lengthens_and_keeps_the_compute_bound(
     bound = profile.iteration_time_s - last.duration_s * (1 - 1 / f)
     assert scaled.iteration_time_s >= bound * (1 - REL)
     compute = profile.iteration_time_s - sum(p.duration_s for p in profile.phases)
-    assert scaled.iteration_time_s - sum(p.duration_s for p in scaled.phases) >= compute * (
-        1 - REL
-    ) - 1e-12
+    assert (
+        scaled.iteration_time_s - sum(p.duration_s for p in scaled.phases)
+        >= compute * (1 - REL) - 1e-12
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -111,9 +112,7 @@ def test_vgg16_on_200_gbit_links() -> None:
     scaled = scale_to_nic(vgg, 2e11)
     first, last = vgg.phases[0], vgg.phases[-1]
     assert [p.start_s for p in scaled.phases] == pytest.approx([first.start_s, last.start_s])
-    assert scaled.iteration_time_s == pytest.approx(
-        vgg.iteration_time_s - 0.75 * last.duration_s
-    )
+    assert scaled.iteration_time_s == pytest.approx(vgg.iteration_time_s - 0.75 * last.duration_s)
 
 
 def test_nic_factor_is_the_testbed_scale() -> None:
@@ -126,10 +125,22 @@ def test_nic_factor_is_the_testbed_scale() -> None:
 
 # -- the config key -----------------------------------------------------------------------
 BASE = {
-    "cluster": {"racks": 2, "servers_per_rack": 2, "gpus_per_server": 4,
-                "server_link_bps": 2e11, "oversubscription": 2},
-    "workload": {"poisson": {"jobs": 4, "load": 1.0, "gpus": {4: 1, 8: 1},
-                             "iterations": [20, 30], "models": ["vgg16", "bert"]}},
+    "cluster": {
+        "racks": 2,
+        "servers_per_rack": 2,
+        "gpus_per_server": 4,
+        "server_link_bps": 2e11,
+        "oversubscription": 2,
+    },
+    "workload": {
+        "poisson": {
+            "jobs": 4,
+            "load": 1.0,
+            "gpus": {4: 1, 8: 1},
+            "iterations": [20, 30],
+            "models": ["vgg16", "bert"],
+        }
+    },
     "schedulers": ["ideal", "themis"],
 }
 
@@ -161,9 +172,20 @@ def test_a_bad_profiles_value_names_the_field(value: object) -> None:
 def test_cli_exits_2_naming_profiles(tmp_path: Path) -> None:
     (tmp_path / "sim.yaml").write_text(yaml.safe_dump({**BASE, "profiles": "fast"}))
     out = subprocess.run(
-        [sys.executable, "-m", "cassini.cli", "sim", "run", str(tmp_path / "sim.yaml"),
-         "--out", str(tmp_path / "out"), "--quiet"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "cassini.cli",
+            "sim",
+            "run",
+            str(tmp_path / "sim.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 2, out.stderr
     assert "profiles" in out.stderr and "Traceback" not in out.stderr
@@ -187,3 +209,15 @@ def test_results_name_the_rule_and_scaling_shortens_jobs() -> None:
         assert scaled["dedicated_iteration_s"] <= measured["dedicated_iteration_s"]
         if scaled["model"] == "vgg16":
             assert scaled["dedicated_iteration_s"] < 0.8 * measured["dedicated_iteration_s"]
+
+
+def test_a_phase_starting_where_the_wrap_ends_stays_first():
+    """Hypothesis found it (2026-11-28): the wrapping phase ends where the first begins,
+    and ``(start - wrap end) % period`` rounded to just under a period, so the first
+    phase sorted last and a 2x NIC made the iteration 12 % longer."""
+    period, b_start, b_duration = 0.2614091437700534, 0.22818137147433326, 0.07160848715200356
+    a_start = 0.03838071485628336  # B's wrap ends 5.6e-17 s later: the same instant
+    profile = JobProfile("j", period, (Phase(a_start, 0.06, 1e8), Phase(b_start, b_duration, 1e8)))
+    scaled = scale_to_nic(profile, 1e11)
+    assert scaled.iteration_time_s <= period
+    assert scaled.iteration_time_s == pytest.approx(period - b_duration / 2, rel=1e-9)
