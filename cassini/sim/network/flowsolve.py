@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from cassini.sim.network.rates import _SEND, _crosses, _jit
 from cassini.sim.network.rates import _solve_set as _solve_window_set
 
@@ -44,22 +42,6 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch, reweight, steps):
             i = flows[a]
             reweight[i] = remaining[i] - per_iteration[i] / steps
     return k
-
-
-@_jit
-def _scratch(n, n_links):
-    """The rate solver's work arrays: ``(flow_sets, scratch)``."""
-    flow_sets = (np.full(n, -1, np.int64), np.zeros(n, np.int64))
-    scratch = (
-        np.zeros(n, np.bool_),
-        np.zeros(n, np.bool_),
-        np.zeros(n_links),
-        np.zeros(n_links),
-        np.zeros(n_links, np.int64),
-        np.zeros(n_links),
-        np.zeros(n_links, np.int64),
-    )
-    return flow_sets, scratch
 
 
 @_jit

@@ -11,13 +11,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from cassini.sim.network.flows import Cycle
-from cassini.sim.network.flowsolve import (
-    _resolve_all,
-    _resolve_changed,
-    _resolve_eager,
+from cassini.sim.network.flowsolve import _resolve_all, _resolve_changed, _resolve_eager
+from cassini.sim.network.rates import (
+    _EPS,
+    _GAP,
+    _SEND,
+    _WAIT,
+    _jit,
+    _join,
+    _leave,
+    _mark,
     _scratch,
 )
-from cassini.sim.network.rates import _EPS, _GAP, _SEND, _WAIT, _jit, _join, _leave, _mark
 
 #: a slot no job holds
 _IDLE = -1

@@ -23,6 +23,7 @@ from cassini.sim.network.rates import (
     _join,
     _leave,
     _mark,
+    _scratch,
     _solve_set,
 )
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
@@ -31,22 +32,6 @@ from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 _TOO_MANY_EVENTS, _OUT_OF_ROOM = -1, -2
 
 __all__ = ["AVAILABLE", "run_events_compiled"]
-
-
-@_jit
-def _scratch(n, n_links):
-    """The rate solver's work arrays: ``(flow_sets, scratch)`` for ``rates._solve_set``."""
-    flow_sets = (np.full(n, -1, np.int64), np.zeros(n, np.int64))
-    scratch = (
-        np.zeros(n, np.bool_),
-        np.zeros(n, np.bool_),
-        np.zeros(n_links),
-        np.zeros(n_links),
-        np.zeros(n_links, np.int64),
-        np.zeros(n_links),
-        np.zeros(n_links, np.int64),
-    )
-    return flow_sets, scratch
 
 
 @_jit

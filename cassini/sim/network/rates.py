@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from mltcp.policy import ONE, SHIFT, U32_MAX
 
 try:  # numba is in the [sim] extra; without it these run as plain Python
@@ -217,6 +219,23 @@ def _crosses(s, net, over):
         if over[link_idx[p]]:
             return True
     return False
+
+
+@_jit
+def _scratch(n, n_links):
+    """The rate solver's work arrays: ``(flow_sets, scratch)`` for :func:`_solve_set`
+    (``n`` flows, ``n_links`` links)."""
+    flow_sets = (np.full(n, -1, np.int64), np.zeros(n, np.int64))
+    scratch = (
+        np.zeros(n, np.bool_),
+        np.zeros(n, np.bool_),
+        np.zeros(n_links),
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),
+    )
+    return flow_sets, scratch
 
 
 @_jit
