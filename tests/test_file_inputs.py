@@ -463,7 +463,6 @@ def without_file_override() -> Iterator[None]:
 def open_tmp() -> Iterator[Path]:
     """A temporary folder whose mode-000 leftovers are made removable again at the end."""
     path = Path(tempfile.mkdtemp(prefix="filefuzz-"))
-    path.chmod(0o755)
     yield path
     for p in path.rglob("*"):
         with contextlib.suppress(OSError):
