@@ -167,6 +167,29 @@ def test_shipped_calibrations(model: str) -> None:
     assert 0.03 < cal.replay_iteration_s < 0.5
 
 
+GPU_DIR = cm.CALIBRATION_DIR / "gpu-h200"
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_shipped_gpu_calibrations(model: str) -> None:
+    """The H200 files (scripts/device/calibrate_gpu.sh): CUDA-event times, no factor,
+    per-layer times that add up to the passes, and an iteration no shorter than its parts."""
+    cal = cm.load_calibration(GPU_DIR / f"{model}.json")
+    assert cal.model == model and cal.provenance == "gpu" and cal.device == "cuda"
+    assert "H200" in cal.device_name
+    assert cal.cpu_scale_factor is None
+    assert cal.gradient_bytes == 4 * parameter_count(model)
+    assert "--device cuda" in cal.command
+    assert cal.replay_iteration_s == pytest.approx(cal.iteration_s)
+    assert cal.iteration_s >= 0.99 * (cal.forward_s + cal.backward_s + cal.optimizer_s)
+    # per-layer medians need not add up to the median pass (wide_resnet101: 5.4 % short)
+    assert sum(x.forward_s for x in cal.layers) == pytest.approx(cal.forward_s, rel=0.1)
+    assert sum(x.backward_s for x in cal.layers) == pytest.approx(cal.backward_s, rel=0.1)
+    # a GPU is much faster than the CPU that made the shipped files, per sample
+    cpu = cm.load_calibration(cm.default_calibration_path(model))
+    assert cal.iteration_s / cal.batch < cpu.iteration_s / cpu.batch / 10
+
+
 BAD_ARGS = [
     (["--model", "alexnet"], "--model"),
     (["--batch", "0"], "--batch"),
