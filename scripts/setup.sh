@@ -46,7 +46,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]
   # cached and every process would compile torch again.
   .venv/bin/pip install -q --disable-pip-version-check --no-compile -e '.[dev,testbed,sim,ray,kube,packet]' 2>&1 \
     | grep -v "is neither a file nor a directory" || true
+  # numba's kernels compiled once into its on-disk cache, beside compileall (~40 s of one
+  # core): else each test worker and each first `cassini sim` run compiles them again
+  .venv/bin/python -m cassini.sim.jit_warmup &
+  warmup=$!
   .venv/bin/python -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+  wait "$warmup" || echo "setup: WARNING: the simulator's numba warm-up failed (first runs compile)" >&2
   .venv/bin/python -c 'import cassini, numpy, networkx, yaml, starlette, uvicorn, httptools, uvloop, prometheus_client, torch, scapy, pyroute2, transformers, matplotlib, numba, ray, openapi_spec_validator, hypothesis, xdist, kubernetes, pydantic, schemathesis, ns3'
   touch "$stamp"
 fi
