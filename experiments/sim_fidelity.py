@@ -53,8 +53,8 @@ from experiments.common import (
 from experiments.harness import Experiment, Run, UsageError, iterations, option
 from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult
+from testbed.run import load_config
 from testbed.run.config import RunConfig
-from testbed.runner import load_config
 from testbed.topo import from_config
 
 TARGET = 0.10  # |ratio - 1| a row should stay within
@@ -140,9 +140,9 @@ def mltcp_params(
     """The MLTCP rule the testbed's run used: the scheme's slope/intercept/scale_cut over
     the kernel's loaded parameters (the defaults where none can be read)."""
     try:
-        from mltcp import loader
+        from mltcp import admin
 
-        loaded = loader.get_params()
+        loaded = admin.get_params()
         base = MltcpParams(loaded.slope, loaded.intercept, scale_cut=loaded.scale_cut)
     except Exception:  # noqa: BLE001 - not loaded: the documented defaults
         base = MltcpParams()

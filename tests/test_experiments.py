@@ -20,7 +20,7 @@ from experiments import common, link_interleaving, mltcp_convergence, placement,
 from experiments import sim_validation as sv
 from mltcp.policy import MltcpParams
 from testbed.results import ExperimentResult, JobResult, SchemeResult
-from testbed.runner import load_config
+from testbed.run import load_config
 from testbed.topo import from_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -478,7 +478,7 @@ def _declined_run(tmp_path):
 
 def test_every_table_showing_a_copied_cassini_row_says_declined(tmp_path):
     from experiments import common, demo, real_models
-    from testbed.runner import format_table
+    from testbed.run import format_table
 
     res = _declined_run(tmp_path)
     note = "declined: baseline's run, not re-run"
@@ -498,35 +498,30 @@ def test_every_table_showing_a_copied_cassini_row_says_declined(tmp_path):
     assert SchemeResult.from_dict("c", res.schemes["cassini"].to_dict()).measured_as == "baseline"
 
 
-def test_mltcp_is_unavailable_unless_a_prerequisite_check_says_otherwise(monkeypatch):
-    from mltcp import loader
-
-    monkeypatch.delattr(loader, "check_prerequisites")
-    assert link_interleaving.mltcp_available() == (
-        False, "mltcp.loader has no check_prerequisites: availability unknown"
-    )  # fmt: skip
+def test_mltcp_is_unavailable_unless_the_prerequisite_check_passes(monkeypatch):
+    from mltcp import admin
 
     def missing() -> None:
         raise RuntimeError("bpftool not found")
 
-    monkeypatch.setattr(loader, "check_prerequisites", missing, raising=False)
+    monkeypatch.setattr(admin, "check_prerequisites", missing)
     assert link_interleaving.mltcp_available() == (False, "bpftool not found")
-    monkeypatch.setattr(loader, "check_prerequisites", lambda: None)
+    monkeypatch.setattr(admin, "check_prerequisites", lambda: None)
     assert link_interleaving.mltcp_available() == (True, "")
 
 
 def test_sim_fidelity_models_mltcp_with_the_rule_the_testbed_ran(monkeypatch):
     """The scheme's own slope, intercept and scale_cut over the kernel's loaded ones."""
     from experiments import sim_fidelity
-    from mltcp import loader
+    from mltcp import admin
 
     loaded = MltcpParams(slope=3.0, intercept=1.5, scale_cut=False)
-    monkeypatch.setattr(loader, "get_params", lambda: loaded)
+    monkeypatch.setattr(admin, "get_params", lambda: loaded)
     assert sim_fidelity.mltcp_params(None, None) == loaded
     assert sim_fidelity.mltcp_params(1.0, None, True) == MltcpParams(1.0, 1.5, scale_cut=True)
 
     def unloaded():
         raise OSError("no config map")
 
-    monkeypatch.setattr(loader, "get_params", unloaded)
+    monkeypatch.setattr(admin, "get_params", unloaded)
     assert sim_fidelity.mltcp_params(None, None) == MltcpParams()
