@@ -12,25 +12,21 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from mltcp.policy import MltcpOptions
 
 CGROUP_PREFIX = "testbed-mltcp-"
 
 
 @contextlib.contextmanager
 def job_cgroups(
-    cc: str,
-    tags: Mapping[str, str],
-    mode: str,
-    slope: float | None = None,
-    intercept: float | None = None,
-    scale_cut: bool | None = None,
+    cc: str, tags: Mapping[str, str], options: MltcpOptions
 ) -> Iterator[dict[str, Path]]:
     """A cgroup per job (``tags``: job id -> the run-unique MLTCP job name), ``cc``
-    selected for each, the MLTCP iteration ``mode`` set, and ``slope``/``intercept``/
-    ``scale_cut`` where given; all undone on exit."""
+    selected for each, and the run's MLTCP ``options`` (its iteration mode, and the rule's
+    fields it sets) over the loaded parameters; all undone on exit."""
     from mltcp import admin
 
     mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
@@ -43,9 +39,7 @@ def job_cgroups(
     before = admin.get_params()
     paths: dict[str, Path] = {}
     try:
-        given = (("slope", slope), ("intercept", intercept), ("scale_cut", scale_cut))
-        rule = {k: v for k, v in given if v is not None}
-        admin.set_params(replace(before, mode=mode, **rule))
+        admin.set_params(options.over(before))
         for job, tag in tags.items():
             path = Path(root) / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
             path.mkdir(exist_ok=True)

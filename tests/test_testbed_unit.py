@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from cassini.measure import pcap_series, profile_from_log
+from mltcp.policy import MltcpOptions
 from testbed import fabric
 from testbed.iterations import off_slot, summary
 from testbed.launch import launch_commands
@@ -395,8 +396,8 @@ def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
     schemes = [{"scheme": "mltcp", "name": "k6", "mode": "exact", "slope": 1.5, "intercept": 0.25}]
     cfg = load_config({**EXAMPLE, "schemes": schemes})
     s = cfg.schemes[0]
-    assert (s.kind, s.mode, s.slope, s.intercept) == ("mltcp", "exact", 1.5, 0.25)
-    assert load_config({**EXAMPLE, "schemes": ["mltcp"]}).schemes[0].slope is None
+    assert (s.kind, s.mltcp) == ("mltcp", MltcpOptions("exact", 1.5, 0.25))
+    assert load_config({**EXAMPLE, "schemes": ["mltcp"]}).schemes[0].mltcp == MltcpOptions()
     with pytest.raises(ConfigError, match=r"schemes\[0\].slope.*mltcp only"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "cassini", "slope": 1.0}]})
     with pytest.raises(ConfigError, match="intercept must be > 0"):
@@ -406,7 +407,7 @@ def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
     with pytest.raises(InputError, match=r"schemes\[0\].slope"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "slope": "steep"}]})
     cut = load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "scale_cut": True}]})
-    assert cut.schemes[0].scale_cut is True and s.scale_cut is None
+    assert cut.schemes[0].mltcp.scale_cut is True and s.mltcp.scale_cut is None
     with pytest.raises(InputError, match=r"schemes\[0\].scale_cut.*true or false"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "scale_cut": "yes"}]})
     with pytest.raises(ConfigError, match=r"schemes\[0\].scale_cut.*mltcp only"):
