@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from cassini.sim.network import NETWORKS
 from cassini.sim.network.flows import FlowJob, csr_links, cycle_of
+from cassini.sim.network.windows import WindowNetwork
 from mltcp.policy import ONE, MltcpParams
 from tests.test_sim_fastloop import CAPS, groups
 
@@ -193,3 +194,27 @@ def test_the_plain_kernel_is_a_copy_beside_the_compiled_one() -> None:
     assert sys.modules["cassini.sim.network.rates"] is rates and network.rates is rates
     assert plain.rates is not rates and plain.rates._solve_set is not rates._solve_set
     assert not plain.compiled and kernel("compiled").rates is rates
+
+
+class DedicatedNetwork(WindowNetwork):
+    """docs/extending.md's worked example of a network model: every job at its dedicated
+    pace, as if no link were shared (the window model's stepping, no windows)."""
+
+    def update(self, changed: set[str]) -> None:
+        for job_id in changed & self.sim.running.keys():
+            r = self.sim.running[job_id]
+            r.iteration_time_s = r.profile.iteration_time_s
+            r.samples = (r.iteration_time_s,)
+
+
+def test_a_network_model_is_a_class_and_its_entry_in_networks(monkeypatch) -> None:
+    from cassini.sim.engine import run
+    from cassini.sim.options import SimOptions
+    from tests.test_sim_structure import small_jobs
+
+    monkeypatch.setitem(NETWORKS, "dedicated", DedicatedNetwork)
+    cluster, jobs, library = small_jobs(24)
+    options = SimOptions(network="dedicated")
+    result = run(cluster, jobs, library, "themis+cassini", options=options, seed=1)
+    assert sorted(r.job_id for r in result.jobs) == sorted(j.job_id for j in jobs)
+    assert all(abs(r.slowdown - 1) < 1e-9 for r in result.jobs)
