@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mltcp import loader  # noqa: E402
+from mltcp import admin  # noqa: E402
 
 A, B = "mlt_bench_a", "mlt_bench_b"
 
@@ -124,7 +124,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = ap.parse_args()
-    loader.load("all")
+    admin.load("all")
     teardown()
     server = None
     results: dict[str, list[float]] = {cc: [] for cc in CCS}

@@ -26,7 +26,7 @@ struct mltcp_config {
 
 /* mltcp_ports: a TCP port (host order) belongs to a job */
 typedef __u16 mltcp_port_t;
-typedef __u32 mltcp_job_t;	/* job key, see mltcp.loader.job_key; 0: none */
+typedef __u32 mltcp_job_t;	/* job key, see mltcp.marks.job_key; 0: none */
 
 /* mltcp_marks: iterations marked by the training process, per job */
 typedef __u64 mltcp_mark_count_t;

@@ -113,14 +113,11 @@ def dumbbell(
 def mltcp_available() -> tuple[bool, str]:
     """Whether the MLTCP congestion controls can be used here, and why not."""
     try:
-        from mltcp import loader
+        from mltcp import admin
     except ImportError as e:
         return False, f"mltcp package not importable ({e})"
-    check = getattr(loader, "check_prerequisites", None)
-    if check is None:  # nothing vouches for the kernel side: not known to work
-        return False, "mltcp.loader has no check_prerequisites: availability unknown"
     try:
-        check()
+        admin.check_prerequisites()
     except Exception as e:  # noqa: BLE001 - report any reason
         return False, str(e)
     return True, ""
@@ -210,7 +207,7 @@ def require_root() -> None:
 def run_config(cfg: dict[str, Any], where: Path, label: str) -> ExperimentResult:
     """Run one testbed config (quietly) under ``where`` and return its results (also in
     ``where/results.json``)."""
-    from testbed.runner import load_config, run_experiment
+    from testbed.run import load_config, run_experiment
 
     progress(f"{label} ...")
     return run_experiment(load_config(cfg), where, progress=lambda m: None)

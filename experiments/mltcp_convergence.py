@@ -284,11 +284,11 @@ def model_of_run(
 def measure(run: Run, report: dict[str, Any]) -> None:
     """Every case asked for, ``--repeat`` times, on the testbed, into ``report``; tables and
     the convergence plot."""
-    from mltcp import loader
+    from mltcp import admin
 
     args = run.args
-    loader.load("all")
-    params = loader.get_params()
+    admin.load("all")
+    params = admin.get_params()
     names = args.cases or (list(CASES) if args.full else ["ecn"])
     rows = []
     for rep in range(args.repeat):

@@ -48,7 +48,7 @@ def measure_entry(lib_id: str, model: str, iterations: int, out: Path) -> dict[s
     profile = ideal.profiles[lib_id]
     factor = NIC_BPS / BOTTLENECK_BPS
     from testbed.calibration import default_calibration_path, load_calibration
-    from testbed.runner import load_config
+    from testbed.run import load_config
 
     job = load_config(cfg).jobs[0]
     cal = load_calibration(default_calibration_path(model))

@@ -51,10 +51,10 @@ from experiments.common import (
     run_config,
 )
 from experiments.harness import Experiment, Run, UsageError, iterations, option
-from mltcp.policy import MltcpParams
+from mltcp.policy import MltcpOptions, MltcpParams
 from testbed.results import ExperimentResult
+from testbed.run import load_config
 from testbed.run.config import RunConfig
-from testbed.runner import load_config
 from testbed.topo import from_config
 
 TARGET = 0.10  # |ratio - 1| a row should stay within
@@ -132,22 +132,18 @@ SCENARIOS = (
 BY_NAME = {s.name: s for s in SCENARIOS}
 
 
-def mltcp_params(
-    spec_slope: float | None,
-    spec_intercept: float | None,
-    spec_scale_cut: bool | None = None,
-) -> MltcpParams:
-    """The MLTCP rule the testbed's run used: the scheme's slope/intercept/scale_cut over
-    the kernel's loaded parameters (the defaults where none can be read)."""
+def mltcp_params(options: MltcpOptions) -> MltcpParams:
+    """The MLTCP rule the testbed's run used: the rule's fields the scheme set
+    (``options``) over the kernel's loaded parameters (the defaults where none can be
+    read)."""
     try:
-        from mltcp import loader
+        from mltcp import admin
 
-        loaded = loader.get_params()
+        loaded = admin.get_params()
         base = MltcpParams(loaded.slope, loaded.intercept, scale_cut=loaded.scale_cut)
     except Exception:  # noqa: BLE001 - not loaded: the documented defaults
         base = MltcpParams()
-    given = (("slope", spec_slope), ("intercept", spec_intercept), ("scale_cut", spec_scale_cut))
-    return replace(base, **{k: v for k, v in given if v is not None})
+    return replace(base, **options.rule())
 
 
 def fidelity_rows(
@@ -172,11 +168,7 @@ def fidelity_rows(
         periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
         starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
         spec = specs[name]
-        mltcp = (
-            mltcp_params(spec.slope, spec.intercept, spec.scale_cut)
-            if spec.kind == "mltcp"
-            else None
-        )
+        mltcp = mltcp_params(spec.mltcp) if spec.kind == "mltcp" else None
         group = flow_jobs(cfg, profiles, starts, periods, priorities)
         count = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
         sim = model_iteration_times(group, caps, count, cfg.drift_tolerance, mltcp)

@@ -66,7 +66,7 @@ from experiments.common import (
 from experiments.harness import Experiment, Run, UsageError, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult, SchemeResult
-from testbed.runner import RunConfig, load_config
+from testbed.run import RunConfig, load_config
 
 SCHEMES = ("ideal", "baseline", "cassini")
 VARIANTS = ("model", "model_goodput")

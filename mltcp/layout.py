@@ -4,7 +4,7 @@ The one definition is the C header ``ebpf/mltcp_maps.h``; this module describes 
 records field by field (little-endian, no implicit padding) and checks that description
 against the BTF clang writes into the compiled objects (:func:`btf_problems`, used by
 ``tests/test_mltcp_layout.py``) and against the key and value sizes the kernel reports for
-a pinned map (:mod:`mltcp.loader` refuses a map whose sizes differ).  Pure: no I/O.
+a pinned map (:class:`mltcp.bpfmap.PinnedMap` refuses a map whose sizes differ).  Pure: no I/O.
 """
 
 from __future__ import annotations

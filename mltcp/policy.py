@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
 
 SHIFT = 10
 ONE = 1 << SHIFT
@@ -89,6 +90,32 @@ class MltcpParams:
             MODES.index(self.mode),
             FLAG_SCALE_CUT if self.scale_cut else 0,
         )
+
+
+@dataclass(frozen=True)
+class MltcpOptions:
+    """How one run asks for MLTCP (a testbed scheme's ``mode``, ``slope``, ``intercept``,
+    ``scale_cut``): the iteration mode, and the parts of the rule it sets over the
+    parameters the kernel has loaded (None: keep the loaded value).  Units and meaning as
+    in :class:`MltcpParams`: ``slope`` and ``intercept`` dimensionless (F = slope * ratio +
+    intercept), ``scale_cut`` a flag for ``mltcp_dctcp``."""
+
+    mode: Literal["idle", "exact"] = "idle"
+    slope: float | None = None
+    intercept: float | None = None
+    scale_cut: bool | None = None
+
+    RULE: ClassVar[tuple[str, ...]] = ("slope", "intercept", "scale_cut")
+    FIELDS: ClassVar[tuple[str, ...]] = ("mode", *RULE)  # every field, as a config names it
+
+    def rule(self) -> dict[str, Any]:
+        """The rule's fields this run sets, by name (those not None)."""
+        return {k: getattr(self, k) for k in self.RULE if getattr(self, k) is not None}
+
+    def over(self, loaded: MltcpParams) -> MltcpParams:
+        """``loaded`` with this run's mode and the rule's fields it sets; ValueError (naming
+        the field) where the result is not a valid rule."""
+        return replace(loaded, mode=self.mode, **self.rule())
 
 
 def factor(ratio: float, params: MltcpParams) -> float:

@@ -167,19 +167,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# {host}\n{cmd}")
             return 0
         return run_commands(cmds)
+    from testbed import run  # run.run_experiment read at the call: tests replace it there
     from testbed.net import TestbedError
-    from testbed.runner import (  # the facade: tests replace run_experiment there
-        ConfigError,
-        default_out_dir,
-        format_table,
-        load_config,
-        run_experiment,
-    )
+    from testbed.run import ConfigError, default_out_dir, format_table, load_config
 
     try:
         cfg = load_config(args.config)
         out = Path(args.out) if args.out else default_out_dir()
-        results = run_experiment(cfg, out)
+        results = run.run_experiment(cfg, out)
     except ConfigError as e:
         print(f"testbed: config error: {e.in_file(args.config)}", file=sys.stderr)
         return 2

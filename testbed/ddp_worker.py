@@ -70,10 +70,10 @@ def run(spec: WorkerSpec) -> None:
     # kernel (two ranks marking one job would end some flows' iterations twice)
     if spec.marks_iterations:
         import mltcp
-        from mltcp import loader
+        from mltcp import marks
 
         if spec.mltcp_marks_fd is not None:
-            loader.use_marks_fd(spec.mltcp_marks_fd)
+            marks.use_marks_fd(spec.mltcp_marks_fd)
         mltcp.torch_hook(opt, spec.mltcp_job)
     job.step(ddp, opt)  # warm-up: builds DDP buckets, opens TCP windows
     job.step(ddp, opt)  # DDP rebuilds its buckets after the first iteration

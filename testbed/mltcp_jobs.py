@@ -12,26 +12,22 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from mltcp.policy import MltcpOptions
 
 CGROUP_PREFIX = "testbed-mltcp-"
 
 
 @contextlib.contextmanager
 def job_cgroups(
-    cc: str,
-    tags: Mapping[str, str],
-    mode: str,
-    slope: float | None = None,
-    intercept: float | None = None,
-    scale_cut: bool | None = None,
+    cc: str, tags: Mapping[str, str], options: MltcpOptions
 ) -> Iterator[dict[str, Path]]:
     """A cgroup per job (``tags``: job id -> the run-unique MLTCP job name), ``cc``
-    selected for each, the MLTCP iteration ``mode`` set, and ``slope``/``intercept``/
-    ``scale_cut`` where given; all undone on exit."""
-    from mltcp import loader
+    selected for each, and the run's MLTCP ``options`` (its iteration mode, and the rule's
+    fields it sets) over the loaded parameters; all undone on exit."""
+    from mltcp import admin
 
     mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
     root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
@@ -40,20 +36,18 @@ def job_cgroups(
         mounted = tempfile.mkdtemp(prefix="testbed-cg2-")
         subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
         root = mounted
-    before = loader.get_params()
+    before = admin.get_params()
     paths: dict[str, Path] = {}
     try:
-        given = (("slope", slope), ("intercept", intercept), ("scale_cut", scale_cut))
-        rule = {k: v for k, v in given if v is not None}
-        loader.set_params(replace(before, mode=mode, **rule))
+        admin.set_params(options.over(before))
         for job, tag in tags.items():
             path = Path(root) / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
             path.mkdir(exist_ok=True)
             paths[job] = path
-            loader.select(cc, cgroup=path, job=tag)
+            admin.select(cc, cgroup=path, job=tag)
         yield paths
     finally:
-        loader.set_params(before)
+        admin.set_params(before)
         for path in paths.values():
             for pid in (path / "cgroup.procs").read_text().split():
                 subprocess.run(["kill", "-9", pid], capture_output=True)
@@ -72,16 +66,16 @@ def join(path: Path, pid: int) -> None:
 
 def marks_fd() -> int:
     """An inheritable descriptor of MLTCP's iteration-marks map for the workers."""
-    from mltcp import loader
+    from mltcp import marks
 
-    return loader.open_marks()
+    return marks.open_marks()
 
 
 def job_flows(tag: str) -> list[dict[str, Any]]:
     """The flows the kernel tied to the MLTCP job ``tag``, with the iterations it counted
     on each (``mltcp status --flows``), largest first."""
-    from mltcp import loader
+    from mltcp import admin, marks
 
-    key = loader.job_key(tag)
-    flows = [f for f in loader.status(flows=True).get("flows", []) if f["job"] == key]
+    key = marks.job_key(tag)
+    flows = [f for f in admin.status(flows=True).get("flows", []) if f["job"] == key]
     return sorted(flows, key=lambda f: -f["bytes_acked"])

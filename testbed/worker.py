@@ -213,9 +213,9 @@ def _iteration_marker(spec: WorkerSpec) -> Callable[[], None] | None:
 
     job = spec.mltcp_job
     if spec.mltcp_marks_fd is not None:  # a Mininet host has its own /sys
-        from mltcp import loader
+        from mltcp import marks
 
-        loader.use_marks_fd(spec.mltcp_marks_fd)
+        marks.use_marks_fd(spec.mltcp_marks_fd)
     return lambda: mltcp.mark_iteration(job)
 
 

@@ -3,7 +3,7 @@ hash picks.  Needs root; in CI (CI=true) a missing prerequisite fails instead of
 
 import pytest
 
-from testbed import runner
+from testbed.run import load_config, run_experiment
 from testbed.topo import LinkDirection
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
@@ -22,9 +22,9 @@ def config(seed):
 
 @pytest.mark.parametrize("seed", [1, 3])  # 1: both jobs on tbp2; 3: one per spine
 def test_flows_cross_the_spines_the_seeded_hash_picks(tmp_path, seed):
-    cfg = runner.load_config(config(seed))
+    cfg = load_config(config(seed))
     topo = cfg.topology
-    res = runner.run_experiment(cfg, tmp_path, progress=lambda m: None)
+    res = run_experiment(cfg, tmp_path, progress=lambda m: None)
     carried = {LinkDirection.parse(d): b for d, b in res.schemes["baseline"].link_bytes.items()}
     expected = {d for j in cfg.jobs for d in topo.ring_links(j.hosts) if d in carried}
     # each rank sends 500 kB per iteration: the hashed uplinks and downlinks carry them,

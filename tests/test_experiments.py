@@ -18,9 +18,9 @@ from conftest import require
 
 from experiments import common, link_interleaving, mltcp_convergence, placement, regimes
 from experiments import sim_validation as sv
-from mltcp.policy import MltcpParams
+from mltcp.policy import MltcpOptions, MltcpParams
 from testbed.results import ExperimentResult, JobResult, SchemeResult
-from testbed.runner import load_config
+from testbed.run import load_config
 from testbed.topo import from_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -340,21 +340,22 @@ def test_real_models_mltcp_rule_reaches_both_mltcp_schemes():
     cfg = load_config(real_models.case_config("pair-ecn", "bert_base", 25, 50e9, True, rule))
     mltcp = [s for s in cfg.schemes if s.kind == "mltcp"]
     assert {s.name for s in mltcp} == {"mltcp-dctcp", "mltcp-exact"}
-    assert all((s.slope, s.intercept) == (1.6, 0.2) for s in mltcp)
-    assert {s.mode for s in mltcp} == {"idle", "exact"}
+    assert all((s.mltcp.slope, s.mltcp.intercept) == (1.6, 0.2) for s in mltcp)
+    assert {s.mltcp.mode for s in mltcp} == {"idle", "exact"}
     default = load_config(real_models.case_config("pair-ecn", "vgg11", 25, 140e9, True))
     assert all(
-        (s.slope, s.intercept) == (MltcpParams().slope, MltcpParams().intercept)
+        (s.mltcp.slope, s.mltcp.intercept) == (MltcpParams().slope, MltcpParams().intercept)
         for s in default.schemes
         if s.kind == "mltcp"
     )
     fair = load_config(real_models.case_config("pair-fair", "vgg11", 25, 140e9, True, rule))
     assert not any(s.kind == "mltcp" for s in fair.schemes)
-    assert not any(s.scale_cut for s in cfg.schemes)  # the paper's rule when asked for
-    assert all(s.scale_cut == MltcpParams().scale_cut for s in default.schemes if s.kind == "mltcp")
+    assert not any(s.mltcp.scale_cut for s in cfg.schemes)  # the paper's rule when asked for
+    defaults = [s.mltcp.scale_cut for s in default.schemes if s.kind == "mltcp"]
+    assert defaults and all(cut == MltcpParams().scale_cut for cut in defaults)
     cut = MltcpParams(slope=1.6, intercept=0.2, scale_cut=True)
     cfg = load_config(real_models.case_config("pair-ecn", "bert_base", 25, 50e9, True, cut))
-    assert [s.scale_cut for s in cfg.schemes if s.kind == "mltcp"] == [True, True]
+    assert [s.mltcp.scale_cut for s in cfg.schemes if s.kind == "mltcp"] == [True, True]
 
 
 def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
@@ -368,12 +369,13 @@ def test_real_models_compares_the_scaled_cut_and_runs_only_the_schemes_asked():
         )
     )
     assert [s.name for s in cfg.schemes] == ["ideal", *only]
-    assert [s.scale_cut for s in cfg.schemes[2:]] == [False, True]
+    assert [s.mltcp.scale_cut for s in cfg.schemes[2:]] == [False, True]
     held = load_config(
         real_models.case_config("pair-ecn", "vgg11", 25, 140e9, False, agent_slack=0.03)
     )
     assert held.agent_slack == 0.03 and cfg.agent_slack is None
-    assert all((s.mode, s.slope, s.intercept) == ("exact", 1.6, 0.2) for s in cfg.schemes[2:])
+    exact = MltcpOptions("exact", 1.6, 0.2)
+    assert all(replace(s.mltcp, scale_cut=None) == exact for s in cfg.schemes[2:])
 
 
 @pytest.mark.parametrize(
@@ -478,7 +480,7 @@ def _declined_run(tmp_path):
 
 def test_every_table_showing_a_copied_cassini_row_says_declined(tmp_path):
     from experiments import common, demo, real_models
-    from testbed.runner import format_table
+    from testbed.run import format_table
 
     res = _declined_run(tmp_path)
     note = "declined: baseline's run, not re-run"
@@ -498,35 +500,31 @@ def test_every_table_showing_a_copied_cassini_row_says_declined(tmp_path):
     assert SchemeResult.from_dict("c", res.schemes["cassini"].to_dict()).measured_as == "baseline"
 
 
-def test_mltcp_is_unavailable_unless_a_prerequisite_check_says_otherwise(monkeypatch):
-    from mltcp import loader
-
-    monkeypatch.delattr(loader, "check_prerequisites")
-    assert link_interleaving.mltcp_available() == (
-        False, "mltcp.loader has no check_prerequisites: availability unknown"
-    )  # fmt: skip
+def test_mltcp_is_unavailable_unless_the_prerequisite_check_passes(monkeypatch):
+    from mltcp import admin
 
     def missing() -> None:
         raise RuntimeError("bpftool not found")
 
-    monkeypatch.setattr(loader, "check_prerequisites", missing, raising=False)
+    monkeypatch.setattr(admin, "check_prerequisites", missing)
     assert link_interleaving.mltcp_available() == (False, "bpftool not found")
-    monkeypatch.setattr(loader, "check_prerequisites", lambda: None)
+    monkeypatch.setattr(admin, "check_prerequisites", lambda: None)
     assert link_interleaving.mltcp_available() == (True, "")
 
 
 def test_sim_fidelity_models_mltcp_with_the_rule_the_testbed_ran(monkeypatch):
     """The scheme's own slope, intercept and scale_cut over the kernel's loaded ones."""
     from experiments import sim_fidelity
-    from mltcp import loader
+    from mltcp import admin
 
     loaded = MltcpParams(slope=3.0, intercept=1.5, scale_cut=False)
-    monkeypatch.setattr(loader, "get_params", lambda: loaded)
-    assert sim_fidelity.mltcp_params(None, None) == loaded
-    assert sim_fidelity.mltcp_params(1.0, None, True) == MltcpParams(1.0, 1.5, scale_cut=True)
+    monkeypatch.setattr(admin, "get_params", lambda: loaded)
+    assert sim_fidelity.mltcp_params(MltcpOptions()) == loaded
+    chosen = MltcpOptions(slope=1.0, scale_cut=True)
+    assert sim_fidelity.mltcp_params(chosen) == MltcpParams(1.0, 1.5, scale_cut=True)
 
     def unloaded():
         raise OSError("no config map")
 
-    monkeypatch.setattr(loader, "get_params", unloaded)
-    assert sim_fidelity.mltcp_params(None, None) == MltcpParams()
+    monkeypatch.setattr(admin, "get_params", unloaded)
+    assert sim_fidelity.mltcp_params(MltcpOptions()) == MltcpParams()

@@ -392,7 +392,7 @@ STUBS = (
     ("cassini.service.cli", "listen"),
     ("cassini.sim.report.run", "simulate_config"),
     ("cassini.sim.report.sweep", "run_sweep"),
-    ("testbed.runner", "run_experiment"),
+    ("testbed.run", "run_experiment"),
     ("mltcp.admin", "select"),
 )
 

@@ -11,8 +11,9 @@ import time
 import pytest
 from helpers.pairs import dumbbell_pair
 
-from testbed import releaseboard, runner
+from testbed import releaseboard
 from testbed.iterations import read_log
+from testbed.run import load_config
 from testbed.run.config import SchemeSpec
 from testbed.run.session import Schedule, run_together
 
@@ -39,7 +40,7 @@ def _release_a_by_hand(log, board, done: dict, stop: threading.Event) -> None:
 
 
 def test_releasing_one_job_of_a_held_pair_frees_the_other_within_3_iterations(tmp_path):
-    cfg = runner.load_config(_config())
+    cfg = load_config(_config())
     schedule = Schedule({"a": 0.0, "b": PERIOD_S / 2}, {"a": PERIOD_S, "b": PERIOD_S})
     logs = tmp_path / "held"
     done: dict = {}

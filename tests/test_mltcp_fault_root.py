@@ -19,19 +19,19 @@ from conftest import require
 from helpers.mltcp_flows import Pair, finish, sh, take_mltcp, wait_until
 from helpers.mltcp_window_fault import is_known_kernel_fault, repairs_since
 
-from mltcp import layout, loader
+from mltcp import admin, bpfmap, layout, marks, pinned, variants
 from mltcp.bpfmap import map_info
 from mltcp.policy import MltcpParams
 
 pytestmark = pytest.mark.root
 SYSCTL = Path("/proc/sys/net/ipv4")
-OURS = set(loader.VARIANTS.values())
+OURS = set(variants.CCS)
 
 
 def snapshot() -> dict:
     return {
-        "available": [c for c in loader.available() if c not in OURS],
-        "allowed": [c for c in loader.allowed() if c not in OURS],
+        "available": [c for c in pinned.available() if c not in OURS],
+        "allowed": [c for c in pinned.allowed() if c not in OURS],
         "default": (SYSCTL / "tcp_congestion_control").read_text().strip(),
     }
 
@@ -41,12 +41,12 @@ def assert_clean(before: dict) -> None:
     default, every other algorithm that was available still is, no pins, no registered
     or lingering struct_ops, no state file.  (The allowed list and the default are
     host-wide settings a testbed run writes too: only our names are checked in them.)"""
-    assert not OURS & set(loader.available())
-    assert not OURS & set(loader.allowed())
+    assert not OURS & set(pinned.available())
+    assert not OURS & set(pinned.allowed())
     assert (SYSCTL / "tcp_congestion_control").read_text().strip() not in OURS
-    assert set(before["available"]) <= set(loader.available())
-    assert sorted(p.name for p in loader.PIN_DIR.glob("mltcp*")) == []
-    assert not loader.STATE.exists()
+    assert set(before["available"]) <= set(pinned.available())
+    assert sorted(p.name for p in pinned.PIN_DIR.glob("mltcp*")) == []
+    assert not admin.STATE.exists()
 
     def no_struct_ops() -> bool:
         maps = json.loads(sh("bpftool", "-j", "map", "show") or "[]")
@@ -65,7 +65,7 @@ def kernel():
     take_mltcp()  # what an aborted run left; never another user's sockets
     before = snapshot()
     yield before
-    loader.unload()  # our flows are gone: nothing to force
+    admin.unload()  # our flows are gone: nothing to force
     assert_clean(before)
 
 
@@ -82,7 +82,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def repairs() -> int:
-    return loader.status()["window_repairs"]
+    return admin.status()["window_repairs"]
 
 
 def assert_only_known_fault_repairs(before: int) -> None:
@@ -100,8 +100,8 @@ def assert_only_known_fault_repairs(before: int) -> None:
 def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
     kernel, tmp_path, cgroup_dir
 ):
-    loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10))
-    loader.select("mltcp_reno", cgroup=cgroup_dir, job="fault-unload")  # to be detached
+    admin.load("reno", MltcpParams(1.0, 0.5, idle_ms=10))
+    admin.select("mltcp_reno", cgroup=cgroup_dir, job="fault-unload")  # to be detached
     with Pair("mltf_un", 213) as pair:
         port = pair.start_server(tmp_path)
         p = pair.start_clients(tmp_path, port, 50, 40_000, 5.0, 0.01, 21000, cc="mltcp_reno")
@@ -109,7 +109,7 @@ def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
             time.sleep(1.0)
             r = cli("unload")
             assert r.returncode == 1 and "still in use" in r.stderr and "--force" in r.stderr
-            assert "mltcp_reno" in loader.available()
+            assert "mltcp_reno" in pinned.available()
             t_unload = time.time()
             r = cli("unload", "--force")
             assert r.returncode == 0, r.stderr
@@ -132,40 +132,40 @@ def test_unload_under_50_flows_refused_then_forced_flows_continue_nothing_leaks(
 
 
 def test_load_unload_idempotent_and_load_after_a_crash_that_left_pins(kernel):
-    assert loader.unload(force=True) == []
-    assert loader.unload() == []
-    names = loader.load("all")
+    assert admin.unload(force=True) == []
+    assert admin.unload() == []
+    names = admin.load("all")
     assert sorted(names) == sorted(OURS)
-    assert loader.get_params() == MltcpParams()  # a new config map gets the defaults
-    assert loader.load("all") == names
-    assert all(loader.allowed().count(n) == 1 for n in names)
+    assert admin.get_params() == MltcpParams()  # a new config map gets the defaults
+    assert admin.load("all") == names
+    assert all(pinned.allowed().count(n) == 1 for n in names)
     # crash 1: the congestion controls went away (unregistered behind our back), the
     # pins and nothing else stayed; the state file is gone
     for n in names:
         sh("bpftool", "struct_ops", "unregister", "name", n)
-    loader.STATE.unlink()
-    assert (loader.PIN_DIR / "mltcp_config").exists()
-    assert loader.load("reno") == ["mltcp_reno"]
-    assert loader.status()["problems"] == []
+    admin.STATE.unlink()
+    assert (pinned.PIN_DIR / "mltcp_config").exists()
+    assert admin.load("reno") == ["mltcp_reno"]
+    assert admin.status()["problems"] == []
     # crash 2: an older mltcp left a pin of another layout
-    loader.unload(force=True)
+    admin.unload(force=True)
     sh(
-        "bpftool", "map", "create", str(loader.PIN_DIR / "mltcp_flows"), "type", "hash",
+        "bpftool", "map", "create", str(pinned.PIN_DIR / "mltcp_flows"), "type", "hash",
         "key", "4", "value", "16", "entries", "16", "name", "mltcp_flows",
     )  # fmt: skip
-    assert loader.load("reno") == ["mltcp_reno"]
-    assert loader.status()["problems"] == []
-    fd_path = str(loader.PIN_DIR / "mltcp_flows")
-    with loader.PinnedMap(fd_path, *loader.MAPS["mltcp_flows"]) as m:
+    assert admin.load("reno") == ["mltcp_reno"]
+    assert admin.status()["problems"] == []
+    fd_path = str(pinned.PIN_DIR / "mltcp_flows")
+    with bpfmap.PinnedMap(fd_path, *pinned.MAPS["mltcp_flows"]) as m:
         assert map_info(m.fd)["value_size"] == layout.FLOW_STATS.size
-    loader.unload()
-    loader.unload()
+    admin.unload()
+    admin.unload()
     assert_clean(kernel)
 
 
 @pytest.mark.timing
 def test_parameters_changed_every_100ms_under_traffic_no_stall_no_unknown_repair(kernel, tmp_path):
-    loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    admin.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
     settings = [
         MltcpParams(1.0, 0.5, 10, "exact"),
         MltcpParams(3.0, 0.25, 1, "idle"),
@@ -179,7 +179,7 @@ def test_parameters_changed_every_100ms_under_traffic_no_stall_no_unknown_repair
     def churn():
         nonlocal changes
         while not stop.is_set():
-            loader.set_params(settings[changes % len(settings)])
+            admin.set_params(settings[changes % len(settings)])
             changes += 1
             time.sleep(0.1)
 
@@ -210,10 +210,10 @@ def test_parameters_changed_every_100ms_under_traffic_no_stall_no_unknown_repair
 
 
 def test_200_flows_for_20s_exact_iteration_counts_no_unknown_repair_on_fifo(kernel, tmp_path):
-    loader.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    admin.load("reno", MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
     n, base, job0 = 200, 23000, 2000
     for i in range(n):
-        loader.assign_port(base + i, job0 + i)
+        marks.assign_port(base + i, job0 + i)
     before = repairs()
     # the FIFO sits in a router namespace: on the sender's own interface, 200 flows keep
     # it full and Linux aborts a flow whose sends keep failing locally (see Pair).  Five
@@ -225,7 +225,7 @@ def test_200_flows_for_20s_exact_iteration_counts_no_unknown_repair_on_fifo(kern
             tmp_path, port, n, 50_000, 20.0, 0.005, base, cc="mltcp_reno", mark=True, job0=job0
         )
         out = finish(p, tmp_path, 50)
-    kernel_rows = {f["local_port"]: f for f in loader.status(flows=True)["flows"]}
+    kernel_rows = {f["local_port"]: f for f in admin.status(flows=True)["flows"]}
     wrong = []
     for f in out["flows"]:
         k = kernel_rows.get(f["lport"])
@@ -235,18 +235,18 @@ def test_200_flows_for_20s_exact_iteration_counts_no_unknown_repair_on_fifo(kern
     assert min(f["iterations"] for f in out["flows"]) >= 10
     assert wrong == [], wrong[:3]
     assert_only_known_fault_repairs(before)
-    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
 
 
 def test_cgroup_removed_while_attached_and_pin_removed_by_hand(kernel, cgroup_dir):
-    loader.load("reno")
-    loader.select("mltcp_reno", cgroup=cgroup_dir, job="fault-cg")
-    assert loader.status()["problems"] == []
+    admin.load("reno")
+    admin.select("mltcp_reno", cgroup=cgroup_dir, job="fault-cg")
+    assert admin.status()["problems"] == []
     cgroup_dir.rmdir()  # empty: the kernel lets it go with the program attached
-    problems = loader.status()["problems"]
+    problems = admin.status()["problems"]
     assert any("no longer exists" in p and str(cgroup_dir) in p for p in problems), problems
-    (loader.PIN_DIR / "mltcp_marks").unlink()
-    problems = loader.status()["problems"]
+    (pinned.PIN_DIR / "mltcp_marks").unlink()
+    problems = admin.status()["problems"]
     assert any("mltcp_marks is missing" in p for p in problems), problems
     r = cli("mark", "fault-cg")
     assert r.returncode == 1 and "removed by hand" in r.stderr

@@ -14,14 +14,14 @@ import pytest
 from conftest import require, run_name
 from helpers.mltcp_flows import take_mltcp
 
-from mltcp import loader
+from mltcp import admin, marks, pinned, variants
 from mltcp.policy import MltcpParams
 
 pytestmark = pytest.mark.root
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 A, B = run_name("mltcp_a"), run_name("mltcp_b")  # this run's namespaces, no one else's
 # in this run's own namespace B no other process can hold it; fixed because exact mode
-# ties the port to a job (loader.assign_port) before the server starts
+# ties the port to a job (marks.assign_port) before the server starts
 PORT = 7411
 
 
@@ -33,10 +33,10 @@ def kernel():
         require(shutil.which(tool) is not None, f"{tool} (run make setup)")
     before = AVAILABLE.read_text().split()
     take_mltcp()  # a clean start after an aborted run, moving nobody's sockets
-    names = loader.load("reno", MltcpParams(slope=1.0, intercept=0.5, idle_ms=10))
+    names = admin.load("reno", MltcpParams(slope=1.0, intercept=0.5, idle_ms=10))
     yield names
-    loader.unload()  # our sockets are closed: nothing to force
-    ours = set(loader.VARIANTS.values())
+    admin.unload()  # our sockets are closed: nothing to force
+    ours = set(variants.CCS)
     # every congestion control that was not ours is still there; none of ours is
     assert [c for c in AVAILABLE.read_text().split() if c in before] == [
         c for c in before if c not in ours
@@ -155,20 +155,20 @@ def run_pair(tmp_path, bursts, size, gap, job="-", cc="mltcp_reno", cgroup=None)
 
 
 def flow(local_port):
-    rows = [f for f in loader.status(flows=True)["flows"] if f["local_port"] == local_port]
+    rows = [f for f in admin.status(flows=True)["flows"] if f["local_port"] == local_port]
     assert len(rows) == 1, rows
     return rows[0]
 
 
 def test_load_is_idempotent_and_listed(kernel):
     assert kernel == ["mltcp_reno"]
-    assert loader.load("reno") == ["mltcp_reno"]
+    assert admin.load("reno") == ["mltcp_reno"]
     assert "mltcp_reno" in AVAILABLE.read_text().split()
-    assert "mltcp_reno" in loader.allowed()
+    assert "mltcp_reno" in pinned.allowed()
 
 
 def test_namespace_flow_uses_mltcp_and_idle_mode_counts_iterations(tmp_path, netns):
-    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
     used, port = run_pair(tmp_path, bursts=6, size=200_000, gap=0.05)
     assert used == "mltcp_reno"
     f = flow(port)
@@ -181,7 +181,7 @@ def test_idle_mode_counts_a_step_of_two_bursts_once(tmp_path, netns):
     gradients, a silence longer than idle_ms (the last bucket's backward), the last
     bucket, then the silence before the next step.  The kernel counts one iteration per
     step, of the step's bytes, not one per burst."""
-    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
     _, port = run_pair(tmp_path, bursts=12, size=[270_000, 30_000], gap=[0.02, 0.04])
     f = flow(port)
     # 6 steps: boundaries before each 30 kB burst (the first with no estimate yet, after
@@ -191,24 +191,24 @@ def test_idle_mode_counts_a_step_of_two_bursts_once(tmp_path, netns):
 
 
 def test_exact_mode_counts_marked_iterations_without_idle_gaps(tmp_path, netns):
-    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
-    loader.assign_port(PORT, "job-x")
+    admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    marks.assign_port(PORT, "job-x")
     # gaps of 2 ms are below the idle threshold: only the marks delimit iterations
     used, port = run_pair(tmp_path, bursts=5, size=150_000, gap=0.002, job="job-x")
     f = flow(port)
-    assert f["iterations"] == 5 and f["job"] == loader.job_key("job-x")
-    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+    assert f["iterations"] == 5 and f["job"] == marks.job_key("job-x")
+    admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
     _, port = run_pair(tmp_path, bursts=5, size=150_000, gap=0.002)
     # the idle detector sees no gap: no boundary, so no statistics were ever written
-    assert [f for f in loader.status(flows=True)["flows"] if f["local_port"] == port] == []
+    assert [f for f in admin.status(flows=True)["flows"] if f["local_port"] == port] == []
 
 
 def test_parameter_changes_take_effect_without_reload(tmp_path, netns):
     # F at the end of an iteration is intercept + slope (the whole iteration acked)
-    loader.set_params(MltcpParams(2.0, 0.5, idle_ms=10))
+    admin.set_params(MltcpParams(2.0, 0.5, idle_ms=10))
     _, port = run_pair(tmp_path, bursts=3, size=300_000, gap=0.05)
     assert flow(port)["factor"] == pytest.approx(2.5, abs=0.01)
-    loader.set_params(MltcpParams(0.25, 0.75, idle_ms=10))
+    admin.set_params(MltcpParams(0.25, 0.75, idle_ms=10))
     _, port = run_pair(tmp_path, bursts=3, size=300_000, gap=0.05)
     assert flow(port)["factor"] == pytest.approx(1.0, abs=0.01)
 
@@ -217,8 +217,8 @@ def test_parameter_changes_take_effect_without_reload(tmp_path, netns):
 def test_other_variants_track_iterations_in_the_kernel(tmp_path, netns, variant):
     """mltcp_cubic (the kernel's CUBIC through kfuncs, our state after its own) and
     mltcp_dctcp share the iteration tracking: counts, bytes and F are the same."""
-    name = loader.load(variant)[0]
-    loader.set_params(MltcpParams(2.0, 0.5, idle_ms=10, mode="idle"))
+    name = admin.load(variant)[0]
+    admin.set_params(MltcpParams(2.0, 0.5, idle_ms=10, mode="idle"))
     used, port = run_pair(tmp_path, bursts=4, size=250_000, gap=0.05, cc=name)
     assert used == name
     f = flow(port)
@@ -236,21 +236,21 @@ def cgroup(kernel, run_cgroup):
 def test_cgroup_selection_sets_only_that_cgroups_sockets_and_ties_them_to_a_job(
     tmp_path, netns, cgroup
 ):
-    loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
-    loader.select("mltcp_reno", cgroup=cgroup, job="job-cg")
-    loader.select("mltcp_reno", cgroup=cgroup, job="job-cg")  # idempotent
+    admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="exact"))
+    admin.select("mltcp_reno", cgroup=cgroup, job="job-cg")
+    admin.select("mltcp_reno", cgroup=cgroup, job="job-cg")  # idempotent
     try:
         # no setsockopt in the client: the sock_ops program chose the congestion control,
         # and tied the socket to the job, so the trainer's marks delimit its iterations
         used, port = run_pair(tmp_path, 4, 150_000, 0.002, job="job-cg", cc="-", cgroup=cgroup)
         assert used == "mltcp_reno"
         f = flow(port)
-        assert f["iterations"] == 4 and f["job"] == loader.job_key("job-cg")
+        assert f["iterations"] == 4 and f["job"] == marks.job_key("job-cg")
         # the same client outside the cgroup keeps the namespace's default
         used, _ = run_pair(tmp_path, 1, 10_000, 0.0, cc="-")
         assert used != "mltcp_reno"
     finally:
-        loader.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
+        admin.set_params(MltcpParams(1.0, 0.5, idle_ms=10, mode="idle"))
 
 
 def cli(*args):
@@ -281,13 +281,13 @@ def test_scale_cut_goes_through_the_config_map_and_survives_other_changes(kernel
 
     try:
         assert cli("set", "--scale-cut").returncode == 0
-        assert params()["scale_cut"] is True and loader.get_params().scale_cut
+        assert params()["scale_cut"] is True and admin.get_params().scale_cut
         assert cli("set", "--slope", "2").returncode == 0  # other fields keep it
         assert params()["scale_cut"] is True and params()["slope"] == 2.0
         assert cli("set", "--no-scale-cut").returncode == 0
         assert params()["scale_cut"] is False
     finally:
-        loader.set_params(MltcpParams())
+        admin.set_params(MltcpParams())
 
 
 def test_unload_refuses_while_a_socket_uses_it(kernel):
@@ -387,12 +387,12 @@ def ecn_pair(tmp_path, client_cgroup, server_cgroup):
 def test_ecn_is_negotiated_per_socket_by_the_cgroup_selection_with_tcp_ecn_off(
     tmp_path, netns, cgroup, cc, ecn, client_in, server_in, negotiated
 ):
-    loader.load("all")
+    admin.load("all")
     for ns in (A, B):
         subprocess.run(
             ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_ecn=0"], check=True
         )
-    loader.select(cc, cgroup=cgroup, ecn=ecn)
+    admin.select(cc, cgroup=cgroup, ecn=ecn)
     (c_cc, c_ecn), (s_cc, s_ecn) = ecn_pair(
         tmp_path, cgroup if client_in else None, cgroup if server_in else None
     )
@@ -406,10 +406,10 @@ def test_pinned_maps_have_the_sizes_of_the_one_definition(kernel, cgroup):
     from mltcp import layout
     from mltcp.bpfmap import LayoutMismatch, PinnedMap, map_info
 
-    loader.select("mltcp_reno", cgroup=cgroup)  # pins mltcp_cgroup_cfg too
+    admin.select("mltcp_reno", cgroup=cgroup)  # pins mltcp_cgroup_cfg too
     for name, (key, value) in layout.MAPS.items():
-        with PinnedMap(str(loader.PIN_DIR / name), key.size, value.size) as m:
+        with PinnedMap(str(pinned.PIN_DIR / name), key.size, value.size) as m:
             info = map_info(m.fd)
         assert (info["key_size"], info["value_size"]) == (key.size, value.size), name
     with pytest.raises(LayoutMismatch):
-        PinnedMap(str(loader.PIN_DIR / "mltcp_flows"), 4, 24)
+        PinnedMap(str(pinned.PIN_DIR / "mltcp_flows"), 4, 24)

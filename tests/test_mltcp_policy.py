@@ -2,6 +2,7 @@
 agree bit for bit; parameters validate; the convergence map behaves."""
 
 import ctypes
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mltcp import policy
-from mltcp.policy import MltcpParams
+from mltcp.policy import MltcpOptions, MltcpParams
 
 HEADER = Path(__file__).resolve().parent.parent / "ebpf" / "mltcp_rule.h"
 
@@ -226,3 +227,14 @@ def test_iterations_to_interleave_fall_with_k():
     fast = policy.iterations_to_interleave(0.05, 4.0)
     assert fast < slow
     assert policy.iterations_to_interleave(0.0, 4.0) == 10_000
+
+
+def test_mltcp_options_set_only_the_fields_they_name_over_the_loaded_ones():
+    loaded = MltcpParams(slope=3.0, intercept=1.5, idle_ms=20, mode="idle", scale_cut=False)
+    assert MltcpOptions().over(loaded) == loaded
+    asked = MltcpOptions("exact", slope=1.0, scale_cut=True)
+    assert asked.rule() == {"slope": 1.0, "scale_cut": True}
+    assert asked.over(loaded) == MltcpParams(1.0, 1.5, 20, "exact", True)
+    assert tuple(f.name for f in dataclasses.fields(MltcpOptions)) == MltcpOptions.FIELDS
+    with pytest.raises(ValueError, match="intercept must be > 0"):
+        MltcpOptions(intercept=0).over(loaded)

@@ -24,7 +24,7 @@ from helpers.mltcp_window_fault import (
     repairs_since,
 )
 
-from mltcp import loader
+from mltcp import admin
 
 pytestmark = pytest.mark.root
 TCP_CA_CWR = 2
@@ -36,14 +36,14 @@ def test_known_kernel_fault_garbage_ssthresh_at_cwr_is_contained(tmp_path):
         require(shutil.which(tool) is not None, tool)
     require(Path("/sys/kernel/btf/vmlinux").exists(), "kernel BTF")
     take_mltcp()  # programs of this build, not an older registered one (nobody's in use)
-    loader.load("reno")
+    admin.load("reno")
     try:
         with Pair("mltw_t", 220, rate_bps=RATE, buffer_packets=1000) as pair:
             attach_marker(pair)
             try:
                 pair.sysctl("net.ipv4.tcp_ecn=1")
                 port = pair.start_server(tmp_path)
-                before, marks0 = loader.status()["window_repairs"], marks()
+                before, marks0 = admin.status()["window_repairs"], marks()
                 for run in range(5):
                     p = pair.start_clients(
                         tmp_path, port, 2, 1_250_000, 3.0, 0.05, 26000 + 2 * run,
@@ -61,4 +61,4 @@ def test_known_kernel_fault_garbage_ssthresh_at_cwr_is_contained(tmp_path):
         for e in log:
             assert is_known_kernel_fault(e), e
     finally:
-        loader.unload()  # our flows are done: nothing to force
+        admin.unload()  # our flows are done: nothing to force

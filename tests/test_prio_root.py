@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from testbed import dscp_jobs, runner
+from testbed import dscp_jobs
 from testbed.fabric import tos_of
 from testbed.net import EmulatedCluster
+from testbed.run import load_config, run_experiment
 from testbed.topo import FabricSpec, LinkDirection, dumbbell
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
@@ -83,7 +84,7 @@ def test_high_priority_job_keeps_its_pace_and_the_low_one_yields(tmp_path):
                  {"id": "low", "hosts": ["h2", "h4"], "priority": 1, **job}],
         "schemes": ["ideal", "baseline"],
     }  # fmt: skip
-    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    res = run_experiment(load_config(cfg), tmp_path, progress=lambda m: None)
     ideal, together = res.schemes["ideal"], res.schemes["baseline"]
 
     def mean(r, j):

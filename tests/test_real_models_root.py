@@ -9,9 +9,10 @@ import pytest
 from conftest import require
 from helpers.pairs import dumbbell_pair
 
-from testbed import runner
 from testbed.calibration import load_calibration
 from testbed.replay import expected_bucket_count, scaled_gradient_bytes
+from testbed.run import load_config, run_experiment
+from testbed.run.profiles import ddp_bucket_profile
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
 
@@ -22,8 +23,8 @@ def resnet_pair(iterations: int = 5) -> dict:
 
 
 def test_resnet50_replay_jobs_all_reduce_real_buckets(tmp_path):
-    cfg = runner.load_config(resnet_pair())
-    res = runner.run_experiment(cfg, tmp_path, progress=lambda m: None)
+    cfg = load_config(resnet_pair())
+    res = run_experiment(cfg, tmp_path, progress=lambda m: None)
     spec = cfg.jobs[0]
     assert spec.scale == pytest.approx(200e6 / 50e9)
     cal = load_calibration(spec.calibration)
@@ -52,17 +53,17 @@ def one_resnet_job_on_mltcp(tmp_path, mode: str, iterations: int):
     """One ResNet-50 DDP job alone on ``ecn`` under MLTCP in ``mode``: the run, the
     kernel's per-flow counts for the job, and its gradient flows (each rank sends to the
     other: the flows of at least half the largest one's bytes, two or more)."""
-    from mltcp import loader
+    from mltcp import admin
 
     try:
-        loader.check_prerequisites()
+        admin.check_prerequisites()
     except Exception as e:  # noqa: BLE001 - any missing piece
         require(False, f"MLTCP prerequisites: {e}")
     cfg = resnet_pair(iterations=iterations)
     cfg["topology"]["fabric"] = "ecn"
     cfg["jobs"] = cfg["jobs"][:1]
     cfg["schemes"] = [{"scheme": "mltcp", "name": mode, "mode": mode}]
-    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    res = run_experiment(load_config(cfg), tmp_path, progress=lambda m: None)
     counted = res.schemes[mode].mltcp_flows["a"]
     assert counted["mode"] == mode and counted["steps"] == iterations + 2
     largest = counted["flows"][0]["bytes_acked"]
@@ -145,13 +146,13 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     cfg["jobs"] = cfg["jobs"][:1]
     cfg["schemes"] = ["ideal"]
     cfg["profile_source"] = "pcap"
-    loaded = runner.load_config(cfg)
-    res = runner.run_experiment(loaded, tmp_path, progress=lambda m: None)
+    loaded = load_config(cfg)
+    res = run_experiment(loaded, tmp_path, progress=lambda m: None)
     ideal = res.schemes["ideal"]
     assert ideal.profile_source == "pcap"
     pcap = ideal.profiles["a"]
     records = ideal.jobs["a"].records(0)
-    hook = runner._profile_from_buckets("a", records, 2)
+    hook = ddp_bucket_profile("a", records, 2)
     assert pcap.bytes_per_iteration == pytest.approx(hook.bytes_per_iteration, rel=0.05)
     assert pcap.iteration_time_s == pytest.approx(hook.iteration_time_s, rel=0.02)
     # and on where the bytes go in the iteration (the runner folds every iteration from its

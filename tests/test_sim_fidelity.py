@@ -7,7 +7,7 @@ import pytest
 from experiments import common
 from experiments import sim_fidelity as sf
 from testbed.results import ExperimentResult, JobResult, SchemeResult
-from testbed.runner import load_config
+from testbed.run import load_config
 
 
 def fake_result(raw, iteration_s):

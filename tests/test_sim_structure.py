@@ -1,5 +1,6 @@
 """The simulator's shape (issue 32): no import circle in ``cassini/sim``, its modules and
-every function of the project's code within their size limits, one network seam."""
+every function of the project's code within their size limits, one network seam, and no
+compatibility facade left for imports to go through."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ CODE = ("cassini", "mltcp", "testbed", "experiments", "benchmarks", "examples")
 #: (then drop it from here) but not grow.  Issue 32 wanted these empty, and they are.
 LONG_MODULES: dict[str, int] = {}
 LONG_FUNCTIONS: dict[str, int] = {}
+#: facades deleted by issue 32: code imports the real modules (mltcp.marks or mltcp.admin,
+#: testbed.run), and none of these may come back
+RETIRED = ("mltcp.loader", "testbed.runner", "cassini.server")
 
 
 def module_name(path: Path) -> str:
@@ -90,6 +94,28 @@ def test_cycles_finds_a_planted_circle() -> None:
 
 def test_no_import_circle_in_the_simulator() -> None:
     assert cycles(import_graph(SIM)) == []
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module ``path`` names in an import statement, ``from pkg import sub`` as both
+    ``pkg`` and ``pkg.sub``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return names
+
+
+def test_no_retired_facade_exists_or_is_imported() -> None:
+    for name in RETIRED:
+        assert not (ROOT / (name.replace(".", "/") + ".py")).exists(), name
+        assert not (ROOT / name.replace(".", "/")).is_dir(), name
+    for top in (*CODE, "tests"):
+        for path in (ROOT / top).rglob("*.py"):
+            back = imported_names(path) & set(RETIRED)
+            assert not back, f"{path.relative_to(ROOT)} imports {sorted(back)}"
 
 
 def function_sizes(path: Path, rel: str) -> dict[str, int]:

@@ -13,7 +13,7 @@ from experiments import common
 from experiments import sim_validation as sv
 from experiments.common import table
 from testbed.results import ExperimentResult, JobResult, SchemeResult
-from testbed.runner import load_config
+from testbed.run import load_config
 
 BOTTLENECK = "tbs1->tbs2"
 

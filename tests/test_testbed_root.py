@@ -12,10 +12,11 @@ import pytest
 
 from cassini.measure import iteration_times, profile_from_pcap
 from cassini.predict import Slot, simulate_link
-from testbed import runner
 from testbed.capture import Capture
 from testbed.iterations import read_log
 from testbed.net import EmulatedCluster, TestbedError, leftovers
+from testbed.run import load_config, run_experiment
+from testbed.run.profiles import payload_efficiency
 from testbed.topo import FabricSpec, dumbbell
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
@@ -47,7 +48,7 @@ def runner_result(out):
 @pytest.mark.timing
 def test_two_synthetic_jobs_cross_the_bottleneck(tmp_path):
     start = time.time()
-    res = runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
+    res = run_experiment(load_config(config()), tmp_path, progress=lambda m: None)
     elapsed = time.time() - start
     print(f"10 iterations of the baseline scheme: {elapsed:.1f} s")
     # a hang guard, not a speed target: measured 3.3 s (one run under -m root, 2026-11-26,
@@ -68,7 +69,7 @@ def test_two_synthetic_jobs_cross_the_bottleneck(tmp_path):
 
 def test_pytorch_ddp_2x2_workers(tmp_path):
     cfg = config(kind="ddp", iterations=6, width=128, layers=2)
-    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    res = run_experiment(load_config(cfg), tmp_path, progress=lambda m: None)
     for job in ("a", "b"):
         result = res.schemes["baseline"].jobs[job]
         times = result.iteration_times_s
@@ -99,14 +100,14 @@ def test_agent_holds_cassini_shift(tmp_path):
     # 95-100 % of iterations within 5 % (3 runs); 1 MB gains 1.15-1.22, but one of 3 runs
     # re-aligned at start-up (58 % within)
     def check(out):
-        cfg = runner.load_config(
+        cfg = load_config(
             {
                 **config(iterations=20, bytes=800_000, compute_s=0.05),
                 "schemes": ["cassini"],
                 "profile_iterations": 8,
             }
         )
-        res = runner.run_experiment(cfg, out, progress=lambda m: None)
+        res = run_experiment(cfg, out, progress=lambda m: None)
         cassini = res.schemes["cassini"]
         periods = {j: r.period_s for j, r in cassini.jobs.items()}
         print(f"predicted gain {cassini.advice['predicted_gain']:.3f}, periods {periods}")
@@ -149,13 +150,13 @@ def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
     which is the advisor's same-start number while the pair stays aligned."""
 
     def check(out):
-        cfg = runner.load_config(
+        cfg = load_config(
             {
                 **config(iterations=20, bytes=1_000_000, compute_s=0.06),
                 "schemes": ["ideal", "baseline", "cassini"],
             }
         )
-        res = runner.run_experiment(cfg, out, progress=lambda m: None)
+        res = run_experiment(cfg, out, progress=lambda m: None)
         cassini, baseline = res.schemes["cassini"], res.schemes["baseline"]
         predicted = cassini.advice["candidates"][0]["predicted_iteration_s"]
         for job in ("a", "b"):
@@ -165,7 +166,7 @@ def test_advice_predicts_the_testbed_pair_within_10_percent(tmp_path):
             shifted = max(predicted[job]["shifted"], held.period_s)
             measured = sum(held.iteration_times_s) / len(held.iteration_times_s)
             assert measured == pytest.approx(shifted, rel=0.10)
-        capacity = 200e6 * runner.payload_efficiency(cfg, res.schemes["ideal"])
+        capacity = 200e6 * payload_efficiency(cfg, res.schemes["ideal"])
         aligned = predicted_at_offsets(cassini.profiles, capacity, [0.0])
         for job in ("a", "b"):  # the model at offset 0 is the advisor's same-start prediction
             assert aligned[job] == pytest.approx(predicted[job]["same_start"], rel=0.01)
@@ -251,7 +252,7 @@ def test_teardown_after_crash_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(session, "worker_spec", crashing)
     with pytest.raises(TestbedError, match="worker"):
-        runner.run_experiment(runner.load_config(config()), tmp_path, progress=lambda m: None)
+        run_experiment(load_config(config()), tmp_path, progress=lambda m: None)
     assert leftovers() == []
 
 
@@ -278,7 +279,7 @@ def test_leaf_spine_traffic_takes_the_described_spine(tmp_path):
         ],
         "schemes": ["baseline"],
     }
-    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    res = run_experiment(load_config(cfg), tmp_path, progress=lambda m: None)
     moved = res.schemes["baseline"].link_bytes
     # h4 is host index 3: reached through spine 3 mod 2 = tbp2; h1 (index 0) through tbp1
     # link bytes count from the common start: the 5 timed iterations (the warm-up before)
@@ -288,7 +289,7 @@ def test_leaf_spine_traffic_takes_the_described_spine(tmp_path):
 
 def test_ecn_fabric_marks_ect_packets(tmp_path):
     cfg = {**config(fabric="ecn", iterations=8), "cc": "cubic"}
-    res = runner.run_experiment(runner.load_config(cfg), tmp_path, progress=lambda m: None)
+    res = run_experiment(load_config(cfg), tmp_path, progress=lambda m: None)
     base = res.schemes["baseline"]
     assert base.fabric == "ecn"
     assert sum(base.ecn_marks.values()) > 0

@@ -140,7 +140,7 @@ def test_a_new_scheme_is_one_entry_in_the_table(monkeypatch, tmp_path, capsys):
     raw = {**CONFIG, "schemes": ["baseline", {"scheme": "replayed", "mode": "exact"}]}
     cfg = load_config(raw)
     assert [s.kind for s in cfg.schemes] == ["baseline", "replayed"]
-    assert cfg.schemes[1].mode == "exact"  # its declared option is accepted
+    assert cfg.schemes[1].mltcp.mode == "exact"  # its declared option is accepted
     ran = []
     monkeypatch.setitem(SCHEMES, "baseline", _Recorder(ran))
     res = run_experiment(cfg, tmp_path, progress=lambda m: None)

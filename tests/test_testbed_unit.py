@@ -8,11 +8,12 @@ from dataclasses import replace
 import pytest
 
 from cassini.measure import pcap_series, profile_from_log
+from mltcp.policy import MltcpOptions
 from testbed import fabric
 from testbed.iterations import off_slot, summary
 from testbed.launch import launch_commands
 from testbed.results import ExperimentResult, JobResult, SchemeResult
-from testbed.runner import ConfigError, format_table, load_config
+from testbed.run import ConfigError, format_table, load_config
 from testbed.topo import FabricSpec, dumbbell, from_config, leaf_spine
 
 
@@ -187,7 +188,7 @@ def test_profile_from_log_and_table():
 def test_run_command_prints_the_typed_result(tmp_path, monkeypatch, capsys):
     import json
 
-    from testbed import cli, runner
+    from testbed import cli, run
 
     raw = {
         "topology": {"kind": "dumbbell", "pairs": 1, "bottleneck_bps": 1e8, "access_bps": 1e9},
@@ -207,7 +208,7 @@ def test_run_command_prints_the_typed_result(tmp_path, monkeypatch, capsys):
         seen.append((cfg.jobs[0].job_id, out))
         return result
 
-    monkeypatch.setattr(runner, "run_experiment", fake_run)
+    monkeypatch.setattr(run, "run_experiment", fake_run)
     assert cli.main(["run", str(path), "--out", str(tmp_path), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(json.dumps(result.to_dict()))
@@ -349,28 +350,22 @@ def test_testbed_run_exits_2_naming_the_field(tmp_path):
 
 
 def test_declined_cassini_stands_for_the_same_start_run_only_when_nothing_is_shifted():
-    from testbed.runner import _same_schedule
+    from testbed.run.planning import same_schedule
+    from testbed.run.schemes import SCHEMES
 
     cfg = load_config(EXAMPLE)
     cassini = next(s for s in cfg.schemes if s.kind == "cassini")
+    cc = SCHEMES[cassini.kind].congestion_control(cfg, cassini)
     same = SchemeResult("baseline", "baseline", cfg.cc, "fair", {})
     other_cc = SchemeResult("base-reno", "baseline", "reno", "fair", {})
     done = {"base-reno": other_cc, "baseline": same}
     zero = {j.job_id: 0.0 for j in cfg.jobs}
-    assert _same_schedule(cfg, cassini, zero, {}, done) is same
+    assert same_schedule(cfg, cc, zero, {}, done) is same
     # any shift or any job held to a period: CASSINI's own run
-    assert _same_schedule(cfg, cassini, {**zero, "b": 0.01}, {}, done) is None
-    assert _same_schedule(cfg, cassini, zero, {"a": 0.1}, done) is None
+    assert same_schedule(cfg, cc, {**zero, "b": 0.01}, {}, done) is None
+    assert same_schedule(cfg, cc, zero, {"a": 0.1}, done) is None
     # no same-start run on this congestion control yet
-    assert _same_schedule(cfg, cassini, zero, {}, {"base-reno": other_cc}) is None
-    rerun = load_config({**EXAMPLE, "agent": {"rerun_declined": True}})
-    assert rerun.rerun_declined and _same_schedule(rerun, cassini, zero, {}, done) is None
-    with pytest.raises(ConfigError, match="agent.rerun_declined"):
-        load_config({**EXAMPLE, "agent": {"rerun_declined": "yes"}})
-    # the result says which run stands for it, and reads back
-    stood = replace(same, name="cassini", kind="cassini", measured_as="baseline")
-    back = SchemeResult.from_dict("cassini", stood.to_dict())
-    assert back.measured_as == "baseline" and back.kind == "cassini"
+    assert same_schedule(cfg, cc, zero, {}, {"base-reno": other_cc}) is None
 
 
 def test_held_jobs_shifts_are_solved_on_the_period_they_are_held_to():
@@ -401,8 +396,8 @@ def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
     schemes = [{"scheme": "mltcp", "name": "k6", "mode": "exact", "slope": 1.5, "intercept": 0.25}]
     cfg = load_config({**EXAMPLE, "schemes": schemes})
     s = cfg.schemes[0]
-    assert (s.kind, s.mode, s.slope, s.intercept) == ("mltcp", "exact", 1.5, 0.25)
-    assert load_config({**EXAMPLE, "schemes": ["mltcp"]}).schemes[0].slope is None
+    assert (s.kind, s.mltcp) == ("mltcp", MltcpOptions("exact", 1.5, 0.25))
+    assert load_config({**EXAMPLE, "schemes": ["mltcp"]}).schemes[0].mltcp == MltcpOptions()
     with pytest.raises(ConfigError, match=r"schemes\[0\].slope.*mltcp only"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "cassini", "slope": 1.0}]})
     with pytest.raises(ConfigError, match="intercept must be > 0"):
@@ -412,7 +407,7 @@ def test_mltcp_scheme_takes_slope_and_intercept_and_only_it():
     with pytest.raises(InputError, match=r"schemes\[0\].slope"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "slope": "steep"}]})
     cut = load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "scale_cut": True}]})
-    assert cut.schemes[0].scale_cut is True and s.scale_cut is None
+    assert cut.schemes[0].mltcp.scale_cut is True and s.mltcp.scale_cut is None
     with pytest.raises(InputError, match=r"schemes\[0\].scale_cut.*true or false"):
         load_config({**EXAMPLE, "schemes": [{"scheme": "mltcp", "scale_cut": "yes"}]})
     with pytest.raises(ConfigError, match=r"schemes\[0\].scale_cut.*mltcp only"):
@@ -423,7 +418,7 @@ def test_agent_slack_is_auto_by_default_and_the_load_it_follows():
     from cassini.advisor import Link
     from cassini.errors import InputError
     from cassini.profile import JobProfile, Phase
-    from testbed.runner import max_link_load
+    from testbed.run.planning import max_link_load
 
     assert load_config(EXAMPLE).agent_slack is None  # auto
     assert load_config({**EXAMPLE, "agent": {"slack": 0.05}}).agent_slack == 0.05
@@ -439,7 +434,7 @@ def test_agent_slack_is_auto_by_default_and_the_load_it_follows():
 
 
 def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
-    from testbed.runner import payload_efficiency
+    from testbed.run.profiles import payload_efficiency
 
     def ideal_of(cfg, wire_per_direction):
         jobs, link_bytes = {}, {}
@@ -472,7 +467,7 @@ def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     [(400_000, 1.25, 1.0), (1_250_000, 0.4, 0.5), (550_000, None, None)],
 )
 def test_payload_efficiency_reports_its_clamp_when_it_bites(wire, measured, used):
-    from testbed.runner import payload_efficiency
+    from testbed.run.profiles import payload_efficiency
 
     cfg = load_config(EXAMPLE)
     jobs = {j.job_id: JobResult(j.job_id, (0.1,), 1_000_000, ()) for j in cfg.jobs}

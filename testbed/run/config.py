@@ -6,9 +6,10 @@ agent, in one :class:`RunConfig`.  Reading and checking a config file is
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from cassini.errors import InputError
+from mltcp.policy import MltcpOptions
 from testbed.topo import TestbedTopology
 
 WORKER_MODULES = {"synthetic": "testbed.worker", "ddp": "testbed.ddp_worker",
@@ -17,7 +18,7 @@ WORKER_MODULES = {"synthetic": "testbed.worker", "ddp": "testbed.ddp_worker",
 JOB_KINDS = tuple(WORKER_MODULES)
 PROFILE_SOURCES = ("auto", "log", "hook", "pcap")
 DEFAULT_NIC_BPS = 50e9  # a real NIC of the CASSINI testbed (50 Gbit/s)
-SCHEME_OPTIONS = ("mode", "slope", "intercept", "scale_cut")
+SCHEME_OPTIONS = MltcpOptions.FIELDS
 """Keys a scheme mapping may give beyond scheme, name and cc, where its class takes them
 (:attr:`testbed.run.schemes.Scheme.options`)."""
 
@@ -60,13 +61,14 @@ class TestbedJob:
 
 @dataclass(frozen=True)
 class SchemeSpec:
+    """One scheme of a run: its ``name``, its ``kind`` (a key of
+    :data:`testbed.run.schemes.SCHEMES`), the congestion control ``cc`` it asks for (None:
+    the scheme's default) and, for ``mltcp``, how MLTCP runs (:class:`MltcpOptions`)."""
+
     name: str
     kind: str
     cc: str | None = None
-    mode: Literal["idle", "exact"] = "idle"  # mltcp: iteration ends by idle gaps or marks
-    slope: float | None = None  # mltcp: F = slope * ratio + intercept (None: loaded value)
-    intercept: float | None = None
-    scale_cut: bool | None = None  # mltcp_dctcp: the window cut divided by F (None: loaded)
+    mltcp: MltcpOptions = MltcpOptions()
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,14 @@ fabrics of the ``FABRICS`` table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cassini import files, schema
 from cassini.errors import InputError
+from mltcp.policy import MltcpOptions, MltcpParams
 from testbed.run.config import (
     DEFAULT_NIC_BPS,
     JOB_KINDS,
@@ -269,15 +271,22 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
     def only_for(key: str) -> str:
         return "for " + ", ".join(k for k, s in SCHEMES.items() if key in s.options) + " only"
 
+    options = _mltcp_options(raw, f"schemes[{index}]", takes, only_for)
+    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), options)
+
+
+def _mltcp_options(
+    raw: dict[str, Any], where: str, takes: frozenset[str], only_for: Callable[[str], str]
+) -> MltcpOptions:
+    """The scheme's ``mode``, ``slope``, ``intercept`` and ``scale_cut`` (each only where
+    its scheme ``takes`` it) as :class:`MltcpOptions`; errors name the field."""
     mode = raw.get("mode", "idle")
     if mode not in ("idle", "exact") or ("mode" in raw and "mode" not in takes):
-        raise ConfigError(
-            f"schemes[{index}].mode", f"idle or exact, {only_for('mode')}, got {mode!r}"
-        )
+        raise ConfigError(f"{where}.mode", f"idle or exact, {only_for('mode')}, got {mode!r}")
     rule: dict[str, Any] = {}
-    for key in ("slope", "intercept", "scale_cut"):
+    for key in MltcpOptions.RULE:
         if key in raw:
-            field_name = f"schemes[{index}].{key}"
+            field_name = f"{where}.{key}"
             if key not in takes:
                 raise ConfigError(field_name, only_for(key))
             if key != "scale_cut":
@@ -286,11 +295,9 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
                 rule[key] = raw[key]
             else:
                 raise ConfigError(field_name, f"true or false, got {raw[key]!r}")
-    if rule:
-        from mltcp.policy import MltcpParams
-
-        try:
-            MltcpParams(**rule)
-        except ValueError as e:
-            raise ConfigError(f"schemes[{index}]", str(e)) from None
-    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), mode, **rule)
+    options = MltcpOptions(mode, **rule)
+    try:
+        options.over(MltcpParams())
+    except ValueError as e:
+        raise ConfigError(where, str(e)) from None
+    return options

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from cassini.profile import JobProfile
+from mltcp.policy import MltcpOptions
 from testbed.results import JobDirection, JobResult, SchemeResult
 from testbed.run import planning, profiles
 from testbed.run.config import RunConfig, SchemeSpec, estimated_period_s, with_iterations
 from testbed.run.report import Progress
-from testbed.run.session import MltcpSetup, Schedule, run_together
+from testbed.run.session import Schedule, run_together
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Mltcp(Together):
     sockets tied to it (a cgroup per job), in the scheme's iteration mode and rule."""
 
     kind = "mltcp"
-    options = frozenset({"mode", "slope", "intercept", "scale_cut"})
+    options = frozenset(MltcpOptions.FIELDS)
 
     def __init__(self) -> None:
         super().__init__(self.kind, same_start)
@@ -154,7 +155,7 @@ class Mltcp(Together):
         cc = self.congestion_control(cfg, spec)
         schedule = Schedule(self.offsets(cfg))
         return run_together(
-            cfg, spec, cc, state.out / spec.name, schedule, state.say, mltcp=MltcpSetup.of(spec)
+            cfg, spec, cc, state.out / spec.name, schedule, state.say, mltcp=spec.mltcp
         )
 
 

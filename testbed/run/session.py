@@ -21,6 +21,7 @@ from typing import Any
 
 from cassini.measure import iteration_times
 from mltcp import variants
+from mltcp.policy import MltcpOptions
 from testbed import dscp_jobs, mltcp_jobs, startgate
 from testbed.capture import Capture
 from testbed.iterations import off_slot, read_log
@@ -47,21 +48,6 @@ class Schedule:
 
     def held(self, job_id: str) -> bool:
         return job_id in self.periods_s
-
-
-@dataclass(frozen=True)
-class MltcpSetup:
-    """The MLTCP iteration mode (``idle`` gaps or ``exact`` marks) and rule
-    (``F = slope * ratio + intercept``, ``scale_cut``; None keeps the loaded value)."""
-
-    mode: str = "idle"
-    slope: float | None = None
-    intercept: float | None = None
-    scale_cut: bool | None = None
-
-    @classmethod
-    def of(cls, scheme: SchemeSpec) -> MltcpSetup:
-        return cls(scheme.mode, scheme.slope, scheme.intercept, scheme.scale_cut)
 
 
 def ensure_cc(cc: str) -> None:
@@ -143,7 +129,7 @@ class Session:
         scheme: SchemeSpec,
         cc: str,
         logs_dir: Path,
-        mltcp: MltcpSetup | None = None,
+        mltcp: MltcpOptions | None = None,
         capture: Path | None = None,
     ) -> None:
         self.cfg, self.scheme, self.cc, self.logs_dir = cfg, scheme, cc, logs_dir
@@ -192,11 +178,7 @@ class Session:
             m = self.mltcp
             run_id = f"{os.getpid()}.{time.time():.3f}"
             self.tags = {j.job_id: f"{j.job_id}@{run_id}" for j in cfg.jobs}
-            self.cgroups = stack.enter_context(
-                mltcp_jobs.job_cgroups(
-                    self.cc, self.tags, m.mode, m.slope, m.intercept, m.scale_cut
-                )
-            )
+            self.cgroups = stack.enter_context(mltcp_jobs.job_cgroups(self.cc, self.tags, m))
             if m.mode == "exact":
                 self.marks_fd = mltcp_jobs.marks_fd()
                 stack.callback(os.close, self.marks_fd)
@@ -286,7 +268,7 @@ class Session:
                 f"logs and worker output (*.out) in {self.logs_dir}"
             )
         jobs = {job.job_id: self._job_result(job, schedule) for job in self.cfg.jobs}
-        mode = self.scheme.mode
+        mode = self.scheme.mltcp.mode
         return SchemeResult(
             name=self.scheme.name,
             kind=self.scheme.kind,
@@ -335,7 +317,7 @@ def run_together(
     logs_dir: Path,
     schedule: Schedule,
     progress: Progress | None = None,
-    mltcp: MltcpSetup | None = None,
+    mltcp: MltcpOptions | None = None,
     capture: Path | None = None,
 ) -> SchemeResult:
     """All of ``cfg``'s jobs on one freshly built cluster, started by ``schedule``."""

@@ -133,11 +133,11 @@ def take_mltcp() -> None:
     """A clean MLTCP start that moves nobody's sockets: unload what an aborted run left
     (never with ``force``).  If sockets still use it, it is someone else's: through
     ``require`` the test skips (fails under CI) instead of breaking their flows."""
-    from mltcp import loader
+    from mltcp import admin, pinned
 
     try:
-        loader.unload()
-    except loader.MltcpError as e:
+        admin.unload()
+    except pinned.MltcpError as e:
         require(False, f"MLTCP not in use by anyone else on this host ({e})")
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers,
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 
 from helpers.mltcp_flows import Pair, finish, sh  # noqa: E402
-from mltcp import loader  # noqa: E402
+from mltcp import admin, pinned  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PIN = Path("/sys/fs/bpf/wf_ecn_mark")
@@ -219,7 +219,7 @@ KERNEL_TEXT_SSTHRESH = range(0x80000000, 0xC0000000)  # the low half of a kernel
 def repairs_since(before: int) -> list[dict]:
     """The sockets mltcp_guard logged since the repair count was `before` (the log keeps
     the last 64), each as found, before its window was put back."""
-    status = loader.status()
+    status = admin.status()
     n = status.get("window_repairs", 0) - before
     return status.get("repair_log", [])[-n:] if n > 0 else []
 
@@ -233,8 +233,8 @@ def is_known_kernel_fault(repair: dict) -> bool:
 
 def repairs() -> int:
     try:
-        return loader.status().get("window_repairs", 0)
-    except loader.MltcpError:
+        return admin.status().get("window_repairs", 0)
+    except pinned.MltcpError:
         return 0
 
 
@@ -293,8 +293,8 @@ def check_marker(tmp: Path) -> dict:
 
 def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: float,
           trace: bool) -> dict:  # fmt: skip
-    loader.unload(force=True)  # registered programs of an older build would be kept
-    loader.load("all")
+    admin.unload(force=True)  # registered programs of an older build would be kept
+    admin.load("all")
     plain = "bpf_reno_plain" in ccs
     if plain:  # the kernel's Reno through BPF and nothing else
         sh("make", "-s", "-C", str(ROOT / "ebpf"), "bpf_reno_plain.bpf.o")
@@ -341,7 +341,7 @@ def count(tmp: Path, ccs: list[str], ecn_modes: list[int], runs: int, seconds: f
                             "huge_writes": huge,
                             "huge_seen_by_ss": poll.huge(),
                             "repair_log": (
-                                loader.status().get("repair_log", [])[-(repairs() - r0):]
+                                admin.status().get("repair_log", [])[-(repairs() - r0):]
                                 if repairs() > r0 else []
                             ),
                         })  # fmt: skip
