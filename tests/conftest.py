@@ -192,3 +192,37 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True)
 if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
     settings.load_profile("ci")
+
+
+
+def slow_first(items: list, workers: int) -> list:
+    """``items`` reordered for ``workers`` pytest-xdist workers.  Work stealing hands each
+    worker one contiguous chunk of the collection and moves tests from a chunk's end, so
+    the test files holding a ``slow`` test (whole, to keep their module fixtures to one
+    set-up) go to the starts of the chunks, round robin, and the rest keep their order.  A
+    slow test left for the end would run alone while the other workers wait (the longest
+    take 20-40 s here)."""
+    files: dict[str, list] = {}
+    for it in items:
+        files.setdefault(it.nodeid.split("::", 1)[0], []).append(it)
+    heavy = [group for group in files.values()
+             if any(it.get_closest_marker("slow") is not None for it in group)]  # fmt: skip
+    if workers < 2 or not heavy:
+        return items
+    heavy_ids = {id(group) for group in heavy}
+    rest = [it for group in files.values() if id(group) not in heavy_ids for it in group]
+    chunk = len(items) // workers  # the scheduler's first split; the last takes the rest
+    chunks: list[list] = [[] for _ in range(workers)]
+    for i, group in enumerate(heavy):
+        chunks[i % workers].extend(group)
+    for c in chunks:
+        while len(c) < chunk and rest:
+            c.append(rest.pop(0))
+    return [it for c in chunks for it in c] + rest
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k have deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Under pytest-xdist, :func:`slow_first`."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    items[:] = slow_first(items, workers)

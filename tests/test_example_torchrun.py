@@ -63,6 +63,7 @@ def test_script_under_torchrun_follows_the_served_shift():
     assert np.allclose(gaps, 0.2, atol=0.03)
 
 
+@pytest.mark.slow
 def test_script_without_cassini_variables_runs_free():
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASSINI_")}
     assert run_example(env, 3)["agent"] == {"enabled": False}

@@ -164,3 +164,30 @@ def test_the_after_test_check_sees_our_namespaces_and_processes_in_them():
         p.kill()
         p.wait()
     assert not any(s.split()[0] == str(p.pid) for s in stray_processes())
+
+
+class _Item:
+    def __init__(self, nodeid: str, slow: bool = False) -> None:
+        self.nodeid, self.slow = nodeid, slow
+
+    def get_closest_marker(self, name: str):
+        return object() if name == "slow" and self.slow else None
+
+
+def test_slow_files_start_the_workers_chunks_whole_and_the_rest_keep_their_order() -> None:
+    from conftest import slow_first
+
+    items = [_Item(f"tests/a.py::t{i}") for i in range(4)]
+    items += [_Item("tests/b.py::s", slow=True), _Item("tests/b.py::t")]
+    items += [_Item(f"tests/c.py::t{i}") for i in range(3)]
+    items += [_Item("tests/d.py::s", slow=True)]
+    ordered = slow_first(items, 2)
+    assert sorted(map(id, ordered)) == sorted(map(id, items))  # nothing lost or doubled
+    ids = [it.nodeid for it in ordered]
+    half = len(items) // 2  # what work stealing hands the first worker
+    assert ids[:2] == ["tests/b.py::s", "tests/b.py::t"]  # b.py whole, first chunk
+    assert ids[half] == "tests/d.py::s"  # the second chunk starts with d.py
+    rest = [i for i in ids if i.split("::")[0] not in ("tests/b.py", "tests/d.py")]
+    assert rest == [it.nodeid for it in items if it.nodeid.split("::")[0] in
+                    ("tests/a.py", "tests/c.py")]  # fmt: skip
+    assert slow_first(items, 1) == items and slow_first(items, 0) == items

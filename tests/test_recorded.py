@@ -87,6 +87,7 @@ def test_a_config_replays_lingjun_beside_a_scheduler_and_reports_the_mapping(tmp
 LINGJUN_TOPO = DATA / "lingjun" / "topo.csv"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["recorded", "recorded+cassini"])
 def test_lingjun_replays_on_its_own_topology_on_the_hosts_it_names(scheduler: str) -> None:
     """On the trace's own topo.csv every job runs on exactly the hosts (ips) its

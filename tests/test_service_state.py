@@ -110,6 +110,7 @@ def _writer(port: int, i: int, stop: threading.Event, acked: list, sent: list) -
         conn.close()
 
 
+@pytest.mark.slow
 def test_kill_9_under_8_writers_keeps_exactly_the_answered_writes(tmp_path, token_file):
     state = str(tmp_path / "state.sqlite")
     args = ("--state", state, "--token-file", token_file, "--workers", "1", "--quiet",

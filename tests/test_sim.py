@@ -440,6 +440,7 @@ def test_one_link_water_filling_matches_progressive_filling(demand, capacity) ->
     assert np.allclose(fast, slow, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_sweep_on_ray_matches_the_process_pool() -> None:
     from cassini.sim.report.sweep import ray_available
 

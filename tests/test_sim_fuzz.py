@@ -214,6 +214,7 @@ UNEVEN_RACKS_CRASH = SimCase(
 )
 
 
+@pytest.mark.slow
 @fuzz_settings(FUZZ_EXAMPLES)
 @example(case=UNEVEN_RACKS_CRASH)
 @given(case=sim_cases())

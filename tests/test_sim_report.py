@@ -177,6 +177,7 @@ CHROMIUM_FLAGS = (
 )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_report_html_in_headless_chromium(tmp_path: Path) -> None:
     browser = shutil.which("chromium")
     require(browser is not None, "chromium (Debian package; scripts/setup.sh installs it)")

@@ -87,6 +87,7 @@ def _phase_error(t: float, epoch: float, shift: float) -> float:
     return min(d, PERIOD_S - d)
 
 
+@pytest.mark.slow
 def test_both_ranks_move_to_a_changed_shift_within_n_plus_1_iterations(served, tmp_path):
     import torch.multiprocessing as mp
 
