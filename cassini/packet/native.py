@@ -172,7 +172,9 @@ class RingJob {
         double now = Simulator::Now().GetSeconds();
         if (m_held) {
             double slot = m_slot0 + k * m_period;
-            if (slot > now) {
+            // ns-3 keeps time in whole nanoseconds: an event scheduled for `slot` runs up
+            // to half a nanosecond before it, and waiting again would loop at that time
+            if (slot - now > 1e-9) {
                 Simulator::Schedule(Seconds(slot - now), &RingJob::BeginIteration, this);
                 return;
             }

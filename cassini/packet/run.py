@@ -61,7 +61,8 @@ DEFAULT_MLTCP = MltcpParams()
 class PacketJob:
     """A job to run: on ``servers`` (indices), ``iterations`` of ``profile`` from
     ``start_s``; ``shift_s`` not None holds iteration k to start no earlier than
-    ``start_s + shift_s + k * profile.iteration_time_s`` (CASSINI's time-shift)."""
+    ``start_s + shift_s + k * period`` (CASSINI's time-shift), ``period`` being
+    ``period_s`` (the agent's period, seconds) or else the profile's iteration time."""
 
     job_id: str
     servers: tuple[int, ...]
@@ -69,6 +70,7 @@ class PacketJob:
     iterations: int
     start_s: float = 0.0
     shift_s: float | None = None
+    period_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,7 @@ def _ring_driver(
         job.start_s,
         job.shift_s is not None,
         job.start_s + (job.shift_s or 0.0),
-        job.profile.iteration_time_s,
+        job.period_s or job.profile.iteration_time_s,
         sharing == "mltcp" and mltcp.mode == "exact",
         SEGMENT_BYTES,  # paced one segment's payload at a time
     )
