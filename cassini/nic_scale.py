@@ -72,6 +72,16 @@ def scale_to_nic(
     return JobProfile(profile.job_id, new_period, out)
 
 
+def on_link(profile: JobProfile, link_bps: float, rule: str = DEFAULT_PROFILE_RULE) -> JobProfile:
+    """``profile`` (as measured) on a job whose slowest server link sends ``link_bps``
+    bits/s, under the ``profiles:`` ``rule``: :func:`scale_to_nic` for ``scale-to-nic``,
+    unchanged for ``as-measured``.  The one rule the fluid engine and the packet level
+    (``network: packet``, ``cassini.packet.run``, ``experiments.sim_vs_packet``) apply."""
+    if rule not in PROFILE_RULES:
+        raise ValueError(f"profiles rule must be one of {', '.join(PROFILE_RULES)}, got {rule!r}")
+    return scale_to_nic(profile, link_bps) if rule == "scale-to-nic" else profile
+
+
 def _offset(start_s: float, origin_s: float, period_s: float) -> float:
     """``start_s - origin_s`` on the circle of ``period_s`` (seconds, in [0, period)); a
     start a rounding error before ``origin_s`` (a phase that begins where the wrap ends)

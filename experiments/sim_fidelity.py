@@ -1,6 +1,7 @@
 """Sim-vs-testbed fidelity: the same small scenarios in the fluid simulator
 (cassini.sim.network: max-min, MLTCP-weighted or strict-priority sharing, the testbed's
-routes) and on the Mininet testbed (real kernels, real TCP), in one run.
+routes), on the Mininet testbed (real kernels, real TCP) and at packet level in ns-3
+(:mod:`experiments.fidelity_packet`, issue 33 §2), in one run.
 
 Scenarios (two synthetic jobs each, 30 iterations by default):
   compatible pair  experiment 1's pair (40 % share each) on ``fair``: same start, CASSINI
@@ -19,15 +20,27 @@ tolerance for CASSINI, MLTCP's loaded parameters for MLTCP and each job's priori
 (``testbed.run.priorities.job_levels``, the simulator's Crux function) on ``prio``.  Each
 row is one job under one scheme: mean iteration time in the simulator and on the testbed,
 ratio = sim / testbed (target: within 10 %); ``steady_ratio`` is the same over the second
-half of the iterations (start-up left out).
+half of the iterations (start-up left out).  The packet column runs the same jobs, with
+the same measured profiles, offsets, periods, parameters and classes, in ns-3:
+``packet_iteration_s``, ``packet_ratio`` = packet / testbed and ``sim_packet_ratio`` =
+sim / packet (skipped with ``--no-packet``, or where ns-3 is not installed).
+
+``--models-only`` runs no testbed (no root, and host load does not change its values:
+both models run in simulated time): each scenario from its definition alone, every job's
+profile the one its definition implies (``common.nominal_profiles``: compute, then its
+bytes at its ring's slowest link), CASSINI's periods and shifts planned on those profiles
+as the testbed plans them (``testbed.run.planning.plan``, efficiency 1, no jitter); rows
+``{scenario, scheme, job, fluid_iteration_s, packet_iteration_s, fluid_packet_ratio}``.
 
     sudo .venv/bin/python -m experiments.sim_fidelity                 # every scenario, once
     sudo .venv/bin/python -m experiments.sim_fidelity --runs 2        # twice: median, range
     sudo .venv/bin/python -m experiments.sim_fidelity --scenarios "priority pair"
+    .venv/bin/python -m experiments.sim_fidelity --models-only       # fluid and packet only
 
 Writes results/sim_fidelity/results.json (``rows``: {scenario, scheme, job, run,
-sim_iteration_s, testbed_iteration_s, ratio}; ``summary``: per scenario, scheme and job
-the median ratio and its range over the runs) and the testbed's own results under
+sim_iteration_s, testbed_iteration_s, ratio, packet_iteration_s, packet_ratio,
+sim_packet_ratio}; ``summary``: per scenario, scheme and job the median ratio and its
+range over the runs; with ``--models-only``, ``model_rows``) and the testbed's own results under
 results/sim_fidelity/run<k>/<scenario>/.
 """
 
@@ -47,9 +60,11 @@ from experiments.common import (
     flow_jobs,
     mltcp_available,
     model_iteration_times,
+    nominal_profiles,
     progress,
     run_config,
 )
+from experiments.fidelity_packet import packet_iteration_times
 from experiments.harness import Experiment, Run, UsageError, iterations, option
 from mltcp.policy import MltcpOptions, MltcpParams
 from testbed.results import ExperimentResult
@@ -147,10 +162,15 @@ def mltcp_params(options: MltcpOptions) -> MltcpParams:
 
 
 def fidelity_rows(
-    scenario: str, compared: tuple[str, ...], results: ExperimentResult, run: int = 1
+    scenario: str,
+    compared: tuple[str, ...],
+    results: ExperimentResult,
+    run: int = 1,
+    packet: bool = False,
 ) -> list[dict[str, Any]]:
     """Model a finished testbed run of the scenario: one row per compared scheme and job,
-    the simulator's mean iteration time over the testbed's (the same iterations)."""
+    the simulator's mean iteration time over the testbed's (the same iterations); with
+    ``packet``, the same jobs at packet level too (:mod:`experiments.fidelity_packet`)."""
     cfg: RunConfig = load_config(dict(results.config))
     profiles = dict(results.schemes["ideal"].profiles)
     caps = dict(cfg.topology.link_capacity())
@@ -172,17 +192,81 @@ def fidelity_rows(
         group = flow_jobs(cfg, profiles, starts, periods, priorities)
         count = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
         sim = model_iteration_times(group, caps, count, cfg.drift_tolerance, mltcp)
+        pkt = (
+            packet_iteration_times(
+                cfg, profiles, spec.kind, count, starts, periods, priorities, mltcp
+            )
+            if packet
+            else {}
+        )
         for job, entry in scheme.jobs.items():
             measured, modelled = list(entry.iteration_times_s), sim[job]
             testbed_s, sim_s = statistics.mean(measured), statistics.mean(modelled)
             half = len(measured) // 2
             steady = statistics.mean(modelled[half:]) / statistics.mean(measured[half:])
-            rows.append({
+            row = {
                 "scenario": scenario, "scheme": name, "job": job, "run": run,
                 "sim_iteration_s": sim_s, "testbed_iteration_s": testbed_s,
                 "ratio": sim_s / testbed_s, "steady_ratio": steady,
                 "note": scheme.reused_note,
-            })  # fmt: skip
+            }  # fmt: skip
+            if job in pkt:
+                packet_s = statistics.mean(pkt[job])
+                row |= {"packet_iteration_s": packet_s, "packet_ratio": packet_s / testbed_s,
+                        "sim_packet_ratio": sim_s / packet_s}  # fmt: skip
+            rows.append(row)
+    return rows
+
+
+def model_rows(scenario: Scenario, iterations: int, packet: bool = True) -> list[dict[str, Any]]:
+    """The scenario from its definition alone, no testbed: per compared scheme and job,
+    the fluid model's and (``packet``) ns-3's mean iteration time (seconds, the
+    testbed's count: ``iterations - 1`` intervals between iteration ends)."""
+    from testbed.run.planning import plan
+
+    cfg: RunConfig = load_config(scenario.config(iterations))
+    profiles = nominal_profiles(cfg)
+    caps = dict(cfg.topology.link_capacity())
+    priorities: dict[str, int] = {}
+    if cfg.topology.fabric.regime.marks_dscp:
+        from testbed.run.priorities import job_levels
+
+        priorities = job_levels(cfg)
+    specs = {s.name: s for s in cfg.schemes}
+    rows = []
+    for name in scenario.compared:
+        spec = specs[name]
+        starts: dict[str, float] = {}
+        periods: dict[str, float] = {}
+        if spec.kind == "cassini":
+            schedule = plan(cfg, profiles, 1.0, 0.0, lambda _msg: None).schedule
+            starts, periods = dict(schedule.offsets_s), dict(schedule.periods_s)
+        mltcp = (
+            mltcp_params(spec.slope, spec.intercept, spec.scale_cut)
+            if spec.kind == "mltcp"
+            else None
+        )
+        group = flow_jobs(cfg, profiles, starts, periods, priorities)
+        fluid = model_iteration_times(group, caps, iterations, cfg.drift_tolerance, mltcp)
+        pkt = (
+            packet_iteration_times(
+                cfg, profiles, spec.kind, iterations, starts, periods, priorities, mltcp
+            )
+            if packet
+            else {}
+        )
+        for job in cfg.jobs:
+            j = job.job_id
+            row: dict[str, Any] = {
+                "scenario": scenario.name, "scheme": name, "job": j,
+                "alone_s": profiles[j].iteration_time_s,
+                "held_period_s": periods.get(j),
+                "fluid_iteration_s": statistics.mean(fluid[j]),
+            }  # fmt: skip
+            if j in pkt:
+                row["packet_iteration_s"] = statistics.mean(pkt[j])
+                row["fluid_packet_ratio"] = row["fluid_iteration_s"] / row["packet_iteration_s"]
+            rows.append(row)
     return rows
 
 
@@ -211,11 +295,20 @@ ROW_KEY = (Column("scenario", "scenario"), Column("scheme", "scheme"), Column("j
 COLUMNS = (
     *ROW_KEY,
     Column("run", "run", "d"),
-    Column("sim_iteration_s", "sim s", ".4f"),
     Column("testbed_iteration_s", "testbed s", ".4f"),
+    Column("packet_iteration_s", "packet s", ".4f"),
+    Column("sim_iteration_s", "sim s", ".4f"),
     Column("ratio", "sim/testbed", ".3f"),
+    Column("packet_ratio", "packet/testbed", ".3f"),
     Column("steady_ratio", "2nd half", ".3f"),
     Column("note", "note"),
+)
+MODEL_COLUMNS = (
+    *ROW_KEY,
+    Column("alone_s", "alone s", ".4f"),
+    Column("packet_iteration_s", "packet s", ".4f"),
+    Column("fluid_iteration_s", "fluid s", ".4f"),
+    Column("fluid_packet_ratio", "fluid/packet", ".3f"),
 )
 SUMMARY_COLUMNS = (
     *ROW_KEY,
@@ -243,10 +336,39 @@ def check(args: Any) -> None:
             raise UsageError(f"--scenarios: unknown {unknown} (have {', '.join(BY_NAME)})")
 
 
+def packet_wanted(args: Any) -> bool:
+    """Whether to run the packet column: not ``--no-packet`` and ns-3 installed (said on
+    stderr where it is not)."""
+    from cassini.packet import ns3env
+
+    if args.no_packet:
+        return False
+    if not ns3env.available():
+        progress(f"no packet column: {ns3env.MISSING}")
+        return False
+    return True
+
+
+def run_models(run: Run) -> None:
+    """``--models-only``: fluid and packet from the scenarios' definitions, no testbed."""
+    rows: list[dict[str, Any]] = []
+    packet = packet_wanted(run.args)
+    for sc in chosen(run.args):
+        progress(f"{sc.name}: fluid{' and packet' if packet else ''}")
+        rows += model_rows(sc, run.args.iterations, packet)
+        run.save({"model_rows": rows, "iterations": run.args.iterations,
+                  "profiles": "nominal (common.nominal_profiles)", "testbed": None})  # fmt: skip
+    run.show(rows, MODEL_COLUMNS, "fluid and packet level, from the scenarios' definitions")
+
+
 def run_fidelity(run: Run) -> None:
+    if run.args.models_only:
+        run_models(run)
+        return
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     usable, why = mltcp_available()
+    packet = packet_wanted(run.args)
     for k in range(1, run.args.runs + 1):
         for sc in chosen(run.args):
             if sc.needs_mltcp and not usable:
@@ -254,7 +376,7 @@ def run_fidelity(run: Run) -> None:
                 continue
             where = run.out / f"run{k}" / sc.name.replace(" ", "_").replace("%", "pct")
             res = run_config(sc.config(run.args.iterations), where, f"run {k}: {sc.name}")
-            rows += fidelity_rows(sc.name, sc.compared, res, k)
+            rows += fidelity_rows(sc.name, sc.compared, res, k, packet)
             run.save({"rows": rows, "summary": summary(rows), "skipped": skipped,
                       "iterations": run.args.iterations, "target": TARGET})  # fmt: skip
     run.show(rows, COLUMNS, "sim/testbed, every run")
@@ -271,8 +393,12 @@ EXPERIMENT = Experiment(
         iterations(30),
         option("--runs", type=int, default=1, help="repeat every scenario (median, range)"),
         option("--scenarios", default=None, help="comma-separated subset (default: all)"),
+        option("--no-packet", action="store_true", help="leave out the packet (ns-3) column"),
+        option("--models-only", action="store_true",
+               help="no testbed (no root): fluid and packet from the scenarios' definitions"),
     ),
     check=check,
+    needs_root=lambda args: not args.models_only,
 )
 main = EXPERIMENT.main
 

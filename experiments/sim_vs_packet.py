@@ -24,12 +24,14 @@ packet runner places every job at once and schedules nothing).  Per scheme:
    ``ideal`` (dedicated network) runs every job alone on the fabric at packet level, one
    ns-3 run per job, ``maxmin``.
 
-Profiles, both sides the same (issue 33's ``scale-to-nic`` rule, built here because the
-simulator does not have it yet): bytes per iteration kept, every communication phase of
-the profile's cycle (:func:`cassini.sim.network.cycle_of`) sent at the job's server link
-rate, the compute gaps between phases kept; the iteration time is the gaps plus the
-phases.  The scaled profiles are written to ``profiles_<scenario>.json`` and handed to
-the fluid simulator as its ``profiles:`` input; the packet runner runs the same objects.
+Profiles, both sides the same: the library's, under ``--profiles`` (default
+``scale-to-nic``, the simulator's default; ``as-measured`` the alternative), through the
+one rule both models use (:func:`cassini.sim.engine.job_profile`: the fluid engine
+applies it to each job on its servers, the packet side applies it to the same job on the
+same servers).  At packet level every ring hop is paced to its phase's rate, as the
+fluid model caps the phase's flows at it.  (Before 2026-11-28 this experiment built its
+own line-rate rule, ``nic_scaled``: every phase at the full server link rate, which the
+packet level then sent at line rate regardless.)
 
 Per scheme and job: ratio = fluid / packet mean iteration time.  Per scheme: mean
 slowdown (mean iteration over the scaled profile's period) in each model and their
@@ -40,9 +42,9 @@ slowdown within 10 %, 90 % of jobs within 20 %, the same ranking.
     .venv/bin/python -m experiments.sim_vs_packet --full           # all scenarios
     .venv/bin/python -m experiments.sim_vs_packet --scenarios fat-tree-k4 --iterations 20
 
-Writes ``results.json`` (after every scheme), ``profiles_<scenario>.json`` and
-``scatter_<scenario>.png`` (per job, fluid vs packet) under ``--out`` (default
-``results/sim_vs_packet``).  Needs the ``[packet]`` extra (ns-3), not root.
+Writes ``results.json`` (after every scheme) and ``scatter_<scenario>.png`` (per job,
+fluid vs packet) under ``--out`` (default ``results/sim_vs_packet``).  Needs the
+``[packet]`` extra (ns-3), not root.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from cassini.profile import JobProfile, Phase
-from cassini.sim.network import cycle_of
+from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
+from cassini.profile import JobProfile
 from cassini.sim.topologies import Topology
 from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topology import Cluster
@@ -87,25 +89,6 @@ MODELS = ("vgg16", "vgg11", "resnet50", "bert", "gpt2", "wideresnet101")
 
 
 # -- pure parts -----------------------------------------------------------------------------
-def nic_scaled(profile: JobProfile, link_bps: float) -> JobProfile:
-    """``profile`` on a ``link_bps`` server link: its cycle's compute gaps kept (seconds),
-    every phase's bits kept and sent at ``link_bps``; the iteration time is the gaps
-    plus the phases (seconds)."""
-    if not link_bps > 0:
-        raise ValueError(f"link_bps must be positive, got {link_bps!r}")
-    cycle = cycle_of(profile)
-    if not cycle.bits:
-        return profile
-    phases = []
-    cursor = 0.0
-    for gap, bits in zip(cycle.gaps_s, cycle.bits, strict=True):
-        cursor += gap
-        duration = bits / link_bps
-        phases.append(Phase(cursor, duration, link_bps))
-        cursor += duration
-    return JobProfile(profile.job_id, cursor, tuple(phases))
-
-
 def ratio(fluid: float, packet: float) -> float:
     """fluid / packet (nan where packet is not positive)."""
     return fluid / packet if packet > 0 else math.nan
@@ -239,23 +222,29 @@ def server_link_bps(cluster: Cluster | Topology) -> float:
 
 
 # -- runs -----------------------------------------------------------------------------------
-def packet_jobs(specs: list, records: dict[str, Any], library: Any, held: bool) -> list:
-    """The packet backend's jobs: each on the servers the fluid run placed it on, held
-    to CASSINI's grid (``held``; a one-server job has no network to hold for)."""
+def packet_jobs(
+    specs: list,
+    records: dict[str, Any],
+    library: Mapping[str, JobProfile],
+    cluster: Cluster | Topology,
+    rule: str,
+    held: bool,
+) -> list:
+    """The packet backend's jobs: each on the servers the fluid run placed it on, with
+    the library profile under ``rule`` on those servers (the engine's own
+    :func:`cassini.sim.engine.job_profile`), held to CASSINI's grid (``held``; a
+    one-server job has no network to hold for)."""
     from cassini.packet.run import PacketJob
+    from cassini.sim.engine import job_profile
 
-    return [
-        PacketJob(
-            s.job_id,
-            tuple(sorted(srv for srv, _ in records[s.job_id].placement)),
-            library[s.model],
-            s.iterations,
-            0.0,
-            records[s.job_id].shift_s if held and len(records[s.job_id].placement) > 1
-            else None,
-        )
-        for s in specs
-    ]
+    out = []
+    for s in specs:
+        record = records[s.job_id]
+        servers = tuple(sorted(srv for srv, _ in record.placement))
+        profile = job_profile(library[s.model], cluster, servers, rule, s.job_id)
+        shift = record.shift_s if held and len(record.placement) > 1 else None
+        out.append(PacketJob(s.job_id, servers, profile, s.iterations, 0.0, shift))
+    return out
 
 
 def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
@@ -269,22 +258,18 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
     cluster = scenario.cluster()
     link = server_link_bps(cluster)
     specs = job_specs(scenario, args.iterations, cluster.gpus, args.seed)
-    measured = load_library()
-    scaled = [nic_scaled(measured[m], link) for m in sorted({s.model for s in specs})]
-    lib_path = run.out / f"profiles_{scenario.name}.json"
-    lib_path.write_text("[" + ",\n".join(p.to_json() for p in scaled) + "]\n")
-    library = load_library([lib_path])  # the simulator's own `profiles:` input
+    library = load_library()
     out: dict[str, Any] = {
         "note": scenario.note,
         "routing": scenario.routing,
         "server_link_bps": link,
         "scale": args.scale,
-        "profiles": str(lib_path),
+        "profiles": args.profiles,
         "jobs": [s.to_dict() for s in specs],
         "schemes": {},
     }
     report["scenarios"][scenario.name] = out
-    options = SimOptions(routing=scenario.routing)
+    options = SimOptions(routing=scenario.routing, profiles=args.profiles)
     schemes = [s for s in args.schemes.split(",") if s]
     for scheme in schemes:
         t0 = time.process_time()
@@ -298,7 +283,7 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
         sharing, routing, held = PACKET_SCHEMES[scheme]
         migrated = sorted(j for j, r in records.items() if r.migrations)
         entry["migrated"] = migrated
-        pjobs = packet_jobs(specs, records, library, held)
+        pjobs = packet_jobs(specs, records, library, cluster, args.profiles, held)
         progress(f"{scenario.name} {scheme}: packet ({sharing})")
         t0 = time.process_time()
         kw: dict[str, Any] = {"sharing": sharing, "routing": routing or scenario.routing,
@@ -393,8 +378,9 @@ def run_experiment(run: Run) -> int:
         wanted = args.scenarios.split(",")
         chosen = [s for s in SCENARIOS if s.name in wanted]
     report: dict[str, Any] = {
-        "rule": "profiles scale-to-nic: bytes kept, each phase of the cycle at the server "
-        "link rate, compute gaps kept; same profile objects in both models",
+        "rule": f"profiles {args.profiles} (cassini.sim.engine.job_profile) in both models; "
+        "packet-level ring hops paced to each phase's rate",
+        "profiles": args.profiles,
         "placement": "the fluid run's placement, replayed at packet level",
         "scale": args.scale,
         "iterations": args.iterations,
@@ -446,6 +432,8 @@ EXPERIMENT = Experiment(
         option("--schemes", default=",".join(SCHEMES), help="comma-separated schemes"),
         option("--scenarios", default=None, help="comma-separated scenario names"),
         option("--seed", type=int, default=0, help="job draw, ECMP hash and placement seed"),
+        option("--profiles", default=DEFAULT_PROFILE_RULE, choices=PROFILE_RULES,
+               help="how profiles meet the server links, both models (default scale-to-nic)"),
     ),
     check=check,
     needs_root=False,

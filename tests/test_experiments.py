@@ -79,7 +79,10 @@ def test_experiments_import_as_modules_and_read_logs_from_the_results(path):
 
 
 #: not experiments themselves: helpers, and the headline runner (tests/test_headlines.py)
-SUPPORT = {"__init__", "common", "harness", "columns", "plots", "figures", "host_load", "headlines"}
+SUPPORT = {
+    "__init__", "common", "harness", "columns", "plots", "figures", "host_load", "headlines",
+    "fidelity_packet",  # sim_fidelity's packet column
+}  # fmt: skip
 EXPERIMENT_NAMES = [p.stem for p in EXPERIMENTS if p.stem not in SUPPORT]
 
 

@@ -221,3 +221,19 @@ def test_a_phase_starting_where_the_wrap_ends_stays_first():
     scaled = scale_to_nic(profile, 1e11)
     assert scaled.iteration_time_s <= period
     assert scaled.iteration_time_s == pytest.approx(period - b_duration / 2, rel=1e-9)
+
+
+def test_python_and_config_defaults_agree_and_on_link_applies_the_rule() -> None:
+    """``SimOptions()`` and a config without ``profiles:`` both run scale-to-nic; the one
+    rule (``on_link``) scales under it, leaves the profile alone under as-measured and
+    refuses an unknown rule."""
+    from cassini.nic_scale import DEFAULT_PROFILE_RULE, on_link
+    from cassini.sim.options import SimOptions
+
+    assert SimOptions().profiles == config_from_dict(BASE).options.profiles
+    assert SimOptions().profiles == DEFAULT_PROFILE_RULE == "scale-to-nic"
+    vgg = load_library()["vgg16"]
+    assert on_link(vgg, 2e11) == scale_to_nic(vgg, 2e11) != vgg
+    assert on_link(vgg, 2e11, "as-measured") is vgg
+    with pytest.raises(ValueError, match="profiles rule"):
+        on_link(vgg, 2e11, "line-rate")

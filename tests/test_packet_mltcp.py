@@ -159,7 +159,9 @@ def test_live_flows_measure_their_iterations_bytes_exactly(cc, mode):
     built = fabric.build(p, "mltcp", fabric.FabricSettings())
     phases = [20_000.0, 30_000.0]
     iterations = 4
-    job = cpp.RingJob([0.02, 0.001], phases, iterations, 0.0, False, 0.0, 0.0, mode == "exact")
+    job = cpp.RingJob(
+        [0.02, 0.001], phases, [], iterations, 0.0, False, 0.0, 0.0, mode == "exact", 1448
+    )
     params = MltcpParams(mode=mode, idle_ms=10.0)
     for k, hop in enumerate(p.hops["j"]):
         port = 20000 + k

@@ -2,8 +2,9 @@
 two-server vgg16 jobs, three iterations each, through ``python -m cassini.packet.run``.
 Jobs a and b share their racks' uplinks (routing single: every hop on its first path);
 c and d each have a pod to themselves.  Checked against physics, not against the fluid
-model: a job alone cannot beat its compute plus its bytes at line rate and loses only
-headers and ACKs to it; two jobs sharing uplinks are slower than one alone; strict
+model: a job alone, every ring hop paced to its phase's rate, cannot beat its profile's
+period (compute plus its bytes at the phases' rates) and loses only headers, ACKs and a
+slow start to it; two jobs sharing uplinks are slower than one alone; strict
 priority serves the job of level 0 first."""
 
 import json
@@ -18,7 +19,6 @@ from cassini.sim.workload import load_library
 require(ns3env.available(), "ns-3 bindings (the [packet] extra; run make setup)")
 
 SCALE = 500.0
-LINK_BPS = 50e9
 TRACE = """job_id,arrival_s,gpus,iterations,model,hosts
 a,0,16,3,vgg16,p0e0h0:8;p0e1h0:8
 b,0,16,3,vgg16,p0e0h1:8;p0e1h1:8
@@ -42,10 +42,11 @@ def config(tmp_path_factory):
     return d / "cfg.yaml"
 
 
-def line_rate_iteration_s() -> float:
-    """vgg16's compute plus its bytes at the server link's rate (seconds)."""
+def paced_iteration_s() -> float:
+    """vgg16's compute plus its bytes at its phases' rates (seconds): the fastest a job
+    paced to them can go (on 50 Gbit/s links every rule leaves the profile as measured)."""
     c = cycle_of(load_library()["vgg16"])
-    return sum(c.gaps_s) + sum(c.bits) / LINK_BPS
+    return sum(c.gaps_s) + sum(b / r for b, r in zip(c.bits, c.rates_bps, strict=True))
 
 
 @pytest.mark.slow
@@ -67,10 +68,10 @@ def test_fat_tree_run_writes_results_and_obeys_physics(config, tmp_path):
     for j in jobs.values():
         assert j["finished"] and len(j["iteration_times_s"]) == 3
         assert j["mean_iteration_s"] == pytest.approx(sum(j["iteration_times_s"]) / 3)
-    floor = line_rate_iteration_s()
+    floor = paced_iteration_s()
     for alone in ("c", "d"):
-        # at least compute + bytes at line rate; at most that plus what headers (54 of
-        # every 1502 bytes) and the reverse hop's ACKs take, and a slow start
+        # at least compute + bytes at the phases' rates; at most that plus what headers
+        # (54 of every 1502 bytes) and the reverse hop's ACKs take, and a slow start
         assert floor < jobs[alone]["mean_iteration_s"] < floor * 1.10
     for shared in ("a", "b"):
         assert jobs[shared]["mean_iteration_s"] > 1.2 * jobs["c"]["mean_iteration_s"]
@@ -84,21 +85,21 @@ def test_strict_priority_serves_level_zero_first(config, monkeypatch):
     r = run.run_config(config, sharing="priority", scale=SCALE)
     a, b = r["jobs"]["a"]["iteration_times_s"], r["jobs"]["b"]["iteration_times_s"]
     # b (level 0) barely notices a; a waits for b's phases
-    floor = line_rate_iteration_s()
+    floor = paced_iteration_s()
     assert all(floor < t < 1.10 * floor for t in b)
     assert a[0] > 1.5 * b[0] and sum(a) > 1.3 * sum(b)
 
 
 @pytest.mark.slow
 def test_mltcp_run_and_held_slots():
-    """Under mltcp every job finishes and a job alone keeps its line-rate pace; a held
+    """Under mltcp every job finishes and a job alone keeps its paced pace; a held
     job (CASSINI's time-shift) starts iteration k no earlier than start + shift +
     k * period, so alone it runs at the profile's period, not faster."""
     from cassini.packet.run import PacketJob, simulate
     from cassini.sim.topologies.fat_tree import fat_tree
 
     vgg = load_library()["vgg16"]
-    period, floor = vgg.iteration_time_s, line_rate_iteration_s()
+    period, floor = vgg.iteration_time_s, paced_iteration_s()
     jobs = [
         PacketJob("free", (0, 2), vgg, 3),
         PacketJob("held", (8, 10), vgg, 3, start_s=0.01, shift_s=0.03),
@@ -136,7 +137,7 @@ def test_ns3_carries_every_hop_on_its_planned_links():
     hop_bytes = 200_000
     drivers, port = [], 30000
     for hops in p.hops.values():
-        d = cpp.RingJob([0.001], [float(hop_bytes)], 1, 0.0, False, 0.0, 0.0, False)
+        d = cpp.RingJob([0.001], [float(hop_bytes)], [], 1, 0.0, False, 0.0, 0.0, False, 1448)
         for hop in hops:
             addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
             helper = ns.PacketSinkHelper("ns3::TcpSocketFactory", addr)
@@ -180,19 +181,38 @@ def test_simulator_runs_network_packet(tmp_path, capsys):
     """``cassini sim run`` with ``network: packet``: the simulator's own engine and
     placement, every window in ns-3.  The two 12-GPU jobs are packed on servers 0-2
     and 3-5 and share rack 1's uplink (2:1): under themis both are slowed; under ideal
-    each is measured alone in ns-3 (line rate plus headers and ACKs, not the
-    profile's measured period)."""
+    each is measured alone in ns-3 (paced to its phases' rates: the profile's period
+    plus headers and ACKs, never below it)."""
     from cassini.cli import main
 
     (tmp_path / "trace.csv").write_text(SIM_TRACE)
     (tmp_path / "cfg.yaml").write_text(SIM_CONFIG)
     assert main(["sim", "run", str(tmp_path / "cfg.yaml"), "--out", str(tmp_path / "o")]) == 0
     jobs = json.loads((tmp_path / "o" / "results.json").read_text())["jobs"]
-    floor = line_rate_iteration_s()
+    floor = paced_iteration_s()
     ideal = {j["job_id"]: j for j in jobs["ideal"]}
     themis = {j["job_id"]: j for j in jobs["themis"]}
     assert set(ideal) == set(themis) == {"a", "b"}
     for job_id, j in ideal.items():
         assert floor < j["mean_iteration_s"] < 1.10 * floor
-        assert j["mean_iteration_s"] < j["dedicated_iteration_s"]  # measured, not the profile
+        assert j["mean_iteration_s"] > j["dedicated_iteration_s"]  # measured, not the profile
         assert themis[job_id]["mean_iteration_s"] > 1.2 * j["mean_iteration_s"]
+
+
+@pytest.mark.slow
+def test_a_packet_run_prints_no_cling_noise(config, tmp_path):
+    """Loading ns-3 (``from ns import ns``) printed "[runStaticInitializersOnce]: Failed to
+    materialize symbols" twice: the wheel includes its headers before loading its
+    libraries.  ``ns3env.load_ns`` loads the core library first; a fresh process's small
+    run prints nothing of the kind (nor any other line) on stderr."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "cassini.packet.run", str(config), "--iterations", "1",
+           "--scale", str(SCALE), "--out", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "materialize" not in done.stderr
+    assert done.stderr.strip() == ""
+    assert json.loads(out.read_text())["profiles"] == "scale-to-nic"

@@ -1,52 +1,50 @@
-"""The pure parts of experiments.sim_vs_packet: NIC-scaled profiles (bytes kept, phases at
-the link rate, compute gaps kept), the ratio, ranking and target maths.  No ns-3."""
+"""The pure parts of experiments.sim_vs_packet: both models' profiles from the one
+``profiles:`` rule, the ratio, ranking and target maths.  No ns-3."""
 
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from cassini.profile import JobProfile, Phase
-from cassini.sim.network import cycle_of
-from cassini.sim.workload import load_library
+from cassini.nic_scale import PROFILE_RULES, on_link
+from cassini.sim.engine import run
+from cassini.sim.options import SimOptions
+from cassini.sim.topology import Cluster
+from cassini.sim.workload import JobSpec, load_library
 from experiments import sim_vs_packet as svp
 
 
-@st.composite
-def profiles(draw):
-    """A profile of 1-4 separated phases (seconds, bits/s)."""
-    n = draw(st.integers(1, 4))
-    cursor, phases = 0.0, []
-    for _ in range(n):
-        cursor += draw(st.floats(0.001, 0.05))
-        duration = draw(st.floats(0.001, 0.05))
-        phases.append(Phase(cursor, duration, draw(st.floats(1e9, 5e10))))
-        cursor += duration
-    period = cursor + draw(st.floats(0.001, 0.05))
-    return JobProfile("p", period, tuple(phases))
+@pytest.mark.parametrize("rule", PROFILE_RULES)
+def test_fluid_and_packet_sides_get_the_same_profile_for_a_job(rule):
+    """Issue 33 §0: on 100 Gbit/s server links (twice the NICs the library was measured
+    on) the fluid engine and the packet side (sim_vs_packet's jobs and the packet
+    runner's) hold every job to one profile: the library's under ``rule`` on the job's
+    servers, which scale-to-nic makes shorter than as measured."""
+    from cassini.packet.run import jobs_of
 
-
-@settings(max_examples=60, deadline=None)
-@given(profiles(), st.floats(1e9, 4e11))
-def test_nic_scaling_keeps_bytes_and_compute_and_sends_at_line_rate(profile, link):
-    scaled = svp.nic_scaled(profile, link)
-    assert scaled.bits_per_iteration == pytest.approx(profile.bits_per_iteration, rel=1e-9)
-    before, after = cycle_of(profile), cycle_of(scaled)
-    assert sum(after.gaps_s) == pytest.approx(sum(before.gaps_s), rel=1e-9, abs=1e-12)
-    assert all(r == pytest.approx(link, rel=1e-9) for r in after.rates_bps)
-    compute = sum(before.gaps_s)
-    assert scaled.iteration_time_s == pytest.approx(
-        compute + profile.bits_per_iteration / link, rel=1e-9
-    )
-
-
-def test_nic_scaling_of_a_library_profile_matches_the_packet_docs():
-    # docs/packet_reference.md: vgg16's compute plus its bytes at 50 Gbit/s is 0.1433 s
-    vgg16 = svp.nic_scaled(load_library()["vgg16"], 50e9)
-    assert vgg16.iteration_time_s == pytest.approx(0.1433, abs=5e-4)
-    with pytest.raises(ValueError, match="link_bps"):
-        svp.nic_scaled(load_library()["vgg16"], 0.0)
+    cluster = Cluster(4, 2, 4, 1e11, 2.0, spines=2)
+    library = load_library()
+    specs = [JobSpec("a", 0.0, 8, 3, "vgg16"), JobSpec("b", 0.0, 12, 3, "resnet50")]
+    res = run(cluster, specs, library, "themis", options=SimOptions(profiles=rule))
+    records = {r.job_id: r for r in res.jobs}
+    packet = {j.job_id: j for j in svp.packet_jobs(specs, records, library, cluster, rule, False)}
+    servers = {j: p.servers for j, p in packet.items()}
+    runner = {j.job_id: j for j in jobs_of(specs, servers, library, None, cluster, rule)}
+    for spec in specs:
+        measured = library[spec.model]
+        expected = on_link(measured, 1e11, rule)
+        job = packet[spec.job_id]
+        assert job.profile.phases == expected.phases == runner[spec.job_id].profile.phases
+        assert job.profile.iteration_time_s == expected.iteration_time_s
+        assert records[spec.job_id].dedicated_iteration_s == pytest.approx(
+            job.profile.iteration_time_s, rel=1e-12
+        )
+        if rule == "scale-to-nic":
+            assert job.profile.iteration_time_s < measured.iteration_time_s
+            assert job.profile.bits_per_iteration == pytest.approx(measured.bits_per_iteration)
+        else:
+            assert job.profile.phases == measured.phases
 
 
 def test_ranking_ties_and_discordant_pairs():

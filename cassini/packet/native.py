@@ -4,7 +4,10 @@ no Python runs inside the event loop).
 
 A ``RingJob`` runs ``iterations`` iterations of a profile's cycle
 (:class:`cassini.sim.network.Cycle`): for each phase, ``gaps[p]`` seconds of compute (no
-traffic), then every ring hop writes ``bytes[p]`` bytes into its TCP connection; the
+traffic), then every ring hop writes ``bytes[p]`` bytes into its TCP connection, no
+faster than ``rates[p]`` bytes/s (the phase's rate in the profile, as the fluid model
+caps a phase's flows at it; 0: no cap): the driver releases ``chunk`` bytes per hop
+every ``chunk / rates[p]`` seconds, the first at the phase's start; the
 phase ends when every hop's bytes are acknowledged (the sender's buffer is empty), the
 iteration with its last phase.  Connections persist across iterations, as a collective
 library's do.  With ``held``, iteration k starts no earlier than
@@ -107,10 +110,12 @@ class ByteCounter {
 
 class RingJob {
   public:
-    RingJob(std::vector<double> gaps, std::vector<double> bytes, uint32_t iterations,
-            double start, bool held, double slot0, double period, bool mark)
-        : m_gaps(gaps), m_bytes(bytes), m_iterations(iterations), m_start(start),
-          m_held(held), m_slot0(slot0), m_period(period), m_mark(mark) {}
+    RingJob(std::vector<double> gaps, std::vector<double> bytes, std::vector<double> rates,
+            uint32_t iterations, double start, bool held, double slot0, double period,
+            bool mark, uint32_t chunk)
+        : m_gaps(gaps), m_bytes(bytes), m_rates(rates), m_iterations(iterations),
+          m_start(start), m_held(held), m_slot0(slot0), m_period(period), m_mark(mark),
+          m_chunk(chunk) {}
 
     // A hop from `src` to `dst`:`port`; `cc` (may be null): a congestion control forked
     // for this socket; `priority`: the job's level, sent as the DSCP (band; 0 first).
@@ -167,7 +172,9 @@ class RingJob {
         double now = Simulator::Now().GetSeconds();
         if (m_held) {
             double slot = m_slot0 + k * m_period;
-            if (slot > now) {
+            // ns-3 keeps time in whole nanoseconds: an event scheduled for `slot` runs up
+            // to half a nanosecond before it, and waiting again would loop at that time
+            if (slot - now > 1e-9) {
                 Simulator::Schedule(Seconds(slot - now), &RingJob::BeginIteration, this);
                 return;
             }
@@ -199,6 +206,10 @@ class RingJob {
         }
         m_pending = 0;
         uint64_t n = (uint64_t)m_bytes[m_phase];
+        m_phaseBytes = n;
+        m_released = 0;
+        m_sendStart = Simulator::Now().GetSeconds();
+        m_releases = 0;
         for (auto& h : m_hops) {
             h.toWrite = n;
             h.done = n == 0;
@@ -209,16 +220,38 @@ class RingJob {
             EndPhase();
             return;
         }
+        Release();
+    }
+
+    // Pacing: every hop may have written m_released bytes of this phase; one more chunk
+    // each time, the next release on the phase's own clock (start + k * chunk / rate).
+    void Release() {
+        double rate = m_phase < m_rates.size() ? m_rates[m_phase] : 0.0;
+        if (rate <= 0)
+            m_released = m_phaseBytes;
+        else
+            m_released = std::min<uint64_t>(m_phaseBytes, m_released + m_chunk);
+        m_releases++;
         for (auto& h : m_hops)
-            Fill(h);
+            if (h.toWrite > 0)
+                Fill(h);
+        if (m_released < m_phaseBytes) {
+            double next = m_sendStart + m_releases * (double)m_chunk / rate;
+            double now = Simulator::Now().GetSeconds();
+            Simulator::Schedule(Seconds(std::max(0.0, next - now)), &RingJob::Release, this);
+        }
     }
 
     void Fill(Hop& h) {
         while (h.toWrite > 0) {
+            uint64_t written = m_phaseBytes - h.toWrite;
+            if (written >= m_released)
+                return;  // paced: wait for the next release
             uint32_t room = h.sock->GetTxAvailable();
             if (room == 0)
                 return;
-            uint32_t n = (uint32_t)std::min<uint64_t>(h.toWrite, room);
+            uint32_t n = (uint32_t)std::min<uint64_t>(std::min<uint64_t>(h.toWrite, room),
+                                                      m_released - written);
             int sent = h.sock->Send(Create<Packet>(n));
             if (sent <= 0)
                 return;
@@ -260,12 +293,15 @@ class RingJob {
         BeginIteration();
     }
 
-    std::vector<double> m_gaps, m_bytes;
+    std::vector<double> m_gaps, m_bytes, m_rates;
     uint32_t m_iterations;
     double m_start;
     bool m_held;
     double m_slot0, m_period;
     bool m_mark;
+    uint32_t m_chunk;
+    uint64_t m_phaseBytes{0}, m_released{0}, m_releases{0};
+    double m_sendStart{0.0};
     std::vector<Hop> m_hops;
     std::vector<double> m_starts, m_ends;
     uint32_t m_phase{0};

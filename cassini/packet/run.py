@@ -4,17 +4,20 @@
 
 CONFIG is a ``cassini sim run`` configuration (:mod:`cassini.sim.config`; ``network:
 packet`` accepted, which the simulator itself does not take yet): its ``cluster``,
-``workload`` (Poisson or a trace), ``profiles``, ``routing``, ``mltcp`` and ``seed`` are
-used; ``schedulers``, ``network`` and ``candidates`` are not (a packet-level
+``workload`` (Poisson or a trace), ``profiles`` (its files and its rule, applied as the
+simulator applies it: :func:`cassini.sim.engine.job_profile`), ``routing``, ``mltcp`` and
+``seed`` are used; ``schedulers``, ``network`` and ``candidates`` are not (a packet-level
 run is one mechanism, given with ``--sharing``).  Every job is placed at its arrival,
 packed (:func:`cassini.sim.parts.placement.candidate_placements`' first candidate) on the
 GPUs the jobs before it left free, or on the hosts its trace row names; all jobs must fit
 at once (no queueing, no completions freeing GPUs: until the simulator's network seam
 lands, a packet-level run replays placements, it does not schedule).
 
-Scale: every link's rate and every phase's bytes are divided by ``--scale`` (default:
-the fastest server link over 1 Gbit/s), compute times kept, so a phase at line rate
-takes as long as at full rate; results state the factor.  Output per job: every
+Scale: every link's rate and every phase's bytes and rate are divided by ``--scale``
+(default: the fastest server link over 1 Gbit/s), compute times kept, so a phase takes
+as long as at full rate; results state the factor.  Every ring hop is paced to its
+phase's rate (the fluid model's cap on a phase's flows), so a job alone runs at its
+profile's period plus what packets add (headers, ACKs, slow start).  Output per job: every
 iteration's time (seconds, end minus the previous end; the first from the job's start)
 and their mean.
 """
@@ -35,11 +38,13 @@ from typing import Any
 import numpy as np
 
 from cassini.errors import InputError
-from cassini.packet.fabric import MECHANISMS, FabricSettings
+from cassini.nic_scale import DEFAULT_PROFILE_RULE
+from cassini.packet.fabric import MECHANISMS, SEGMENT_BYTES, FabricSettings
 from cassini.packet.ns3env import PacketUnavailable
 from cassini.packet.plan import PacketPlan, as_topology, plan
 from cassini.priority import band_levels, intensity
 from cassini.profile import JobProfile
+from cassini.sim.engine import job_profile
 from cassini.sim.network import cycle_of
 from cassini.sim.parts.placement import candidate_placements
 from cassini.sim.topologies.fabric import Topology
@@ -56,7 +61,8 @@ DEFAULT_MLTCP = MltcpParams()
 class PacketJob:
     """A job to run: on ``servers`` (indices), ``iterations`` of ``profile`` from
     ``start_s``; ``shift_s`` not None holds iteration k to start no earlier than
-    ``start_s + shift_s + k * profile.iteration_time_s`` (CASSINI's time-shift)."""
+    ``start_s + shift_s + k * period`` (CASSINI's time-shift), ``period`` being
+    ``period_s`` (the agent's period, seconds) or else the profile's iteration time."""
 
     job_id: str
     servers: tuple[int, ...]
@@ -64,6 +70,7 @@ class PacketJob:
     iterations: int
     start_s: float = 0.0
     shift_s: float | None = None
+    period_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -204,24 +211,27 @@ def simulate(
 def _ring_driver(
     cpp: Any, job: PacketJob, networked: bool, factor: float, sharing: str, mltcp: MltcpParams
 ) -> Any:
-    """The C++ ring driver of one job: its compute gaps (seconds) and hop sizes (bytes,
-    scaled down by ``factor``); a job on one server has no network and runs at its
-    profile's own pace."""
+    """The C++ ring driver of one job: its compute gaps (seconds), hop sizes (bytes) and
+    phase rates (bytes/s, each hop paced to it), sizes and rates scaled down by
+    ``factor``; a job on one server has no network and runs at its profile's own pace."""
     if networked:
         cycle = cycle_of(job.profile)
         gaps = list(cycle.gaps_s)
         sizes = [b / 8.0 / factor for b in cycle.bits]
+        rates = [r / 8.0 / factor for r in cycle.rates_bps]
     else:
-        gaps, sizes = [job.profile.iteration_time_s], []
+        gaps, sizes, rates = [job.profile.iteration_time_s], [], []
     return cpp.RingJob(
         gaps,
         sizes,
+        rates,
         job.iterations,
         job.start_s,
         job.shift_s is not None,
         job.start_s + (job.shift_s or 0.0),
-        job.profile.iteration_time_s,
+        job.period_s or job.profile.iteration_time_s,
         sharing == "mltcp" and mltcp.mode == "exact",
+        SEGMENT_BYTES,  # paced one segment's payload at a time
     )
 
 
@@ -250,13 +260,19 @@ def jobs_of(
     servers: Mapping[str, Sequence[int]],
     library: Mapping[str, JobProfile],
     iterations: int | None,
+    cluster: Cluster | Topology,
+    rule: str = DEFAULT_PROFILE_RULE,
 ) -> list[PacketJob]:
     """PacketJobs for ``specs`` (free-running from their arrival), ``iterations`` capping
-    each job's count."""
+    each job's count; each job's profile is its library profile under the ``profiles:``
+    ``rule`` on its servers' slowest link (:func:`cassini.sim.engine.job_profile`, the
+    fluid engine's own)."""
     out = []
     for s in sorted(specs, key=lambda s: s.arrival_s):
         n = s.iterations if iterations is None else min(iterations, s.iterations)
-        out.append(PacketJob(s.job_id, tuple(servers[s.job_id]), library[s.model], n, s.arrival_s))
+        on = tuple(servers[s.job_id])
+        profile = job_profile(library[s.model], cluster, on, rule)
+        out.append(PacketJob(s.job_id, on, profile, n, s.arrival_s))
     return out
 
 
@@ -285,7 +301,7 @@ def run_config(
     specs = cfg.jobs(library)
     topo = as_topology(cfg.cluster)
     servers = place(topo, specs, cfg.seed)
-    jobs = jobs_of(specs, servers, library, iterations)
+    jobs = jobs_of(specs, servers, library, iterations, topo, cfg.options.profiles)
     load_cpu, load_wall = _cpu_s(), time.perf_counter()
     from cassini.packet import native
 
@@ -310,7 +326,10 @@ def run_config(
         "sharing": sharing,
         "routing": cfg.options.routing,
         "scale": the_plan.scale,
-        "scale_note": "link rates and phase bytes divided by scale; compute times kept",
+        "scale_note": "link rates, phase bytes and phase rates divided by scale; compute "
+        "times kept",
+        # how the library's profiles met the server links (cassini.nic_scale.on_link)
+        "profiles": cfg.options.profiles,
         "settings": asdict(settings),
         "hosts": topo.servers,
         "cpu_s": round(cpu, 3),

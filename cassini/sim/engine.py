@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from cassini.errors import InputError
-from cassini.nic_scale import scale_to_nic
+from cassini.nic_scale import on_link
 from cassini.profile import JobProfile
 from cassini.sim.network import NETWORKS, NetworkModel
 from cassini.sim.network.windows import DEFAULT_WINDOW, NetworkWindow
@@ -328,9 +328,10 @@ class Simulation(Routes):
 
     def _job_profile(self, job: JobSpec, servers: Iterable[int]) -> JobProfile:
         """``job``'s library profile under ``options.profiles``, on the slowest server
-        link among ``servers`` where the rule is ``scale-to-nic``."""
-        link = self._slowest_link(servers)
-        return _as_job(self._on_links(self.library[job.model], link), job.job_id)
+        link among ``servers`` (:func:`job_profile`)."""
+        return job_profile(
+            self.library[job.model], self.cluster, servers, self.options.profiles, job.job_id
+        )
 
     def _slowest_link(self, servers: Iterable[int]) -> float:
         """The slowest server link (bits/s) among ``servers``."""
@@ -338,9 +339,7 @@ class Simulation(Routes):
 
     def _on_links(self, profile: JobProfile, link_bps: float) -> JobProfile:
         """``profile`` on a ``link_bps`` (bits/s) server link under ``options.profiles``."""
-        if self.options.profiles == "scale-to-nic":
-            return scale_to_nic(profile, link_bps)
-        return profile
+        return on_link(profile, link_bps, self.options.profiles)
 
 
 def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
@@ -350,6 +349,22 @@ def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
     if isinstance(cluster, Topology):
         return min(cluster.links[link] for link in cluster.host_links[server])
     return float(cluster.server_link_bps)
+
+
+def job_profile(
+    profile: JobProfile,
+    cluster: Cluster | Topology,
+    servers: Iterable[int],
+    rule: str,
+    job_id: str | None = None,
+) -> JobProfile:
+    """A library ``profile`` for a job on ``servers``: :func:`cassini.nic_scale.on_link`
+    under ``rule`` on the slowest of their server links (bits/s,
+    :func:`server_link_bps`), renamed ``job_id`` when given.  The fluid engine and the
+    packet level both take a job's profile from here."""
+    link = min(server_link_bps(cluster, s) for s in servers)
+    scaled = on_link(profile, link, rule)
+    return scaled if job_id is None else _as_job(scaled, job_id)
 
 
 def _as_job(profile: JobProfile, job_id: str) -> JobProfile:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cassini.nic_scale import DEFAULT_PROFILE_RULE
 from mltcp.policy import MltcpParams
 
 #: MonkeyTree's measured cost of migrating one worker (arXiv 2602.08296), seconds
@@ -26,10 +27,9 @@ class SimOptions:
     ``profiles``: how a job's library profile meets its server links —
     ``scale-to-nic`` (:func:`cassini.nic_scale.scale_to_nic`: bytes kept, phases sent
     faster on links faster than the 50 Gbit/s NICs the library was measured on) or
-    ``as-measured`` (the library's rates whatever the fabric).  A config file's default
-    is ``scale-to-nic`` (:mod:`cassini.sim.config`); built in Python, ``as-measured``,
-    so callers that hand the engine profiles already made for their fabric (e.g.
-    ``experiments.sim_vs_packet``) keep them."""
+    ``as-measured`` (the library's rates whatever the fabric).  The default is
+    ``scale-to-nic`` here as in a config file (:mod:`cassini.sim.config`); callers that
+    hand the engine profiles already made for their fabric say ``as-measured``."""
 
     routing: str = "single"
     priority_levels: int = 8
@@ -37,7 +37,7 @@ class SimOptions:
     migration_s: float = MIGRATION_S
     cooldown_s: float = 300.0
     network: str = "windows"
-    profiles: str = "as-measured"
+    profiles: str = DEFAULT_PROFILE_RULE
 
 
 #: the network models a run can use (``SimOptions.network``)

@@ -11,7 +11,10 @@ iterations on their shifts' slot grid.  A job that shares no link with another, 
 every job under ``ideal``, is run alone in ns-3 once per (profile, servers, path); a
 one-server job has no traffic and runs at its profile's pace.
 
-Link rates and phase bytes are divided by :func:`packet_scale` (server links at
+Every job runs the profile the engine gave it (``RunningJob.profile``: the config's
+``profiles:`` rule on its servers, :func:`cassini.sim.engine.job_profile`), each ring
+hop paced to its phase's rate as the fluid model caps it.  Link rates, phase bytes and
+phase rates are divided by :func:`packet_scale` (server links at
 :data:`PACKET_LINK_BPS`), compute times kept.  Excess demand per link is not measured
 at packet level (``excess_s`` stays empty).  Needs the ``[packet]`` extra; clusters over
 128 hosts and rail-optimised fabrics are refused (``InputError`` naming ``cluster``).
