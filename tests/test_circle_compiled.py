@@ -1,0 +1,83 @@
+"""The compiled coordinate descent (cassini.circle_compiled) gives the numpy version's
+rotations bit for bit, and its pairwise sum is numpy's."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from cassini import circle, circle_compiled
+from cassini.profile import JobProfile, Phase
+
+pytestmark = pytest.mark.skipif(not circle_compiled.AVAILABLE, reason="numba not installed")
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 8, 9, 15, 16, 72, 127, 128, 129, 256, 360, 1001])
+def test_pairwise_sum_is_numpys(size: int) -> None:
+    rng = np.random.default_rng(size)
+    for scale in (1.0, 1e10):
+        row = rng.random(size) * scale
+        row[rng.random(size) < 0.3] = 0.0
+        assert circle_compiled._pairwise_sum(row, 0, size) + 0.0 == row.sum()
+        assert (
+            circle_compiled._pairwise_sum(row, 0, size) + 0.0
+            == np.maximum(row, 0.0)[None, :].sum(axis=-1)[0]
+        )
+
+
+def _random_problem(rng: np.random.Generator) -> tuple[np.ndarray, list[int], float]:
+    """Demand vectors of 2-14 jobs with one to three phases each on a circle of 36-144
+    angles, some repeating (fewer distinct rotations), and a capacity that some angles
+    exceed."""
+    n, angles = int(rng.integers(2, 15)), int(rng.choice([36, 72, 90, 144]))
+    rows = []
+    for _ in range(n):
+        row = np.zeros(angles)
+        repeats = int(rng.choice([1, 1, 2, 3, 4]))
+        width = angles // repeats
+        for _ in range(int(rng.integers(1, 4))):
+            start = int(rng.integers(width))
+            length = int(rng.integers(1, max(2, width // 2)))
+            row[start : start + length] += rng.uniform(1e9, 5e10)
+        rows.append(np.tile(row[:width], repeats)[:angles] if angles % repeats == 0 else row)
+    vectors = np.vstack(rows)
+    periods = [1] + [circle.rotation_period(v) for v in vectors[1:]]
+    capacity = float(rng.uniform(0.3, 1.0) * vectors.sum(axis=0).max())
+    return vectors, periods, capacity
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_descent_gives_the_numpy_rotations(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    vectors, periods, capacity = _random_problem(rng)
+    for restarts in (0, 8):
+        numpy_rot = circle._coordinate_descent(
+            vectors, periods, capacity, restarts, seed, compiled=False
+        )
+        compiled_rot = circle._coordinate_descent(vectors, periods, capacity, restarts, seed)
+        assert compiled_rot == numpy_rot
+
+
+def test_link_problems_of_real_profiles_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole compatibility scores of many jobs (heuristic search): same shifts and score
+    with the compiled descent as with numpy's."""
+    rng = np.random.default_rng(3)
+    numpy_descent = functools.partial(circle._coordinate_descent, compiled=False)
+    for trial in range(10):
+        jobs = [
+            JobProfile(
+                f"j{i}",
+                float(rng.choice([0.1, 0.12, 0.15, 0.2, 0.3])),
+                [Phase(float(rng.uniform(0, 0.05)), float(rng.uniform(0.01, 0.04)), 2e10)],
+            )
+            for i in range(int(rng.integers(5, 12)))
+        ]
+        fast = circle.compatibility_score(jobs, 5e10)
+        with monkeypatch.context() as patch:
+            patch.setattr(circle, "_coordinate_descent", numpy_descent)
+            slow = circle.compatibility_score(jobs, 5e10)
+        assert fast.method == slow.method == "heuristic"
+        assert fast.time_shifts_s == slow.time_shifts_s, trial
+        assert fast.score == slow.score
