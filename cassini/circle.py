@@ -15,6 +15,7 @@ Angles never leave this module: callers see seconds.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,6 +30,9 @@ from cassini.profile import JobProfile, Phase
 #: Largest exact search, in (combinations of rotations) x (angles); beyond it the
 #: coordinate-descent heuristic runs.  4 jobs of one period at 5 degrees = 72**4 ~ 2.7e7.
 EXACT_BUDGET = 3.0e7
+#: Demand rows (one job on one circle) kept by :func:`demand_vectors` for reuse.
+DEMAND_ROW_CACHE_SIZE = 8192
+_DEMAND_ROWS: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -213,13 +217,34 @@ def demand_vectors(jobs: Sequence[JobProfile], unified: UnifiedPeriod, angles: i
     """Each job's mean rate (bits/s) on each angle of the unified circle, shape (jobs, |A|).
 
     A job is first stretched to its effective iteration time ``period_s / repeats`` (a
-    no-op when the period is exact), so its pattern closes on the circle.
+    no-op when the period is exact), so its pattern closes on the circle.  A row depends
+    on the job's profile and the circle only, so rows are kept for reuse
+    (:data:`DEMAND_ROW_CACHE_SIZE`): a job recurs in every link problem it shares on the
+    same circle.
     """
-    edges = np.linspace(0.0, unified.period_s, angles + 1)
+    edges = None
     rows = []
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
-        rows.append(_stretched_bin_average(job, t_eff, angles, unified.period_s, edges=edges))
+        key = (job.iteration_time_s, job.phases, t_eff, angles, unified.period_s)
+        row = _DEMAND_ROWS.get(key)
+        if row is None:
+            if edges is None:
+                edges = np.linspace(0.0, unified.period_s, angles + 1)
+            row = _stretched_bin_average(job, t_eff, angles, unified.period_s, edges=edges)
+            row.setflags(write=False)
+            _DEMAND_ROWS[key] = row
+            if len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
+                _DEMAND_ROWS.popitem(last=False)
+        else:
+            _DEMAND_ROWS.move_to_end(key)
+        rows.append(row)
     return np.vstack(rows)
+
+
+def clear_demand_rows() -> None:
+    """Forget the demand rows kept by :func:`demand_vectors` (benchmarks time cold
+    calls)."""
+    _DEMAND_ROWS.clear()
 
 
 def compatibility_score(
@@ -569,6 +594,8 @@ def _coordinate_descent(
     descents run compiled (:mod:`cassini.circle_compiled`) where numba is installed and
     ``compiled`` is True, else in numpy; both give the same rotations."""
     n = len(vectors)
+    if circle_compiled.AVAILABLE and compiled:  # the same steps, bit for bit (tested)
+        return _compiled_descent(vectors, periods, capacity, restarts, seed)
     if mats is None:
         mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
     rng = np.random.default_rng(seed)
@@ -597,16 +624,30 @@ def _coordinate_descent(
     starts = [greedy] + [
         [0] + [int(rng.integers(periods[i])) for i in range(1, n)] for _ in range(restarts)
     ]
-    if circle_compiled.AVAILABLE and compiled:  # the same steps, bit for bit (tested)
-        _, rot = circle_compiled.descend_starts(
-            np.ascontiguousarray(vectors, dtype=float),
-            np.asarray(periods, dtype=np.int64),
-            float(capacity),
-            np.asarray(starts, dtype=np.int64),
-        )
-        return [int(k) for k in rot]
     results = [descend(list(s)) for s in starts]
     return min(results, key=lambda r: r[0])[1]
+
+
+def _compiled_descent(
+    vectors: np.ndarray, periods: list[int], capacity: float, restarts: int, seed: int
+) -> list[int]:
+    """:func:`_coordinate_descent` with its greedy start and descents compiled: the
+    greedy order and the random starts drawn here as there (numpy draws a broadcast
+    array of bounds in the order of one draw at a time: tested)."""
+    n = len(vectors)
+    if n == 1:
+        return [0]
+    vec = np.ascontiguousarray(vectors, dtype=float)
+    per = np.asarray(periods, dtype=np.int64)
+    minus_bytes = (-vec.sum(axis=1)).tolist()  # each row's sum as vectors[i].sum()
+    order = np.array(sorted(range(1, n), key=minus_bytes.__getitem__), dtype=np.int64)
+    starts = np.zeros((restarts + 1, n), dtype=np.int64)
+    starts[0] = circle_compiled.greedy_start(vec, per, float(capacity), order)
+    if restarts:
+        rng = np.random.default_rng(seed)
+        starts[1:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
+    _, rot = circle_compiled.descend_starts(vec, per, float(capacity), starts)
+    return [int(k) for k in rot]
 
 
 def score_at_shifts(

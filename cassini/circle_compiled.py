@@ -103,15 +103,40 @@ def _pairwise_sum(a, lo, n):  # pragma: no cover - compiled
 
 @_jit
 def _excess_sum(base, vector, k, capacity, scratch):  # pragma: no cover - compiled
-    """``excess(base + roll(vector, k), capacity).sum()`` as numpy computes it (bits/s)."""
+    """``excess(base + roll(vector, k), capacity).sum()`` as numpy computes it (bits/s):
+    the rolled vector read in its two contiguous runs."""
     n = base.shape[0]
-    for a in range(n):
-        src = a - k
-        if src < 0:
-            src += n
-        x = (base[a] + vector[src]) - capacity
+    for a in range(k):
+        x = (base[a] + vector[a - k + n]) - capacity
+        scratch[a] = x if x > 0.0 else 0.0
+    for a in range(k, n):
+        x = (base[a] + vector[a - k]) - capacity
         scratch[a] = x if x > 0.0 else 0.0
     return 0.0 + _pairwise_sum(scratch, 0, n)
+
+
+@_jit
+def greedy_start(vectors, periods, capacity, order):  # pragma: no cover - compiled
+    """Job 0 at rotation 0, then each job of ``order`` at its first best rotation (of
+    ``periods[i]``) against the jobs placed before it: the rotations per job."""
+    n, angles = vectors.shape
+    rot = np.zeros(n, np.int64)
+    placed = vectors[0].copy()
+    scratch = np.empty(angles)
+    values = np.empty(max(1, int(periods.max())))
+    for i in order:
+        k = 0
+        for r in range(periods[i]):
+            values[r] = _excess_sum(placed, vectors[i], r, capacity, scratch)
+            if values[r] < values[k]:
+                k = r
+        rot[i] = k
+        for a in range(angles):
+            src = a - k
+            if src < 0:
+                src += angles
+            placed[a] = placed[a] + vectors[i, src]
+    return rot
 
 
 @_jit
@@ -128,8 +153,14 @@ def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - co
     values = np.empty(max(1, int(periods.max())))
     best_value, best_index = math.inf, 0
     best_rot = starts[0].copy()
+    # moves so far, and per job the count at its last evaluation that kept it in place:
+    # while no job moves, such a job would compute the same values (bit for bit) and
+    # stay again, so it is not evaluated
+    stayed_at = np.empty(n, np.int64)
     for s in range(starts.shape[0]):
         rot = starts[s].copy()
+        moves = 0
+        stayed_at[:] = -1
         for a in range(angles):
             total[a] = 0.0
         for i in range(n):  # rotated_sum: row by row
@@ -146,6 +177,8 @@ def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - co
         for _ in range(100):
             improved = False
             for i in range(1, n):
+                if stayed_at[i] == moves:
+                    continue
                 own = rot[i]
                 for a in range(angles):
                     src = a - own
@@ -167,6 +200,9 @@ def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - co
                             src += angles
                         total[a] = rest[a] + vectors[i, src]
                     improved = True
+                    moves += 1
+                else:
+                    stayed_at[i] = moves
             if not improved:
                 break
         if current < best_value:
