@@ -19,10 +19,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
-from cassini import circle_compiled, schema
+from cassini import schema
 from cassini.errors import InputError
 from cassini.profile import _EPS as _PROFILE_EPS
 from cassini.profile import JobProfile, Phase
@@ -594,8 +595,9 @@ def _coordinate_descent(
     descents run compiled (:mod:`cassini.circle_compiled`) where numba is installed and
     ``compiled`` is True, else in numpy; both give the same rotations."""
     n = len(vectors)
-    if circle_compiled.AVAILABLE and compiled:  # the same steps, bit for bit (tested)
-        return _compiled_descent(vectors, periods, capacity, restarts, seed)
+    kernels = _kernels() if compiled else None
+    if kernels is not None:  # the same steps, bit for bit (tested)
+        return _compiled_descent(kernels, vectors, periods, capacity, restarts, seed)
     if mats is None:
         mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
     rng = np.random.default_rng(seed)
@@ -628,8 +630,22 @@ def _coordinate_descent(
     return min(results, key=lambda r: r[0])[1]
 
 
+@lru_cache(maxsize=1)
+def _kernels() -> ModuleType | None:
+    """:mod:`cassini.circle_compiled` where numba is installed, else None; imported on
+    the first search that uses it (importing numba takes about a second)."""
+    from cassini import circle_compiled
+
+    return circle_compiled if circle_compiled.AVAILABLE else None
+
+
 def _compiled_descent(
-    vectors: np.ndarray, periods: list[int], capacity: float, restarts: int, seed: int
+    kernels: ModuleType,
+    vectors: np.ndarray,
+    periods: list[int],
+    capacity: float,
+    restarts: int,
+    seed: int,
 ) -> list[int]:
     """:func:`_coordinate_descent` with its greedy start and descents compiled: the
     greedy order and the random starts drawn here as there (numpy draws a broadcast
@@ -642,11 +658,11 @@ def _compiled_descent(
     minus_bytes = (-vec.sum(axis=1)).tolist()  # each row's sum as vectors[i].sum()
     order = np.array(sorted(range(1, n), key=minus_bytes.__getitem__), dtype=np.int64)
     starts = np.zeros((restarts + 1, n), dtype=np.int64)
-    starts[0] = circle_compiled.greedy_start(vec, per, float(capacity), order)
+    starts[0] = kernels.greedy_start(vec, per, float(capacity), order)
     if restarts:
         rng = np.random.default_rng(seed)
         starts[1:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
-    _, rot = circle_compiled.descend_starts(vec, per, float(capacity), starts)
+    _, rot = kernels.descend_starts(vec, per, float(capacity), starts)
     return [int(k) for k in rot]
 
 
