@@ -116,6 +116,47 @@ def _excess_sum(base, vector, k, capacity, scratch):  # pragma: no cover - compi
 
 
 @_jit
+def _excess_sums(
+    base, vector, doubled, count, capacity, lanes, scratch, out
+):  # pragma: no cover - compiled
+    """``out[r] = excess(base + roll(vector, r), capacity).sum()`` for ``r < count``, as
+    numpy computes each (bits/s).  Up to 128 angles the rotations run side by side: each
+    keeps numpy's 8 partial sums in ``lanes[:, r]`` (the same additions in the same
+    order per rotation, so the same bits), which the compiler vectorises across
+    rotations; ``doubled`` is ``vector`` twice, so that ``roll(vector, r)[a]`` is
+    ``doubled[a - r + n]``."""
+    n = base.shape[0]
+    if n < 8 or n > _PW_BLOCK:
+        for r in range(count):
+            out[r] = _excess_sum(base, vector, r, capacity, scratch)
+        return
+    whole = n - (n % 8)
+    for lane in range(8):
+        b = base[lane]
+        for r in range(count):
+            x = (b + doubled[lane - r + n]) - capacity
+            lanes[lane, r] = x if x > 0.0 else 0.0
+    for i in range(8, whole, 8):
+        for lane in range(8):
+            a = i + lane
+            b = base[a]
+            for r in range(count):
+                x = (b + doubled[a - r + n]) - capacity
+                lanes[lane, r] += x if x > 0.0 else 0.0
+    for r in range(count):
+        out[r] = ((lanes[0, r] + lanes[1, r]) + (lanes[2, r] + lanes[3, r])) + (
+            (lanes[4, r] + lanes[5, r]) + (lanes[6, r] + lanes[7, r])
+        )
+    for a in range(whole, n):
+        b = base[a]
+        for r in range(count):
+            x = (b + doubled[a - r + n]) - capacity
+            out[r] += x if x > 0.0 else 0.0
+    for r in range(count):
+        out[r] = 0.0 + out[r]
+
+
+@_jit
 def greedy_start(vectors, periods, capacity, order):  # pragma: no cover - compiled
     """Job 0 at rotation 0, then each job of ``order`` at its first best rotation (of
     ``periods[i]``) against the jobs placed before it: the rotations per job."""
@@ -124,10 +165,14 @@ def greedy_start(vectors, periods, capacity, order):  # pragma: no cover - compi
     placed = vectors[0].copy()
     scratch = np.empty(angles)
     values = np.empty(max(1, int(periods.max())))
+    doubled = np.empty(2 * angles)
+    lanes = np.empty((8, values.shape[0]))
     for i in order:
+        doubled[:angles] = vectors[i]
+        doubled[angles:] = vectors[i]
+        _excess_sums(placed, vectors[i], doubled, periods[i], capacity, lanes, scratch, values)
         k = 0
         for r in range(periods[i]):
-            values[r] = _excess_sum(placed, vectors[i], r, capacity, scratch)
             if values[r] < values[k]:
                 k = r
         rot[i] = k
@@ -157,6 +202,10 @@ def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - co
     # while no job moves, such a job would compute the same values (bit for bit) and
     # stay again, so it is not evaluated
     stayed_at = np.empty(n, np.int64)
+    doubled = np.empty((n, 2 * angles))
+    doubled[:, :angles] = vectors
+    doubled[:, angles:] = vectors
+    lanes = np.empty((8, values.shape[0]))
     for s in range(starts.shape[0]):
         rot = starts[s].copy()
         moves = 0
@@ -186,9 +235,9 @@ def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - co
                         src += angles
                     rest[a] = total[a] - vectors[i, src]
                 count = periods[i]
+                _excess_sums(rest, vectors[i], doubled[i], count, capacity, lanes, scratch, values)
                 k = 0
                 for r in range(count):
-                    values[r] = _excess_sum(rest, vectors[i], r, capacity, scratch)
                     if values[r] < values[k]:
                         k = r
                 if values[k] < current - 1e-9 * capacity:

@@ -28,10 +28,10 @@ def test_pairwise_sum_is_numpys(size: int) -> None:
 
 
 def _random_problem(rng: np.random.Generator) -> tuple[np.ndarray, list[int], float]:
-    """Demand vectors of 2-14 jobs with one to three phases each on a circle of 36-144
+    """Demand vectors of 2-14 jobs with one to three phases each on a circle of 6-144
     angles, some repeating (fewer distinct rotations), and a capacity that some angles
     exceed."""
-    n, angles = int(rng.integers(2, 15)), int(rng.choice([36, 72, 90, 144]))
+    n, angles = int(rng.integers(2, 15)), int(rng.choice([6, 36, 72, 90, 144]))
     rows = []
     for _ in range(n):
         row = np.zeros(angles)
