@@ -218,33 +218,48 @@ def demand_vectors(jobs: Sequence[JobProfile], unified: UnifiedPeriod, angles: i
     """Each job's mean rate (bits/s) on each angle of the unified circle, shape (jobs, |A|).
 
     A job is first stretched to its effective iteration time ``period_s / repeats`` (a
-    no-op when the period is exact), so its pattern closes on the circle.  A row depends
-    on the job's profile and the circle only, so rows are kept for reuse
-    (:data:`DEMAND_ROW_CACHE_SIZE`): a job recurs in every link problem it shares on the
-    same circle.
+    no-op when the period is exact), so its pattern closes on the circle.
     """
-    edges = None
-    rows = []
-    for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
-        key = (job.iteration_time_s, job.phases, t_eff, angles, unified.period_s)
-        row = _DEMAND_ROWS.get(key)
-        if row is None:
-            if edges is None:
-                edges = np.linspace(0.0, unified.period_s, angles + 1)
-            row = _stretched_bin_average(job, t_eff, angles, unified.period_s, edges=edges)
-            row.setflags(write=False)
-            _DEMAND_ROWS[key] = row
-            if len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
-                _DEMAND_ROWS.popitem(last=False)
-        else:
-            _DEMAND_ROWS.move_to_end(key)
-        rows.append(row)
-    return np.vstack(rows)
+    return np.vstack(
+        [
+            _demand_row(job, t_eff, angles, unified.period_s, 0.0)
+            for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True)
+        ]
+    )
+
+
+def _demand_row(
+    job: JobProfile, t_eff: float, angles: int, period_s: float, shift_s: float
+) -> np.ndarray:
+    """``_stretched_bin_average(job, t_eff, angles, period_s, shift_s)`` (bits/s per
+    angle, read-only).  A row depends on the job's profile, the circle and the shift
+    only, so rows are kept for reuse (:data:`DEMAND_ROW_CACHE_SIZE`): a job recurs in
+    every link problem it shares on the same circle, and a candidate's check scores the
+    same shifts again."""
+    key = (job.iteration_time_s, job.phases, t_eff, angles, period_s, shift_s)
+    row = _DEMAND_ROWS.get(key)
+    if row is None:
+        edges = _edges(period_s, angles)
+        row = _stretched_bin_average(job, t_eff, angles, period_s, shift_s, edges=edges)
+        row.setflags(write=False)
+        _DEMAND_ROWS[key] = row
+        if len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
+            _DEMAND_ROWS.popitem(last=False)
+    else:
+        _DEMAND_ROWS.move_to_end(key)
+    return row
+
+
+@lru_cache(maxsize=64)
+def _edges(period_s: float, angles: int) -> np.ndarray:
+    """``np.linspace(0.0, period_s, angles + 1)`` (read-only, shared)."""
+    edges = np.linspace(0.0, period_s, angles + 1)
+    edges.setflags(write=False)
+    return edges
 
 
 def clear_demand_rows() -> None:
-    """Forget the demand rows kept by :func:`demand_vectors` (benchmarks time cold
-    calls)."""
+    """Forget the demand rows kept by :func:`_demand_row` (benchmarks time cold calls)."""
     _DEMAND_ROWS.clear()
 
 
@@ -491,6 +506,7 @@ def _centre(
     sweeps: int = 3,
     *,
     mats: Sequence[np.ndarray] | None = None,
+    compiled: bool = True,
 ) -> list[int]:
     """Among rotations with the same (optimal) excess, prefer the ones with the most room
     around each phase, so that jitter does not push interleaved phases into each other (a
@@ -499,7 +515,8 @@ def _centre(
     A job moves to the rotation that keeps the excess unchanged and minimises the overlap
     of the demands blurred over +-``margin`` of the circle (their dot product: for a fixed
     total, the flattest combined demand), one job at a time.  ``mats[i]``, when given, is
-    ``_rotation_matrix(vectors[i], periods[i])``."""
+    ``_rotation_matrix(vectors[i], periods[i])``.  The excess of each rotation is summed
+    compiled where numba is installed and ``compiled`` is True (the same values)."""
     n, angles = len(vectors), vectors.shape[1]
     width = int(round(margin * angles))
     if n < 2 or width < 1:
@@ -507,6 +524,7 @@ def _centre(
     rot = list(rotations)
     total = rotated_sum(vectors, rot)
     tol = 1e-9 * capacity * angles
+    kernels = _kernels() if compiled else None
     hard_mats: dict[int, np.ndarray] = {}
     soft: _Blur | None = None  # found when a job first has a choice (see below)
     for _ in range(sweeps):
@@ -516,7 +534,10 @@ def _centre(
                 hard_mats[i] = _rotation_matrix(vectors[i], periods[i]) if mats is None else mats[i]
             hard_m = hard_mats[i]
             rest = total - hard_m[rot[i]]
-            hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
+            if kernels is not None:  # the same values, bit for bit (tested)
+                hard = kernels.excess_rows(rest, vectors[i], periods[i], capacity)
+            else:
+                hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
             worse = hard > hard[rot[i]] + tol
             if np.count_nonzero(worse) == worse.size - 1:
                 # only the job's own rotation keeps the excess: it stays, whatever the
@@ -676,10 +697,9 @@ def score_at_shifts(
     """Grid score (and demand curve) of arbitrary time-shifts, on the same circle and
     angles as :func:`compatibility_score` (so the two are directly comparable)."""
     demand = np.zeros(angles)
-    edges = np.linspace(0.0, unified.period_s, angles + 1)
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
         shift = time_shifts_s.get(job.job_id, 0.0) * t_eff / job.iteration_time_s
-        demand += _stretched_bin_average(job, t_eff, angles, unified.period_s, shift, edges=edges)
+        demand += _demand_row(job, t_eff, angles, unified.period_s, shift)
     return float(score_of_demand(demand, capacity_bps)), demand
 
 

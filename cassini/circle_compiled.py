@@ -157,6 +157,19 @@ def _excess_sums(
 
 
 @_jit
+def excess_rows(base, vector, count, capacity):  # pragma: no cover - compiled
+    """``excess(base + roll(vector, r), capacity).sum()`` for ``r < count`` (bits/s), as
+    numpy computes each: one array of ``count`` values."""
+    n = base.shape[0]
+    doubled = np.empty(2 * n)
+    doubled[:n] = vector
+    doubled[n:] = vector
+    out = np.empty(count)
+    _excess_sums(base, vector, doubled, count, capacity, np.empty((8, count)), np.empty(n), out)
+    return out
+
+
+@_jit
 def greedy_start(vectors, periods, capacity, order):  # pragma: no cover - compiled
     """Job 0 at rotation 0, then each job of ``order`` at its first best rotation (of
     ``periods[i]``) against the jobs placed before it: the rotations per job."""

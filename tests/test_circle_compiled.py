@@ -3,8 +3,6 @@ rotations bit for bit, and its pairwise sum is numpy's."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 
@@ -61,10 +59,9 @@ def test_descent_gives_the_numpy_rotations(seed: int) -> None:
 
 
 def test_link_problems_of_real_profiles_match(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whole compatibility scores of many jobs (heuristic search): same shifts and score
-    with the compiled descent as with numpy's."""
+    """Whole compatibility scores of many jobs (heuristic search, then centring): the
+    same shifts, score and demand with the compiled kernels as with numpy alone."""
     rng = np.random.default_rng(3)
-    numpy_descent = functools.partial(circle._coordinate_descent, compiled=False)
     for trial in range(10):
         jobs = [
             JobProfile(
@@ -76,8 +73,18 @@ def test_link_problems_of_real_profiles_match(monkeypatch: pytest.MonkeyPatch) -
         ]
         fast = circle.compatibility_score(jobs, 5e10)
         with monkeypatch.context() as patch:
-            patch.setattr(circle, "_coordinate_descent", numpy_descent)
+            patch.setattr(circle, "_kernels", lambda: None)
             slow = circle.compatibility_score(jobs, 5e10)
         assert fast.method == slow.method == "heuristic"
         assert fast.time_shifts_s == slow.time_shifts_s, trial
         assert fast.score == slow.score
+        assert np.array_equal(fast.demand_bps, slow.demand_bps)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_centring_gives_the_numpy_rotations(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    vectors, periods, capacity = _random_problem(rng)
+    start = circle._coordinate_descent(vectors, periods, capacity, 2, seed)
+    numpy_rot = circle._centre(vectors, periods, capacity, start, compiled=False)
+    assert circle._centre(vectors, periods, capacity, start) == numpy_rot
