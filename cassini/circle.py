@@ -100,6 +100,16 @@ def unified_period(
     times = array.tolist()
     if not all(math.isfinite(t) and t > 0 for t in times):
         raise InputError("iteration_time_s", "must be finite and > 0")
+    return _unified_period(tuple(times), resolution_s, max_period_factor, tolerance)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _unified_period(
+    times: tuple[float, ...], resolution_s: float, max_period_factor: int, tolerance: float
+) -> UnifiedPeriod:
+    """:func:`unified_period` of checked inputs (a pure function of them, so kept for
+    reuse: the same mixes of iteration times recur in every link problem)."""
+    array = np.asarray(times, float)
     ticks = np.maximum(1, np.rint(array / resolution_s)).astype(np.int64).tolist()
     cap_ticks = max_period_factor * max(ticks)
     lcm = 1
@@ -377,7 +387,17 @@ def _time_shifts(
 
 def rotation_period(vector: np.ndarray) -> int:
     """Smallest ``s`` dividing ``len(vector)`` with ``roll(vector, s) == vector``: the number
-    of distinct rotations of a job on the circle (|A| / repeats when that divides)."""
+    of distinct rotations of a job on the circle (|A| / repeats when that divides).  A
+    pure function of the values, so kept for reuse by their bytes (a job's row recurs in
+    every link problem it shares on the same circle)."""
+    vector = np.asarray(vector, dtype=float)
+    return _rotation_period(vector.tobytes())
+
+
+@lru_cache(maxsize=8192)
+def _rotation_period(data: bytes) -> int:
+    """:func:`rotation_period` of the float64 vector whose bytes are ``data``."""
+    vector = np.frombuffer(data, dtype=float)
     n = vector.size
     atol = 1e-9 * max(1.0, float(np.abs(vector).max()))
     # roll(v, s) == v  <=>  v[i] == v[i + s] for every i (indices mod n): every divisor
