@@ -671,6 +671,17 @@ def _coordinate_descent(
     return min(results, key=lambda r: r[0])[1]
 
 
+@lru_cache(maxsize=1024)
+def _random_starts(periods: tuple[int, ...], restarts: int, seed: int) -> np.ndarray:
+    """``restarts`` rows of one random rotation below ``periods[i]`` per job, drawn by
+    ``np.random.default_rng(seed)`` as one draw at a time would (read-only; kept, as
+    they depend on these arguments only)."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(np.broadcast_to(np.asarray(periods, np.int64), (restarts, len(periods))))
+    draws.setflags(write=False)
+    return draws
+
+
 @lru_cache(maxsize=1)
 def _kernels() -> ModuleType | None:
     """:mod:`cassini.circle_compiled` where numba is installed, else None; imported on
@@ -701,8 +712,7 @@ def _compiled_descent(
     starts = np.zeros((restarts + 1, n), dtype=np.int64)
     starts[0] = kernels.greedy_start(vec, per, float(capacity), order)
     if restarts:
-        rng = np.random.default_rng(seed)
-        starts[1:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
+        starts[1:, 1:] = _random_starts(tuple(periods[1:]), restarts, seed)
     _, rot = kernels.descend_starts(vec, per, float(capacity), starts)
     return [int(k) for k in rot]
 
