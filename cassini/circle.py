@@ -457,6 +457,8 @@ def _exact(
     periods: list[int],
     capacity: float,
     mats: Sequence[np.ndarray] | None = None,
+    *,
+    compiled: bool = True,
 ) -> list[int]:
     """Optimum over the grid by branch and bound; job 0 stays at rotation 0.
 
@@ -464,7 +466,8 @@ def _exact(
     every completion from below: branches whose bound reaches the best complete value
     (first from the greedy-plus-descent heuristic) are cut.  The last two free jobs are
     evaluated together as one (s1, s2, |A|) array.  ``mats[i]`` is
-    ``_rotation_matrix(vectors[i], periods[i])`` (computed when not given).
+    ``_rotation_matrix(vectors[i], periods[i])`` (computed when not given).  Bounds are
+    summed compiled where numba is installed and ``compiled`` is True (the same values).
     """
     n = len(vectors)
     if n == 1:
@@ -474,16 +477,28 @@ def _exact(
     free = sorted(range(1, n), key=lambda i: -float(vectors[i].sum()))  # big jobs bound best
     outer, inner = free[:-2], free[-2:]
     # an upper bound to prune with: greedy plus descent (pointless for a single free job)
-    start = _coordinate_descent(vectors, periods, capacity, 0, 0, mats) if n > 2 else [0] * n
+    start = (
+        _coordinate_descent(vectors, periods, capacity, 0, 0, mats, compiled=compiled)
+        if n > 2
+        else [0] * n
+    )
     best = [
         float(excess(rotated_sum(vectors, start), capacity).sum()) if n > 2 else math.inf,
         start,
     ]
     tol = 1e-9 * capacity
+    kernels = _kernels() if compiled else None
+
+    def excess_sums(base: np.ndarray, i: int) -> np.ndarray:
+        """``excess(base + mats[i], capacity).sum(axis=-1)``, compiled where it can be
+        (the same values)."""
+        if kernels is not None:
+            return kernels.excess_rows(base, vectors[i], periods[i], capacity)
+        return excess(base[None, :] + mats[i], capacity).sum(axis=-1)
 
     def leaves(base: np.ndarray, chosen: dict[int, int]) -> None:
         first = base[None, :] + mats[inner[0]]
-        bound = excess(first, capacity).sum(axis=-1)
+        bound = excess_sums(base, inner[0])
         rows = (bound < best[0] - tol).nonzero()[0]
         if rows.size == 0:
             return
@@ -491,10 +506,13 @@ def _exact(
             k = int(rows[bound[rows].argmin()])
             best[0], best[1] = float(bound[k]), _assign(n, chosen, {inner[0]: k})
             return
-        grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
-        grid -= capacity
-        np.maximum(grid, 0.0, out=grid)
-        totals = grid.sum(axis=-1)
+        if kernels is not None:
+            totals = np.vstack([excess_sums(first[r], inner[1]) for r in rows.tolist()])
+        else:
+            grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
+            grid -= capacity
+            np.maximum(grid, 0.0, out=grid)
+            totals = grid.sum(axis=-1)
         flat = int(totals.argmin())
         r, k = np.unravel_index(flat, totals.shape)
         if totals[r, k] < best[0] - tol:
@@ -507,7 +525,7 @@ def _exact(
             return
         i = outer[depth]
         partial = base[None, :] + mats[i]
-        bound = excess(partial, capacity).sum(axis=-1)
+        bound = excess_sums(base, i)
         for k in bound.argsort(kind="stable"):
             if bound[k] >= best[0] - tol:
                 break

@@ -88,3 +88,12 @@ def test_centring_gives_the_numpy_rotations(seed: int) -> None:
     start = circle._coordinate_descent(vectors, periods, capacity, 2, seed)
     numpy_rot = circle._centre(vectors, periods, capacity, start, compiled=False)
     assert circle._centre(vectors, periods, capacity, start) == numpy_rot
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_search_gives_the_numpy_rotations(seed: int) -> None:
+    rng = np.random.default_rng(200 + seed)
+    vectors, periods, capacity = _random_problem(rng)
+    vectors, periods = vectors[:4], periods[:4]  # small enough to search exhaustively
+    numpy_rot = circle._exact(vectors, periods, capacity, compiled=False)
+    assert circle._exact(vectors, periods, capacity) == numpy_rot
