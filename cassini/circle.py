@@ -100,16 +100,6 @@ def unified_period(
     times = array.tolist()
     if not all(math.isfinite(t) and t > 0 for t in times):
         raise InputError("iteration_time_s", "must be finite and > 0")
-    return _unified_period(tuple(times), resolution_s, max_period_factor, tolerance)
-
-
-@lru_cache(maxsize=4096, typed=True)
-def _unified_period(
-    times: tuple[float, ...], resolution_s: float, max_period_factor: int, tolerance: float
-) -> UnifiedPeriod:
-    """:func:`unified_period` of checked inputs (a pure function of them, so kept for
-    reuse: the same mixes of iteration times recur in every link problem)."""
-    array = np.asarray(times, float)
     ticks = np.maximum(1, np.rint(array / resolution_s)).astype(np.int64).tolist()
     cap_ticks = max_period_factor * max(ticks)
     lcm = 1
@@ -689,17 +679,6 @@ def _coordinate_descent(
     return min(results, key=lambda r: r[0])[1]
 
 
-@lru_cache(maxsize=1024)
-def _random_starts(periods: tuple[int, ...], restarts: int, seed: int) -> np.ndarray:
-    """``restarts`` rows of one random rotation below ``periods[i]`` per job, drawn by
-    ``np.random.default_rng(seed)`` as one draw at a time would (read-only; kept, as
-    they depend on these arguments only)."""
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(np.broadcast_to(np.asarray(periods, np.int64), (restarts, len(periods))))
-    draws.setflags(write=False)
-    return draws
-
-
 @lru_cache(maxsize=1)
 def _kernels() -> ModuleType | None:
     """:mod:`cassini.circle_compiled` where numba is installed, else None; imported on
@@ -730,7 +709,9 @@ def _compiled_descent(
     starts = np.zeros((restarts + 1, n), dtype=np.int64)
     starts[0] = kernels.greedy_start(vec, per, float(capacity), order)
     if restarts:
-        starts[1:, 1:] = _random_starts(tuple(periods[1:]), restarts, seed)
+        # numpy draws a broadcast array of bounds as it draws one bound at a time (tested)
+        rng = np.random.default_rng(seed)
+        starts[1:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
     _, rot = kernels.descend_starts(vec, per, float(capacity), starts)
     return [int(k) for k in rot]
 
