@@ -477,7 +477,7 @@ def _exact(
         start,
     ]
     tol = 1e-9 * capacity
-    kernels = _kernels() if compiled else None
+    kernels = _kernels(vectors.shape[1]) if compiled else None
 
     def excess_sums(base: np.ndarray, i: int) -> np.ndarray:
         """``excess(base + mats[i], capacity).sum(axis=-1)``, compiled where it can be
@@ -552,7 +552,7 @@ def _centre(
     rot = list(rotations)
     total = rotated_sum(vectors, rot)
     tol = 1e-9 * capacity * angles
-    kernels = _kernels() if compiled else None
+    kernels = _kernels(vectors.shape[1]) if compiled else None
     hard_mats: dict[int, np.ndarray] = {}
     soft: _Blur | None = None  # found when a job first has a choice (see below)
     for _ in range(sweeps):
@@ -644,7 +644,7 @@ def _coordinate_descent(
     descents run compiled (:mod:`cassini.circle_compiled`) where numba is installed and
     ``compiled`` is True, else in numpy; both give the same rotations."""
     n = len(vectors)
-    kernels = _kernels() if compiled else None
+    kernels = _kernels(vectors.shape[1]) if compiled else None
     if kernels is not None:  # the same steps, bit for bit (tested)
         return _compiled_descent(kernels, vectors, periods, capacity, restarts, seed)
     if mats is None:
@@ -679,8 +679,15 @@ def _coordinate_descent(
     return min(results, key=lambda r: r[0])[1]
 
 
+def _kernels(angles: int) -> ModuleType | None:
+    """:mod:`cassini.circle_compiled` where numba is installed and its kernels handle a
+    circle of ``angles`` angles, else None."""
+    kernels = _compiled_module()
+    return kernels if kernels is not None and kernels.supports(angles) else None
+
+
 @lru_cache(maxsize=1)
-def _kernels() -> ModuleType | None:
+def _compiled_module() -> ModuleType | None:
     """:mod:`cassini.circle_compiled` where numba is installed, else None; imported on
     the first search that uses it (importing numba takes about a second)."""
     from cassini import circle_compiled
@@ -706,13 +713,12 @@ def _compiled_descent(
     per = np.asarray(periods, dtype=np.int64)
     minus_bytes = (-vec.sum(axis=1)).tolist()  # each row's sum as vectors[i].sum()
     order = np.array(sorted(range(1, n), key=minus_bytes.__getitem__), dtype=np.int64)
-    starts = np.zeros((restarts + 1, n), dtype=np.int64)
-    starts[0] = kernels.greedy_start(vec, per, float(capacity), order)
+    random_starts = np.zeros((restarts, n), dtype=np.int64)
     if restarts:
         # numpy draws a broadcast array of bounds as it draws one bound at a time (tested)
         rng = np.random.default_rng(seed)
-        starts[1:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
-    _, rot = kernels.descend_starts(vec, per, float(capacity), starts)
+        random_starts[:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
+    rot = kernels.descend(vec, per, float(capacity), order, random_starts)
     return [int(k) for k in rot]
 
 

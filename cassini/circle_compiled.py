@@ -1,10 +1,16 @@
-"""The coordinate descent of :func:`cassini.circle._coordinate_descent` compiled with
-numba: the same floating-point operations in the same order as its numpy version,
-including numpy's pairwise summation of each excess row, so the rotations it returns are
-the same to the last bit (tested against the numpy version).  ~10x faster on the link
-problems of a simulated cluster, where each descent step is a (rotations x angles) array
-too small for numpy's per-call cost.  Pure logic: no I/O.  Without numba (the ``[sim]``
-extra) :data:`AVAILABLE` is False and :mod:`cassini.circle` keeps its numpy version.
+"""The searches of :mod:`cassini.circle` compiled with numba: the coordinate descent (with
+its greedy start) and the excess per rotation that the centring and the exact search sum.
+The same floating-point operations in the same order as their numpy versions, including
+numpy's pairwise summation of each excess row, so every value and every ``argmin`` is the
+same to the last bit (tested against the numpy versions).  About 10x faster on the link
+problems of a simulated cluster, where each step is a (rotations x angles) array too
+small for numpy's per-call cost.  Pure logic: no I/O.
+
+Circles of :data:`MIN_ANGLES` to :data:`MAX_ANGLES` angles only (5 degrees = 72; numpy
+sums up to 128 values in one block of 8 partial sums); :func:`supports` says which.
+Without numba (the ``[sim]`` extra) :data:`AVAILABLE` is False and :mod:`cassini.circle`
+keeps its numpy versions.  The kernels compile on first use (a few seconds, once per
+clone: numba caches them beside this file).
 """
 
 from __future__ import annotations
@@ -19,9 +25,13 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     njit = None
 
 AVAILABLE = njit is not None
+#: circles these kernels sum as numpy does: one block of numpy's pairwise summation
+MIN_ANGLES, MAX_ANGLES = 8, 128
 
-#: numpy's pairwise summation: blocks up to this many values are summed in 8 lanes
-_PW_BLOCK = 128
+
+def supports(angles: int) -> bool:
+    """Whether the kernels handle a circle of ``angles`` angles."""
+    return MIN_ANGLES <= angles <= MAX_ANGLES
 
 
 def _identity(f):
@@ -32,104 +42,14 @@ _jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
 
 
 @_jit
-def _block_sum(a, lo, n):  # pragma: no cover - compiled
-    """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n`` up to 128: under 8 values one
-    by one, else in 8 interleaved partial sums and the rest one by one."""
-    if n < 8:
-        res = -0.0
-        for i in range(lo, lo + n):
-            res += a[i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    whole = n - (n % 8)
-    while i < whole:
-        j = lo + i
-        r0 += a[j]
-        r1 += a[j + 1]
-        r2 += a[j + 2]
-        r3 += a[j + 3]
-        r4 += a[j + 4]
-        r5 += a[j + 5]
-        r6 += a[j + 6]
-        r7 += a[j + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
-
-
-@_jit
-def _pairwise_sum(a, lo, n):  # pragma: no cover - compiled
-    """numpy's pairwise sum of ``a[lo:lo + n]`` (``DOUBLE_pairwise_sum``): blocks of up
-    to 128 by :func:`_block_sum`, longer runs split in halves (the first a multiple of 8)
-    and the halves' sums added.  The recursion is unrolled on explicit stacks: numba's
-    cache loads a self-recursive function badly (a segfault)."""
-    if n <= _PW_BLOCK:
-        return _block_sum(a, lo, n)
-    depth = 64
-    los = np.empty(depth, np.int64)
-    ns = np.empty(depth, np.int64)
-    states = np.empty(depth, np.int64)
-    sums = np.empty(depth)
-    top, n_sums = 0, 0
-    los[0], ns[0], states[0] = lo, n, 0
-    while top >= 0:
-        here, m = los[top], ns[top]
-        if m <= _PW_BLOCK:
-            sums[n_sums] = _block_sum(a, here, m)
-            n_sums += 1
-            top -= 1
-            continue
-        half = m // 2
-        half -= half % 8
-        if states[top] == 0:  # the first half
-            states[top] = 1
-            top += 1
-            los[top], ns[top], states[top] = here, half, 0
-        elif states[top] == 1:  # the second half
-            states[top] = 2
-            top += 1
-            los[top], ns[top], states[top] = here + half, m - half, 0
-        else:  # both done: their sum
-            n_sums -= 1
-            sums[n_sums - 1] = sums[n_sums - 1] + sums[n_sums]
-            top -= 1
-    return sums[0]
-
-
-@_jit
-def _excess_sum(base, vector, k, capacity, scratch):  # pragma: no cover - compiled
-    """``excess(base + roll(vector, k), capacity).sum()`` as numpy computes it (bits/s):
-    the rolled vector read in its two contiguous runs."""
-    n = base.shape[0]
-    for a in range(k):
-        x = (base[a] + vector[a - k + n]) - capacity
-        scratch[a] = x if x > 0.0 else 0.0
-    for a in range(k, n):
-        x = (base[a] + vector[a - k]) - capacity
-        scratch[a] = x if x > 0.0 else 0.0
-    return 0.0 + _pairwise_sum(scratch, 0, n)
-
-
-@_jit
-def _excess_sums(
-    base, vector, doubled, count, capacity, lanes, scratch, out
-):  # pragma: no cover - compiled
+def _excess_sums(base, doubled, count, capacity, lanes, out):  # pragma: no cover - compiled
     """``out[r] = excess(base + roll(vector, r), capacity).sum()`` for ``r < count``, as
-    numpy computes each (bits/s).  Up to 128 angles the rotations run side by side: each
-    keeps numpy's 8 partial sums in ``lanes[:, r]`` (the same additions in the same
-    order per rotation, so the same bits), which the compiler vectorises across
-    rotations; ``doubled`` is ``vector`` twice, so that ``roll(vector, r)[a]`` is
-    ``doubled[a - r + n]``."""
+    numpy sums each row of 8 to 128 values: 8 partial sums over whole groups of 8
+    (``lanes[:, r]``), added as ``((0+1)+(2+3))+((4+5)+(6+7))``, then the rest one by
+    one, then added to 0.0.  The rotations run side by side (the same additions in the
+    same order per rotation, so the same bits), which the compiler vectorises.
+    ``doubled`` is ``vector`` twice: ``roll(vector, r)[a]`` is ``doubled[a - r + n]``."""
     n = base.shape[0]
-    if n < 8 or n > _PW_BLOCK:
-        for r in range(count):
-            out[r] = _excess_sum(base, vector, r, capacity, scratch)
-        return
     whole = n - (n % 8)
     for lane in range(8):
         b = base[lane]
@@ -162,105 +82,83 @@ def excess_rows(base, vector, count, capacity):  # pragma: no cover - compiled
     numpy computes each: one array of ``count`` values."""
     n = base.shape[0]
     doubled = np.empty(2 * n)
-    doubled[:n] = vector
-    doubled[n:] = vector
+    for a in range(n):
+        doubled[a] = vector[a]
+        doubled[a + n] = vector[a]
     out = np.empty(count)
-    _excess_sums(base, vector, doubled, count, capacity, np.empty((8, count)), np.empty(n), out)
+    _excess_sums(base, doubled, count, capacity, np.empty((8, count)), out)
     return out
 
 
 @_jit
-def greedy_start(vectors, periods, capacity, order):  # pragma: no cover - compiled
-    """Job 0 at rotation 0, then each job of ``order`` at its first best rotation (of
-    ``periods[i]``) against the jobs placed before it: the rotations per job."""
+def descend(vectors, periods, capacity, order, random_starts):  # pragma: no cover - compiled
+    """:func:`cassini.circle._coordinate_descent` on ``vectors`` (jobs x angles, bits/s at
+    rotation 0): a greedy start (job 0 at 0, then each job of ``order`` at its first best
+    rotation of ``periods[i]`` against the jobs placed before it) and the rows of
+    ``random_starts`` (job 0 at 0); from each, move one job at a time to its best
+    rotation against the others until no move lowers the total excess by more than
+    ``1e-9 * capacity``, at most 100 sweeps.  Returns the rotations of the first start
+    whose descent ends lowest.  A job whose last evaluation kept it in place is not
+    evaluated again until some job moves: it would compute the same values, bit for bit."""
     n, angles = vectors.shape
-    rot = np.zeros(n, np.int64)
-    placed = vectors[0].copy()
-    scratch = np.empty(angles)
-    values = np.empty(max(1, int(periods.max())))
-    doubled = np.empty(2 * angles)
-    lanes = np.empty((8, values.shape[0]))
+    width = max(1, int(periods.max()))
+    doubled = np.empty((n, 2 * angles))
+    for i in range(n):
+        for a in range(angles):
+            doubled[i, a] = vectors[i, a]
+            doubled[i, a + angles] = vectors[i, a]
+    zero = np.zeros(2 * angles)  # the total's own excess: total + 0.0 is total
+    lanes = np.empty((8, width))
+    values = np.empty(width)
+    total = np.empty(angles)
+    rest = np.empty(angles)
+    starts = np.zeros((random_starts.shape[0] + 1, n), np.int64)
+    for a in range(angles):  # the greedy start
+        total[a] = vectors[0, a]
     for i in order:
-        doubled[:angles] = vectors[i]
-        doubled[angles:] = vectors[i]
-        _excess_sums(placed, vectors[i], doubled, periods[i], capacity, lanes, scratch, values)
+        _excess_sums(total, doubled[i], periods[i], capacity, lanes, values)
         k = 0
         for r in range(periods[i]):
             if values[r] < values[k]:
                 k = r
-        rot[i] = k
+        starts[0, i] = k
         for a in range(angles):
-            src = a - k
-            if src < 0:
-                src += angles
-            placed[a] = placed[a] + vectors[i, src]
-    return rot
-
-
-@_jit
-def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - compiled
-    """From each row of ``starts`` (rotations per job, job 0 at 0), move one job at a
-    time to its best rotation against the others (of ``periods[i]``) until no move lowers
-    the total excess by more than ``1e-9 * capacity``, at most 100 sweeps; returns the
-    index of the first start whose descent ends lowest and the rotations it ends at.
-    ``vectors`` (jobs x angles) are the jobs' demands (bits/s) at rotation 0."""
-    n, angles = vectors.shape
-    total = np.empty(angles)
-    rest = np.empty(angles)
-    scratch = np.empty(angles)
-    values = np.empty(max(1, int(periods.max())))
-    best_value, best_index = math.inf, 0
-    best_rot = starts[0].copy()
-    # moves so far, and per job the count at its last evaluation that kept it in place:
-    # while no job moves, such a job would compute the same values (bit for bit) and
-    # stay again, so it is not evaluated
+            total[a] = total[a] + doubled[i, a - k + angles]
+    for s in range(random_starts.shape[0]):
+        for i in range(n):
+            starts[s + 1, i] = random_starts[s, i]
     stayed_at = np.empty(n, np.int64)
-    doubled = np.empty((n, 2 * angles))
-    doubled[:, :angles] = vectors
-    doubled[:, angles:] = vectors
-    lanes = np.empty((8, values.shape[0]))
+    best_value = math.inf
+    best_rot = starts[0].copy()
     for s in range(starts.shape[0]):
         rot = starts[s].copy()
         moves = 0
-        stayed_at[:] = -1
+        for i in range(n):
+            stayed_at[i] = -1
         for a in range(angles):
             total[a] = 0.0
         for i in range(n):  # rotated_sum: row by row
-            k = rot[i] % angles
             for a in range(angles):
-                src = a - k
-                if src < 0:
-                    src += angles
-                total[a] += vectors[i, src]
-        for a in range(angles):
-            x = total[a] - capacity
-            scratch[a] = x if x > 0.0 else 0.0
-        current = 0.0 + _pairwise_sum(scratch, 0, angles)
+                total[a] += doubled[i, a - rot[i] + angles]
+        _excess_sums(total, zero, 1, capacity, lanes, values)
+        current = values[0]
         for _ in range(100):
             improved = False
             for i in range(1, n):
                 if stayed_at[i] == moves:
                     continue
-                own = rot[i]
                 for a in range(angles):
-                    src = a - own
-                    if src < 0:
-                        src += angles
-                    rest[a] = total[a] - vectors[i, src]
-                count = periods[i]
-                _excess_sums(rest, vectors[i], doubled[i], count, capacity, lanes, scratch, values)
+                    rest[a] = total[a] - doubled[i, a - rot[i] + angles]
+                _excess_sums(rest, doubled[i], periods[i], capacity, lanes, values)
                 k = 0
-                for r in range(count):
+                for r in range(periods[i]):
                     if values[r] < values[k]:
                         k = r
                 if values[k] < current - 1e-9 * capacity:
                     rot[i] = k
                     current = values[k]
                     for a in range(angles):
-                        src = a - k
-                        if src < 0:
-                            src += angles
-                        total[a] = rest[a] + vectors[i, src]
+                        total[a] = rest[a] + doubled[i, a - k + angles]
                     improved = True
                     moves += 1
                 else:
@@ -268,6 +166,6 @@ def descend_starts(vectors, periods, capacity, starts):  # pragma: no cover - co
             if not improved:
                 break
         if current < best_value:
-            best_value, best_index = current, s
+            best_value = current
             best_rot = rot
-    return best_index, best_rot
+    return best_rot

@@ -1,5 +1,5 @@
-"""The compiled coordinate descent (cassini.circle_compiled) gives the numpy version's
-rotations bit for bit, and its pairwise sum is numpy's."""
+"""The compiled searches (cassini.circle_compiled) give the numpy versions' rotations
+bit for bit, and their excess sums are numpy's."""
 
 from __future__ import annotations
 
@@ -12,17 +12,25 @@ from cassini.profile import JobProfile, Phase
 pytestmark = pytest.mark.skipif(not circle_compiled.AVAILABLE, reason="numba not installed")
 
 
-@pytest.mark.parametrize("size", [1, 2, 7, 8, 9, 15, 16, 72, 127, 128, 129, 256, 360, 1001])
-def test_pairwise_sum_is_numpys(size: int) -> None:
-    rng = np.random.default_rng(size)
+@pytest.mark.parametrize("angles", [8, 9, 15, 16, 17, 36, 72, 90, 127, 128])
+def test_excess_rows_are_numpys(angles: int) -> None:
+    """Every rotation's excess summed as numpy sums it (its pairwise blocks), to the bit."""
+    rng = np.random.default_rng(angles)
     for scale in (1.0, 1e10):
-        row = rng.random(size) * scale
-        row[rng.random(size) < 0.3] = 0.0
-        assert circle_compiled._pairwise_sum(row, 0, size) + 0.0 == row.sum()
-        assert (
-            circle_compiled._pairwise_sum(row, 0, size) + 0.0
-            == np.maximum(row, 0.0)[None, :].sum(axis=-1)[0]
-        )
+        base = rng.random(angles) * scale
+        vector = rng.random(angles) * scale
+        vector[rng.random(angles) < 0.5] = 0.0
+        count = int(rng.integers(1, angles + 1))
+        mats = circle._rotation_matrix(vector, count)
+        expected = circle.excess(base[None, :] + mats, scale).sum(axis=-1)
+        got = circle_compiled.excess_rows(base, vector, count, scale)
+        assert got.tobytes() == expected.tobytes()
+
+
+def test_other_circles_run_in_numpy() -> None:
+    assert circle_compiled.supports(72)
+    assert not circle_compiled.supports(7) and not circle_compiled.supports(129)
+    assert circle._kernels(144) is None
 
 
 def _random_problem(rng: np.random.Generator) -> tuple[np.ndarray, list[int], float]:
@@ -73,7 +81,7 @@ def test_link_problems_of_real_profiles_match(monkeypatch: pytest.MonkeyPatch) -
         ]
         fast = circle.compatibility_score(jobs, 5e10)
         with monkeypatch.context() as patch:
-            patch.setattr(circle, "_kernels", lambda: None)
+            patch.setattr(circle, "_kernels", lambda angles: None)
             slow = circle.compatibility_score(jobs, 5e10)
         assert fast.method == slow.method == "heuristic"
         assert fast.time_shifts_s == slow.time_shifts_s, trial
