@@ -27,7 +27,7 @@ from typing import Any
 
 from cassini import schema
 from cassini.affinity import affinity_graph, time_shifts
-from cassini.circle import LinkSolution, compatibility_score, n_angles
+from cassini.circle import LinkSolution, clear_demand_rows, compatibility_score, n_angles
 from cassini.errors import InputError
 from cassini.predict import (
     Slot,
@@ -449,6 +449,7 @@ def clear_link_cache() -> None:
     """Forget the link solutions and predictions kept from earlier calls (benchmarks time
     cold calls)."""
     _LINK_CACHE.clear()
+    clear_demand_rows()
     clear_cache()
 
 
@@ -634,8 +635,7 @@ def held_time_shifts(
     if not periods:
         return {}
     padded = [
-        replace(p, iteration_time_s=periods[j]) if j in periods else p
-        for j, p in profiles.items()
+        replace(p, iteration_time_s=periods[j]) if j in periods else p for j, p in profiles.items()
     ]
     cand = Candidate("held", {j: tuple(paths[j]) for j in profiles})
     advice = advise(links, padded, [cand], precision_deg, loops="score", workers=1, predict="none")

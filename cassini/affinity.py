@@ -257,7 +257,12 @@ def _best_common_rotation(
         worst = 0.0
         for offset, t_k in offsets:
             diff = (offset - delta) % t_k
-            worst = max(worst, min(diff, t_k - diff))
+            # max(worst, min(diff, t_k - diff)) without the builtins' call cost (the
+            # same comparisons: min keeps its first argument unless the second is less)
+            other = t_k - diff
+            near = other if other < diff else diff
+            if near > worst:
+                worst = near
         if worst < best_worst:
             best_delta, best_worst = delta, worst
     return float(best_delta), float(best_worst)
@@ -284,7 +289,8 @@ def _aligned_within(
         delta = base + t_anchor * i
         for offset, t_k in offsets:
             diff = (offset - delta) % t_k
-            if min(diff, t_k - diff) > tolerance:
+            other = t_k - diff
+            if (other if other < diff else diff) > tolerance:  # min(diff, other)
                 break
         else:
             return True

@@ -15,9 +15,11 @@ Angles never leave this module: callers see seconds.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
@@ -29,6 +31,9 @@ from cassini.profile import JobProfile, Phase
 #: Largest exact search, in (combinations of rotations) x (angles); beyond it the
 #: coordinate-descent heuristic runs.  4 jobs of one period at 5 degrees = 72**4 ~ 2.7e7.
 EXACT_BUDGET = 3.0e7
+#: Demand rows (one job on one circle) kept by :func:`demand_vectors` for reuse.
+DEMAND_ROW_CACHE_SIZE = 8192
+_DEMAND_ROWS: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -215,11 +220,47 @@ def demand_vectors(jobs: Sequence[JobProfile], unified: UnifiedPeriod, angles: i
     A job is first stretched to its effective iteration time ``period_s / repeats`` (a
     no-op when the period is exact), so its pattern closes on the circle.
     """
-    edges = np.linspace(0.0, unified.period_s, angles + 1)
-    rows = []
-    for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
-        rows.append(_stretched_bin_average(job, t_eff, angles, unified.period_s, edges=edges))
-    return np.vstack(rows)
+    return np.vstack(
+        [
+            _demand_row(job, t_eff, angles, unified.period_s, 0.0)
+            for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True)
+        ]
+    )
+
+
+def _demand_row(
+    job: JobProfile, t_eff: float, angles: int, period_s: float, shift_s: float
+) -> np.ndarray:
+    """``_stretched_bin_average(job, t_eff, angles, period_s, shift_s)`` (bits/s per
+    angle, read-only).  A row depends on the job's profile, the circle and the shift
+    only, so rows are kept for reuse (:data:`DEMAND_ROW_CACHE_SIZE`): a job recurs in
+    every link problem it shares on the same circle, and a candidate's check scores the
+    same shifts again."""
+    key = (job.iteration_time_s, job.phases, t_eff, angles, period_s, shift_s)
+    row = _DEMAND_ROWS.get(key)
+    if row is None:
+        edges = _edges(period_s, angles)
+        row = _stretched_bin_average(job, t_eff, angles, period_s, shift_s, edges=edges)
+        row.setflags(write=False)
+        _DEMAND_ROWS[key] = row
+        if len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
+            _DEMAND_ROWS.popitem(last=False)
+    else:
+        _DEMAND_ROWS.move_to_end(key)
+    return row
+
+
+@lru_cache(maxsize=64)
+def _edges(period_s: float, angles: int) -> np.ndarray:
+    """``np.linspace(0.0, period_s, angles + 1)`` (read-only, shared)."""
+    edges = np.linspace(0.0, period_s, angles + 1)
+    edges.setflags(write=False)
+    return edges
+
+
+def clear_demand_rows() -> None:
+    """Forget the demand rows kept by :func:`_demand_row` (benchmarks time cold calls)."""
+    _DEMAND_ROWS.clear()
 
 
 def compatibility_score(
@@ -336,7 +377,17 @@ def _time_shifts(
 
 def rotation_period(vector: np.ndarray) -> int:
     """Smallest ``s`` dividing ``len(vector)`` with ``roll(vector, s) == vector``: the number
-    of distinct rotations of a job on the circle (|A| / repeats when that divides)."""
+    of distinct rotations of a job on the circle (|A| / repeats when that divides).  A
+    pure function of the values, so kept for reuse by their bytes (a job's row recurs in
+    every link problem it shares on the same circle)."""
+    vector = np.asarray(vector, dtype=float)
+    return _rotation_period(vector.tobytes())
+
+
+@lru_cache(maxsize=8192)
+def _rotation_period(data: bytes) -> int:
+    """:func:`rotation_period` of the float64 vector whose bytes are ``data``."""
+    vector = np.frombuffer(data, dtype=float)
     n = vector.size
     atol = 1e-9 * max(1.0, float(np.abs(vector).max()))
     # roll(v, s) == v  <=>  v[i] == v[i + s] for every i (indices mod n): every divisor
@@ -396,6 +447,8 @@ def _exact(
     periods: list[int],
     capacity: float,
     mats: Sequence[np.ndarray] | None = None,
+    *,
+    compiled: bool = True,
 ) -> list[int]:
     """Optimum over the grid by branch and bound; job 0 stays at rotation 0.
 
@@ -403,7 +456,8 @@ def _exact(
     every completion from below: branches whose bound reaches the best complete value
     (first from the greedy-plus-descent heuristic) are cut.  The last two free jobs are
     evaluated together as one (s1, s2, |A|) array.  ``mats[i]`` is
-    ``_rotation_matrix(vectors[i], periods[i])`` (computed when not given).
+    ``_rotation_matrix(vectors[i], periods[i])`` (computed when not given).  Bounds are
+    summed compiled where numba is installed and ``compiled`` is True (the same values).
     """
     n = len(vectors)
     if n == 1:
@@ -413,16 +467,28 @@ def _exact(
     free = sorted(range(1, n), key=lambda i: -float(vectors[i].sum()))  # big jobs bound best
     outer, inner = free[:-2], free[-2:]
     # an upper bound to prune with: greedy plus descent (pointless for a single free job)
-    start = _coordinate_descent(vectors, periods, capacity, 0, 0, mats) if n > 2 else [0] * n
+    start = (
+        _coordinate_descent(vectors, periods, capacity, 0, 0, mats, compiled=compiled)
+        if n > 2
+        else [0] * n
+    )
     best = [
         float(excess(rotated_sum(vectors, start), capacity).sum()) if n > 2 else math.inf,
         start,
     ]
     tol = 1e-9 * capacity
+    kernels = _kernels(vectors.shape[1]) if compiled else None
+
+    def excess_sums(base: np.ndarray, i: int) -> np.ndarray:
+        """``excess(base + mats[i], capacity).sum(axis=-1)``, compiled where it can be
+        (the same values)."""
+        if kernels is not None:
+            return kernels.excess_rows(base, vectors[i], periods[i], capacity)
+        return excess(base[None, :] + mats[i], capacity).sum(axis=-1)
 
     def leaves(base: np.ndarray, chosen: dict[int, int]) -> None:
         first = base[None, :] + mats[inner[0]]
-        bound = excess(first, capacity).sum(axis=-1)
+        bound = excess_sums(base, inner[0])
         rows = (bound < best[0] - tol).nonzero()[0]
         if rows.size == 0:
             return
@@ -430,10 +496,13 @@ def _exact(
             k = int(rows[bound[rows].argmin()])
             best[0], best[1] = float(bound[k]), _assign(n, chosen, {inner[0]: k})
             return
-        grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
-        grid -= capacity
-        np.maximum(grid, 0.0, out=grid)
-        totals = grid.sum(axis=-1)
+        if kernels is not None:
+            totals = np.vstack([excess_sums(first[r], inner[1]) for r in rows.tolist()])
+        else:
+            grid = first[rows][:, None, :] + mats[inner[1]][None, :, :]
+            grid -= capacity
+            np.maximum(grid, 0.0, out=grid)
+            totals = grid.sum(axis=-1)
         flat = int(totals.argmin())
         r, k = np.unravel_index(flat, totals.shape)
         if totals[r, k] < best[0] - tol:
@@ -446,7 +515,7 @@ def _exact(
             return
         i = outer[depth]
         partial = base[None, :] + mats[i]
-        bound = excess(partial, capacity).sum(axis=-1)
+        bound = excess_sums(base, i)
         for k in bound.argsort(kind="stable"):
             if bound[k] >= best[0] - tol:
                 break
@@ -465,6 +534,7 @@ def _centre(
     sweeps: int = 3,
     *,
     mats: Sequence[np.ndarray] | None = None,
+    compiled: bool = True,
 ) -> list[int]:
     """Among rotations with the same (optimal) excess, prefer the ones with the most room
     around each phase, so that jitter does not push interleaved phases into each other (a
@@ -473,7 +543,8 @@ def _centre(
     A job moves to the rotation that keeps the excess unchanged and minimises the overlap
     of the demands blurred over +-``margin`` of the circle (their dot product: for a fixed
     total, the flattest combined demand), one job at a time.  ``mats[i]``, when given, is
-    ``_rotation_matrix(vectors[i], periods[i])``."""
+    ``_rotation_matrix(vectors[i], periods[i])``.  The excess of each rotation is summed
+    compiled where numba is installed and ``compiled`` is True (the same values)."""
     n, angles = len(vectors), vectors.shape[1]
     width = int(round(margin * angles))
     if n < 2 or width < 1:
@@ -481,6 +552,7 @@ def _centre(
     rot = list(rotations)
     total = rotated_sum(vectors, rot)
     tol = 1e-9 * capacity * angles
+    kernels = _kernels(vectors.shape[1]) if compiled else None
     hard_mats: dict[int, np.ndarray] = {}
     soft: _Blur | None = None  # found when a job first has a choice (see below)
     for _ in range(sweeps):
@@ -490,7 +562,10 @@ def _centre(
                 hard_mats[i] = _rotation_matrix(vectors[i], periods[i]) if mats is None else mats[i]
             hard_m = hard_mats[i]
             rest = total - hard_m[rot[i]]
-            hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
+            if kernels is not None:  # the same values, bit for bit (tested)
+                hard = kernels.excess_rows(rest, vectors[i], periods[i], capacity)
+            else:
+                hard = excess(rest[None, :] + hard_m, capacity).sum(axis=-1)
             worse = hard > hard[rot[i]] + tol
             if np.count_nonzero(worse) == worse.size - 1:
                 # only the job's own rotation keeps the excess: it stays, whatever the
@@ -559,12 +634,19 @@ def _coordinate_descent(
     restarts: int,
     seed: int,
     mats: Sequence[np.ndarray] | None = None,
+    *,
+    compiled: bool = True,
 ) -> list[int]:
     """Heuristic for many jobs: from a greedy start (jobs by decreasing bytes, each at its
     best rotation against those already placed) and ``restarts`` random starts, repeatedly
     move one job to its best rotation against all the others until no move helps.
-    ``mats[i]``, when given, is ``_rotation_matrix(vectors[i], periods[i])``."""
+    ``mats[i]``, when given, is ``_rotation_matrix(vectors[i], periods[i])``.  The
+    descents run compiled (:mod:`cassini.circle_compiled`) where numba is installed and
+    ``compiled`` is True, else in numpy; both give the same rotations."""
     n = len(vectors)
+    kernels = _kernels(vectors.shape[1]) if compiled else None
+    if kernels is not None:  # the same steps, bit for bit (tested)
+        return _compiled_descent(kernels, vectors, periods, capacity, restarts, seed)
     if mats is None:
         mats = [_rotation_matrix(vectors[i], periods[i]) for i in range(n)]
     rng = np.random.default_rng(seed)
@@ -597,6 +679,49 @@ def _coordinate_descent(
     return min(results, key=lambda r: r[0])[1]
 
 
+def _kernels(angles: int) -> ModuleType | None:
+    """:mod:`cassini.circle_compiled` where numba is installed and its kernels handle a
+    circle of ``angles`` angles, else None."""
+    kernels = _compiled_module()
+    return kernels if kernels is not None and kernels.supports(angles) else None
+
+
+@lru_cache(maxsize=1)
+def _compiled_module() -> ModuleType | None:
+    """:mod:`cassini.circle_compiled` where numba is installed, else None; imported on
+    the first search that uses it (importing numba takes about a second)."""
+    from cassini import circle_compiled
+
+    return circle_compiled if circle_compiled.AVAILABLE else None
+
+
+def _compiled_descent(
+    kernels: ModuleType,
+    vectors: np.ndarray,
+    periods: list[int],
+    capacity: float,
+    restarts: int,
+    seed: int,
+) -> list[int]:
+    """:func:`_coordinate_descent` with its greedy start and descents compiled: the
+    greedy order and the random starts drawn here as there (numpy draws a broadcast
+    array of bounds in the order of one draw at a time: tested)."""
+    n = len(vectors)
+    if n == 1:
+        return [0]
+    vec = np.ascontiguousarray(vectors, dtype=float)
+    per = np.asarray(periods, dtype=np.int64)
+    minus_bytes = (-vec.sum(axis=1)).tolist()  # each row's sum as vectors[i].sum()
+    order = np.array(sorted(range(1, n), key=minus_bytes.__getitem__), dtype=np.int64)
+    random_starts = np.zeros((restarts, n), dtype=np.int64)
+    if restarts:
+        # numpy draws a broadcast array of bounds as it draws one bound at a time (tested)
+        rng = np.random.default_rng(seed)
+        random_starts[:, 1:] = rng.integers(np.broadcast_to(per[1:], (restarts, n - 1)))
+    rot = kernels.descend(vec, per, float(capacity), order, random_starts)
+    return [int(k) for k in rot]
+
+
 def score_at_shifts(
     jobs: Sequence[JobProfile],
     capacity_bps: float,
@@ -607,10 +732,9 @@ def score_at_shifts(
     """Grid score (and demand curve) of arbitrary time-shifts, on the same circle and
     angles as :func:`compatibility_score` (so the two are directly comparable)."""
     demand = np.zeros(angles)
-    edges = np.linspace(0.0, unified.period_s, angles + 1)
     for job, t_eff in zip(jobs, unified.effective_iteration_times_s(), strict=True):
         shift = time_shifts_s.get(job.job_id, 0.0) * t_eff / job.iteration_time_s
-        demand += _stretched_bin_average(job, t_eff, angles, unified.period_s, shift, edges=edges)
+        demand += _demand_row(job, t_eff, angles, unified.period_s, shift)
     return float(score_of_demand(demand, capacity_bps)), demand
 
 
