@@ -4,8 +4,8 @@ not pay ~40 s of compilation: ``python -m cassini.sim.jit_warmup`` (``make setup
 
 It simulates a 32-GPU cluster with 24 short jobs through both fluid network models under
 every sharing and timing rule the kernels specialise on (max-min, strict priority, MLTCP
-weights, held slot grids), and Crux's level cut once; the results are thrown away.
-Without numba it does nothing."""
+weights, held slot grids), Crux's level cut and the advisor's link searches once; the
+results are thrown away.  Without numba it does nothing."""
 
 from __future__ import annotations
 
@@ -37,7 +37,21 @@ def warm() -> float:
         for scheduler in SCHEDULERS:
             run(cluster, jobs, library, scheduler, options=SimOptions(network=network), seed=1)
     _warm_priority_cut()
+    _warm_link_search()
     return time.perf_counter() - started
+
+
+def _warm_link_search() -> None:
+    """The advisor's compiled searches (``cassini.circle_compiled``): one link problem of
+    three library jobs by each method (a small cluster's links rarely hold enough jobs
+    for the descent)."""
+    from cassini.circle import compatibility_score
+    from cassini.sim.workload import load_library
+
+    library = load_library()
+    jobs = [library[name] for name in sorted(library)[:3]]
+    for method in ("exact", "heuristic"):
+        compatibility_score(jobs, 50e9, method=method)
 
 
 def _warm_priority_cut() -> None:
