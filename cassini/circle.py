@@ -43,8 +43,11 @@ class UnifiedPeriod:
     ``period_s`` is a common multiple of the jobs' iteration times; job ``i`` repeats
     ``repeats[i]`` times around it, so the circle treats its iteration time as
     ``period_s / repeats[i]``.  ``max_relative_error`` is the largest relative difference
-    between that and the real iteration time: at most half the quantisation resolution
-    when ``exact``, otherwise the fallback's stretch (see :func:`unified_period`).
+    between that and the real iteration time.  ``exact``: the circle is the LCM of the
+    times on the resolution's grid *and* that grid errs by at most the tolerance; else the
+    fallback's stretch, or a grid too coarse for a job (an iteration shorter than a few
+    resolution steps: 0.4 ms at 1 ms is taken as 1 ms, an error of 1.5), which is reported
+    as not exact (see :func:`unified_period`).
     """
 
     period_s: float
@@ -115,7 +118,7 @@ def unified_period(
         period_s, repeats = _stretched_period(times, max_period_factor, tolerance)
         exact = False
     error = max(abs(period_s / float(r) - t) / t for r, t in zip(repeats, times, strict=True))
-    return UnifiedPeriod(period_s, repeats, error, exact)
+    return UnifiedPeriod(period_s, repeats, error, exact and error <= tolerance)
 
 
 #: Candidate periods up to which :func:`_stretched_period` lists them in plain floats.

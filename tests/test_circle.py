@@ -190,3 +190,15 @@ def test_auto_uses_heuristic_for_many_jobs():
     sol = compatibility_score(jobs, GBPS)
     assert sol.method == "heuristic"
     assert sol.score == pytest.approx(1.0)  # 8 x 10 ms phases, each > C/2, interleave in 100 ms
+
+
+def test_a_grid_too_coarse_for_a_job_is_not_reported_exact():
+    """A 0.4 ms iteration on the 1 ms grid is taken as 1 ms (error 1.5): the answer said
+    ``period_exact: true`` beside ``period_error`` 1.5 (999 for 1 us); a 12.5 ms one is
+    taken as 12 ms (4 %, over the 1 % tolerance)."""
+    coarse = unified_period([0.0004, 0.2])
+    assert coarse.max_relative_error == pytest.approx(1.5)
+    assert not coarse.exact
+    assert not unified_period([0.0125, 0.2]).exact
+    fine = unified_period([0.040, 0.060])
+    assert fine.exact and fine.max_relative_error == 0.0
