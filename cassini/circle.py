@@ -470,11 +470,9 @@ def _exact(
     free = sorted(range(1, n), key=lambda i: -float(vectors[i].sum()))  # big jobs bound best
     outer, inner = free[:-2], free[-2:]
     # an upper bound to prune with: greedy plus descent (pointless for a single free job)
-    start = (
-        _coordinate_descent(vectors, periods, capacity, 0, 0, mats, compiled=compiled)
-        if n > 2
-        else [0] * n
-    )
+    descend = n > 2
+    start = _coordinate_descent(vectors, periods, capacity, 0, 0, mats, compiled=compiled) \
+        if descend else [0] * n  # fmt: skip
     best = [
         float(excess(rotated_sum(vectors, start), capacity).sum()) if n > 2 else math.inf,
         start,
@@ -696,6 +694,22 @@ def _compiled_module() -> ModuleType | None:
     from cassini import circle_compiled
 
     return circle_compiled if circle_compiled.AVAILABLE else None
+
+
+def warm_compiled() -> bool:
+    """Load the compiled searches into this process (numba's import and its cached code,
+    ~1 s; compiling them where the cache is cold) by solving one small link problem by
+    each method, so a process that answers under a deadline (the service's workers, which
+    fork from a process that called this) does not pay it on its first request.  False
+    where numba is not installed."""
+    if _compiled_module() is None:
+        return False
+    jobs = [
+        JobProfile(f"warm-{i}", 0.1 * (i + 1), (Phase(0.01 * i, 0.04, 4e10),)) for i in range(3)
+    ]
+    for method in ("exact", "heuristic"):
+        compatibility_score(jobs, 5e10, method=method)
+    return True
 
 
 def _compiled_descent(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import require
 
 from cassini import circle, circle_compiled
 from cassini.profile import JobProfile, Phase
 
-pytestmark = pytest.mark.skipif(not circle_compiled.AVAILABLE, reason="numba not installed")
+require(circle_compiled.AVAILABLE, "numba (the [sim] extra)")
 
 
 @pytest.mark.parametrize("angles", [8, 9, 15, 16, 17, 36, 72, 90, 127, 128])

@@ -142,10 +142,12 @@ class WorkerPool:
         method = "forkserver" if "forkserver" in methods else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            # workers fork from a server that has imported the advisor once
+            # workers fork from a server that has imported the advisor, and loaded its
+            # compiled searches, once
             ctx.set_forkserver_preload(
-                ["cassini.service.pool", "cassini.service.tasks", "cassini.service.scoring"]
-            )
+                ["cassini.service.pool", "cassini.service.tasks", "cassini.service.scoring",
+                 "cassini.service.preload"]
+            )  # fmt: skip
         self.start_method = method
         self._on_restart = on_restart
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()

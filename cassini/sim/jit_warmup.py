@@ -42,16 +42,11 @@ def warm() -> float:
 
 
 def _warm_link_search() -> None:
-    """The advisor's compiled searches (``cassini.circle_compiled``): one link problem of
-    three library jobs by each method (a small cluster's links rarely hold enough jobs
-    for the descent)."""
-    from cassini.circle import compatibility_score
-    from cassini.sim.workload import load_library
+    """The advisor's compiled searches (``cassini.circle_compiled``): a small cluster's
+    links rarely hold enough jobs for the descent."""
+    from cassini.circle import warm_compiled
 
-    library = load_library()
-    jobs = [library[name] for name in sorted(library)[:3]]
-    for method in ("exact", "heuristic"):
-        compatibility_score(jobs, 50e9, method=method)
+    warm_compiled()
 
 
 def _warm_priority_cut() -> None:

@@ -56,7 +56,7 @@ def unified_period(
         repeats = tuple(int(r) for r in reps[best])
         exact = False
     error = float(np.max(np.abs(period_s / np.asarray(repeats, float) - times) / times))
-    return UnifiedPeriod(period_s, repeats, error, exact)
+    return UnifiedPeriod(period_s, repeats, error, exact and error <= tolerance)  # see circle
 
 
 def rotation_period(vector: np.ndarray) -> int:
