@@ -687,10 +687,25 @@ def _kernels(angles: int) -> ModuleType | None:
     return kernels if kernels is not None and kernels.supports(angles) else None
 
 
+_COMPILED_ALLOWED = [True]
+
+
+def allow_compiled(allowed: bool) -> None:
+    """Whether this process's searches may run compiled (default: yes, where numba is
+    installed).  The service's workers say no: importing numba costs ~1 s, which a fresh
+    worker's first request would pay under its deadline, and the numpy versions give the
+    same results bit for bit."""
+    _COMPILED_ALLOWED[0] = bool(allowed)
+    _compiled_module.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def _compiled_module() -> ModuleType | None:
-    """:mod:`cassini.circle_compiled` where numba is installed, else None; imported on
-    the first search that uses it (importing numba takes about a second)."""
+    """:mod:`cassini.circle_compiled` where numba is installed and :func:`allow_compiled`
+    has not said no, else None; imported on the first search that uses it (importing numba
+    takes about a second)."""
+    if not _COMPILED_ALLOWED[0]:
+        return None
     from cassini import circle_compiled
 
     return circle_compiled if circle_compiled.AVAILABLE else None
@@ -698,10 +713,9 @@ def _compiled_module() -> ModuleType | None:
 
 def warm_compiled() -> bool:
     """Load the compiled searches into this process (numba's import and its cached code,
-    ~1 s; compiling them where the cache is cold) by solving one small link problem by
-    each method, so a process that answers under a deadline (the service's workers, which
-    fork from a process that called this) does not pay it on its first request.  False
-    where numba is not installed."""
+    ~1 s; compiling them into numba's cache where it is cold) by solving one small link
+    problem by each method (``make setup`` through :mod:`cassini.sim.jit_warmup`).  False
+    where they cannot run here (no numba, or :func:`allow_compiled` said no)."""
     if _compiled_module() is None:
         return False
     jobs = [

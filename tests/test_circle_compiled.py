@@ -106,3 +106,18 @@ def test_exact_search_gives_the_numpy_rotations(seed: int) -> None:
     vectors, periods = vectors[:4], periods[:4]  # small enough to search exhaustively
     numpy_rot = circle._exact(vectors, periods, capacity, compiled=False)
     assert circle._exact(vectors, periods, capacity) == numpy_rot
+
+
+def test_a_process_that_disallows_compiled_searches_gets_the_same_answers() -> None:
+    """The service's workers call ``allow_compiled(False)`` (no numba import under a
+    request's deadline): the numpy searches answer, with the same rotations and score."""
+    jobs = [JobProfile(f"j{i}", 0.1 * (i + 1), (Phase(0.01 * i, 0.04, 4e10),)) for i in range(4)]
+    compiled = circle.compatibility_score(jobs, 5e10, method="heuristic")
+    try:
+        circle.allow_compiled(False)
+        assert circle._compiled_module() is None and not circle.warm_compiled()
+        plain = circle.compatibility_score(jobs, 5e10, method="heuristic")
+    finally:
+        circle.allow_compiled(True)
+    assert circle._compiled_module() is circle_compiled
+    assert plain.time_shifts_s == compiled.time_shifts_s and plain.score == compiled.score

@@ -39,7 +39,10 @@ def _worker_main(conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    from cassini.circle import allow_compiled
     from cassini.service.scoring import Prepared
+
+    allow_compiled(False)  # numba's ~1 s import would fall in a fresh worker's first request
 
     while True:
         try:
@@ -142,12 +145,10 @@ class WorkerPool:
         method = "forkserver" if "forkserver" in methods else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            # workers fork from a server that has imported the advisor, and loaded its
-            # compiled searches, once
+            # workers fork from a server that has imported the advisor once
             ctx.set_forkserver_preload(
-                ["cassini.service.pool", "cassini.service.tasks", "cassini.service.scoring",
-                 "cassini.service.preload"]
-            )  # fmt: skip
+                ["cassini.service.pool", "cassini.service.tasks", "cassini.service.scoring"]
+            )
         self.start_method = method
         self._on_restart = on_restart
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
