@@ -188,7 +188,11 @@ def test_simulator_runs_network_packet(tmp_path, capsys):
     (tmp_path / "trace.csv").write_text(SIM_TRACE)
     (tmp_path / "cfg.yaml").write_text(SIM_CONFIG)
     assert main(["sim", "run", str(tmp_path / "cfg.yaml"), "--out", str(tmp_path / "o")]) == 0
-    jobs = json.loads((tmp_path / "o" / "results.json").read_text())["jobs"]
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    # the scale-down is in the results: 50 Gbit/s server links run at 100 Mbit/s
+    assert results["packet"]["scale"] == pytest.approx(5e10 / 1e8)
+    assert results["packet"]["fastest_server_link_bps"] == pytest.approx(1e8)
+    jobs = results["jobs"]
     floor = paced_iteration_s()
     ideal = {j["job_id"]: j for j in jobs["ideal"]}
     themis = {j["job_id"]: j for j in jobs["themis"]}

@@ -95,6 +95,20 @@ def ratios(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, fl
     return out
 
 
+def packet_settings(cfg: SimConfig) -> dict[str, Any]:
+    """How a ``network: packet`` run scaled the cluster down for ns-3: link rates and
+    phase bytes divided by ``scale``, compute times kept (the fastest server link's rate at
+    packet level)."""
+    from cassini.packet.plan import as_topology
+    from cassini.sim.network.packet import packet_scale
+
+    topology = as_topology(cfg.cluster)
+    scale = packet_scale(topology)
+    fastest = max(topology.link_bps[links[0]] for links in topology.host_links)
+    return {"scale": scale, "fastest_server_link_bps": fastest / scale,
+            "rule": "link rates and phase bytes divided by scale, compute times kept"}
+
+
 def results_json(
     cfg: SimConfig,
     results: Mapping[str, SimResult],
@@ -111,6 +125,7 @@ def results_json(
         "candidates": cfg.candidates,
         # how the library's profiles met the server links (cassini.nic_scale)
         "profiles": cfg.options.profiles,
+        **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
         "ratios": ratios(summaries),
         "excess_demand_s_per_link": {
