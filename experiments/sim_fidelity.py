@@ -147,6 +147,23 @@ SCENARIOS = (
 BY_NAME = {s.name: s for s in SCENARIOS}
 
 
+def model_inputs(cfg: RunConfig) -> tuple[dict[str, float], dict[str, int], dict[str, Any]]:
+    """What the models need of a testbed config besides profiles: link capacities
+    (bits/s), the jobs' priority levels where the fabric marks DSCP, and the schemes by
+    name."""
+    priorities: dict[str, int] = {}
+    if cfg.topology.fabric.regime.marks_dscp:
+        from testbed.run.priorities import job_levels
+
+        priorities = job_levels(cfg)
+    return dict(cfg.topology.link_capacity()), priorities, {s.name: s for s in cfg.schemes}
+
+
+def scheme_mltcp(spec: Any) -> MltcpParams | None:
+    """The MLTCP rule a scheme ran under (:func:`mltcp_params`), None if not MLTCP."""
+    return mltcp_params(spec.mltcp) if spec.kind == "mltcp" else None
+
+
 def mltcp_params(options: MltcpOptions) -> MltcpParams:
     """The MLTCP rule the testbed's run used: the rule's fields the scheme set
     (``options``) over the kernel's loaded parameters (the defaults where none can be
@@ -173,13 +190,7 @@ def fidelity_rows(
     ``packet``, the same jobs at packet level too (:mod:`experiments.fidelity_packet`)."""
     cfg: RunConfig = load_config(dict(results.config))
     profiles = dict(results.schemes["ideal"].profiles)
-    caps = dict(cfg.topology.link_capacity())
-    priorities: dict[str, int] = {}
-    if cfg.topology.fabric.regime.marks_dscp:
-        from testbed.run.priorities import job_levels
-
-        priorities = job_levels(cfg)
-    specs = {s.name: s for s in cfg.schemes}
+    caps, priorities, specs = model_inputs(cfg)
     rows = []
     for name in compared:
         if name not in results.schemes:
@@ -188,7 +199,7 @@ def fidelity_rows(
         periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
         starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
         spec = specs[name]
-        mltcp = mltcp_params(spec.mltcp) if spec.kind == "mltcp" else None
+        mltcp = scheme_mltcp(spec)
         group = flow_jobs(cfg, profiles, starts, periods, priorities)
         count = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
         sim = model_iteration_times(group, caps, count, cfg.drift_tolerance, mltcp)
@@ -226,13 +237,7 @@ def model_rows(scenario: Scenario, iterations: int, packet: bool = True) -> list
 
     cfg: RunConfig = load_config(scenario.config(iterations))
     profiles = nominal_profiles(cfg)
-    caps = dict(cfg.topology.link_capacity())
-    priorities: dict[str, int] = {}
-    if cfg.topology.fabric.regime.marks_dscp:
-        from testbed.run.priorities import job_levels
-
-        priorities = job_levels(cfg)
-    specs = {s.name: s for s in cfg.schemes}
+    caps, priorities, specs = model_inputs(cfg)
     rows = []
     for name in scenario.compared:
         spec = specs[name]
@@ -241,11 +246,7 @@ def model_rows(scenario: Scenario, iterations: int, packet: bool = True) -> list
         if spec.kind == "cassini":
             schedule = plan(cfg, profiles, 1.0, 0.0, lambda _msg: None).schedule
             starts, periods = dict(schedule.offsets_s), dict(schedule.periods_s)
-        mltcp = (
-            mltcp_params(spec.slope, spec.intercept, spec.scale_cut)
-            if spec.kind == "mltcp"
-            else None
-        )
+        mltcp = scheme_mltcp(spec)
         group = flow_jobs(cfg, profiles, starts, periods, priorities)
         fluid = model_iteration_times(group, caps, iterations, cfg.drift_tolerance, mltcp)
         pkt = (

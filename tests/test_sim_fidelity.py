@@ -105,3 +105,14 @@ def test_the_packet_column_runs_the_scenario_in_ns3():
             assert r["fluid_packet_ratio"] == pytest.approx(
                 r["fluid_iteration_s"] / r["packet_iteration_s"]
             )
+
+
+@pytest.mark.parametrize("scenario", sf.SCENARIOS, ids=lambda s: s.name)
+def test_every_scenario_is_modelled_from_its_definition(scenario):
+    """``--models-only``'s fluid side for every scenario (the MLTCP pair raised
+    AttributeError: it read the scheme's MLTCP fields from before MltcpOptions)."""
+    rows = sf.model_rows(scenario, 6, packet=False)
+    cfg = load_config(scenario.config(6))
+    assert len(rows) == len(scenario.compared) * len(cfg.jobs)
+    for row in rows:
+        assert row["fluid_iteration_s"] >= row["alone_s"] * (1 - 1e-9)
