@@ -41,11 +41,15 @@ if TYPE_CHECKING:
 PACKET_LINK_BPS = 1e8
 
 
+def fastest_server_link_bps(topo: Topology) -> float:
+    """The fastest server (host) link of ``topo``, bits/s."""
+    return max(topo.link_bps[links[0]] for links in topo.host_links)
+
+
 def packet_scale(topo: Topology) -> float:
     """The factor link rates and phase bytes are divided by: the fastest server link
     over :data:`PACKET_LINK_BPS` (at least 1)."""
-    fastest = max(topo.link_bps[links[0]] for links in topo.host_links)
-    return max(1.0, fastest / PACKET_LINK_BPS)
+    return max(1.0, fastest_server_link_bps(topo) / PACKET_LINK_BPS)
 
 
 class PacketNetwork(WindowNetwork):

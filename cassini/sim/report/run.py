@@ -100,12 +100,11 @@ def packet_settings(cfg: SimConfig) -> dict[str, Any]:
     phase bytes divided by ``scale``, compute times kept (the fastest server link's rate at
     packet level)."""
     from cassini.packet.plan import as_topology
-    from cassini.sim.network.packet import packet_scale
+    from cassini.sim.network.packet import fastest_server_link_bps, packet_scale
 
     topology = as_topology(cfg.cluster)
     scale = packet_scale(topology)
-    fastest = max(topology.link_bps[links[0]] for links in topology.host_links)
-    return {"scale": scale, "fastest_server_link_bps": fastest / scale,
+    return {"scale": scale, "fastest_server_link_bps": fastest_server_link_bps(topology) / scale,
             "rule": "link rates and phase bytes divided by scale, compute times kept"}
 
 
