@@ -188,7 +188,16 @@ def test_experiment_1_tiny_run(pair_on_fair):
     # iterations: 1.21-1.36x and 1.03-1.04x); the overlapped pair costs at most ~1.4x here,
     # so 1.6 leaves the noise of a short run
     base = rows["baseline"]
-    assert 1.15 <= base["mean_vs_ideal"] <= 1.6 and base["note"] == ""
+    run = ExperimentResult.read(tmp_path / "pair-fair" / "results.json")
+    # The same start costs >= 1.15x only while the free-running pair stays aligned: on
+    # ``fair`` their offset is neutral and random-walks, and one quiet fresh clone
+    # (2026-11-28) drifted apart and ran at 1.059x.  So the claim is held where the run's
+    # measured communication starts stayed within a quarter of a communication phase.
+    drift = same_start_drift(run)
+    print("same start: mean |offset| / comm phase", round(drift, 3))
+    assert base["note"] == "" and 0.95 <= base["mean_vs_ideal"] <= 1.6
+    if drift <= 0.25:
+        assert base["mean_vs_ideal"] >= 1.15
     cassini = rows["cassini"]
     if cassini["note"]:  # declined every shift: the table says so, the run is the baseline's
         assert cassini["note"] == "declined: baseline's run, not re-run"
@@ -203,7 +212,6 @@ def test_experiment_1_tiny_run(pair_on_fair):
         # hiccup, period 141 ms = 1.30x ideal, CASSINI 1.30x against the same start's 1.26x).
         # Making that rule pay for noise only when it happens is an open issue (31 §3,
         # docs/known_problems.md); here the claim is held where the grid is not inflated.
-        run = ExperimentResult.read(tmp_path / "pair-fair" / "results.json")
         ideal_mean = cassini["mean_ms"] / cassini["mean_vs_ideal"] / 1e3
         periods = [j.period_s or math.inf for j in run.schemes["cassini"].jobs.values()]
         grid = sum(periods) / len(periods) / ideal_mean  # the held period x ideal (inf: one free)
@@ -213,10 +221,42 @@ def test_experiment_1_tiny_run(pair_on_fair):
         assert cassini["off_slot"] < 19  # of 2 x 19 intervals: most held
         if grid <= 1.15:
             assert cassini["on_slot_vs_ideal"] <= 1.2
-            assert cassini["mean_vs_ideal"] < base["mean_vs_ideal"]
+            if drift <= 0.25:
+                assert cassini["mean_vs_ideal"] < base["mean_vs_ideal"]
     assert report["runs"]["pair-fair"]["score"] == pytest.approx(1.0, abs=0.01)  # compatible
     assert (tmp_path / "cdf_pair-fair.png").exists()
     assert (tmp_path / "timeline_pair-fair.png").exists()
+
+
+def same_start_drift(run: ExperimentResult) -> float:
+    """How far apart the baseline's two free-running jobs communicated: the mean over
+    iterations (the first dropped) of |j2's communication start - j1's|, as a fraction of
+    j1's communication phase alone (the ideal run's median, seconds / seconds)."""
+    alone = run.schemes["ideal"].jobs["j1"].records(0)
+    comm_s = sorted(r["end"] - r["comm_start"] for r in alone)[len(alone) // 2]
+    base = run.schemes["baseline"].jobs
+    pairs = list(zip(base["j1"].records(0), base["j2"].records(0), strict=False))[1:]
+    return sum(abs(b["comm_start"] - a["comm_start"]) for a, b in pairs) / len(pairs) / comm_s
+
+
+def test_same_start_drift_reads_the_offsets(tmp_path):
+    def log(name, starts, comm_s=0.04):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"iter": i, "start": t - 0.06, "comm_start": t,
+                                            "end": t + comm_s}) + "\n"
+                                for i, t in enumerate(starts)))  # fmt: skip
+        return path
+
+    def job(name, starts):
+        return JobResult(name, (0.1,) * len(starts), 0, (log(name, starts),))
+
+    ticks = [0.1 * i for i in range(5)]
+    run = ExperimentResult({
+        "ideal": SchemeResult("ideal", "ideal", "cubic", "fair", {"j1": job("i1", ticks)}),
+        "baseline": SchemeResult("baseline", "baseline", "cubic", "fair", {
+            "j1": job("b1", ticks), "j2": job("b2", [t - 0.01 for t in ticks])}),
+    }, {})  # fmt: skip
+    assert same_start_drift(run) == pytest.approx(0.25)
 
 
 @pytest.mark.root

@@ -135,7 +135,7 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     records of the same run give the hook's profile.  They must agree on the bytes per
     iteration (within 5 %) and on the iteration time (within 2 %).  The runner folds the
     capture at the worker's period; the capture's own period, from its autocorrelation
-    alone, is held to 3 % of the mean iteration over the same window (iteration-to-
+    alone, is held to 3 % of the median to mean iteration over the same window (iteration-to-
     iteration jitter of 1-5 ms on a 62 ms iteration blurs the correlogram's peaks; one CI
     run read 8 % short before the estimator walked the multiples one by one, see
     test_profile).  Not to the hook's period: that is the median interval, and a jittery
@@ -166,5 +166,12 @@ def test_hook_and_pcap_profiles_of_one_run_agree(tmp_path):
     window = (records[1]["start"], records[-1]["start"])
     alone = profile_from_pcap("a", captured[0], loaded.topology.ip("h1"), window_s=window)
     window_mean_s = (window[1] - window[0]) / (len(records) - 2)
-    assert alone.iteration_time_s == pytest.approx(window_mean_s, rel=0.03)
+    # Between the window's median and mean iteration (3 % either side): a host hiccup
+    # lengthens a few iterations, which moves the mean but hardly the correlogram's peak
+    # (a quiet fresh clone, 2026-11-28: two iterations of 80 and 98 ms among 62-73 ms ones,
+    # mean 67.8 ms, median 64.5 ms, the capture's period 63.2 ms)
+    starts = [r["start"] for r in records[1:]]
+    window_median_s = float(np.median(np.diff(starts)))
+    low, high = sorted((window_mean_s, window_median_s))
+    assert 0.97 * low <= alone.iteration_time_s <= 1.03 * high, (low, high)
     assert alone.bytes_per_iteration == pytest.approx(hook.bytes_per_iteration, rel=0.05)
