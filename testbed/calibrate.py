@@ -15,6 +15,7 @@ from typing import Any
 
 from cassini.errors import InputError
 from testbed.calibration import DEVICES, DTYPE_BYTES, Calibration, LayerTiming, with_scale
+from testbed.model_names import MODEL_NAMES
 
 
 def owner_modules(model: Any) -> list[tuple[str, Any, list[int]]]:
@@ -290,8 +291,6 @@ def _device_name(device: str) -> str:
 def main_calibrate(args: Any, argv: Sequence[str]) -> int:
     """``testbed calibrate``: measure, write ``--out``; bad input exits 2 naming the field.
     ``argv`` (the arguments after ``testbed``) is recorded as the file's ``command``."""
-    from testbed.models import MODEL_NAMES
-
     def fail(field_name: str, message: str) -> int:
         print(f"testbed calibrate: {field_name}: {message}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ from typing import Any
 
 from cassini.errors import InputError
 from cassini.schema import Reader
+from testbed.model_names import MODEL_NAMES
 
 CALIBRATION_DIR = Path(__file__).resolve().parent / "calibrations"
 """The shipped calibration files, ``<model>.json``."""
@@ -167,8 +168,6 @@ def default_calibration_path(model: str) -> Path:
 
 
 def _parse(raw: Any) -> Calibration:
-    from testbed.models import MODEL_NAMES
-
     r = Reader(raw, "(file)" if not isinstance(raw, dict) else "")
     model = r.choice("model", MODEL_NAMES)
     device = r.choice("device", DEVICES)

@@ -31,7 +31,8 @@ jobs: id, kind (synthetic | ddp | model), hosts, iterations, compute_s, bytes (a
   batch (ddp), model/compute/calibration/scale/nic_bps (model), priority (prio: 0
   highest .. 7; default Crux's rule, cassini.priority).
 schemes: SCHEME_NAMES, or {scheme:, name:, cc:}.
-optional: cc (default cubic; dctcp_bpf on ecn), seed, agent: {slack, drift_tolerance},
+optional: cc (default cubic; dctcp_bpf on ecn), seed, agent: {slack, drift_tolerance,
+  jitter (stdev | robust: how the held period's jitter slack is read), rerun_declined},
   profile_iterations, profile_source (auto | log | hook | pcap), profiles.
 output: OUT/results.json (testbed.results.ExperimentResult): per scheme and job, iteration
   times, bytes and the workers' log paths; the profiles measured and CASSINI's advice.

@@ -23,16 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-MODEL_NAMES = ("resnet50", "vgg16", "vgg11", "wide_resnet101", "bert_base", "gpt2")
-"""The architectures :func:`build_model` knows."""
-
-PUBLISHED_PARAMETERS = {
-    "resnet50": 25_557_032,
-    "vgg16": 138_357_544,
-    "vgg11": 132_863_336,
-    "wide_resnet101": 126_886_696,
-}
-"""torchvision's published parameter counts (its model documentation) for the vision models."""
+from testbed.model_names import MODEL_NAMES
 
 DEFAULT_SEQ_LEN = 128
 """Tokens per sequence of the language models' synthetic batch."""

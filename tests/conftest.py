@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -59,6 +60,38 @@ def require_module(name: str, why: str = "") -> ModuleType:
     except ImportError as e:
         require(False, f"Python module {name} ({why or e})")
         raise  # unreachable: require skipped or failed
+
+
+class LazyModule:
+    """Module ``name``, imported through :func:`require_module` at its first use instead
+    of at collection: every pytest process collects every test file, and a heavy import
+    there (torch: ~4 s) was paid by each, whether or not it ran the file's tests.
+    Reads of public attributes, writes (``monkeypatch.setattr``) and deletes go to the
+    module; a private name (``_x``) reads as missing, without importing it."""
+
+    __slots__ = ("_lazy",)
+
+    def __init__(self, name: str, why: str = "") -> None:
+        object.__setattr__(self, "_lazy", (name, why))
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # what monkeypatch reads an old value from
+        return self._module().__dict__
+
+    def _module(self) -> ModuleType:
+        name, why = object.__getattribute__(self, "_lazy")
+        return require_module(name, why)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):  # pytest's collection probes (__test__, fixture markers)
+            raise AttributeError(attr)
+        return getattr(self._module(), attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        setattr(self._module(), attr, value)
+
+    def __delattr__(self, attr: str) -> None:
+        delattr(self._module(), attr)
 
 
 def require_tool(name: str, hint: str = "run make setup") -> str:

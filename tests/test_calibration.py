@@ -11,13 +11,26 @@ from typing import Any
 import pytest
 from conftest import require_module
 
-torch = require_module("torch", "the testbed extra")
-require_module("transformers", "the testbed extra")
+from testbed import calibration as cm
+from testbed import cli
+from testbed.calibrate import calibrate
+from testbed.model_names import MODEL_NAMES
 
-from testbed import calibration as cm  # noqa: E402
-from testbed import cli  # noqa: E402
-from testbed.calibrate import calibrate  # noqa: E402
-from testbed.models import MODEL_NAMES, parameter_count  # noqa: E402
+
+@pytest.fixture
+def torch():
+    """torch (and transformers) for the tests that build models, at test time, not at
+    collection: every pytest process collects this file, and importing them took ~4 s."""
+    require_module("transformers", "the testbed extra")
+    return require_module("torch", "the testbed extra")
+
+
+def parameter_count(model: str) -> int:
+    """The model's parameter count (:func:`testbed.models.parameter_count`; needs torch)."""
+    require_module("torch", "the testbed extra")
+    from testbed.models import parameter_count
+
+    return parameter_count(model)
 
 
 def sample_dict() -> dict[str, Any]:
@@ -136,7 +149,7 @@ def test_load_rejects_non_json_and_non_objects(tmp_path: Path) -> None:
         cm.load_calibration(bad)
 
 
-def test_real_cpu_calibration_adds_up() -> None:
+def test_real_cpu_calibration_adds_up(torch) -> None:
     cal = calibrate("resnet50", batch=1, device="cpu", repeats=1, warmup=0, command="t")
     # one repeat: the per-layer attribution sums to the whole passes exactly
     assert sum(x.forward_s for x in cal.layers) == pytest.approx(cal.forward_s, rel=1e-6)
@@ -217,7 +230,7 @@ def test_cli_bad_input_exits_2_naming_the_flag(
 
 
 def test_cli_cuda_without_a_gpu_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    torch, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # runs on a GPU host too
     out = tmp_path / "x.json"

@@ -133,7 +133,8 @@ def test_fresh_core_only_venv_runs_advise_and_serve(tmp_path):
     py = env_dir / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     r = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(src)],
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+         str(src)],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=600,

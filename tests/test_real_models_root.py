@@ -10,7 +10,6 @@ from conftest import require
 from helpers.pairs import dumbbell_pair
 
 from testbed.calibration import load_calibration
-from testbed.replay import expected_bucket_count, scaled_gradient_bytes
 from testbed.run import load_config, run_experiment
 from testbed.run.profiles import ddp_bucket_profile
 
@@ -23,6 +22,9 @@ def resnet_pair(iterations: int = 5) -> dict:
 
 
 def test_resnet50_replay_jobs_all_reduce_real_buckets(tmp_path):
+    # torch: imported here, not at collection
+    from testbed.replay import expected_bucket_count, scaled_gradient_bytes
+
     cfg = load_config(resnet_pair())
     res = run_experiment(cfg, tmp_path, progress=lambda m: None)
     spec = cfg.jobs[0]

@@ -9,21 +9,19 @@ import time
 from typing import Any
 
 import pytest
-from conftest import require_module
+from conftest import LazyModule
 from helpers.gloo_util import leave_process_group
 
-torch = require_module("torch", "the testbed extra")
-dist = require_module("torch.distributed", "the testbed extra")
-
-from torch.nn.parallel import DistributedDataParallel  # noqa: E402
-
-from testbed import replay  # noqa: E402
-from testbed.calibration import (  # noqa: E402
+from testbed.calibration import (
     CalibrationError,
     default_calibration_path,
     load_calibration,
 )
-from testbed.models import parameter_sizes  # noqa: E402
+
+torch = LazyModule("torch", "the testbed extra")
+dist = LazyModule("torch.distributed", "the testbed extra")
+replay = LazyModule("testbed.replay", "the testbed extra (torch)")
+models = LazyModule("testbed.models", "the testbed extra (torch)")
 
 SCALE = 0.01
 
@@ -41,7 +39,7 @@ def free_port() -> int:
 def test_replay_tensors_follow_the_real_model() -> None:
     cal = resnet50()
     model = replay.build_replay_model(cal, SCALE)
-    real = [n for _, n in parameter_sizes("resnet50")]
+    real = [n for _, n in models.parameter_sizes("resnet50")]
     got = [p.numel() for p in model.parameters()]
     assert len(got) == len(real) == 161
     assert got == [max(1, round(n * SCALE)) for n in real]
@@ -148,7 +146,7 @@ def test_bucket_count_matches_ddp(
     cal = resnet50()
     model = replay.build_replay_model(cal, scale, time_factor=0.0)
     kwargs = replay.ddp_bucket_kwargs(scale) if ddp_kwargs == "scaled" else ddp_kwargs
-    ddp = DistributedDataParallel(model, **kwargs)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
     expected = replay.expected_bucket_count(cal, scale, **expect_kwargs)
     assert expected > 1
     for buckets, nbytes in _buckets_per_iteration(ddp):
@@ -161,7 +159,7 @@ def _rank(rank: int, port: int, iterations: int, queue: Any) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     cal = resnet50()
     model = replay.build_replay_model(cal, SCALE)
-    ddp = DistributedDataParallel(model, **replay.ddp_bucket_kwargs(SCALE))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, **replay.ddp_bucket_kwargs(SCALE))
     launches: list[tuple[float, int]] = []
 
     def hook(_state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations

@@ -433,6 +433,30 @@ def test_agent_slack_is_auto_by_default_and_the_load_it_follows():
     assert max_link_load([Link("l", 0.5e9)], paths, {"a": a, "b": b}) == 1.0  # capped
 
 
+def test_jitter_rules_read_a_hiccup_differently():
+    """``agent.jitter``: the standard deviation pays a single hiccup in every slot, the
+    median absolute deviation does not; both read normal spread alike."""
+    from cassini.errors import InputError
+    from testbed.run.profiles import iteration_jitter
+
+    def ideal(times):
+        return SchemeResult("ideal", "ideal", "cubic", "fair", {"a": JobResult("a", times, 0, ())})
+
+    steady = (0.2,) + tuple(0.105 + 0.001 * (i % 7 - 3) for i in range(21))  # +-3 ms
+    hiccup = steady[:10] + (0.160,) + steady[11:]  # one 160 ms iteration
+    for rule in ("stdev", "robust"):  # normal spread: 2 sigma of +-3 ms, 4-6 % of 105 ms
+        assert 0.03 < iteration_jitter(ideal(steady), rule) < 0.06
+        assert iteration_jitter(ideal((0.1, 0.1, 0.1)), rule) == 0.0  # too few counted
+    assert iteration_jitter(ideal(hiccup), "stdev") > 4 * iteration_jitter(ideal(steady), "stdev")
+    assert iteration_jitter(ideal(hiccup), "robust") == pytest.approx(
+        iteration_jitter(ideal(steady), "robust"), rel=0.1
+    )
+    assert load_config(EXAMPLE).agent_jitter == "stdev"
+    assert load_config({**EXAMPLE, "agent": {"jitter": "robust"}}).agent_jitter == "robust"
+    with pytest.raises(InputError, match="agent.jitter"):
+        load_config({**EXAMPLE, "agent": {"jitter": "iqr"}})
+
+
 def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     from testbed.run.profiles import payload_efficiency
 

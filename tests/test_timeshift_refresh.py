@@ -12,11 +12,11 @@ import threading
 import time
 
 import pytest
-from conftest import require_module
+from conftest import LazyModule
 from helpers.gloo_util import leave_process_group
 from helpers.service_util import HALF, call, ok_json, start
 
-torch = require_module("torch")
+torch = LazyModule("torch")
 
 PERIOD_S = 0.2
 OLD_SHIFT_S, NEW_SHIFT_S = 0.0, 0.1  # the two grids are half a period apart

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_module
+from conftest import LazyModule
 from helpers.gloo_util import leave_process_group
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +22,7 @@ from cassini.measure import (
     ring_allreduce_bytes,
 )
 
-torch = require_module("torch", "the testbed extra")
+torch = LazyModule("torch", "the testbed extra")
 
 WORLD = 2
 ITERATIONS = 12

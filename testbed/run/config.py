@@ -80,6 +80,7 @@ class RunConfig:
     seed: int = 0
     agent_slack: float | None = None  # None: cassini.predict.period_slack of the load
     drift_tolerance: float = 0.05
+    agent_jitter: str = "stdev"  # how the held period's jitter slack is read (JITTER_RULES)
     rerun_declined: bool = False  # run CASSINI again when it declines every shift
     profile_iterations: int = 12
     profiles: dict[str, Any] = field(default_factory=dict)  # job id -> JobProfile (measured)

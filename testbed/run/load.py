@@ -13,6 +13,7 @@ from typing import Any
 from cassini import files, schema
 from cassini.errors import InputError
 from mltcp.policy import MltcpOptions, MltcpParams
+from testbed.model_names import MODEL_NAMES
 from testbed.run.config import (
     DEFAULT_NIC_BPS,
     JOB_KINDS,
@@ -23,6 +24,7 @@ from testbed.run.config import (
     SchemeSpec,
     TestbedJob,
 )
+from testbed.run.profiles import JITTER_RULES
 from testbed.run.schemes import SCHEMES
 from testbed.topo import TestbedTopology, from_config
 
@@ -78,8 +80,12 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
     if len(set(names)) != len(names):
         raise ConfigError("schemes: duplicate scheme names (give each a name:)")
     agent = raw.get("agent") or {}
-    if not isinstance(agent, dict) or set(agent) - {"slack", "drift_tolerance", "rerun_declined"}:
-        raise ConfigError("agent: a mapping with slack, drift_tolerance and/or rerun_declined")
+    if not isinstance(agent, dict) or set(agent) - {
+        "slack", "drift_tolerance", "rerun_declined", "jitter"
+    }:
+        raise ConfigError(
+            "agent: a mapping with slack, drift_tolerance, jitter and/or rerun_declined"
+        )
     rerun = agent.get("rerun_declined", False)
     if not isinstance(rerun, bool):
         raise ConfigError("agent.rerun_declined", f"true or false, got {rerun!r}")
@@ -91,6 +97,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         seed=int(raw.get("seed", 0)),
         agent_slack=_slack(agent.get("slack", "auto")),
         drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
+        agent_jitter=_choice(agent.get("jitter", "stdev"), "agent.jitter", JITTER_RULES),
         rerun_declined=rerun,
         profile_iterations=int(raw.get("profile_iterations", 12)),
         profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
@@ -214,8 +221,6 @@ def _model_job(
     communication-to-compute ratio is the real model's at that NIC rate)."""
     from cassini.nic_scale import nic_factor
     from testbed import calibration as cal_mod
-    from testbed.models import MODEL_NAMES
-
     model = obj.get("model")
     if model not in MODEL_NAMES:
         raise ConfigError(f"{where}.model", f"one of {', '.join(MODEL_NAMES)}, got {model!r}")

@@ -46,14 +46,14 @@ class RunState:
     done: dict[str, SchemeResult] = field(default_factory=dict)
     profiles: dict[str, JobProfile] | None = None
     efficiency: float = 1.0  # payload bits per bit on the wire, measured alone
-    jitter: float = 0.0  # the jobs' iteration-time jitter alone (2 sigma / mean)
+    jitter: float = 0.0  # the jobs' iteration-time jitter alone (cfg.agent_jitter's rule)
 
     def learn_from(self, alone: SchemeResult) -> None:
         """Take the profiles, payload share and jitter measured with each job alone
         (profiles given in the config win)."""
         self.profiles = {**alone.profiles, **self.cfg.profiles}
         self.efficiency = profiles.payload_efficiency(self.cfg, alone, self.say)
-        self.jitter = profiles.iteration_jitter(alone)
+        self.jitter = profiles.iteration_jitter(alone, self.cfg.agent_jitter)
 
 
 class Scheme(ABC):
