@@ -493,6 +493,33 @@ def test_cassini_repeats_row_reports_whole_run_and_after_startup(monkeypatch, tm
     assert row["declined"] is False
 
 
+def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch, tmp_path):
+    from experiments import cassini_repeats
+
+    seen = []
+
+    def one_run(raw, where, label):
+        rule = raw["agent"]["jitter"]
+        seen.append((rule, where.name))
+        held = {"stdev": 1.12, "robust": 1.05}[rule] + 0.01 * len(seen)
+        return {"baseline_vs_ideal": 1.3, "cassini_vs_ideal": held,
+                "cassini_vs_baseline": held / 1.3, "after_startup_cassini_vs_baseline": 1.0,
+                "declined": False, "held": 2, "released": 0, "realignments": 0}  # fmt: skip
+
+    config = tmp_path / "pair.yaml"
+    config.write_text(yaml.safe_dump({"jobs": [{"id": "a", "iterations": 10}]}))
+    monkeypatch.setattr(cassini_repeats, "one_run", one_run)
+    argv = [str(config), "--runs", "2", "--jitter", "both", "--out", str(tmp_path / "o")]
+    assert cassini_repeats.main(argv) == 0
+    assert seen == [("stdev", "run1-stdev"), ("robust", "run1-robust"),
+                    ("stdev", "run2-stdev"), ("robust", "run2-robust")]  # fmt: skip
+    report = json.loads((tmp_path / "o" / "pair.json").read_text())
+    summary = report["by_jitter"]
+    assert summary["stdev"]["runs"] == summary["robust"]["runs"] == 2
+    assert summary["robust"]["worst_cassini_vs_ideal"] == pytest.approx(1.05 + 0.04)
+    assert summary["stdev"]["median_cassini_vs_ideal"] == pytest.approx(1.12 + 0.02)
+
+
 def test_late_start_gap_counts_only_held_iterations_that_started_late(tmp_path):
     from experiments import real_models
 
