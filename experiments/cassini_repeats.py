@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from cassini import files
+from cassini.errors import InputError
 from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
 from experiments.common import progress, run_config
 from experiments.harness import Experiment, Run, UsageError, iterations, option
@@ -75,9 +77,25 @@ COLUMNS = (
 )
 
 
+def load_raw(path: str) -> dict[str, Any]:
+    """The config file as a mapping; a file that cannot be read, is not YAML or is not a
+    mapping with ``jobs`` raises :class:`UsageError` naming the file and the problem."""
+    try:
+        raw = yaml.safe_load(files.read_text(path))
+    except InputError as e:
+        raise UsageError(f"config: {e}") from None
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise UsageError(f"config: {path}: not YAML{line}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list):
+        raise UsageError(f"config: {path}: a testbed config is a mapping with a jobs list")
+    return raw
+
+
 def read_config(args: Any) -> dict[str, Any]:
     """The testbed config, with ``--iterations`` and ``--rerun-declined`` applied."""
-    raw = yaml.safe_load(Path(args.config).read_text())
+    raw = load_raw(args.config)
     if args.iterations:
         raw["jobs"] = [{**j, "iterations": args.iterations} for j in raw["jobs"]]
     if args.rerun_declined:
@@ -88,6 +106,7 @@ def read_config(args: Any) -> dict[str, Any]:
 def check(args: Any) -> None:
     if args.runs < 1:
         raise UsageError("--runs: at least 1")
+    load_raw(args.config)  # before root is asked for and anything runs
 
 
 def by_jitter(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -520,6 +520,27 @@ def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch
     assert summary["stdev"]["median_cassini_vs_ideal"] == pytest.approx(1.12 + 0.02)
 
 
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(None, "cannot read: no such file"), ("", "empty file"), ("a: [1,\n", "not YAML (line 2)"),
+     ("[1, 2]\n", "a testbed config is a mapping with a jobs list")],
+)  # fmt: skip
+def test_cassini_repeats_refuses_a_bad_config_file_in_one_line(tmp_path, capsys, content, problem):
+    """A newcomer's missing or broken config: exit 2 naming the file, not a traceback
+    (a missing file raised FileNotFoundError until 2026-11-28)."""
+    from experiments import cassini_repeats
+
+    config = tmp_path / "pair.yaml"
+    if content is not None:
+        config.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        cassini_repeats.main([str(config), "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"error: config: {config}: {problem}"), err
+    assert not (tmp_path / "o").exists()
+
+
 def test_late_start_gap_counts_only_held_iterations_that_started_late(tmp_path):
     from experiments import real_models
 
