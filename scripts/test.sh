@@ -16,8 +16,9 @@ PY=${PY:-.venv/bin/python}
 # (~10 s of each one's collection) and every process the tests start compiled this
 # repository's modules again.  The caches go to __pycache__ folders, which git ignores.
 unset PYTHONDONTWRITEBYTECODE
-# One worker more than the cores: the tests wait on servers and subprocesses, and phase 1
-# took 277 s with 3 workers against 298 s with 2 on this 2-core machine (2026-11-28)
+# One worker more than the cores: the tests wait on servers and subprocesses.  In a warm
+# tree phase 1 took 277 s with 3 workers against 298 s with 2 on this 2-core machine, but
+# fresh clones took 299-307 s with 3 against 296 s with 2 (2026-11-28): no clear gain.
 WORKERS=${TEST_WORKERS:-$(( $(nproc) + 1 ))}
 
 status() { [ "$1" -eq 5 ] && echo 0 || echo "$1"; }

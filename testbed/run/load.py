@@ -221,6 +221,7 @@ def _model_job(
     communication-to-compute ratio is the real model's at that NIC rate)."""
     from cassini.nic_scale import nic_factor
     from testbed import calibration as cal_mod
+
     model = obj.get("model")
     if model not in MODEL_NAMES:
         raise ConfigError(f"{where}.model", f"one of {', '.join(MODEL_NAMES)}, got {model!r}")
