@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cassini import files
 from cassini.errors import InputError
 from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
@@ -78,16 +76,13 @@ COLUMNS = (
 
 
 def load_raw(path: str) -> dict[str, Any]:
-    """The config file as a mapping; a file that cannot be read, is not YAML or is not a
-    mapping with ``jobs`` raises :class:`UsageError` naming the file and the problem."""
+    """The config file (YAML or JSON, :func:`cassini.files.read_data`) as a mapping; a
+    file that cannot be read or parsed, or is not a mapping with ``jobs``, raises
+    :class:`UsageError` naming the file and the problem."""
     try:
-        raw = yaml.safe_load(files.read_text(path))
+        raw = files.read_data(path)
     except InputError as e:
         raise UsageError(f"config: {e}") from None
-    except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise UsageError(f"config: {path}: not YAML{line}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list):
         raise UsageError(f"config: {path}: a testbed config is a mapping with a jobs list")
     return raw

@@ -522,7 +522,8 @@ def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch
 
 @pytest.mark.parametrize(
     ("content", "problem"),
-    [(None, "cannot read: no such file"), ("", "empty file"), ("a: [1,\n", "not YAML (line 2)"),
+    [(None, "cannot read: no such file"), ("", "empty file"),
+     ("a: [1,\n", "malformed YAML: expected the node content, but found '<stream end>'"),
      ("[1, 2]\n", "a testbed config is a mapping with a jobs list")],
 )  # fmt: skip
 def test_cassini_repeats_refuses_a_bad_config_file_in_one_line(tmp_path, capsys, content, problem):
@@ -537,7 +538,8 @@ def test_cassini_repeats_refuses_a_bad_config_file_in_one_line(tmp_path, capsys,
         cassini_repeats.main([str(config), "--out", str(tmp_path / "o")])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.endswith(f"error: config: {config}: {problem}"), err
+    where = f"{config}:2:1" if "YAML" in problem else str(config)  # cassini.files.read_data
+    assert err.endswith(f"error: config: {where}: {problem}"), err
     assert not (tmp_path / "o").exists()
 
 
