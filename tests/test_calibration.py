@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_module
+from conftest import LazyModule, require_module
 
 from testbed import calibration as cm
 from testbed import cli
@@ -25,12 +25,7 @@ def torch():
     return require_module("torch", "the testbed extra")
 
 
-def parameter_count(model: str) -> int:
-    """The model's parameter count (:func:`testbed.models.parameter_count`; needs torch)."""
-    require_module("torch", "the testbed extra")
-    from testbed.models import parameter_count
-
-    return parameter_count(model)
+models = LazyModule("testbed.models", "the testbed extra (torch)")
 
 
 def sample_dict() -> dict[str, Any]:
@@ -155,7 +150,7 @@ def test_real_cpu_calibration_adds_up(torch) -> None:
     assert sum(x.forward_s for x in cal.layers) == pytest.approx(cal.forward_s, rel=1e-6)
     assert sum(x.backward_s for x in cal.layers) == pytest.approx(cal.backward_s, rel=1e-6)
     assert cal.iteration_s >= cal.forward_s + cal.backward_s + cal.optimizer_s
-    assert cal.gradient_bytes == 4 * parameter_count("resnet50")
+    assert cal.gradient_bytes == 4 * models.parameter_count("resnet50")
     assert len(cal.layers) == 107  # 53 convolutions, 53 batch norms, the classifier
     assert all(x.forward_s >= 0 and x.backward_s >= 0 for x in cal.layers)
     assert cal.layers[0].name == "resnet.embedder.embedder.convolution"
@@ -168,7 +163,7 @@ def test_real_cpu_calibration_adds_up(torch) -> None:
 def test_shipped_calibrations(model: str) -> None:
     cal = cm.load_calibration(cm.default_calibration_path(model))
     assert cal.model == model
-    assert cal.gradient_bytes == 4 * parameter_count(model)
+    assert cal.gradient_bytes == 4 * models.parameter_count(model)
     assert cal.provenance == "cpu" and cal.device == "cpu"
     assert cal.cpu_scale_factor is not None and 0 < cal.cpu_scale_factor < 1
     assert "NOT a GPU measurement" in cal.scale_note
@@ -191,7 +186,7 @@ def test_shipped_gpu_calibrations(model: str) -> None:
     assert cal.model == model and cal.provenance == "gpu" and cal.device == "cuda"
     assert "H200" in cal.device_name
     assert cal.cpu_scale_factor is None
-    assert cal.gradient_bytes == 4 * parameter_count(model)
+    assert cal.gradient_bytes == 4 * models.parameter_count(model)
     assert "--device cuda" in cal.command
     assert cal.replay_iteration_s == pytest.approx(cal.iteration_s)
     assert cal.iteration_s >= 0.99 * (cal.forward_s + cal.backward_s + cal.optimizer_s)
