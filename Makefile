@@ -4,6 +4,9 @@
 # make demo   — setup, then the showcase
 PY := .venv/bin/python
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
+# bytecode caches on, even where the machine sets PYTHONDONTWRITEBYTECODE: setup installs
+# with --no-compile, so each module is compiled and cached the first time it is imported
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup test lint demo bench clean
 

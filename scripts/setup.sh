@@ -44,19 +44,21 @@ fi
 stamp=.venv/.installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   echo "setup: installing the project (editable) with the dev, testbed, sim, ray, kube and packet extras"
-  # --no-compile, then compileall over every core: pip compiles one file at a time (~75 s of
-  # a fresh ~150 s install on a 2-core host).  Compiled here, not on first import: with
-  # PYTHONDONTWRITEBYTECODE set (as on this project's machines) nothing would ever be
-  # cached and every process would compile torch again.
+  # --no-compile: pip compiles every file of every package one at a time (~75 s of a fresh
+  # ~150 s install on a 2-core host), and compiling all of site-packages in parallel
+  # afterwards still took 73 CPU seconds; the import check below compiles and caches what
+  # is used (~7 CPU seconds), and later imports cache the rest as they meet it.
   .venv/bin/pip install -q --disable-pip-version-check --no-compile -e '.[dev,testbed,sim,ray,kube,packet]' 2>&1 \
     | grep -v "is neither a file nor a directory" || true
-  # numba's kernels compiled once into its on-disk cache, beside compileall (~40 s of one
-  # core): else each test worker and each first `cassini sim` run compiles them again
+  # numba's kernels compiled once into its on-disk cache (~50 CPU seconds, in parallel
+  # processes), beside the import check: else each test worker and each first
+  # `cassini sim` run compiles them again
+  # (bytecode caches written even where the machine sets PYTHONDONTWRITEBYTECODE)
+  unset PYTHONDONTWRITEBYTECODE
   .venv/bin/python -m cassini.sim.jit_warmup &
   warmup=$!
-  .venv/bin/python -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
-  wait "$warmup" || echo "setup: WARNING: the simulator's numba warm-up failed (first runs compile)" >&2
   .venv/bin/python -c 'import cassini, numpy, networkx, yaml, starlette, uvicorn, httptools, uvloop, prometheus_client, torch, scapy, pyroute2, transformers, matplotlib, numba, ray, openapi_spec_validator, hypothesis, xdist, kubernetes, pydantic, schemathesis, ns3'
+  wait "$warmup" || echo "setup: WARNING: the simulator's numba warm-up failed (first runs compile)" >&2
   touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/cassini, .venv/bin/mltcp, .venv/bin/testbed)"

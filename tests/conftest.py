@@ -234,16 +234,24 @@ def slow_first(items: list, workers: int) -> list:
     the test files holding a ``slow`` test (whole, to keep their module fixtures to one
     set-up) go to the starts of the chunks, round robin, and the rest keep their order.  A
     slow test left for the end would run alone while the other workers wait (the longest
-    take 20-40 s here)."""
+    take 20-40 s here).  The files holding a ``same_worker(name)`` test go together, at
+    the start of one chunk, so that one worker loads the named resource once."""
     files: dict[str, list] = {}
     for it in items:
         files.setdefault(it.nodeid.split("::", 1)[0], []).append(it)
-    heavy = [group for group in files.values()
-             if any(it.get_closest_marker("slow") is not None for it in group)]  # fmt: skip
+    units: dict[str, list] = {}  # a same_worker name, or a file
+    for path, group in files.items():
+        marks = [m for it in group for m in it.iter_markers("same_worker")]
+        key = f"same_worker:{marks[0].args[0]}" if marks else path
+        units.setdefault(key, []).extend(group)
+    shared = [g for key, g in units.items() if key.startswith("same_worker:")]
+    slow = [g for key, g in units.items() if not key.startswith("same_worker:")
+            and any(it.get_closest_marker("slow") is not None for it in g)]  # fmt: skip
+    heavy = shared + slow
     if workers < 2 or not heavy:
         return items
     heavy_ids = {id(group) for group in heavy}
-    rest = [it for group in files.values() if id(group) not in heavy_ids for it in group]
+    rest = [it for group in units.values() if id(group) not in heavy_ids for it in group]
     chunk = len(items) // workers  # the scheduler's first split; the last takes the rest
     chunks: list[list] = [[] for _ in range(workers)]
     for i, group in enumerate(heavy):

@@ -74,3 +74,12 @@ def test_the_warm_up_compiles_every_kernel() -> None:
                        text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", f"not reached by cassini.sim.jit_warmup: {r.stdout}"
+
+
+def test_the_parallel_warm_up_runs_every_part() -> None:
+    """``make setup`` runs the parts in parallel processes: each one runs and is timed."""
+    from cassini.sim import jit_warmup
+
+    parts = jit_warmup.warm_parallel(2)
+    assert list(parts) == list(jit_warmup.PARTS)
+    assert all(seconds > 0 for seconds in parts.values()), parts

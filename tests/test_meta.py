@@ -167,11 +167,15 @@ def test_the_after_test_check_sees_our_namespaces_and_processes_in_them():
 
 
 class _Item:
-    def __init__(self, nodeid: str, slow: bool = False) -> None:
-        self.nodeid, self.slow = nodeid, slow
+    def __init__(self, nodeid: str, slow: bool = False, same_worker: str = "") -> None:
+        self.nodeid, self.slow, self.same_worker = nodeid, slow, same_worker
 
     def get_closest_marker(self, name: str):
         return object() if name == "slow" and self.slow else None
+
+    def iter_markers(self, name: str):
+        if name == "same_worker" and self.same_worker:
+            yield pytest.mark.same_worker(self.same_worker).mark
 
 
 def test_slow_files_start_the_workers_chunks_whole_and_the_rest_keep_their_order() -> None:
@@ -191,3 +195,22 @@ def test_slow_files_start_the_workers_chunks_whole_and_the_rest_keep_their_order
     assert rest == [it.nodeid for it in items if it.nodeid.split("::")[0] in
                     ("tests/a.py", "tests/c.py")]  # fmt: skip
     assert slow_first(items, 1) == items and slow_first(items, 0) == items
+
+
+def test_files_marked_same_worker_start_one_chunk_together() -> None:
+    """Two files loading ns-3 (one marks only one of its tests) go whole, one after the
+    other, to the start of the first chunk, before any slow file; the rest keep their
+    order."""
+    from conftest import slow_first
+
+    items = [_Item("tests/s.py::s", slow=True)]
+    items += [_Item(f"tests/a.py::t{i}") for i in range(4)]
+    items += [_Item("tests/p.py::t", same_worker="ns-3"), _Item("tests/p.py::u")]
+    items += [_Item(f"tests/c.py::t{i}") for i in range(3)]
+    items += [_Item("tests/q.py::t"), _Item("tests/q.py::u", same_worker="ns-3")]
+    ordered = slow_first(items, 2)
+    assert sorted(map(id, ordered)) == sorted(map(id, items))
+    ids = [it.nodeid for it in ordered]
+    assert ids[:4] == ["tests/p.py::t", "tests/p.py::u", "tests/q.py::t", "tests/q.py::u"]
+    assert ids[len(items) // 2] == "tests/s.py::s"
+    assert [i for i in ids if i[6] in "ac"] == [it.nodeid for it in items if it.nodeid[6] in "ac"]

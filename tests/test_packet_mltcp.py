@@ -12,6 +12,7 @@ from mltcp import policy
 from mltcp.policy import MltcpParams
 
 require(ns3env.available(), "ns-3 bindings (the [packet] extra; run make setup)")
+pytestmark = pytest.mark.same_worker("ns-3")
 
 
 @pytest.fixture(scope="module")

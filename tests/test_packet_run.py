@@ -17,6 +17,7 @@ from cassini.sim.network import cycle_of
 from cassini.sim.workload import load_library
 
 require(ns3env.available(), "ns-3 bindings (the [packet] extra; run make setup)")
+pytestmark = pytest.mark.same_worker("ns-3")
 
 SCALE = 500.0
 TRACE = """job_id,arrival_s,gpus,iterations,model,hosts

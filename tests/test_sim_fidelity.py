@@ -82,6 +82,7 @@ def test_bad_flags_are_refused(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.same_worker("ns-3")
 def test_the_packet_column_runs_the_scenario_in_ns3():
     """Issue 33 §2, the testbed loop closed at packet level: the two-50 % pair from its
     definition, 4 iterations, in ns-3 beside the fluid model.  Same start: the two jobs'
