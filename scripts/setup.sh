@@ -44,19 +44,32 @@ fi
 stamp=.venv/.installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   echo "setup: installing the project (editable) with the dev, testbed, sim, ray, kube and packet extras"
+  # In two steps, so that the numba warm-up (below) overlaps the second: first the project
+  # with the [sim] extra, what the warm-up needs (~12 s); then the other extras' packages
+  # (~35 s), held by a constraints file to the versions the first step installed.
   # --no-compile: pip compiles every file of every package one at a time (~75 s of a fresh
   # ~150 s install on a 2-core host), and compiling all of site-packages in parallel
   # afterwards still took 73 CPU seconds; the import check below compiles and caches what
   # is used (~7 CPU seconds), and later imports cache the rest as they meet it.
-  .venv/bin/pip install -q --disable-pip-version-check --no-compile -e '.[dev,testbed,sim,ray,kube,packet]' 2>&1 \
-    | grep -v "is neither a file nor a directory" || true
+  pip_install() {
+    .venv/bin/pip install -q --disable-pip-version-check --no-compile "$@" 2>&1 \
+      | grep -v "is neither a file nor a directory" || true
+  }
+  pip_install -e '.[sim]'
   # numba's kernels compiled once into its on-disk cache (~50 CPU seconds, in parallel
-  # processes), beside the import check: else each test worker and each first
-  # `cassini sim` run compiles them again
-  # (bytecode caches written even where the machine sets PYTHONDONTWRITEBYTECODE)
+  # processes): else each test worker and each first `cassini sim` run compiles them again.
+  # Bytecode caches are written from here on even where the machine sets
+  # PYTHONDONTWRITEBYTECODE.
   unset PYTHONDONTWRITEBYTECODE
   .venv/bin/python -m cassini.sim.jit_warmup &
   warmup=$!
+  .venv/bin/pip freeze --exclude-editable > .venv/constraints.txt
+  .venv/bin/python -c '
+import sys, tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print("\n".join(r for name in sys.argv[1:] for r in extras[name]))' \
+    dev testbed ray kube packet > .venv/extras.txt
+  pip_install -c .venv/constraints.txt -r .venv/extras.txt
   .venv/bin/python -c 'import cassini, numpy, networkx, yaml, starlette, uvicorn, httptools, uvloop, prometheus_client, torch, scapy, pyroute2, transformers, matplotlib, numba, ray, openapi_spec_validator, hypothesis, xdist, kubernetes, pydantic, schemathesis, ns3'
   wait "$warmup" || echo "setup: WARNING: the simulator's numba warm-up failed (first runs compile)" >&2
   touch "$stamp"

@@ -4,6 +4,7 @@ addresses are unique, the routing tables reach every host without loops, and clu
 over 128 hosts or without the wheel are refused with a clear message."""
 
 import pytest
+from conftest import require
 
 from cassini.errors import InputError
 from cassini.packet import ns3env
@@ -148,3 +149,18 @@ def test_simulator_refuses_what_packet_level_cannot_run(
     assert main(["sim", "run", str(tmp_path / "cfg.yaml"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert field in err and message in err
+
+
+def test_ns3_modules_come_after_the_libraries_they_link_against():
+    """:data:`ns3env.MODULES` is what ``load_ns`` includes and loads, in order: each
+    module's library names (its ELF ``NEEDED`` entries) only ns-3 modules of the table
+    that come before it."""
+    import re
+
+    require(ns3env.available(), "ns-3 bindings (the [packet] extra; run make setup)")
+    for i, name in enumerate(ns3env.MODULES):
+        path = ns3env.module_library(name)
+        assert path is not None, name
+        needed = set(re.findall(rb"\x00libns3\.[\d.]+-([a-z0-9-]+)\.so\x00", path.read_bytes()))
+        needed = {n.decode() for n in needed} - {name}
+        assert needed <= set(ns3env.MODULES[:i]), (name, needed - set(ns3env.MODULES[:i]))

@@ -206,8 +206,8 @@ def test_simulator_runs_network_packet(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_packet_run_prints_no_cling_noise(config, tmp_path):
-    """Loading ns-3 (``from ns import ns``) printed "[runStaticInitializersOnce]: Failed to
-    materialize symbols" twice: the wheel includes its headers before loading its
+    """The wheel's loader (``from ns import ns``) prints "[runStaticInitializersOnce]:
+    Failed to materialize symbols" twice: it includes its headers before loading its
     libraries.  ``ns3env.load_ns`` loads the core library first; a fresh process's small
     run prints nothing of the kind (nor any other line) on stderr."""
     import subprocess

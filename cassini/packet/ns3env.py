@@ -1,18 +1,20 @@
 """Loading ns-3's Python bindings (the ``ns3`` wheel, through cppyy) once per process.
 
-``from ns import ns`` loads every ns-3 module's headers and libraries into cppyy's
-interpreter: 11-14 CPU seconds and 20-30 s of wall time on the 2-core development machine
-(measured with ``/usr/bin/time``), about 630 MB of memory.  Everything that needs ns-3
-calls :func:`load_ns`; the rest of :mod:`cassini.packet` imports without it.
+The wheel's own ``from ns import ns`` includes the headers of all of its ~50 modules (LTE,
+Wi-Fi, mesh...) into cppyy's interpreter: 11-14 CPU seconds and ~630 MB.  The packet
+backend needs eight of them, so :func:`load_ns` includes and loads only those
+(:data:`MODULES`, each after the modules it links against): ~3 s on the 2-core
+development machine.  It sets up what the wheel's loader does that the backend relies on
+(``Ptr`` as a smart pointer, a ``Node`` left to C++ to destroy) and nothing else (the
+wheel's ``Time`` comparison helpers are not defined).  Everything that needs ns-3 calls
+:func:`load_ns`; the rest of :mod:`cassini.packet` imports without it.
 
-The wheel includes every module's headers *before* it loads the libraries.
 ``ns3/nstime.h`` defines a static ``g_timeInitHelper`` in every translation unit whose
 constructor calls ``Time::StaticInit`` (in ``libns3.*-core``); cling runs it when the
-header is included, cannot find the symbol yet, and prints ``[runStaticInitializersOnce]:
-Failed to materialize symbols: ... g_timeInitHelper ...`` twice on stderr (harmless: the
-library's own units initialise ``Time`` when it loads).  :func:`load_ns` loads the core
-library first (:func:`_preload_core`), so the initialiser finds its symbol and nothing
-is printed.
+header is included, and where the core library is not loaded yet it prints
+``[runStaticInitializersOnce]: Failed to materialize symbols: ... g_timeInitHelper ...``
+twice on stderr (harmless, but noise: the wheel's loader prints it).  :func:`load_ns`
+loads the core library before it includes a header, so nothing is printed.
 """
 
 from __future__ import annotations
@@ -38,41 +40,56 @@ def available() -> bool:
         return False
 
 
+#: the ns-3 modules the packet backend includes and loads, each after the modules its
+#: library links against (``tests/test_packet_plan.py`` holds the order to the libraries)
+MODULES = (
+    "core", "stats", "network", "bridge", "traffic-control", "internet", "point-to-point",
+    "applications",
+)  # fmt: skip
+
+
 @lru_cache(maxsize=1)
 def load_ns() -> Any:
-    """The ``ns`` namespace of ns-3's bindings (``ns.ns3`` classes, ``ns.Simulator``...);
-    raises :class:`PacketUnavailable` with :data:`MISSING` where the wheel is absent."""
+    """The ``ns3`` namespace of ns-3's bindings with :data:`MODULES` loaded (``ns.Simulator``,
+    ``ns.PointToPointHelper``...); raises :class:`PacketUnavailable` with :data:`MISSING`
+    where the wheel is missing or incomplete."""
     if not available():
         raise PacketUnavailable(MISSING)
-    _preload_core()
     try:
-        from ns import ns  # type: ignore[import-not-found]
-    except (ImportError, SystemExit) as e:  # the ns stub calls exit() on a missing ns3.ns
+        import cppyy as module  # type: ignore[import-not-found]
+        import libcppyy  # type: ignore[import-not-found]
+    except ImportError as e:
         raise PacketUnavailable(f"{MISSING} ({e})") from None
+    libraries = {name: module_library(name) for name in MODULES}
+    missing = [name for name, path in libraries.items() if path is None]
+    if missing:
+        raise PacketUnavailable(f"{MISSING} (no library for {', '.join(missing)})")
+    libcppyy.AddSmartPtrType("Ptr")
+    include = libraries["core"].parent.parent / "include"  # type: ignore[union-attr]
+    module.add_include_path(str(include))
+    module.load_library(str(libraries["core"]))  # before any header: see the docstring
+    for name in MODULES:
+        module.include(f"ns3/{name}-module.h")
+    for path in libraries.values():
+        module.load_library(str(path))
+    ns = module.gbl.ns3
+    ns.cppyy = module
+    # a Node is destroyed by ns-3 when the simulation ends; Python must not delete it first
+    ns.__nodes_pending_deletion = []
+    ns.Node.__del__ = lambda node: ns.__nodes_pending_deletion.append(node)
     return ns
 
 
-def core_library() -> Path | None:
-    """ns-3's core library in the wheel (``ns3/lib*/libns3.*-core*.so``), None where the
-    wheel's layout has none."""
+def module_library(name: str) -> Path | None:
+    """ns-3's library of module ``name`` in the wheel (``ns3/lib*/libns3.*-NAME.so``), None
+    where the wheel has none."""
     spec = importlib.util.find_spec("ns3")
     if spec is None or not spec.submodule_search_locations:
         return None
     for root in spec.submodule_search_locations:
-        for found in sorted(Path(root).glob("lib*/libns3*-core*.so")):
+        for found in sorted(Path(root).glob(f"lib*/libns3.*-{name}.so")):
             return found
     return None
-
-
-def _preload_core() -> None:
-    """Load ns-3's core library into cppyy before the wheel includes its headers, so the
-    headers' static ``Time`` initialisers resolve (see the module docstring)."""
-    lib = core_library()
-    if lib is None:
-        return
-    import cppyy as module  # type: ignore[import-not-found]
-
-    module.load_library(str(lib))
 
 
 def cppyy() -> Any:
