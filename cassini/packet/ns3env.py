@@ -3,8 +3,8 @@
 The wheel's own ``from ns import ns`` includes the headers of all of its ~50 modules (LTE,
 Wi-Fi, mesh...) into cppyy's interpreter: 11-14 CPU seconds and ~630 MB.  The packet
 backend needs eight of them, so :func:`load_ns` includes and loads only those
-(:data:`MODULES`, each after the modules it links against): ~3 s on the 2-core
-development machine.  It sets up what the wheel's loader does that the backend relies on
+(:data:`MODULES`, each after the modules it links against): ~2.3 s and ~280 MB on the
+2-core development machine.  It sets up what the wheel's loader does that the backend relies on
 (``Ptr`` as a smart pointer, a ``Node`` left to C++ to destroy) and nothing else (the
 wheel's ``Time`` comparison helpers are not defined).  Everything that needs ns-3 calls
 :func:`load_ns`; the rest of :mod:`cassini.packet` imports without it.
