@@ -74,4 +74,4 @@ print("\n".join(r for name in sys.argv[1:] for r in extras[name]))' \
   wait "$warmup" || echo "setup: WARNING: the simulator's numba warm-up failed (first runs compile)" >&2
   touch "$stamp"
 fi
-echo "setup: ready (.venv/bin/cassini, .venv/bin/mltcp, .venv/bin/testbed)"
+echo "setup: ready in ${SECONDS} s (.venv/bin/cassini, .venv/bin/mltcp, .venv/bin/testbed)"
