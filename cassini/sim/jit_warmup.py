@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 
 #: schedulers whose parts reach every compiled path: max-min, priority classes (crux),
 #: MLTCP weights, held slot grids (cassini)
@@ -49,14 +50,6 @@ def _warm_network(network: str) -> None:
         run(cluster, jobs, library, scheduler, options=SimOptions(network=network), seed=1)
 
 
-def _warm_windows() -> None:
-    _warm_network("windows")
-
-
-def _warm_continuous() -> None:
-    _warm_network("continuous")
-
-
 def _warm_advisor() -> None:
     """Crux's level cut and the advisor's link searches."""
     _warm_priority_cut()
@@ -87,8 +80,7 @@ def _warm_priority_cut() -> None:
 #: the independent parts (each about 10-20 CPU seconds on the 2-core development machine);
 #: each compiles its own kernels, and numba writes each cache file atomically
 PARTS: dict[str, Callable[[], None]] = {
-    "windows": _warm_windows,
-    "continuous": _warm_continuous,
+    **{network: partial(_warm_network, network) for network in NETWORKS},
     "advisor": _warm_advisor,
 }
 
