@@ -73,7 +73,6 @@ def load_ns() -> Any:
     for path in libraries.values():
         module.load_library(str(path))
     ns = module.gbl.ns3
-    ns.cppyy = module
     # a Node is destroyed by ns-3 when the simulation ends; Python must not delete it first
     ns.__nodes_pending_deletion = []
     ns.Node.__del__ = lambda node: ns.__nodes_pending_deletion.append(node)
