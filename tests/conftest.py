@@ -239,19 +239,20 @@ def slow_first(items: list, workers: int) -> list:
     files: dict[str, list] = {}
     for it in items:
         files.setdefault(it.nodeid.split("::", 1)[0], []).append(it)
-    units: dict[str, list] = {}  # a same_worker name, or a file
-    for path, group in files.items():
+    shared: dict[str, list] = {}  # the files of each same_worker name, together
+    slow: list[list] = []
+    rest: list = []
+    for group in files.values():
         marks = [m for it in group for m in it.iter_markers("same_worker")]
-        key = f"same_worker:{marks[0].args[0]}" if marks else path
-        units.setdefault(key, []).extend(group)
-    shared = [g for key, g in units.items() if key.startswith("same_worker:")]
-    slow = [g for key, g in units.items() if not key.startswith("same_worker:")
-            and any(it.get_closest_marker("slow") is not None for it in g)]  # fmt: skip
-    heavy = shared + slow
+        if marks:
+            shared.setdefault(marks[0].args[0], []).extend(group)
+        elif any(it.get_closest_marker("slow") is not None for it in group):
+            slow.append(group)
+        else:
+            rest.extend(group)
+    heavy = [*shared.values(), *slow]
     if workers < 2 or not heavy:
         return items
-    heavy_ids = {id(group) for group in heavy}
-    rest = [it for group in units.values() if id(group) not in heavy_ids for it in group]
     chunk = len(items) // workers  # the scheduler's first split; the last takes the rest
     chunks: list[list] = [[] for _ in range(workers)]
     for i, group in enumerate(heavy):
