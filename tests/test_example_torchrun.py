@@ -19,6 +19,18 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
+def rank_failures(stderr: str) -> str:
+    """What the ranks themselves said (``[rankN]:`` lines, C++ ``terminate``/``what()``,
+    Python errors), then torchrun's summary: its tail alone names only the signal."""
+    said = [
+        line
+        for line in stderr.splitlines()
+        if line.startswith("[rank") or "terminate called" in line or "what()" in line
+        or "Error" in line or "Exception" in line
+    ]
+    return "\n".join(said[-40:]) + "\n--- torchrun's tail ---\n" + stderr[-1500:]
+
+
 def run_example(env: dict[str, str], steps: int) -> dict:
     """The example under torchrun (2 ranks, gloo, loopback); rank 0's JSON line."""
     script = ROOT / "examples" / "train_with_timeshift.py"
@@ -30,7 +42,7 @@ def run_example(env: dict[str, str], steps: int) -> dict:
         timeout=180,
         cwd=ROOT,
     )
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.returncode == 0, rank_failures(r.stderr)
     return json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
 
 
