@@ -161,21 +161,30 @@ def run(spec: WorkerSpec) -> None:
     from_prev.close()
 
 
+TCP_INFO_RTO_OFFSET = 240  # tcpi_total_rto (u16), tcpi_total_rto_recoveries, _time (u32)
+
+
 def tcp_state(sock: socket.socket) -> dict[str, int]:
     """The sending socket's congestion state after an iteration (struct tcp_info):
     ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss), cwnd and ssthresh in
-    segments, smoothed RTT in microseconds, retransmitted segments in total."""
-    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    segments, smoothed RTT in microseconds, retransmitted segments in total, and where
+    the kernel reports them (Linux 6.7 and later) the retransmission timeouts in total
+    and the milliseconds spent recovering from them in total."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
     ca_state = raw[1]
     rtt_us, _, ssthresh, cwnd = struct.unpack_from("<4I", raw, 68)
     (total_retrans,) = struct.unpack_from("<I", raw, 100)
-    return {
+    state = {
         "ca_state": ca_state,
         "cwnd": cwnd,
         "ssthresh": ssthresh,
         "rtt_us": rtt_us,
         "total_retrans": total_retrans,
     }
+    if len(raw) >= TCP_INFO_RTO_OFFSET + 8:
+        total_rto, _, rto_ms = struct.unpack_from("<HHI", raw, TCP_INFO_RTO_OFFSET)
+        state |= {"total_rto": total_rto, "total_rto_time_ms": rto_ms}
+    return state
 
 
 def _group_release(spec: WorkerSpec) -> tuple[GroupRelease, releaseboard.Board] | None:
