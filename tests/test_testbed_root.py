@@ -3,6 +3,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -293,3 +294,58 @@ def test_ecn_fabric_marks_ect_packets(tmp_path):
     base = res.schemes["baseline"]
     assert base.fabric == "ecn"
     assert sum(base.ecn_marks.values()) > 0
+
+
+def test_tcp_state_counts_a_forced_retransmission_timeout():
+    """The worker's ``total_rto`` and ``total_rto_time_ms`` read the right bytes of this
+    kernel's tcp_info: a peer that goes away for 2 s (its veth down) costs the sender at
+    least one retransmission timeout and some of those 2 s in recovery."""
+    from testbed.worker import tcp_state
+
+    ns, near, far = f"rtot{os.getpid()}", f"rtoa{os.getpid()}", f"rtob{os.getpid()}"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True)
+
+    server = sender = None
+    ip("netns", "add", ns)
+    try:
+        ip("link", "add", near, "type", "veth", "peer", "name", far)
+        ip("link", "set", far, "netns", ns)
+        ip("addr", "add", "10.251.0.1/24", "dev", near)
+        ip("link", "set", near, "up")
+        ip("-n", ns, "addr", "add", "10.251.0.2/24", "dev", far)
+        ip("-n", ns, "link", "set", far, "up")
+        sink = ("import socket\ns = socket.create_server(('10.251.0.2', 5999))\n"
+                "c, _ = s.accept()\nwhile c.recv(65536): pass")  # fmt: skip
+        server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", sink])
+        deadline = time.monotonic() + 10
+        while sender is None:
+            try:
+                sender = socket.create_connection(("10.251.0.2", 5999), timeout=1)
+            except OSError:
+                assert time.monotonic() < deadline, "the sink never listened"
+                time.sleep(0.1)
+        sender.sendall(bytes(10_000))
+        time.sleep(0.2)
+        before = tcp_state(sender)
+        if "total_rto" not in before:
+            pytest.skip("this kernel's tcp_info has no timeout counters (Linux < 6.7)")
+        ip("-n", ns, "link", "set", far, "down")
+        sender.setblocking(False)
+        sender.send(bytes(50_000))
+        time.sleep(2.0)
+        ip("-n", ns, "link", "set", far, "up")
+        time.sleep(1.5)
+        after = tcp_state(sender)
+    finally:
+        if sender is not None:
+            sender.close()
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "link", "del", near], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    assert before["total_rto"] == 0 and before["total_rto_time_ms"] == 0
+    assert after["total_rto"] >= 1, after
+    assert 200 <= after["total_rto_time_ms"] <= 5_000, after
