@@ -11,6 +11,7 @@ schedule is the same start's, so that run stands for it (``declined`` column) un
     sudo .venv/bin/python -m experiments.cassini_repeats experiments/configs/fair_two_jobs.yaml
     sudo .venv/bin/python -m experiments.cassini_repeats CONFIG --runs 5 --iterations 30
     sudo .venv/bin/python -m experiments.cassini_repeats CONFIG --runs 5 --jitter both
+    sudo .venv/bin/python -m experiments.cassini_repeats CONFIG --runs 5 --jitter stdev,none
 
 Writes results/cassini_repeats/<config name>.json.
 """
@@ -101,6 +102,7 @@ def read_config(args: Any) -> dict[str, Any]:
 def check(args: Any) -> None:
     if args.runs < 1:
         raise UsageError("--runs: at least 1")
+    jitter_rules(args.jitter)
     load_raw(args.config)  # before root is asked for and anything runs
 
 
@@ -120,11 +122,24 @@ def by_jitter(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+def jitter_rules(spec: str) -> tuple[str, ...]:
+    """The rules ``--jitter`` names: one, a comma-separated list (alternated in each run,
+    in that order), or ``both`` (``stdev,robust``)."""
+    rules = ("stdev", "robust") if spec == "both" else tuple(spec.split(","))
+    bad = [r for r in rules if r not in JITTER_RULES]
+    if bad or len(set(rules)) != len(rules):
+        raise UsageError(
+            f"--jitter: one or more of {', '.join(JITTER_RULES)} (comma-separated, each "
+            f"once) or both, got {spec!r}"
+        )
+    return rules
+
+
 def run_repeats(run: Run) -> None:
     args = run.args
     raw = read_config(args)
     name = Path(args.config).stem
-    rules = JITTER_RULES if args.jitter == "both" else (args.jitter,)
+    rules = jitter_rules(args.jitter)
     rows = []
     for k in range(1, args.runs + 1):
         for rule in rules:  # both: alternated within each run, so the host's drift hits both
@@ -172,10 +187,11 @@ EXPERIMENT = Experiment(
         iterations(None, "override every job's iterations"),
         option(
             "--jitter",
-            choices=(*JITTER_RULES, "both"),
             default="stdev",
             help="how the held period's jitter slack is read (agent.jitter): stdev (the "
-            "default), robust (median absolute deviation), or both, alternated in each run",
+            "default), robust (median absolute deviation), none (the agent's slack alone); "
+            "a comma-separated list (e.g. stdev,none) or both (stdev,robust) alternates "
+            "them in each run",
         ),
         option(
             "--rerun-declined",

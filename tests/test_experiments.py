@@ -538,7 +538,7 @@ def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch
     def one_run(raw, where, label):
         rule = raw["agent"]["jitter"]
         seen.append((rule, where.name))
-        held = {"stdev": 1.12, "robust": 1.05}[rule] + 0.01 * len(seen)
+        held = {"stdev": 1.12, "robust": 1.05, "none": 1.2}[rule] + 0.01 * len(seen)
         return {"baseline_vs_ideal": 1.3, "cassini_vs_ideal": held,
                 "cassini_vs_baseline": held / 1.3, "after_startup_cassini_vs_baseline": 1.0,
                 "declined": False, "held": 2, "released": 0, "realignments": 0}  # fmt: skip
@@ -555,6 +555,18 @@ def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch
     assert summary["stdev"]["runs"] == summary["robust"]["runs"] == 2
     assert summary["robust"]["worst_cassini_vs_ideal"] == pytest.approx(1.05 + 0.04)
     assert summary["stdev"]["median_cassini_vs_ideal"] == pytest.approx(1.12 + 0.02)
+    # a list alternates its rules in its order; a rule unknown or named twice is refused
+    # before anything runs
+    seen.clear()
+    argv[argv.index("both")] = "none,stdev"
+    assert cassini_repeats.main(argv) == 0
+    assert [rule for rule, _ in seen] == ["none", "stdev", "none", "stdev"]
+    seen.clear()
+    for bad in ("stdev,iqr", "none,none", ""):
+        argv[5] = bad
+        with pytest.raises(SystemExit) as exit_:
+            cassini_repeats.main(argv)
+        assert exit_.value.code == 2 and seen == []
 
 
 @pytest.mark.parametrize(

@@ -455,6 +455,7 @@ def test_jitter_rules_read_a_hiccup_differently():
     assert iteration_jitter(ideal(hiccup), "robust") == pytest.approx(
         iteration_jitter(ideal(steady), "robust"), rel=0.1
     )
+    assert iteration_jitter(ideal(hiccup), "none") == 0.0  # the agent's slack alone
     assert load_config(EXAMPLE).agent_jitter == "stdev"
     assert load_config({**EXAMPLE, "agent": {"jitter": "robust"}}).agent_jitter == "robust"
     with pytest.raises(InputError, match="agent.jitter"):

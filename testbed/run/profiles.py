@@ -105,18 +105,23 @@ def payload_efficiency(
 #: for noise only in the iterations it happens in (one late iteration is absorbed by the
 #: agent, a long one costs a re-alignment) -- but a job whose spread is really wide (real
 #: compute on shared cores) then misses slots: an interquartile-range rule was reverted
-#: for that on 2026-11-25 (docs/results.md).  Kept selectable to measure both in one run.
-JITTER_RULES = ("stdev", "robust")
+#: for that on 2026-11-25 (docs/results.md).  ``none``: no jitter slack, the agent's
+#: slack alone (a late iteration left to be caught up from that slack; it re-aligned
+#: 3-8x as often as ``stdev`` on the compatible pair, docs/results.md 7b).  Kept
+#: selectable to measure them against each other in one run.
+JITTER_RULES = ("stdev", "robust", "none")
 
 
 def iteration_jitter(ideal: SchemeResult, rule: str = "stdev") -> float:
     """The largest relative jitter of a job's iteration time alone (0 with fewer than 3
     iterations, the first left out): 2 standard deviations over the mean (``stdev``), or
     2 x 1.4826 x the median absolute deviation over the median (``robust``: the same for
-    normal noise, blind to a few outliers)."""
+    normal noise, blind to a few outliers); 0 under ``none``."""
     if rule not in JITTER_RULES:
         raise ValueError(f"jitter rule must be one of {JITTER_RULES}, got {rule!r}")
     out = 0.0
+    if rule == "none":
+        return out
     for job in ideal.jobs.values():
         times = job.iteration_times_s[1:]
         if len(times) < 3:
