@@ -1,10 +1,13 @@
-"""The network model's Python event loop gives the reference numpy loop's results: same
-events, iteration times, busy times, excess demand and carried bits, up to float rounding,
-over random small groups with max-min, MLTCP and priority sharing, free-running and on
-slot grids; and the plain max-min solvers."""
+"""The window model's one event loop reports every step to an ``on_step`` observer as the
+reference numpy loop does (same steps, senders and rates, up to float rounding), and an
+observer changes no result.  The random small groups drawn here (max-min, MLTCP and
+priority sharing, free-running and on slot grids) are also those of
+``tests/test_sim_networks.py``, which holds every network model, compiled and as plain
+Python, to the same oracle."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers.sim_oracle import simulate_reference
 from hypothesis import HealthCheck, given, settings
@@ -13,8 +16,6 @@ from hypothesis import strategies as st
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob, NetworkResult
 from cassini.sim.network.fluid import simulate
-from cassini.sim.network.rates import max_min_links, water_fill
-from cassini.sim.parts.sharing import shared_rates
 from mltcp.policy import MltcpParams
 
 LINKS = ("l0", "l1", "l2")
@@ -64,76 +65,46 @@ def assert_same(got: NetworkResult, ref: NetworkResult) -> None:
         assert got.carried_bits[link] == pytest.approx(ref.carried_bits[link], rel=1e-6)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(group=groups(), periods=st.integers(3, 12))
-def test_python_loop_gives_the_reference_results(group, periods) -> None:
-    """The Python loop (``loop="python"``, for ``on_step`` observers); the compiled loop,
-    compiled and as plain Python, is held to the same oracle in tests/test_sim_networks.py."""
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group=groups(), periods=st.integers(3, 10))
+def test_an_observer_sees_the_reference_loops_steps(group, periods) -> None:
+    """Every step the reference loop takes, with its senders and their rates, in order;
+    and the observed run's results are those of the unobserved one."""
     jobs, mltcp = group
     longest = max(j.profile.iteration_time_s for j in jobs)
-    # window edges off the grid: an event exactly on an edge falls either side by rounding
     kw = dict(horizon_s=(periods + 0.3137) * longest, warmup_s=2.1713 * longest, mltcp=mltcp)
-    ref = simulate_reference(jobs, CAPS, **kw)
-    stepped = simulate(jobs, CAPS, loop="python", **kw)
-    assert stepped.events == ref.events
-    assert_same(stepped, ref)
+    ref_steps: list[tuple] = []
+    ref = simulate_reference(jobs, CAPS, on_step=lambda *a: ref_steps.append(a), **kw)
+    steps: list[tuple] = []
+    observed = simulate(jobs, CAPS, on_step=lambda *a: steps.append(a), **kw)
+    assert_same(observed, ref)
+    assert_same(observed, simulate(jobs, CAPS, **kw))
+    assert len(steps) == len(ref_steps)
+    for (t, dt, sending, rates), (rt, rdt, rsending, rrates) in zip(steps, ref_steps, strict=True):
+        assert (t, dt) == pytest.approx((rt, rdt), rel=1e-6, abs=1e-9)
+        assert sending.tolist() == np.asarray(rsending).tolist()
+        assert rates == pytest.approx(np.asarray(rrates, float), rel=1e-6)
 
 
-def test_water_fill_is_max_min_on_one_link() -> None:
-    assert water_fill([10.0, 10.0, 2.0], 12.0) == [5.0, 5.0, 2.0]
-    assert water_fill([1.0, 2.0], 12.0) == [1.0, 2.0]
+def test_an_observer_sees_steps_that_tile_the_window_within_capacity() -> None:
+    """Two jobs on one link: the steps follow each other from 0 to the horizon, and the
+    rates on the link never sum above its capacity."""
+    p = JobProfile("x", 0.1, (Phase(0.02, 0.05, 1e10),))
+    jobs = [FlowJob("a", p, ("l0",), 0.0), FlowJob("b", p, ("l0",), 0.03)]
+    steps: list[tuple] = []
+    simulate(jobs, CAPS, horizon_s=2.0, warmup_s=0.5, on_step=lambda *a: steps.append(a))
+    assert steps[0][0] == 0.0
+    for (t, dt, _, _), (t_next, _, _, _) in zip(steps, steps[1:], strict=False):
+        assert dt > 0 and t + dt == pytest.approx(t_next, abs=1e-12)
+    assert steps[-1][0] + steps[-1][1] == pytest.approx(2.0)
+    assert max(float(np.sum(r)) for *_, r in steps) <= CAPS["l0"] * (1 + 1e-9)
+    assert any(len(s) == 2 for _, _, s, _ in steps)  # the two phases overlap at times
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    flows=st.lists(
-        st.tuples(
-            st.floats(1e8, 2e10),
-            st.sets(st.integers(0, 3), min_size=1, max_size=3),
-        ),
-        min_size=1,
-        max_size=8,
-    ),
-    caps=st.lists(st.floats(1e9, 3e10), min_size=4, max_size=4),
-)
-def test_max_min_links_is_progressive_filling(flows, caps) -> None:
-    """The fast max-min solver gives shared_rates' (unweighted) rates."""
-    demand = [d for d, _ in flows]
-    paths = [sorted(p) for _, p in flows]
-    assert max_min_links(demand, paths, caps) == pytest.approx(
-        shared_rates(demand, paths, caps), rel=1e-7
-    )
-
-
-def test_auto_loop_is_compiled_unless_observed_or_numba_is_missing(monkeypatch) -> None:
-    """``loop="auto"`` runs the compiled loop; an ``on_step`` observer or a machine
-    without numba gets the Python loop, and asking for the compiled one there says why."""
+def test_too_many_events_names_the_window() -> None:
     from cassini.errors import InputError
-    from cassini.sim.network import jitloop
 
     p = JobProfile("x", 0.1, (Phase(0.02, 0.05, 1e10),))
     jobs = [FlowJob("a", p, ("l0",), 0.0), FlowJob("b", p, ("l0",), 0.03)]
-    kw = dict(horizon_s=2.0, warmup_s=0.5)
-    calls = []
-    real = jitloop.run_events_compiled
-
-    def counted(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(jitloop, "run_events_compiled", counted)
-    auto = simulate(jobs, CAPS, **kw)
-    assert calls == [1]
-    steps = []
-    observed = simulate(jobs, CAPS, on_step=lambda *a: steps.append(a), **kw)
-    assert calls == [1] and steps
-    assert_same(observed, auto)
-    with pytest.raises(InputError, match="on_step"):
-        simulate(jobs, CAPS, loop="compiled", on_step=lambda *a: None, **kw)
-    monkeypatch.setattr(jitloop, "AVAILABLE", False)
-    assert_same(simulate(jobs, CAPS, **kw), auto)
-    assert calls == [1]
-    with pytest.raises(InputError, match="numba is not installed"):
-        simulate(jobs, CAPS, loop="compiled", **kw)
-    with pytest.raises(InputError, match="unknown loop"):
-        simulate(jobs, CAPS, loop="fast", **kw)
+    with pytest.raises(InputError, match="more than 10 events"):
+        simulate(jobs, CAPS, horizon_s=2.0, warmup_s=0.5, max_events=10)

@@ -45,9 +45,7 @@ class Run:
 def run_windows(k: Kernel, jobs: list[FlowJob], mltcp: MltcpParams | None, horizon_s: float,
                 warmup_s: float) -> Run:  # fmt: skip
     """The window model's loop (``windows``) on ``k``'s kernel."""
-    out = k.fluid.simulate(
-        jobs, CAPS, horizon_s=horizon_s, warmup_s=warmup_s, mltcp=mltcp, loop="compiled"
-    )
+    out = k.fluid.simulate(jobs, CAPS, horizon_s=horizon_s, warmup_s=warmup_s, mltcp=mltcp)
     return Run(
         {j: list(t) for j, t in out.iteration_times_s.items()},
         {j: list(b) for j, b in out.busy_s.items()},

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import require
 
 from cassini.measure import iteration_times, profile_from_pcap
 from cassini.predict import Slot, simulate_link
@@ -329,8 +330,7 @@ def test_tcp_state_counts_a_forced_retransmission_timeout():
         sender.sendall(bytes(10_000))
         time.sleep(0.2)
         before = tcp_state(sender)
-        if "total_rto" not in before:
-            pytest.skip("this kernel's tcp_info has no timeout counters (Linux < 6.7)")
+        require("total_rto" in before, "tcp_info's timeout counters (Linux 6.7+)")
         ip("-n", ns, "link", "set", far, "down")
         sender.setblocking(False)
         sender.send(bytes(50_000))

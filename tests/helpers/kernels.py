@@ -13,7 +13,6 @@ from types import ModuleType
 #: bound to the plain copies of the others
 KERNEL_MODULES = (
     "cassini.sim.network.rates",
-    "cassini.sim.network.flowloop",
     "cassini.sim.network.jitloop",
     "cassini.sim.network.flowstep",
     "cassini.sim.network.flowsolve",

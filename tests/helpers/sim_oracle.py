@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from cassini.errors import InputError
-from cassini.sim.network.flowloop import MLTCP_STEPS
 from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
 from cassini.sim.network.fluid import link_table
+from cassini.sim.network.jitloop import MLTCP_STEPS
 from cassini.sim.parts.sharing import mltcp_weight, shared_rates
 from mltcp.policy import MltcpParams
 

@@ -1,6 +1,7 @@
 """What the network models are handed and what they give back: a job's traffic as a
-cycle of compute gaps and sends (:class:`Cycle`), a job in a window (:class:`FlowJob`)
-and a window's measurements (:class:`NetworkResult`)."""
+cycle of compute gaps and sends (:class:`Cycle`), a job in a window (:class:`FlowJob`),
+a window's measurements (:class:`NetworkResult`) and the event loop's raw output
+(:class:`LoopResult`)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,17 @@ def csr_links(links_of: Sequence[Sequence[int]], n_links: int) -> tuple[np.ndarr
         link_jobs_ptr[x + 1] = link_jobs_ptr[x] + len(js)
     link_jobs = np.array([i for js in on_link for i in js], np.int64)
     return link_ptr, link_idx, link_jobs_ptr, link_jobs
+
+
+@dataclass
+class LoopResult:
+    """Raw output of :func:`run_events` (per job / per link lists, indices as given).
+    ``steps``, when asked for, has one row per step of the whole window: its start (s),
+    its length (s), then each job's rate (bits/s; NaN: not sending)."""
+
+    times: list[list[float]]
+    busy: list[list[float]]
+    excess: list[float]
+    carried: list[float]
+    events: int
+    steps: np.ndarray | None = None

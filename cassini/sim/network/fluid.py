@@ -8,13 +8,10 @@ import numpy as np
 
 from cassini.errors import InputError
 from cassini.sim.network import jitloop
-from cassini.sim.network.flowloop import MLTCP_STEPS, run_events
 from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
 from mltcp.policy import MltcpParams
 
 _EPS = 1e-12
-#: the event loops :func:`simulate` can run
-LOOPS = ("auto", "compiled", "python")
 
 
 def simulate(
@@ -27,7 +24,6 @@ def simulate(
     max_events: int = 2_000_000,
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
-    loop: str = "auto",
 ) -> NetworkResult:
     """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
 
@@ -44,12 +40,9 @@ def simulate(
     mltcp : share full links by MLTCP's weights with these parameters (None: max-min).
         Jobs' ``priority`` classes, when they differ, are served strictly per link.
     on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
-        every step of the whole window: the indices (into ``jobs``) of the jobs sending
-        from ``t`` for ``dt`` seconds and their rates.  For reports; None costs nothing.
-    loop : ``compiled`` (:mod:`cassini.sim.network.jitloop`, numba; ~100x less time per
-        event), ``python`` (:mod:`cassini.sim.network.flowloop`), or ``auto``
-        (the default): compiled where numba is installed and no ``on_step`` observer
-        is given, else Python.
+        every step of the whole window, in order, once the loop has run: the indices
+        (into ``jobs``) of the jobs sending from ``t`` for ``dt`` seconds and their
+        rates.  For reports; None costs nothing.
 
     Returns
     -------
@@ -59,12 +52,10 @@ def simulate(
     ------
     InputError for a path naming an unknown link, a duplicate job id, or a bad window.
 
-    The event loops are :func:`cassini.sim.network.jitloop.run_events_compiled` and
-    :func:`cassini.sim.network.flowloop.run_events` (plain Python floats, held to each other by
-    tests); ``simulate_reference`` in ``tests/helpers/sim_oracle.py`` is the original
-    numpy loop, kept as their reference.
+    The event loop is :func:`cassini.sim.network.jitloop.run_events` (compiled with
+    numba where it is installed, else plain Python); ``simulate_reference`` in
+    ``tests/helpers/sim_oracle.py`` is the original numpy loop, kept as its reference.
     """
-    _check_loop(loop, on_step)
     link_ids, index, caps = link_table(jobs, capacity_bps, horizon_s, warmup_s)
     args = (
         [cycle_of(j.profile) for j in jobs],
@@ -81,12 +72,11 @@ def simulate(
         max_events=max_events,
         mltcp=mltcp,
     )
-    if loop == "compiled" or (loop == "auto" and on_step is None and jitloop.AVAILABLE):
-        out = jitloop.run_events_compiled(*args, **kw, mltcp_steps=MLTCP_STEPS)
-        if out is None:
-            raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
-    else:
-        out = run_events(*args, **kw, on_step=on_step)
+    out = jitloop.run_events(*args, **kw, record_steps=on_step is not None)
+    if out is None:
+        raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
+    if on_step is not None:
+        replay_steps(out.steps, on_step)
     return NetworkResult(
         iteration_times_s={j.job_id: tuple(out.times[i]) for i, j in enumerate(jobs)},
         busy_s={j.job_id: tuple(out.busy[i]) for i, j in enumerate(jobs)},
@@ -97,13 +87,15 @@ def simulate(
     )
 
 
-def _check_loop(loop: str, on_step: object) -> None:
-    """InputError for an unknown ``loop`` or a compiled one that cannot run here."""
-    if loop not in LOOPS:
-        raise InputError("loop", f"unknown loop {loop!r}; expected one of {', '.join(LOOPS)}")
-    if loop == "compiled" and (on_step is not None or not jitloop.AVAILABLE):
-        why = "an on_step observer" if on_step is not None else "numba is not installed"
-        raise InputError("loop", f"the compiled loop cannot run here: {why}")
+def replay_steps(
+    steps: np.ndarray, on_step: Callable[[float, float, np.ndarray, np.ndarray], None]
+) -> None:
+    """Call ``on_step(t, dt, sending, rates_bps)`` for each row of the loop's ``steps``
+    (start s, length s, each job's rate or NaN when it is not sending)."""
+    for row in steps:
+        rates = row[2:]
+        sending = np.flatnonzero(~np.isnan(rates))
+        on_step(float(row[0]), float(row[1]), sending, rates[sending])
 
 
 def link_table(

@@ -1,7 +1,6 @@
-"""The window model's event loop compiled with numba (the steps of
-:func:`cassini.sim.network.flowloop.run_events` on numpy arrays, ~1 us an event instead
-of ~100 us); its rates come from :mod:`cassini.sim.network.rates`.  Pure logic: no I/O.
-"""
+"""The window model's one event loop, compiled with numba where it is installed (~1 us an
+event) and plain Python on the same numpy arrays where it is not; its rates come from
+:mod:`cassini.sim.network.rates`.  Pure logic: no I/O."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cassini.sim.network.flowloop import LoopResult
-from cassini.sim.network.flows import csr_links, pack_cycles
+from cassini.sim.network.flows import LoopResult, csr_links, pack_cycles
 from cassini.sim.network.rates import (
     _EPS,
     _GAP,
@@ -28,10 +26,13 @@ from cassini.sim.network.rates import (
 )
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
-#: results of the compiled loop that are not event counts
+#: results of the loop that are not event counts
 _TOO_MANY_EVENTS, _OUT_OF_ROOM = -1, -2
+#: under MLTCP sharing, rates are re-solved at least this many times per iteration's
+#: bytes of every flow on a full link (F changes as the bytes go out)
+MLTCP_STEPS = 20
 
-__all__ = ["AVAILABLE", "run_events_compiled"]
+__all__ = ["AVAILABLE", "MLTCP_STEPS", "run_events"]
 
 
 @_jit
@@ -161,6 +162,21 @@ def _record(i, value, rows, counts):
 
 
 @_jit
+def _trace(t, dt, mode, got, steps, n_steps):
+    """Append the step from ``t`` for ``dt`` seconds to ``steps`` (start, length, each
+    job's rate or NaN); False when ``steps`` is full."""
+    k = n_steps[0]
+    if k >= steps.shape[0]:
+        return False
+    steps[k, 0] = t
+    steps[k, 1] = dt
+    for i in range(mode.shape[0]):
+        steps[k, 2 + i] = got[i] if mode[i] == _SEND else math.nan
+    n_steps[0] = k + 1
+    return True
+
+
+@_jit
 def _end_iteration(i, t, warmup_s, tolerance, anchors, grids, pace, busy, n_busy):
     """Job ``i`` sent its last phase at ``t``: its busy time is recorded, and it waits
     for its next slot (a held job) or begins again.  Returns 1 to begin now, 0 to wait,
@@ -252,11 +268,12 @@ def _loop(
     link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes,
     anchors, grids, use_mltcp, slope_q, intercept_q, scale_cut, general,
     mltcp_steps, horizon_s, warmup_s, tolerance, max_events,
-    times, n_times, busy, n_busy, excess, carried,
+    times, n_times, busy, n_busy, excess, carried, steps, n_steps,
 ):  # fmt: skip
     """The event loop over jobs' phases as rows (s, bits, bits/s) and links in CSR form
-    (a grid NaN: free-running); fills ``times``, ``busy``, ``excess``, ``carried``.
-    Returns the number of events, or ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM``."""
+    (a grid NaN: free-running); fills ``times``, ``busy``, ``excess``, ``carried``, and
+    ``steps`` unless it has no rows.  Returns the number of events, or
+    ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM``."""
     cycle = (gaps, bits, peak, n_phases)
     net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
     rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
@@ -282,6 +299,8 @@ def _loop(
             label = _resolve_changed(n_changed, label, links, marks, net, flow, solver, rule)
             n_changed = 0
         dt, any_sending = _next_dt(t, horizon_s, step, mode, remaining, got, until)
+        if steps.shape[0] and dt > 0 and not _trace(t, dt, mode, got, steps, n_steps):
+            return _OUT_OF_ROOM
         if any_sending:
             _account(t, dt, warmup_s, horizon_s, mode, got, over, excess, sent)
         t += dt
@@ -323,7 +342,7 @@ def _loop(
     return events
 
 
-def run_events_compiled(
+def run_events(
     cycles: Sequence,
     links_of: Sequence[Sequence[int]],
     caps: Sequence[float],
@@ -336,43 +355,37 @@ def run_events_compiled(
     tolerance: float,
     max_events: int,
     mltcp: MltcpParams | None,
-    mltcp_steps: int,
-):
-    """:func:`cassini.sim.network.flowloop.run_events`'s inputs and result
-    (:class:`cassini.sim.network.flowloop.LoopResult`), stepped by the compiled
-    loop.  Returns None when ``max_events`` is exceeded."""
+    mltcp_steps: int = MLTCP_STEPS,
+    record_steps: bool = False,
+) -> LoopResult | None:
+    """Run the fluid model (see :func:`cassini.sim.network.fluid.simulate`) over jobs
+    given as unrolled ``cycles``, link indices ``links_of``, link capacities ``caps``
+    (bits/s), ``anchors`` (s), slot-grid periods ``grids`` (s, None = free-running) and
+    priority ``classes``; with ``record_steps``, every step too.  Returns None when
+    ``max_events`` is exceeded."""
     n, n_links = len(cycles), len(caps)
     cycle, shortest = pack_cycles(cycles)
-    net = (
-        *csr_links(links_of, n_links),
-        np.asarray(caps, float),
-        np.asarray(classes, np.int64),
-    )
-    pacing = (
-        np.asarray(anchors, float),
-        np.array([math.nan if g is None else g for g in grids], float),
-    )
+    net = (*csr_links(links_of, n_links), np.asarray(caps, float), np.asarray(classes, np.int64))
+    pacing = (np.asarray(anchors, float), np.array([math.nan if g is None else g for g in grids]))
     slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp is not None else (0, ONE, 0, 0, 0)
     general = mltcp is not None or len(set(classes)) > 1
     rule = (mltcp is not None, slope_q, intercept_q, bool(flags & FLAG_SCALE_CUT), general)
-    window = (
-        float(mltcp_steps),
-        float(horizon_s),
-        float(warmup_s),
-        float(tolerance),
-        int(max_events),
-    )
+    window = (float(mltcp_steps), float(horizon_s), float(warmup_s), float(tolerance))
+    window = (*window, int(max_events))
     # iterations take at least the shortest dedicated iteration time: room for them all,
     # grown if a degenerate profile needs more
     room = int(min(horizon_s / max(shortest, 1e-6), 1e6)) + 4 if n else 1
+    step_room = 4 * room * max(n, 1) if record_steps else 0
     while True:
         times, busy = np.zeros((n, room)), np.zeros((n, room))
         n_times, n_busy = np.zeros(n, np.int64), np.zeros(n, np.int64)
         out = (times, n_times, busy, n_busy, np.zeros(n_links), np.zeros(n_links))
-        events = _loop(*cycle, *net, *pacing, *rule, *window, *out)
+        steps, n_steps = np.zeros((step_room, n + 2)), np.zeros(1, np.int64)
+        events = _loop(*cycle, *net, *pacing, *rule, *window, *out, steps, n_steps)
         if events != _OUT_OF_ROOM:
             break
         room *= 4
+        step_room *= 4
     if events == _TOO_MANY_EVENTS:
         return None
     return LoopResult(
@@ -381,4 +394,5 @@ def run_events_compiled(
         out[4].tolist(),
         out[5].tolist(),
         int(events),
+        steps[: n_steps[0]].copy() if record_steps else None,
     )

@@ -4,7 +4,6 @@ links, and their weighted max-min fair rates by progressive filling, class by cl
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -296,71 +295,3 @@ def _leave(i, d, link_ptr, link_idx, members, load):
         members[x] -= 1
         load[x] = load[x] - d if members[x] > 0 else 0.0
 
-
-# -- plain-Python solvers of the uncompiled window loop (flowloop.py) ---------------------
-def water_fill(demand: Sequence[float], capacity: float) -> list[float]:
-    """Max-min fair rates (bits/s) of flows sharing one link of ``capacity`` bits/s:
-    everyone gets min(demand, level), the level filling the link exactly."""
-    d = sorted(demand)
-    k = len(d)
-    before = 0.0
-    for i, x in enumerate(d):
-        if before + x * (k - i) > capacity:
-            level = (capacity - before) / (k - i)
-            return [min(x, level) for x in demand]
-        before += x
-    return [float(x) for x in demand]
-
-
-def max_min_links(
-    demand: Sequence[float], paths: Sequence[Sequence[int]], capacity: Sequence[float]
-) -> list[float]:
-    """Max-min fair rates (bits/s) of flows capped at their ``demand`` crossing the links
-    ``paths`` (indices into ``capacity``, bits/s): progressive filling as
-    :func:`cassini.sim.parts.sharing.shared_rates` does it unweighted, each round
-    finding the lowest level from the links' fair shares and the smallest open demand
-    (the same rates up to float rounding, fewer operations per round)."""
-    n = len(demand)
-    rem = list(capacity)
-    users = [0] * len(rem)
-    on: list[list[int]] = [[] for _ in rem]
-    for f, p in enumerate(paths):
-        for x in p:
-            users[x] += 1
-            on[x].append(f)
-    links = [x for x in range(len(rem)) if users[x]]
-    order = sorted(range(n), key=demand.__getitem__)
-    rate = [0.0] * n
-    fixed = [False] * n
-    ptr, left = 0, n
-    while left:
-        low = math.inf
-        for x in links:
-            if users[x]:
-                share = rem[x] / users[x]
-                if share < low:
-                    low = share
-        while fixed[order[ptr]]:
-            ptr += 1
-        if demand[order[ptr]] < low:
-            low = demand[order[ptr]]
-        limit = low * (1 + 1e-9) + _EPS
-        fix = []
-        for x in links:
-            if users[x] and rem[x] / users[x] <= limit:
-                fix.extend(f for f in on[x] if not fixed[f])
-        for f in order[ptr:]:
-            if demand[f] > limit:
-                break
-            fix.append(f)
-        for f in fix:
-            if fixed[f]:
-                continue
-            fixed[f] = True
-            rate[f] = low
-            left -= 1
-            for x in paths[f]:
-                r = rem[x] - low
-                rem[x] = r if r > 0.0 else 0.0
-                users[x] -= 1
-    return rate
