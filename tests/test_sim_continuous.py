@@ -40,6 +40,7 @@ def started_like_a_window(jobs, mltcp) -> FlowState:
         dict(CAPS),
         mltcp=mltcp,
         classes=len({j.priority for j in jobs}) > 1,
+        weighted=any(j.share != 1.0 for j in jobs),
         mltcp_every_event=True,  # the window loop's steps
     )
     for k, j in enumerate(jobs):
@@ -54,6 +55,7 @@ def started_like_a_window(jobs, mltcp) -> FlowState:
             grid_s=j.grid_period_s,
             anchor_s=j.anchor_s,
             priority=j.priority,
+            share=j.share,
             uid=k,
         )
     return state

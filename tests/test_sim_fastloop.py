@@ -1,7 +1,7 @@
 """The window model's one event loop reports every step to an ``on_step`` observer as the
 reference numpy loop does (same steps, senders and rates, up to float rounding), and an
-observer changes no result.  The random small groups drawn here (max-min, MLTCP and
-priority sharing, free-running and on slot grids) are also those of
+observer changes no result.  The random small groups drawn here (max-min, MLTCP,
+priority and share-weighted sharing, free-running and on slot grids) are also those of
 ``tests/test_sim_networks.py``, which holds every network model, compiled and as plain
 Python, to the same oracle."""
 
@@ -43,6 +43,7 @@ def groups(draw) -> tuple[list[FlowJob], MltcpParams | None]:
     n = draw(st.integers(2, 4))
     held = draw(st.booleans())
     priority = draw(st.booleans())
+    weighted = draw(st.booleans())  # share weights, as a weighting sharing rule gives
     jobs = []
     for i in range(n):
         p = draw(profiles(f"j{i}"))
@@ -50,7 +51,8 @@ def groups(draw) -> tuple[list[FlowJob], MltcpParams | None]:
         anchor = draw(st.floats(0.0, 1.0)) * p.iteration_time_s
         grid = p.iteration_time_s if held else None
         level = draw(st.integers(0, 2)) if priority else 0
-        jobs.append(FlowJob(f"j{i}", p, path, anchor, grid, level))
+        share = draw(st.sampled_from((0.5, 1.0, 2.0, 3.0))) if weighted else 1.0
+        jobs.append(FlowJob(f"j{i}", p, path, anchor, grid, level, share))
     mltcp = MltcpParams() if draw(st.booleans()) else None
     return jobs, mltcp
 

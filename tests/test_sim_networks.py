@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from cassini.sim.network import NETWORKS
 from cassini.sim.network.flows import FlowJob, csr_links, cycle_of
 from cassini.sim.network.windows import WindowNetwork
+from cassini.sim.parts.sharing import shared_rates
 from mltcp.policy import ONE, MltcpParams
 from tests.test_sim_fastloop import CAPS, groups
 
@@ -63,13 +64,14 @@ def run_continuous(k: Kernel, jobs: list[FlowJob], mltcp: MltcpParams | None,
     assert warmup_s == 0.0
     state = k.flowstate.FlowState(
         dict(CAPS), mltcp=mltcp, classes=len({j.priority for j in jobs}) > 1,
+        weighted=any(j.share != 1.0 for j in jobs),
         mltcp_every_event=True,  # as the reference re-solves MLTCP's weights
     )  # fmt: skip
     for uid, j in enumerate(jobs):
         state.add(
             j.job_id, cycle_of(j.profile), list(j.path), done=0.0, iterations=10**9,
             pos_s=0.0, stall_s=j.anchor_s, grid_s=j.grid_period_s, anchor_s=j.anchor_s,
-            priority=j.priority, uid=uid,
+            priority=j.priority, share=j.share, uid=uid,
         )  # fmt: skip
     times: dict[str, list[float]] = {j.job_id: [] for j in jobs}
     busy: dict[str, list[float]] = {j.job_id: [] for j in jobs}
@@ -108,8 +110,8 @@ def test_every_fluid_network_model_is_in_the_suite() -> None:
 @given(group=groups(), periods=st.integers(3, 10))
 def test_a_model_gives_the_reference_loops_results(network, rate_kernel, group, periods):
     """Iteration times, busy times and excess demand as the reference loop gives them,
-    over random small groups: max-min, MLTCP and priority sharing, free-running and held
-    to slot grids."""
+    over random small groups: max-min, MLTCP, priority and share-weighted sharing,
+    free-running and held to slot grids."""
     jobs, mltcp = group
     jobs = [j for j in jobs if j.profile.phases]  # pure compute never enters a flow state
     assume(jobs)
@@ -134,12 +136,15 @@ def test_a_model_gives_the_reference_loops_results(network, rate_kernel, group, 
         assert got.carried_bits == pytest.approx(ref.carried_bits, rel=1e-6)
 
 
-def solve_all(k: Kernel, demand: list[float], paths: list[list[int]], caps: list[float]):
+def solve_all(k: Kernel, demand: list[float], paths: list[list[int]], caps: list[float],
+              shares: list[float] | None = None):  # fmt: skip
     """Every flow's rate (bits/s) from the kernel's set solver, all flows sending and
-    capped at ``demand``, one class, max-min (no MLTCP weights)."""
+    capped at ``demand``, one class, max-min weighted by ``shares`` (None: all 1; no
+    MLTCP weights)."""
     rates = k.rates
     n, n_links = len(demand), len(caps)
-    net = (*csr_links(paths, n_links), np.array(caps, float), np.zeros(n, np.int64))
+    weight = np.ones(n) if shares is None else np.array(shares, float)
+    net = (*csr_links(paths, n_links), np.array(caps, float), np.zeros(n, np.int64), weight)
     load = np.zeros(n_links)
     for d, p in zip(demand, paths, strict=True):
         load[p] += d
@@ -151,12 +156,12 @@ def solve_all(k: Kernel, demand: list[float], paths: list[list[int]], caps: list
         np.ones((n, 1)),  # bits of the phase
         np.ones(n),  # bits per iteration
         np.array(demand, float),
-        np.ones(n),  # weight
+        weight.copy(),  # weight
         np.array(demand, float),  # got: the demand unless a full link says otherwise
         load > np.array(caps) * (1 + 1e-9),  # full links
     )
     flow_sets, scratch = rates._scratch(n, n_links)
-    rule = (False, 0, ONE, False, False)
+    rule = (False, 0, ONE, False, shares is not None)
     label = 1
     for s in range(n):
         if flow_sets[0][s] != label and rates._crosses(s, net, flow[9]):
@@ -179,6 +184,31 @@ def test_the_kernel_fills_to_exact_max_min_rates(rate_kernel, flows, caps) -> No
     paths = [sorted(p) for _, p in flows]
     want = max_min_rates(demand, paths, caps)
     assert solve_all(rate_kernel, demand, paths, caps) == pytest.approx(want, rel=1e-7)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    flows=st.lists(
+        st.tuples(
+            st.floats(1e8, 2e10),
+            st.sets(st.integers(0, 3), min_size=1, max_size=3),
+            st.sampled_from((0.5, 1.0, 2.0, 3.0, 8.0)),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    caps=st.lists(st.floats(1e9, 3e10), min_size=4, max_size=4),
+)
+def test_the_kernel_fills_to_weighted_max_min_rates(rate_kernel, flows, caps) -> None:
+    """Share weights (a sharing rule's ``weight``): the kernel's rates are the weighted
+    progressive filling of ``parts.sharing.shared_rates``."""
+    demand = [d for d, _, _ in flows]
+    paths = [sorted(p) for _, p, _ in flows]
+    shares = [w for _, _, w in flows]
+    want = shared_rates(demand, paths, caps, weights=shares)
+    got = solve_all(rate_kernel, demand, paths, caps, shares)
+    assert got == pytest.approx(want, rel=1e-7)
 
 
 def test_the_plain_kernel_is_a_copy_beside_the_compiled_one() -> None:

@@ -213,6 +213,64 @@ def test_a_scheduler_holds_its_table_entries() -> None:
     assert not (plain.mltcp or plain.priority or plain.held)
 
 
+def size_weight(spec) -> float:
+    """docs/extending.md's worked example of a sharing rule: a job's flows weighted by
+    its GPU count."""
+    return float(spec.gpus)
+
+
+@pytest.mark.parametrize("network", ["windows", "continuous"])
+def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> None:
+    """A rule that weights jobs is its ``SHARINGS`` entry and its weight function, and
+    nothing else: the name parses and prints back, both fluid models hand every job its
+    weight, every job finishes no faster than its dedicated pace, and the packet model
+    refuses it by name."""
+    from cassini.errors import InputError
+    from cassini.sim.engine import run
+    from cassini.sim.network import continuous, flowstate, windows
+    from cassini.sim.options import SimOptions
+    from cassini.sim.parts.sharing import SHARINGS, Sharing
+    from cassini.sim.schedulers import Scheduler
+
+    monkeypatch.setitem(SHARINGS, "size", Sharing(weight=size_weight))
+    s = Scheduler.parse("themis+mltcp+size")
+    assert s.sharing.weighted == ("size",) and s.mltcp
+    assert s.canonical == "themis+mltcp+size"
+    assert Scheduler.parse(s.canonical).sharing == s.sharing
+    handed: dict[str, float] = {}
+    if network == "windows":
+        real_simulate = windows.simulate
+
+        def simulate(flows, *a, **k):
+            handed.update({f.job_id: f.share for f in flows})
+            return real_simulate(flows, *a, **k)
+
+        monkeypatch.setattr(windows, "simulate", simulate)
+    else:
+        real_add = flowstate.FlowState.add
+
+        def add(self, job_id, *a, share=1.0, **k):
+            assert share == 1.0 or self.rule[4], "a weighted state solves in general form"
+            handed[job_id] = share
+            return real_add(self, job_id, *a, share=share, **k)
+
+        monkeypatch.setattr(continuous.FlowState, "add", add)
+    cluster, jobs, library = small_jobs(24)
+    options = SimOptions(network=network)
+    result = run(cluster, jobs, library, "themis+random+size", options=options, seed=1)
+    gpus = {j.job_id: j.gpus for j in jobs}
+    assert handed and all(handed[j] == gpus[j] for j in handed), handed
+    assert len(set(handed.values())) > 1  # jobs of different sizes met on a link
+    assert sorted(r.job_id for r in result.jobs) == sorted(gpus)
+    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
+    plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
+    weighted = {r.job_id: r.slowdown for r in result.jobs}
+    assert any(abs(weighted[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
+    with pytest.raises(InputError, match="weighted sharing rule.*size"):
+        run(cluster, jobs, library, "themis+size", options=SimOptions(network="packet"),
+            seed=1)  # fmt: skip
+
+
 def small_jobs(n: int):
     from cassini.sim.topology import Cluster
     from cassini.sim.workload import load_library, poisson_jobs

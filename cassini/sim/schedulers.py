@@ -113,10 +113,7 @@ class Scheduler:
             placement=next(iter(placements), "first"),
             defrag=defrag,
             routing=next(iter(chosen.get("routing", ())), None),
-            sharing=Sharing(
-                mltcp=any(SHARINGS[e].mltcp for e in sharing),
-                priority=any(SHARINGS[e].priority for e in sharing),
-            ),
+            sharing=Sharing.combine(sharing),
             timing=TIMINGS[next(iter(timing), "free")],
         )
 
@@ -143,6 +140,7 @@ class Scheduler:
             parts.append("mltcp")
         if self.priority and not crux:
             parts.append("priority")
+        parts.extend(self.sharing.weighted)
         if self.held and not cassini:
             parts.append("held")
         return "+".join(parts)

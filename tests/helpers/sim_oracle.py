@@ -126,7 +126,8 @@ def simulate_reference(
     capacity = np.array(caps)
     rows = np.arange(n)
     classes = np.array([j.priority for j in jobs], int)
-    general = mltcp is not None or len(set(classes.tolist())) > 1
+    shares = np.array([j.share for j in jobs], float)  # sharing rules' weights
+    general = mltcp is not None or len(set(classes.tolist())) > 1 or bool((shares != 1).any())
     links_of = [[index[link] for link in j.path] for j in jobs]
     sent_before = np.zeros((n, width))  # bits sent in the cycle before each phase
     sent_before[:, 1:] = np.cumsum(bits * (peak > 0), axis=1)[:, :-1]
@@ -195,6 +196,7 @@ def simulate_reference(
                 per_iteration,
                 classes,
                 links_of,
+                shares,
                 index_of_full=np.flatnonzero(over),
                 mltcp=mltcp,
                 seen=seen,
@@ -277,13 +279,15 @@ def _general_rates(
     per_iteration: np.ndarray,
     classes: np.ndarray,
     links_of: list[list[int]],
+    shares: np.ndarray,
     *,
     index_of_full: np.ndarray,
     mltcp: MltcpParams | None,
     seen: dict[bytes, np.ndarray],
 ) -> tuple[np.ndarray, float]:
-    """Rates of the active flows under MLTCP weights and/or strict priority, and the
-    longest step (s) before MLTCP's weights must be re-solved (inf without MLTCP)."""
+    """Rates of the active flows under share weights (``shares``, per job), MLTCP's
+    weights and/or strict priority, and the longest step (s) before MLTCP's weights must
+    be re-solved (inf without MLTCP)."""
     meets = on[:, index_of_full]
     held = np.flatnonzero(meets.any(axis=1))
     jobs = active[held]
@@ -295,15 +299,18 @@ def _general_rates(
         fair = seen.get(key)
         if fair is None:
             fair = seen[key] = np.array(
-                shared_rates(demand[held], paths, capacity[index_of_full], classes=classes[jobs])
+                shared_rates(
+                    demand[held], paths, capacity[index_of_full], weights=shares[jobs],
+                    classes=classes[jobs],
+                )  # fmt: skip
             )
         got[held] = fair
         got[held] = np.maximum(got[held], _EPS)  # a starved class: no 0-division later
         return got, math.inf
     sent = sent_before[jobs, phase[jobs]] + bits[jobs, phase[jobs]] - remaining[jobs]
     weights = [
-        mltcp_weight(float(s), float(b), mltcp)
-        for s, b in zip(sent, per_iteration[jobs], strict=True)
+        float(w) * mltcp_weight(float(s), float(b), mltcp)
+        for s, b, w in zip(sent, per_iteration[jobs], shares[jobs], strict=True)
     ]
     got[held] = shared_rates(
         demand[held], paths, capacity[index_of_full], weights=weights, classes=classes[jobs]

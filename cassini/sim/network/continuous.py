@@ -47,6 +47,7 @@ class ContinuousNetwork(StepWindows):
             dict(sim.cluster.links),
             mltcp=sim.options.mltcp if s.mltcp else None,
             classes=bool(s.priority),
+            weighted=bool(s.sharing.weighted),
             tolerance=tolerance,
         )
         self.tolerance = tolerance
@@ -286,6 +287,7 @@ class ContinuousNetwork(StepWindows):
                     pos_s=pos,
                     stall_s=r.stall_s,
                     priority=r.level,
+                    share=sim.scheduler.sharing.share(r.spec),
                     uid=self.uid[j],
                 )
                 r.stall_s = 0.0

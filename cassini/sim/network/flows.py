@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from cassini.errors import InputError
 from cassini.profile import JobProfile
 
 _EPS = 1e-12
@@ -71,7 +72,8 @@ class FlowJob:
     ``path`` names the links its traffic crosses; ``anchor_s`` is when its first
     iteration (cycle) starts, seconds from the start of the window; ``grid_period_s``
     None means free-running, otherwise the slot grid's period in seconds; ``priority``
-    is its class under strict priority sharing (0 first)."""
+    is its class under strict priority sharing (0 first); ``share`` its weight in
+    weighted max-min sharing (> 0; its scheduler's sharing rules give it, 1 by default)."""
 
     job_id: str
     profile: JobProfile
@@ -79,6 +81,11 @@ class FlowJob:
     anchor_s: float = 0.0
     grid_period_s: float | None = None
     priority: int = 0
+    share: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.share > 0 and math.isfinite(self.share)):
+            raise InputError("share", f"job {self.job_id!r}: share {self.share!r} must be > 0")
 
 
 @dataclass(frozen=True)

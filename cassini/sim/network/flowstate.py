@@ -28,7 +28,8 @@ AVAILABLE = rates.AVAILABLE
 class FlowState:
     """The continuous network state of the jobs that share links that can congest:
     ``links`` capacity per link (bits/s); ``mltcp`` share full links by MLTCP's weights
-    (None: max-min); ``classes`` whether jobs carry strict priority classes; the rest as
+    (None: max-min); ``classes`` whether jobs carry strict priority classes; ``weighted``
+    whether jobs' share weights may differ from 1 (:meth:`add`'s ``share``); the rest as
     in ``docs/internals.md`` (the continuous model's flow state)."""
 
     def __init__(
@@ -37,6 +38,7 @@ class FlowState:
         *,
         mltcp: MltcpParams | None = None,
         classes: bool = False,
+        weighted: bool = False,
         tolerance: float = 0.05,
         mltcp_steps: int = 20,
         mltcp_every_event: bool = False,
@@ -61,7 +63,7 @@ class FlowState:
             slope_q,
             intercept_q,
             bool(flags & FLAG_SCALE_CUT),
-            mltcp is not None or classes,
+            mltcp is not None or classes or weighted,
         )
         self.tolerance = tolerance
         self.mltcp_steps = float(mltcp_steps)
@@ -85,12 +87,13 @@ class FlowState:
         old = getattr(self, "ints", None)
         ints = tuple(np.zeros(n, np.int64) for _ in range(7))
         ints[0][:] = _IDLE
-        floats = tuple(np.zeros(n) for _ in range(12))
+        floats = tuple(np.zeros(n) for _ in range(13))
         floats[4][:] = np.nan  # start_of
         floats[10][:] = np.nan  # last_busy
         floats[11][:] = -np.inf  # reweight: remaining bits at which MLTCP's F is due
         floats[3][:] = np.nan  # grid
         floats[7][:] = 1.0  # weight
+        floats[12][:] = 1.0  # share: the weight under the sharing rules, before MLTCP's F
         tables = (np.zeros((n, width)), np.ones((n, width)), np.zeros((n, width)))
         sent_before = np.zeros((n, width))
         links2d = np.full((n, path), -1, np.int64)
@@ -144,15 +147,19 @@ class FlowState:
         grid_s: float | None = None,
         anchor_s: float = 0.0,
         priority: int = 0,
+        share: float = 1.0,
         uid: int = -1,
     ) -> None:
         """Take a job in at the state's time: ``done`` iterations behind it, ``pos_s``
         seconds into its current cycle at dedicated pace (or stalled ``stall_s`` seconds
         first, then from a cycle's start); held to slots ``anchor_s + k * grid_s``
-        (absolute seconds) unless ``grid_s`` is None; ``uid`` tags its cycles in
-        :class:`Advanced`."""
+        (absolute seconds) unless ``grid_s`` is None; ``share`` is its weight in weighted
+        sharing (> 0; the state needs ``weighted`` for one other than 1); ``uid`` tags its
+        cycles in :class:`Advanced`."""
         if not cycle.bits:
             raise ValueError(f"job {job_id}: a job without communication has no flow")
+        if share != 1.0 and not self.rule[4]:
+            raise ValueError(f"job {job_id}: share {share} in a state made without weighted")
         i = self._slot(cycle, len(links))
         mode, phase, n_phases, slot, count, target, classes = self.ints
         until, remaining, anchor, grid, start_of, demand, got, weight, per_it, tail = self.floats[
@@ -193,7 +200,7 @@ class FlowState:
         self.floats[10][i] = np.nan  # no held cycle waiting to be reported
         self.floats[11][i] = -np.inf  # MLTCP's weight: computed when it first sends
         demand[i] = got[i] = 0.0
-        weight[i] = 1.0
+        weight[i] = self.floats[12][i] = share
         self.slot_of[job_id], self.job_of[i] = i, job_id
         self.cycles[job_id] = cycle
         self.base[job_id] = base

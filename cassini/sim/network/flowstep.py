@@ -269,7 +269,7 @@ def _advance(state_t, t_goal, ints, floats, tables, link_state, link_jobs, rule,
     first ``n`` slots, stopping early at the end of a job's last cycle or when ``out`` =
     (job, cycle seconds, busy seconds) is full.  ``ints`` = (mode, phase, n_phases,
     slot, count, target, classes), ``floats`` = (until, remaining, anchor, grid,
-    start_of, demand, got, weight, per_iteration, tail, last_busy, reweight), ``tables``
+    start_of, demand, got, weight, per_iteration, tail, last_busy, reweight, share), ``tables``
     = (gaps, bits, peak, sent_before, links2d, caps), ``link_state`` = (load, members,
     over, over_since, excess), ``knobs`` = (mltcp_steps, every_event, tolerance,
     max_events, resolve_all).  Returns (t reached, events, why, cycles written, whether
@@ -282,7 +282,7 @@ def _advance(state_t, t_goal, ints, floats, tables, link_state, link_jobs, rule,
     per_iteration, reweight = floats[8], floats[11]
     eager, lazy = rule[0] and every_event, rule[0] and not every_event
     over_cap = caps * (1 + 1e-9)
-    net = (*_csr(links2d, n), link_jobs[0], link_jobs[1], caps, ints[6])
+    net = (*_csr(links2d, n), link_jobs[0], link_jobs[1], caps, ints[6], floats[12])
     flow = (mode, phase, remaining, sent_before, bits, per_iteration, demand, floats[7], got)
     flow = (*flow, link_state[2])
     ctx = (net, flow, _scratch(n, caps.shape[0]), rule, reweight, mltcp_steps)

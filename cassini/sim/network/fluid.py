@@ -72,7 +72,8 @@ def simulate(
         max_events=max_events,
         mltcp=mltcp,
     )
-    out = jitloop.run_events(*args, **kw, record_steps=on_step is not None)
+    shares = [j.share for j in jobs]
+    out = jitloop.run_events(*args, **kw, record_steps=on_step is not None, shares=shares)
     if out is None:
         raise InputError("horizon_s", f"more than {max_events} events; shorten the window")
     if on_step is not None:

@@ -234,7 +234,7 @@ def _stop_send(i, n_changed, cycle, net, flow, links, marks):
 
 
 @_jit
-def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration):
+def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration, shares):
     """The loop's state as its steps take it: ``(flow, pace, links, marks, sent)``."""
     mode = np.zeros(n, np.int64)
     flow = (
@@ -245,7 +245,7 @@ def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration):
         bits,
         per_iteration,
         np.zeros(n),
-        np.ones(n),
+        shares.copy(),
         np.zeros(n),
         np.zeros(n_links, np.bool_),
     )
@@ -265,7 +265,7 @@ def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration):
 @_jit
 def _loop(
     gaps, bits, peak, n_phases, sent_before, per_iteration,
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes,
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes, shares,
     anchors, grids, use_mltcp, slope_q, intercept_q, scale_cut, general,
     mltcp_steps, horizon_s, warmup_s, tolerance, max_events,
     times, n_times, busy, n_busy, excess, carried, steps, n_steps,
@@ -275,11 +275,11 @@ def _loop(
     ``steps`` unless it has no rows.  Returns the number of events, or
     ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM``."""
     cycle = (gaps, bits, peak, n_phases)
-    net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes)
+    net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes, shares)
     rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
     n, n_links = gaps.shape[0], caps.shape[0]
     flow, pace, links, marks, sent = _state(
-        n, n_links, anchors, caps, sent_before, bits, per_iteration
+        n, n_links, anchors, caps, sent_before, bits, per_iteration, shares
     )
     mode, phase, remaining, got, over = flow[0], flow[1], flow[2], flow[8], flow[9]
     until, start_of = pace[0], pace[2]
@@ -357,23 +357,25 @@ def run_events(
     mltcp: MltcpParams | None,
     mltcp_steps: int = MLTCP_STEPS,
     record_steps: bool = False,
+    shares: Sequence[float] | None = None,
 ) -> LoopResult | None:
     """Run the fluid model (see :func:`cassini.sim.network.fluid.simulate`) over jobs
     given as unrolled ``cycles``, link indices ``links_of``, link capacities ``caps``
-    (bits/s), ``anchors`` (s), slot-grid periods ``grids`` (s, None = free-running) and
-    priority ``classes``; with ``record_steps``, every step too.  Returns None when
-    ``max_events`` is exceeded."""
+    (bits/s), ``anchors`` (s), slot-grid periods ``grids`` (s, None = free-running),
+    priority ``classes`` and share weights ``shares`` (> 0, None: all 1); with
+    ``record_steps``, every step too.  None when ``max_events`` is exceeded."""
     n, n_links = len(cycles), len(caps)
     cycle, shortest = pack_cycles(cycles)
+    shares = np.ones(n) if shares is None else np.asarray(shares, float)
     net = (*csr_links(links_of, n_links), np.asarray(caps, float), np.asarray(classes, np.int64))
+    net = (*net, shares)
     pacing = (np.asarray(anchors, float), np.array([math.nan if g is None else g for g in grids]))
     slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp is not None else (0, ONE, 0, 0, 0)
-    general = mltcp is not None or len(set(classes)) > 1
+    general = mltcp is not None or len(set(classes)) > 1 or bool(np.any(shares != 1.0))
     rule = (mltcp is not None, slope_q, intercept_q, bool(flags & FLAG_SCALE_CUT), general)
     window = (float(mltcp_steps), float(horizon_s), float(warmup_s), float(tolerance))
     window = (*window, int(max_events))
-    # iterations take at least the shortest dedicated iteration time: room for them all,
-    # grown if a degenerate profile needs more
+    # room for every iteration at the shortest dedicated time, grown if one needs more
     room = int(min(horizon_s / max(shortest, 1e-6), 1e6)) + 4 if n else 1
     step_room = 4 * room * max(n, 1) if record_steps else 0
     while True:

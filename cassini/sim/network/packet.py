@@ -60,6 +60,13 @@ class PacketNetwork(WindowNetwork):
         from cassini.packet.plan import as_topology
 
         self.topology = as_topology(sim.cluster)  # InputError: too large, planes
+        if sim.scheduler.sharing.weighted:
+            raise InputError(
+                "network",
+                f"the packet model does not run the weighted sharing rule(s) "
+                f"{', '.join(sim.scheduler.sharing.weighted)} of scheduler "
+                f"{sim.scheduler.name!r}: use network windows or continuous",
+            )
         if not ns3env.available():
             raise InputError("network", ns3env.MISSING)
         super().__init__(sim)

@@ -67,7 +67,7 @@ def _list_full_links(flows, k, cut, label, comp, net, flow, rem, links):
     one's capacity left (bits/s) in ``rem``: all of it, or for a ``cut`` set what the
     sending flows outside it (not labelled ``label``) leave at their current rates.
     Returns how many links."""
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, _ = net
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps = net[0], net[1], net[2], net[3], net[4]
     mode, got, over = flow[0], flow[8], flow[9]
     n_l = 0
     for a in range(k):
@@ -241,12 +241,13 @@ def _scratch(n, n_links):
 def _solve_set(s, label, rule, net, flow, flow_sets, scratch, limit=-1):
     """Rates of the set of sending flows connected to job ``s`` through full links
     (labelled ``label``; left in ``flow_sets[1][:k]``; cut at ``limit`` flows nearest
-    ``s`` when ``limit`` > 0), weighted by MLTCP's F when ``rule`` says so.  Returns
-    ``k``, the set's size."""
+    ``s`` when ``limit`` > 0), weighted by each job's share (``net[6]``, its sharing
+    rules' weight) times MLTCP's F when ``rule`` says so.  Returns ``k``, the set's
+    size."""
     if limit <= 0:
         limit = flow[0].shape[0] + 1  # never cut
     use_mltcp, slope_q, intercept_q, scale_cut, general = rule
-    link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes = net
+    link_ptr, link_idx, link_jobs_ptr, link_jobs, shares = net[0], net[1], net[2], net[3], net[6]
     mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
     comp, flows = flow_sets
     k = _component(
@@ -255,7 +256,7 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch, limit=-1):
     if use_mltcp:
         for a in range(k):
             i = flows[a]
-            weight[i] = _mltcp_weight(
+            weight[i] = shares[i] * _mltcp_weight(
                 sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
                 per_iteration[i],
                 slope_q,

@@ -212,7 +212,8 @@ class WindowNetwork:
                 anchor = (phase + offset - sim.now) % period
             path = tuple(link for link in r.path if sim.coupling(link))
             level = r.level if sim.scheduler.priority else 0
-            flows.append(FlowJob(r.spec.job_id, r.profile, path, anchor, grid, level))
+            share = sim.scheduler.sharing.share(r.spec)
+            flows.append(FlowJob(r.spec.job_id, r.profile, path, anchor, grid, level, share))
         return flows
 
     def _window(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cassini.sim.workload import JobSpec
 from mltcp.policy import ONE, MltcpParams, factor_q, ratio_q
 
 _EPS = 1e-12
@@ -98,14 +99,40 @@ def _fill(
 
 @dataclass(frozen=True)
 class Sharing:
-    """A sharing part: whether flows are weighted by MLTCP's F and whether links serve
-    priority classes strictly (both off: max-min fair)."""
+    """A sharing part: whether flows are weighted by MLTCP's F, whether links serve
+    priority classes strictly, and ``weight``, a job's share weight (> 0) in weighted
+    max-min sharing as a function of its spec (all off: max-min fair).
+
+    A scheduler's combined sharing (:meth:`combine`) also names ``weighted``: the table
+    entries whose weights it multiplies into each job's :meth:`share`."""
 
     mltcp: bool = False
     priority: bool = False
+    weight: Callable[[JobSpec], float] | None = None
+    weighted: tuple[str, ...] = ()
+
+    @classmethod
+    def combine(cls, names: set[str] | frozenset[str]) -> Sharing:
+        """The sharing of the :data:`SHARINGS` entries ``names``: flags or-ed, weights
+        multiplied (in name order)."""
+        return cls(
+            mltcp=any(SHARINGS[e].mltcp for e in names),
+            priority=any(SHARINGS[e].priority for e in names),
+            weighted=tuple(sorted(e for e in names if SHARINGS[e].weight is not None)),
+        )
+
+    def share(self, spec: JobSpec) -> float:
+        """Job ``spec``'s share weight: the product of the weighted entries' weights (1
+        when there are none)."""
+        share = 1.0
+        for name in self.weighted:
+            share *= float(SHARINGS[name].weight(spec))  # type: ignore[misc]
+        return share
 
 
-#: name -> sharing.  Parts combine by or-ing their flags.
+#: name -> sharing.  Parts combine by or-ing their flags and multiplying their weights
+#: (:meth:`Sharing.combine`); a rule that only weights jobs is one entry here with its
+#: ``weight`` function (docs/extending.md shows one).
 SHARINGS: dict[str, Sharing] = {
     "maxmin": Sharing(),
     "mltcp": Sharing(mltcp=True),
