@@ -329,8 +329,8 @@ def test_tiny_testbed_run_is_modelled(pair_on_fair, tmp_path):
     # (2026-11-28): 10 held through the second half, -1.2 to +0.6 %; the 2 that were not
     # were -9.6/-16.7 % and -18.0/-9.9 % over their means, -5.4/-12.0 and -7.4/-4.5 % over
     # their on-slot iterations alone (the ones just after a re-alignment are still slow).
-    half = len(run.schemes["cassini"].jobs["j1"].iteration_times_s) // 2
     for job in ("j1", "j2"):
+        half = len(run.schemes["cassini"].jobs[job].iteration_times_s) // 2
         late = [i for i in rows[("cassini", job)]["off_slot"] if i >= half]
         if late:
             print(job, "off its slot in the second half at", late, "(steady error not held)")

@@ -271,6 +271,21 @@ def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
             seed=1)  # fmt: skip
 
 
+def test_a_sharing_weight_is_checked_and_an_entry_answers_alone(monkeypatch) -> None:
+    from cassini.errors import InputError
+    from cassini.sim.jobspec import JobSpec
+    from cassini.sim.parts.sharing import SHARINGS, Sharing
+    from cassini.sim.schedulers import Scheduler
+
+    spec = JobSpec("j1", 0.0, 4, 10, "bert")
+    assert Sharing(weight=size_weight).share(spec) == 4.0
+    assert Scheduler.parse("themis+mltcp").sharing.share(spec) == 1.0
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        monkeypatch.setitem(SHARINGS, "bad", Sharing(weight=lambda _, w=bad: w))
+        with pytest.raises(InputError, match="sharing rule 'bad' gave job 'j1'"):
+            Scheduler.parse("themis+bad").sharing.share(spec)
+
+
 def small_jobs(n: int):
     from cassini.sim.topology import Cluster
     from cassini.sim.workload import load_library, poisson_jobs

@@ -368,8 +368,8 @@ def run_events(
     cycle, shortest = pack_cycles(cycles)
     shares = np.ones(n) if shares is None else np.asarray(shares, float)
     net = (*csr_links(links_of, n_links), np.asarray(caps, float), np.asarray(classes, np.int64))
-    net = (*net, shares)
-    pacing = (np.asarray(anchors, float), np.array([math.nan if g is None else g for g in grids]))
+    grid_s = np.array([math.nan if g is None else g for g in grids], float)
+    net, pacing = (*net, shares), (np.asarray(anchors, float), grid_s)
     slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp is not None else (0, ONE, 0, 0, 0)
     general = mltcp is not None or len(set(classes)) > 1 or bool(np.any(shares != 1.0))
     rule = (mltcp is not None, slope_q, intercept_q, bool(flags & FLAG_SCALE_CUT), general)
@@ -377,7 +377,7 @@ def run_events(
     window = (*window, int(max_events))
     # room for every iteration at the shortest dedicated time, grown if one needs more
     room = int(min(horizon_s / max(shortest, 1e-6), 1e6)) + 4 if n else 1
-    step_room = 4 * room * max(n, 1) if record_steps else 0
+    step_room = room * max(n, 1) * (2 * cycle[0].shape[1] + 2 + mltcp_steps) if record_steps else 0
     while True:
         times, busy = np.zeros((n, room)), np.zeros((n, room))
         n_times, n_busy = np.zeros(n, np.int64), np.zeros(n, np.int64)

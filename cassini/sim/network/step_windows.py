@@ -67,6 +67,7 @@ class StepWindows:
                     (period - pos[i]) % period,
                     grid if math.isfinite(grid) else None,
                     int(self.flow.ints[6][i]),
+                    float(self.flow.floats[12][i]),
                 )
             )
         if not flows:

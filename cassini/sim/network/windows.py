@@ -247,10 +247,17 @@ class WindowNetwork:
 
 def stretched_iteration_s(r: RunningJob, sim: ClusterState) -> float:
     """Longest iteration (s) max-min sharing can give ``r``: each phase sends at no less
-    than its own rate or an equal share of each link of its path that can congest
-    (capacity over the jobs on it), whichever is lower."""
-    share = min(
-        (sim.cluster.links[link] / len(sim.on_link[link]) for link in r.path if sim.coupling(link)),
-        default=math.inf,
-    )
+    than its own rate or its fair share of each link of its path that can congest
+    (capacity over the jobs on it, or under share weights its weight's part of the
+    link), whichever is lower."""
+    sharing = sim.scheduler.sharing
+
+    def fair_bps(link: str) -> float:
+        jobs = sim.on_link[link]
+        if not sharing.weighted:
+            return sim.cluster.links[link] / len(jobs)
+        total = sum(sharing.share(sim.running[j].spec) for j in jobs)
+        return sim.cluster.links[link] * sharing.share(r.spec) / total
+
+    share = min((fair_bps(link) for link in r.path if sim.coupling(link)), default=math.inf)
     return r.profile.iteration_time_s + r.profile.bits_per_iteration / share

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cassini.errors import InputError
 from cassini.sim.workload import JobSpec
 from mltcp.policy import ONE, MltcpParams, factor_q, ratio_q
 
@@ -122,11 +124,20 @@ class Sharing:
         )
 
     def share(self, spec: JobSpec) -> float:
-        """Job ``spec``'s share weight: the product of the weighted entries' weights (1
-        when there are none)."""
+        """Job ``spec``'s share weight: the product of the weights of the weighted
+        entries (and of this entry's own ``weight``); 1 when there are none.
+        InputError naming the rule when a weight is not a finite number > 0."""
         share = 1.0
-        for name in self.weighted:
-            share *= float(SHARINGS[name].weight(spec))  # type: ignore[misc]
+        rules = [(name, SHARINGS[name].weight) for name in self.weighted]
+        for name, weight in [*rules, ("weight", self.weight)]:
+            if weight is None:
+                continue
+            w = float(weight(spec))
+            if not (w > 0 and math.isfinite(w)):
+                raise InputError(
+                    "schedulers", f"sharing rule {name!r} gave job {spec.job_id!r} weight {w}"
+                )
+            share *= w
         return share
 
 
