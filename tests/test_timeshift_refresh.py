@@ -87,7 +87,13 @@ def _phase_error(t: float, epoch: float, shift: float) -> float:
     return min(d, PERIOD_S - d)
 
 
+# timing: every start within TOLERANCE_S (40 ms) of a 200 ms period's slot, in real time.
+# 2026-11-28: beside phase 1's load it passed in 3 fresh clones and failed in the fourth
+# (15:50 UTC: after 5 iterations on the new grid the starts fell 3-97 ms off both grids,
+# 10 of 15 on it); alone on the quiet host it passed 3 of 3 right after.  A starved
+# sleeper is not what this test is about, so it runs with the timing tests, one at a time.
 @pytest.mark.slow
+@pytest.mark.timing
 def test_both_ranks_move_to_a_changed_shift_within_n_plus_1_iterations(served, tmp_path):
     import torch.multiprocessing as mp
 
