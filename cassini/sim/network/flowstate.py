@@ -19,6 +19,7 @@ from cassini.sim.network.flowstep import (
     link_jobs,
     position_of,
 )
+from cassini.sim.network.jitloop import MLTCP_STEPS
 from cassini.sim.network.rates import _GAP, _SEND, _WAIT
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
@@ -40,7 +41,7 @@ class FlowState:
         classes: bool = False,
         weighted: bool = False,
         tolerance: float = 0.05,
-        mltcp_steps: int = 20,
+        mltcp_steps: int = MLTCP_STEPS,
         mltcp_every_event: bool = False,
         max_events: int = 1_000_000,
     ) -> None:

@@ -127,12 +127,12 @@ class Sharing:
         """Job ``spec``'s share weight: the product of the weights of the weighted
         entries (and of this entry's own ``weight``); 1 when there are none.
         InputError naming the rule when a weight is not a finite number > 0."""
-        share = 1.0
         rules = [(name, SHARINGS[name].weight) for name in self.weighted]
-        for name, weight in [*rules, ("weight", self.weight)]:
-            if weight is None:
-                continue
-            w = float(weight(spec))
+        if self.weight is not None:
+            rules.append(("weight", self.weight))
+        share = 1.0
+        for name, weight in rules:
+            w = float(weight(spec))  # type: ignore[misc]
             if not (w > 0 and math.isfinite(w)):
                 raise InputError(
                     "schedulers", f"sharing rule {name!r} gave job {spec.job_id!r} weight {w}"
