@@ -34,7 +34,9 @@ NAMED = [
     "fifo+ecmp",
     "las+crux+mltcp+defrag",
 ]
-TOKENS = ["cassini", "crux", "random", "defrag", "ecmp", "mltcp", "priority", "held", "single"]
+TOKENS = [
+    "cassini", "crux", "random", "defrag", "ecmp", "mltcp", "priority", "held", "free", "single",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMED)

@@ -8,6 +8,8 @@ import ast
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from cassini.sim.network import NETWORKS
 from cassini.sim.options import NETWORK_MODELS
@@ -284,6 +286,115 @@ def test_a_sharing_weight_is_checked_and_an_entry_answers_alone(monkeypatch) -> 
         monkeypatch.setitem(SHARINGS, "bad", Sharing(weight=lambda _, w=bad: w))
         with pytest.raises(InputError, match="sharing rule 'bad' gave job 'j1'"):
             Scheduler.parse("themis+bad").sharing.share(spec)
+
+
+#: docs/extending.md's worked example of a timing rule: held with a looser tolerance, in
+#: smaller groups
+LOOSE = {"held": True, "tolerance": 0.5, "group_limit": 2}
+
+
+@pytest.mark.parametrize("network", ["windows", "continuous"])
+def test_a_timing_rule_is_one_table_entry(monkeypatch, network) -> None:
+    """A timing rule is its ``TIMINGS`` entry, and nothing else: the name parses beside
+    ``cassini`` (replacing the bundle's ``held``) and prints back, both fluid models use
+    its tolerance and group limit, every job finishes no faster than its dedicated pace,
+    and the results differ from plain ``held``."""
+    from cassini.sim.engine import run
+    from cassini.sim.network import continuous, windows
+    from cassini.sim.options import SimOptions
+    from cassini.sim.parts.timing import TIMINGS, Timing
+    from cassini.sim.routes import Routes
+    from cassini.sim.schedulers import Scheduler
+
+    monkeypatch.setitem(TIMINGS, "loose", Timing(**LOOSE))
+    s = Scheduler.parse("themis+loose+cassini")
+    assert (s.placement, s.timing, s.canonical) == ("cassini", TIMINGS["loose"],
+                                                    "themis+cassini+loose")  # fmt: skip
+    assert Scheduler.parse(s.canonical).timing is TIMINGS["loose"]
+    limits: list[int | None] = []
+    tolerances: list[float] = []
+    real_component = Routes.component
+
+    def component(self, seeds, limit=None):
+        limits.append(limit)
+        return real_component(self, seeds, limit)
+
+    monkeypatch.setattr(Routes, "component", component)
+    if network == "windows":
+        real_simulate = windows.simulate
+
+        def simulate(flows, *a, tolerance, **k):
+            tolerances.append(tolerance)
+            return real_simulate(flows, *a, tolerance=tolerance, **k)
+
+        monkeypatch.setattr(windows, "simulate", simulate)
+    else:
+        real_init = continuous.FlowState.__init__
+
+        def init(self, *a, tolerance, **k):
+            tolerances.append(tolerance)
+            real_init(self, *a, tolerance=tolerance, **k)
+
+        monkeypatch.setattr(continuous.FlowState, "__init__", init)
+    cluster, jobs, library = small_jobs(24)
+    options = SimOptions(network=network)
+    loose = run(cluster, jobs, library, "themis+cassini+loose", options=options, seed=1)
+    assert tolerances and set(tolerances) == {LOOSE["tolerance"]}
+    assert {x for x in limits if x is not None} == {LOOSE["group_limit"]}
+    assert sorted(r.job_id for r in loose.jobs) == sorted(j.job_id for j in jobs)
+    assert all(r.slowdown >= 1 - 1e-9 for r in loose.jobs)
+    limits.clear()
+    tolerances.clear()
+    held = run(cluster, jobs, library, "themis+cassini", options=options, seed=1)
+    assert set(tolerances) == {TIMINGS["held"].tolerance}
+    assert {x for x in limits if x is not None} == {TIMINGS["held"].group_limit}
+    by_id = {r.job_id: r.slowdown for r in loose.jobs}
+    assert any(abs(by_id[r.job_id] - r.slowdown) > 1e-9 for r in held.jobs)
+
+
+def test_cassini_runs_free_when_a_timing_part_says_so() -> None:
+    """``themis+cassini+free``: CASSINI's placement, jobs not held to their shifts."""
+    from cassini.errors import InputError
+    from cassini.sim.parts.timing import TIMINGS, Timing
+    from cassini.sim.schedulers import Scheduler
+
+    s = Scheduler.parse("themis+cassini+free")
+    assert (s.placement, s.held, s.canonical) == ("cassini", False, "themis+cassini+free")
+    assert Scheduler.parse("themis+held+cassini").canonical == "themis+cassini"
+    with pytest.raises(InputError, match="2 timing parts"):
+        Scheduler.parse("themis+cassini+free+held")
+    for bad in ({"tolerance": 1.0}, {"tolerance": float("nan")}, {"group_limit": 0}):
+        with pytest.raises(InputError, match="timing"):
+            Timing(held=True, **bad)
+    assert TIMINGS["held"].name == "held" and Timing(held=True, tolerance=0.2).name == "?"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    grid=st.floats(1e-3, 10),
+    anchor=st.floats(-10, 10),
+    slot=st.integers(-5, 50),
+    late=st.floats(-0.99, 20),
+    tolerance=st.floats(0, 0.99),
+)
+def test_the_slot_rule_begins_the_next_slot_or_the_first_not_yet_begun(
+    grid, anchor, slot, late, tolerance
+) -> None:
+    """:func:`next_slot`: a job that ended ``late`` periods after its next slot's start
+    begins that slot when at most ``tolerance`` late, else the first slot at or after
+    its end, both kernels (compiled and plain) alike."""
+    from cassini.sim.network import rates
+
+    assume(abs(late - tolerance) > 1e-6)  # not on the boundary, where rounding decides
+    t = anchor + (slot + 1 + late) * grid
+    for rule in {rates.next_slot, getattr(rates.next_slot, "py_func", rates.next_slot)}:
+        k, due = rule(t, anchor, slot, grid, tolerance)
+        assert due == anchor + k * grid
+        if late <= tolerance:
+            assert k == slot + 1, (t, k)
+        else:
+            assert k > slot + 1 and due >= t - 1e-9 * grid * (1 + abs(k))
+            assert anchor + (k - 1) * grid < t + 1e-9 * grid
 
 
 def small_jobs(n: int):

@@ -28,7 +28,8 @@ schedulers: a queue policy + parts, e.g. themis, themis+cassini, themis+crux+mlt
   pollux+defrag+ecmp; ideal (dedicated network).  Parts by kind:
     queue: themis, pollux, fifo, las, recorded   placement: packed, random, cassini, defrag
     routing: single, ecmp, crux               sharing: maxmin, mltcp, priority
-    timing: free, held     (cassini = placement cassini + held; crux = crux routing + priority)
+    timing: free, held     (cassini = placement cassini + held; crux = crux routing + priority;
+                            a timing named beside cassini replaces held: themis+cassini+free)
   recorded (+cassini): each job on the hosts its trace names (philly, lingjun, pai2020)
 config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,

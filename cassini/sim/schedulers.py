@@ -37,6 +37,9 @@ BUNDLES: dict[str, tuple[tuple[str, str], ...]] = {
     "cassini": (("placement", "cassini"), ("timing", "held")),
     "crux": (("routing", "crux"), ("sharing", "priority")),
 }
+#: kinds whose part in a bundle is a default: a part of that kind named on its own
+#: replaces it (``themis+cassini+free``: CASSINI's placement, jobs not held to shifts)
+BUNDLE_DEFAULTS = frozenset({"timing"})
 
 
 @dataclass(frozen=True)
@@ -82,15 +85,20 @@ class Scheduler:
         if policy not in QUEUE_POLICIES:
             raise _unknown(name, policy, "queue policy first")
         chosen: dict[str, set[str]] = {}
+        bundled: dict[str, set[str]] = {}  # the bundles' parts of BUNDLE_DEFAULTS kinds
         for token in tokens[1:]:
             token = PLACEMENT_ALIASES.get(token, token)
-            parts = BUNDLES.get(token) or tuple(
+            bundle = BUNDLES.get(token, ())
+            parts = bundle or tuple(
                 (kind, token) for kind, table in KINDS.items() if kind != "queue" and token in table
             )
             if not parts:
                 raise _unknown(name, token, "not a part")
             for kind, entry in parts:
-                chosen.setdefault(kind, set()).add(entry)
+                into = bundled if bundle and kind in BUNDLE_DEFAULTS else chosen
+                into.setdefault(kind, set()).add(entry)
+        for kind, entries in bundled.items():
+            chosen.setdefault(kind, entries)
         placements = chosen.get("placement", set())
         defrag = "defrag" in placements
         placements -= {"defrag", "packed"}
@@ -125,10 +133,8 @@ class Scheduler:
             return "ideal"
         parts = [self.policy]
         crux = self.routing == "crux" and self.priority
-        cassini = self.placement == "cassini" and self.held
-        if cassini:
-            parts.append("cassini")
-        elif self.placement != "first":
+        cassini = self.placement == "cassini"  # the bundle, timing held by default
+        if self.placement != "first":
             parts.append(self.placement)
         if self.defrag:
             parts.append("defrag")
@@ -141,8 +147,8 @@ class Scheduler:
         if self.priority and not crux:
             parts.append("priority")
         parts.extend(self.sharing.weighted)
-        if self.held and not cassini:
-            parts.append("held")
+        if self.timing is not TIMINGS["held" if cassini else "free"]:
+            parts.append(self.timing.name)
         return "+".join(parts)
 
 
@@ -150,8 +156,8 @@ def _unknown(name: str, part: str, why: str) -> InputError:
     return InputError(
         "schedulers",
         f"unknown scheduler {name!r}: unknown part {part!r} ({why}); parts by kind: "
-        f"{parts_by_kind()}; bundles: cassini = placement cassini + timing held, "
-        "crux = routing crux + sharing priority; or ideal",
+        f"{parts_by_kind()}; bundles: cassini = placement cassini + timing held (a timing "
+        "part named replaces held), crux = routing crux + sharing priority; or ideal",
     )
 
 

@@ -14,7 +14,6 @@ import numpy as np
 from cassini.sim.network.flows import Cycle, cycle_of
 from cassini.sim.network.flowstate import Advanced, FlowState
 from cassini.sim.network.step_windows import StepWindows
-from cassini.sim.parts.timing import AGENT_TOLERANCE, HELD_GROUP_LIMIT
 
 if TYPE_CHECKING:
     from cassini.sim.state import ClusterState, RunningJob
@@ -42,7 +41,7 @@ class ContinuousNetwork(StepWindows):
     def __init__(self, sim: ClusterState) -> None:
         self.sim = sim
         s = sim.scheduler
-        tolerance, held_limit = AGENT_TOLERANCE, HELD_GROUP_LIMIT
+        tolerance, held_limit = s.timing.tolerance, s.timing.group_limit
         self.flow = FlowState(
             dict(sim.cluster.links),
             mltcp=sim.options.mltcp if s.mltcp else None,

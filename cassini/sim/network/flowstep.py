@@ -22,6 +22,7 @@ from cassini.sim.network.rates import (
     _leave,
     _mark,
     _scratch,
+    next_slot,
 )
 
 #: a slot no job holds
@@ -224,11 +225,7 @@ def _end_cycle(i, t, tolerance, written, why, ints, floats, out):
     last_busy[i] = busy  # held: the cycle ends when the next slot begins
     if busy > g * (1 + tolerance / 2) and why == REACHED:
         why = SLOW  # cannot keep its slots: the caller decides
-    slot[i] += 1
-    due = anchor[i] + slot[i] * g
-    if t > due + tolerance * g:  # too late: re-align to the next slot
-        slot[i] = math.ceil((t - anchor[i]) / g - 1e-9)
-        due = anchor[i] + slot[i] * g
+    slot[i], due = next_slot(t, anchor[i], slot[i], g, tolerance)
     if due > t + _EPS:
         mode[i] = _WAIT
         until[i] = due

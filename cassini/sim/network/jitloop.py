@@ -23,6 +23,7 @@ from cassini.sim.network.rates import (
     _mark,
     _scratch,
     _solve_set,
+    next_slot,
 )
 from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
 
@@ -187,11 +188,7 @@ def _end_iteration(i, t, warmup_s, tolerance, anchors, grids, pace, busy, n_busy
     grid = grids[i]
     if grid != grid:  # free-running
         return 1
-    slot[i] += 1
-    due = anchors[i] + slot[i] * grid
-    if t > due + tolerance * grid:  # too late: re-align to the next slot
-        slot[i] = math.ceil((t - anchors[i]) / grid - 1e-9)
-        due = anchors[i] + slot[i] * grid
+    slot[i], due = next_slot(t, anchors[i], slot[i], grid, tolerance)
     if due > t + _EPS:
         mode[i] = _WAIT
         until[i] = due

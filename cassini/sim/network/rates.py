@@ -296,3 +296,17 @@ def _leave(i, d, link_ptr, link_idx, members, load):
         members[x] -= 1
         load[x] = load[x] - d if members[x] > 0 else 0.0
 
+
+@_jit
+def next_slot(t, anchor, slot, grid, tolerance):
+    """The slot rule of a held job (:class:`~cassini.sim.parts.timing.Timing`): it
+    began slot ``slot`` of the grid ``anchor + k * grid`` (seconds) and ended that
+    iteration at ``t`` (s).  Returns the slot it begins next and that slot's start (s):
+    the next one, or, when ``t`` is more than ``tolerance`` periods past that slot's
+    start, the first slot not yet begun (it re-aligns)."""
+    slot += 1
+    due = anchor + slot * grid
+    if t > due + tolerance * grid:  # too late: re-align to the next slot
+        slot = math.ceil((t - anchor) / grid - 1e-9)
+        due = anchor + slot * grid
+    return slot, due

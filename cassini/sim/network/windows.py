@@ -12,7 +12,6 @@ import numpy as np
 
 from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
 from cassini.sim.network.fluid import simulate
-from cassini.sim.parts.timing import AGENT_TOLERANCE, HELD_GROUP_LIMIT
 
 if TYPE_CHECKING:
     from cassini.sim.state import ClusterState, RunningJob
@@ -155,7 +154,8 @@ class WindowNetwork:
         tolerance) would re-align over and over; the agent then releases it to run free
         from its shifted start.  (Stretching every period by a common factor instead was
         tried: it lost to releasing in 255 of 256 groups of a 300-job run.)"""
-        if len(runs) > HELD_GROUP_LIMIT:
+        timing = self.sim.scheduler.timing
+        if len(runs) > timing.group_limit:
             return self._network(runs, held=False, from_shifts=True)
         result = self._network(runs, held=True)
         busy = [result.busy_s[r.spec.job_id] for r in runs]
@@ -166,7 +166,7 @@ class WindowNetwork:
                 float(np.mean(b)) / r.profile.iteration_time_s
                 for r, b in zip(runs, busy, strict=True)
             )
-            if need <= 1 + AGENT_TOLERANCE / 2:
+            if need <= 1 + timing.tolerance / 2:
                 return result
         return self._network(runs, held=False, from_shifts=True)
 
@@ -234,7 +234,7 @@ class WindowNetwork:
             sim.cluster.links,
             horizon_s=horizon,
             warmup_s=warmup,
-            tolerance=AGENT_TOLERANCE,
+            tolerance=sim.scheduler.timing.tolerance,
             mltcp=mltcp,
         )
         self.evaluations += 1

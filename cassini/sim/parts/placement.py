@@ -12,7 +12,6 @@ import numpy as np
 
 from cassini.plugin import choose_placement
 from cassini.profile import JobProfile
-from cassini.sim.parts.timing import HELD_GROUP_LIMIT
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 
@@ -181,11 +180,12 @@ def cassini(sim: ClusterState, job: JobProfile, options: list[dict[int, int]]) -
         for p in options
     ]
     seeds = {j for path in paths for link in path for j in sim.on_link.get(link, ())}
-    group = sim.component(seeds, limit=HELD_GROUP_LIMIT)  # all of it when small
+    limit = sim.scheduler.timing.group_limit
+    group = sim.component(seeds, limit=limit)  # all of it when small
     if not group:
         return Choice(options[0])
     near: set[str] | None = None
-    if len(group) > HELD_GROUP_LIMIT:
+    if len(group) > limit:
         # a group this large will not be held to shifts anyway: advise on the links the
         # new job may share only, with the jobs on them
         group = seeds

@@ -18,7 +18,6 @@ from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.config import SimConfig, Workload
 from cassini.sim.engine import SimResult, run
-from cassini.sim.parts.timing import AGENT_TOLERANCE
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
 
@@ -271,8 +270,10 @@ def write_report(
     if link is not None:
         lines: dict[str, Any] = {}
         for name, rec in run.recorders.items():
-            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=AGENT_TOLERANCE)
-            if Scheduler.parse(name).dedicated_network:
+            scheduler = Scheduler.parse(name)
+            tolerance = scheduler.timing.tolerance
+            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=tolerance)
+            if scheduler.dedicated_network:
                 tl = f"{name} runs every job on a dedicated network: no network model to draw"
             elif tl is None:
                 tl = (
