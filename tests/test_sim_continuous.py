@@ -34,11 +34,12 @@ from tests.test_sim_fastloop import CAPS, groups, profiles
 require_module("numba", "the [sim] extra: the continuous model is compiled")
 
 
-def started_like_a_window(jobs, mltcp) -> FlowState:
+def started_like_a_window(jobs, mltcp, progress=None) -> FlowState:
     """A flow state whose jobs begin their first cycles at the window's anchors."""
     state = FlowState(
         dict(CAPS),
         mltcp=mltcp,
+        progress=progress,
         classes=len({j.priority for j in jobs}) > 1,
         weighted=any(j.share != 1.0 for j in jobs),
         mltcp_every_event=True,  # the window loop's steps
@@ -64,13 +65,13 @@ def started_like_a_window(jobs, mltcp) -> FlowState:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(group=groups(), periods=st.integers(3, 12))
 def test_flow_state_steps_a_group_as_the_window_loop_does(group, periods) -> None:
-    jobs, mltcp = group
+    jobs, rule = group
     jobs = [j for j in jobs if j.profile.phases]  # pure compute never enters the state
     assume(jobs)
     longest = max(j.profile.iteration_time_s for j in jobs)
     horizon = (periods + 0.3137) * longest
-    window = simulate(jobs, CAPS, horizon_s=horizon, warmup_s=0.0, mltcp=mltcp)
-    state = started_like_a_window(jobs, mltcp)
+    window = simulate(jobs, CAPS, horizon_s=horizon, warmup_s=0.0, **rule.kw)
+    state = started_like_a_window(jobs, **rule.kw)
     state_anchored = [j.anchor_s > 0 for j in jobs]
     times: dict[int, list[float]] = {}
     busy: dict[int, list[float]] = {}

@@ -1,11 +1,14 @@
 """The window model's one event loop reports every step to an ``on_step`` observer as the
 reference numpy loop does (same steps, senders and rates, up to float rounding), and an
 observer changes no result.  The random small groups drawn here (max-min, MLTCP,
-priority and share-weighted sharing, free-running and on slot grids) are also those of
-``tests/test_sim_networks.py``, which holds every network model, compiled and as plain
-Python, to the same oracle."""
+progress-weighted, priority and share-weighted sharing, free-running and on slot grids)
+are also those of ``tests/test_sim_networks.py``, which holds every network model,
+compiled and as plain Python, to the same oracle."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -38,8 +41,30 @@ def profiles(draw, job_id: str) -> JobProfile:
     return JobProfile(job_id, period, tuple(phases))
 
 
+def rising(x: float) -> float:
+    """A progress rule: a flow's weight grows with its iteration's bytes sent."""
+    return 1.0 + 3.0 * x
+
+
+def falling(x: float) -> float:
+    """A progress rule: a flow's weight shrinks as its iteration's bytes go out."""
+    return 2.0 - x
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A group's sharing: MLTCP's parameters and a progress rule (None: off)."""
+
+    mltcp: MltcpParams | None = None
+    progress: Callable[[float], float] | None = None
+
+    @property
+    def kw(self) -> dict:
+        return {"mltcp": self.mltcp, "progress": self.progress}
+
+
 @st.composite
-def groups(draw) -> tuple[list[FlowJob], MltcpParams | None]:
+def groups(draw) -> tuple[list[FlowJob], Rule]:
     n = draw(st.integers(2, 4))
     held = draw(st.booleans())
     priority = draw(st.booleans())
@@ -54,7 +79,7 @@ def groups(draw) -> tuple[list[FlowJob], MltcpParams | None]:
         share = draw(st.sampled_from((0.5, 1.0, 2.0, 3.0))) if weighted else 1.0
         jobs.append(FlowJob(f"j{i}", p, path, anchor, grid, level, share))
     mltcp = MltcpParams() if draw(st.booleans()) else None
-    return jobs, mltcp
+    return jobs, Rule(mltcp, draw(st.sampled_from((None, None, rising, falling))))
 
 
 def assert_same(got: NetworkResult, ref: NetworkResult) -> None:
@@ -72,9 +97,9 @@ def assert_same(got: NetworkResult, ref: NetworkResult) -> None:
 def test_an_observer_sees_the_reference_loops_steps(group, periods) -> None:
     """Every step the reference loop takes, with its senders and their rates, in order;
     and the observed run's results are those of the unobserved one."""
-    jobs, mltcp = group
+    jobs, rule = group
     longest = max(j.profile.iteration_time_s for j in jobs)
-    kw = dict(horizon_s=(periods + 0.3137) * longest, warmup_s=2.1713 * longest, mltcp=mltcp)
+    kw = dict(horizon_s=(periods + 0.3137) * longest, warmup_s=2.1713 * longest, **rule.kw)
     ref_steps: list[tuple] = []
     ref = simulate_reference(jobs, CAPS, on_step=lambda *a: ref_steps.append(a), **kw)
     steps: list[tuple] = []

@@ -21,8 +21,7 @@ from cassini.sim.network import NETWORKS
 from cassini.sim.network.flows import FlowJob, csr_links, cycle_of
 from cassini.sim.network.windows import WindowNetwork
 from cassini.sim.parts.sharing import shared_rates
-from mltcp.policy import ONE, MltcpParams
-from tests.test_sim_fastloop import CAPS, groups
+from tests.test_sim_fastloop import CAPS, Rule, groups
 
 require_module("numba", "the [sim] extra: the compiled kernel, and its JIT switch")
 
@@ -43,10 +42,10 @@ class Run:
     carried_bits: dict[str, float] | None = None
 
 
-def run_windows(k: Kernel, jobs: list[FlowJob], mltcp: MltcpParams | None, horizon_s: float,
+def run_windows(k: Kernel, jobs: list[FlowJob], rule: Rule, horizon_s: float,
                 warmup_s: float) -> Run:  # fmt: skip
     """The window model's loop (``windows``) on ``k``'s kernel."""
-    out = k.fluid.simulate(jobs, CAPS, horizon_s=horizon_s, warmup_s=warmup_s, mltcp=mltcp)
+    out = k.fluid.simulate(jobs, CAPS, horizon_s=horizon_s, warmup_s=warmup_s, **rule.kw)
     return Run(
         {j: list(t) for j, t in out.iteration_times_s.items()},
         {j: list(b) for j, b in out.busy_s.items()},
@@ -56,14 +55,14 @@ def run_windows(k: Kernel, jobs: list[FlowJob], mltcp: MltcpParams | None, horiz
     )
 
 
-def run_continuous(k: Kernel, jobs: list[FlowJob], mltcp: MltcpParams | None,
+def run_continuous(k: Kernel, jobs: list[FlowJob], rule: Rule,
                    horizon_s: float, warmup_s: float) -> Run:  # fmt: skip
     """The continuous model's flow state (``continuous``) on ``k``'s kernel, each job
     beginning its first cycle at its anchor, stepped to ``horizon_s``; it reports every
     cycle (no warm-up window: ``warmup_s`` must be 0)."""
     assert warmup_s == 0.0
     state = k.flowstate.FlowState(
-        dict(CAPS), mltcp=mltcp, classes=len({j.priority for j in jobs}) > 1,
+        dict(CAPS), **rule.kw, classes=len({j.priority for j in jobs}) > 1,
         weighted=any(j.share != 1.0 for j in jobs),
         mltcp_every_event=True,  # as the reference re-solves MLTCP's weights
     )  # fmt: skip
@@ -110,16 +109,17 @@ def test_every_fluid_network_model_is_in_the_suite() -> None:
 @given(group=groups(), periods=st.integers(3, 10))
 def test_a_model_gives_the_reference_loops_results(network, rate_kernel, group, periods):
     """Iteration times, busy times and excess demand as the reference loop gives them,
-    over random small groups: max-min, MLTCP, priority and share-weighted sharing,
+    over random small groups: max-min, MLTCP, progress-weighted, priority and
+    share-weighted sharing,
     free-running and held to slot grids."""
-    jobs, mltcp = group
+    jobs, rule = group
     jobs = [j for j in jobs if j.profile.phases]  # pure compute never enters a flow state
     assume(jobs)
     runner, warmup = MODELS[network]
     longest = max(j.profile.iteration_time_s for j in jobs)
     horizon, warmup_s = (periods + 0.3137) * longest, warmup * longest
-    ref = simulate_reference(jobs, CAPS, horizon_s=horizon, warmup_s=warmup_s, mltcp=mltcp)
-    got = runner(rate_kernel, jobs, mltcp, horizon, warmup_s)
+    ref = simulate_reference(jobs, CAPS, horizon_s=horizon, warmup_s=warmup_s, **rule.kw)
+    got = runner(rate_kernel, jobs, rule, horizon, warmup_s)
     for j, times in ref.iteration_times_s.items():
         assert got.times_s[j] == pytest.approx(times, rel=1e-6, abs=1e-9), j
         # a cycle's busy time is known when it ends (the reference) or when the next one
@@ -161,7 +161,7 @@ def solve_all(k: Kernel, demand: list[float], paths: list[list[int]], caps: list
         load > np.array(caps) * (1 + 1e-9),  # full links
     )
     flow_sets, scratch = rates._scratch(n, n_links)
-    rule = (False, 0, ONE, False, shares is not None)
+    rule = (False, np.ones(1), shares is not None)
     label = 1
     for s in range(n):
         if flow_sets[0][s] != label and rates._crosses(s, net, flow[9]):

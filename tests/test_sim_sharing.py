@@ -1,5 +1,6 @@
-"""The simulator's link sharing: MLTCP weights are mltcp.policy's, the simulator's
-MLTCP dynamics are mltcp.model's, strict priority leaves a lower class only the rest."""
+"""The simulator's link sharing: MLTCP weights (and the kernels' progress table) are
+mltcp.policy's, the simulator's MLTCP dynamics are mltcp.model's, strict priority leaves
+a lower class only the rest."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob
 from cassini.sim.network.fluid import simulate
-from cassini.sim.parts.sharing import mltcp_factor, mltcp_weight, shared_rates
+from cassini.sim.parts.sharing import mltcp_factor, mltcp_weight, progress_table, shared_rates
 from mltcp import model
 from mltcp.policy import ONE, MltcpParams, factor, factor_q, ratio_q
 
@@ -51,6 +52,21 @@ def test_mltcp_share_on_a_full_link_is_mltcp_policys(p, sent, per_iter) -> None:
     total = sum(f**gamma for f in expected_f)
     for r, f in zip(rates, expected_f, strict=True):
         assert r == pytest.approx(capacity * f**gamma / total, rel=1e-9)
+
+
+@settings(max_examples=50, deadline=None)
+@given(p=params, per_iter=st.integers(1, 10**9), sent=st.integers(0, 10**9))
+def test_the_progress_table_holds_mltcps_weights_exactly(p, per_iter, sent) -> None:
+    """The kernels read MLTCP's weight off :func:`progress_table` at the fixed-point
+    ratio: every entry is :func:`mltcp_weight` at that ratio, bit for bit, and a progress
+    rule multiplies in its value at ``k / ONE``."""
+    table = progress_table(p)
+    r = ratio_q(sent, per_iter)
+    assert table[r] == mltcp_weight(8 * sent, 8 * per_iter, p)
+    both = progress_table(p, lambda x: 1.0 + x)
+    assert both[r] == table[r] * (1.0 + r / ONE)
+    assert progress_table(None) is None
+    assert progress_table(None, lambda x: 2.0)[r] == 2.0
 
 
 @pytest.mark.parametrize("offset_s", [0.005, 0.02])

@@ -252,7 +252,7 @@ def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
         real_add = flowstate.FlowState.add
 
         def add(self, job_id, *a, share=1.0, **k):
-            assert share == 1.0 or self.rule[4], "a weighted state solves in general form"
+            assert share == 1.0 or self.rule[2], "a weighted state solves in general form"
             handed[job_id] = share
             return real_add(self, job_id, *a, share=share, **k)
 
@@ -271,6 +271,69 @@ def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
     with pytest.raises(InputError, match="weighted sharing rule.*size"):
         run(cluster, jobs, library, "themis+size", options=SimOptions(network="packet"),
             seed=1)  # fmt: skip
+
+
+def rising_weight(x: float) -> float:
+    """docs/extending.md's worked example of a progress rule: a flow's weight grows
+    from 1 to 4 as its iteration's bytes go out (MLTCP's idea, another curve)."""
+    return 1.0 + 3.0 * x
+
+
+@pytest.mark.parametrize("network", ["windows", "continuous"])
+def test_a_progress_sharing_rule_is_one_table_entry(monkeypatch, network) -> None:
+    """A rule that weights flows by their iteration's progress is its ``SHARINGS``
+    entry and its function, and nothing else: the name parses and prints back, both
+    fluid models are handed the function (and MLTCP's parameters only under
+    ``mltcp``), every job finishes no faster than its dedicated pace, the results differ
+    from max-min, and the packet model refuses it by name."""
+    from cassini.errors import InputError
+    from cassini.sim.engine import run
+    from cassini.sim.network import continuous, windows
+    from cassini.sim.options import SimOptions
+    from cassini.sim.parts.sharing import SHARINGS, Sharing
+    from cassini.sim.schedulers import Scheduler
+
+    monkeypatch.setitem(SHARINGS, "rising", Sharing(progress=rising_weight))
+    s = Scheduler.parse("themis+rising+cassini")
+    assert s.sharing.progressing == ("rising",) and s.sharing.dynamic and not s.mltcp
+    assert s.canonical == "themis+cassini+rising"
+    assert Scheduler.parse(s.canonical).sharing == s.sharing
+    handed: list[tuple] = []
+    if network == "windows":
+        real_simulate = windows.simulate
+
+        def simulate(flows, *a, mltcp=None, progress=None, **k):
+            handed.append((mltcp, progress))
+            return real_simulate(flows, *a, mltcp=mltcp, progress=progress, **k)
+
+        monkeypatch.setattr(windows, "simulate", simulate)
+    else:
+        real_init = continuous.FlowState.__init__
+
+        def init(self, *a, mltcp=None, progress=None, **k):
+            handed.append((mltcp, progress))
+            real_init(self, *a, mltcp=mltcp, progress=progress, **k)
+
+        monkeypatch.setattr(continuous.FlowState, "__init__", init)
+    cluster, jobs, library = small_jobs(24)
+    options = SimOptions(network=network)
+    result = run(cluster, jobs, library, "themis+random+rising", options=options, seed=1)
+    assert handed and all(m is None and p is not None for m, p in handed)
+    assert all(p(x) == rising_weight(x) for _, p in handed for x in (0.0, 0.5, 1.0))
+    assert sorted(r.job_id for r in result.jobs) == sorted(j.job_id for j in jobs)
+    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
+    plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
+    rising = {r.job_id: r.slowdown for r in result.jobs}
+    assert any(abs(rising[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
+    handed.clear()
+    run(cluster, jobs, library, "themis+random+mltcp+rising", options=options, seed=1)
+    assert handed and all(m is not None and p is not None for m, p in handed)
+    with pytest.raises(InputError, match="weighted sharing rule.*rising"):
+        run(cluster, jobs, library, "themis+rising", options=SimOptions(network="packet"),
+            seed=1)  # fmt: skip
+    monkeypatch.setitem(SHARINGS, "bad", Sharing(progress=lambda x: 1.0 - x))  # 0 at the end
+    with pytest.raises(InputError, match="sharing rule 'bad' gave weight 0.0 at progress 1.0"):
+        run(cluster, jobs, library, "themis+random+bad", options=options, seed=1)
 
 
 def test_a_sharing_weight_is_checked_and_an_entry_answers_alone(monkeypatch) -> None:

@@ -14,7 +14,7 @@ from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
 from cassini.sim.network.fluid import link_table
 from cassini.sim.network.jitloop import MLTCP_STEPS
 from cassini.sim.parts.sharing import mltcp_weight, shared_rates
-from mltcp.policy import MltcpParams
+from mltcp.policy import ONE, MltcpParams, ratio_q
 
 _EPS = 1e-12
 _WAIT, _GAP, _SEND = 0, 1, 2  # what a job is doing
@@ -104,6 +104,7 @@ def simulate_reference(
     max_events: int = 2_000_000,
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
+    progress: Callable[[float], float] | None = None,
 ) -> NetworkResult:
     """:func:`simulate` as first written: a numpy step per event.  The reference the
     fast loops are tested against (and timed against in
@@ -127,7 +128,8 @@ def simulate_reference(
     rows = np.arange(n)
     classes = np.array([j.priority for j in jobs], int)
     shares = np.array([j.share for j in jobs], float)  # sharing rules' weights
-    general = mltcp is not None or len(set(classes.tolist())) > 1 or bool((shares != 1).any())
+    dynamic = mltcp is not None or progress is not None  # weights move as bytes go out
+    general = dynamic or len(set(classes.tolist())) > 1 or bool((shares != 1).any())
     links_of = [[index[link] for link in j.path] for j in jobs]
     sent_before = np.zeros((n, width))  # bits sent in the cycle before each phase
     sent_before[:, 1:] = np.cumsum(bits * (peak > 0), axis=1)[:, :-1]
@@ -199,6 +201,7 @@ def simulate_reference(
                 shares,
                 index_of_full=np.flatnonzero(over),
                 mltcp=mltcp,
+                progress=progress,
                 seen=seen,
             )
         elif over.any():
@@ -283,18 +286,20 @@ def _general_rates(
     *,
     index_of_full: np.ndarray,
     mltcp: MltcpParams | None,
+    progress: Callable[[float], float] | None,
     seen: dict[bytes, np.ndarray],
 ) -> tuple[np.ndarray, float]:
     """Rates of the active flows under share weights (``shares``, per job), MLTCP's
-    weights and/or strict priority, and the longest step (s) before MLTCP's weights must
-    be re-solved (inf without MLTCP)."""
+    weights, progress weights (``progress`` at the fixed-point ratio of the iteration's
+    bytes sent) and/or strict priority, and the longest step (s) before the weights must
+    be re-solved (inf when they do not move)."""
     meets = on[:, index_of_full]
     held = np.flatnonzero(meets.any(axis=1))
     jobs = active[held]
     got = demand.copy()
     full_set = {int(x): k for k, x in enumerate(index_of_full)}
     paths = [[full_set[link] for link in links_of[i] if link in full_set] for i in jobs]
-    if mltcp is None:
+    if mltcp is None and progress is None:
         key = jobs.tobytes() + phase[jobs].tobytes()
         fair = seen.get(key)
         if fair is None:
@@ -309,7 +314,9 @@ def _general_rates(
         return got, math.inf
     sent = sent_before[jobs, phase[jobs]] + bits[jobs, phase[jobs]] - remaining[jobs]
     weights = [
-        float(w) * mltcp_weight(float(s), float(b), mltcp)
+        float(w)
+        * (1.0 if mltcp is None else mltcp_weight(float(s), float(b), mltcp))
+        * (1.0 if progress is None else progress(ratio_q(int(s // 8), int(b // 8)) / ONE))
         for s, b, w in zip(sent, per_iteration[jobs], shares[jobs], strict=True)
     ]
     got[held] = shared_rates(

@@ -45,6 +45,7 @@ class ContinuousNetwork(StepWindows):
         self.flow = FlowState(
             dict(sim.cluster.links),
             mltcp=sim.options.mltcp if s.mltcp else None,
+            progress=s.sharing.progress_weight(),
             classes=bool(s.priority),
             weighted=bool(s.sharing.weighted),
             tolerance=tolerance,

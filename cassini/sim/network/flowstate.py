@@ -4,6 +4,7 @@ through simulated time once and changed in place as jobs come, go, move or chang
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -21,7 +22,8 @@ from cassini.sim.network.flowstep import (
 )
 from cassini.sim.network.jitloop import MLTCP_STEPS
 from cassini.sim.network.rates import _GAP, _SEND, _WAIT
-from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
+from cassini.sim.parts.sharing import progress_table
+from mltcp.policy import MltcpParams
 
 AVAILABLE = rates.AVAILABLE
 
@@ -29,7 +31,8 @@ AVAILABLE = rates.AVAILABLE
 class FlowState:
     """The continuous network state of the jobs that share links that can congest:
     ``links`` capacity per link (bits/s); ``mltcp`` share full links by MLTCP's weights
-    (None: max-min); ``classes`` whether jobs carry strict priority classes; ``weighted``
+    (None: max-min), times ``progress`` (a flow's weight factor by the fraction of its
+    iteration's bytes sent); ``classes`` whether jobs carry strict priority classes; ``weighted``
     whether jobs' share weights may differ from 1 (:meth:`add`'s ``share``); the rest as
     in ``docs/internals.md`` (the continuous model's flow state)."""
 
@@ -44,6 +47,7 @@ class FlowState:
         mltcp_steps: int = MLTCP_STEPS,
         mltcp_every_event: bool = False,
         max_events: int = 1_000_000,
+        progress: Callable[[float], float] | None = None,
     ) -> None:
         if not AVAILABLE:
             raise RuntimeError("the continuous network model needs numba (the [sim] extra)")
@@ -58,13 +62,12 @@ class FlowState:
             np.zeros(n_links),
             np.zeros(n_links),
         )
-        slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp else (0, ONE, 0, 0, 0)
+        table = progress_table(mltcp, progress)
+        dynamic = table is not None
         self.rule = (
-            mltcp is not None,
-            slope_q,
-            intercept_q,
-            bool(flags & FLAG_SCALE_CUT),
-            mltcp is not None or classes or weighted,
+            dynamic,
+            np.ones(1) if table is None else table,
+            dynamic or classes or weighted,
         )
         self.tolerance = tolerance
         self.mltcp_steps = float(mltcp_steps)
@@ -159,7 +162,7 @@ class FlowState:
         cycles in :class:`Advanced`."""
         if not cycle.bits:
             raise ValueError(f"job {job_id}: a job without communication has no flow")
-        if share != 1.0 and not self.rule[4]:
+        if share != 1.0 and not self.rule[2]:
             raise ValueError(f"job {job_id}: share {share} in a state made without weighted")
         i = self._slot(cycle, len(links))
         mode, phase, n_phases, slot, count, target, classes = self.ints

@@ -24,6 +24,7 @@ def simulate(
     max_events: int = 2_000_000,
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,
+    progress: Callable[[float], float] | None = None,
 ) -> NetworkResult:
     """Run the fluid model of ``jobs`` sharing links until ``horizon_s`` seconds.
 
@@ -39,6 +40,9 @@ def simulate(
     max_events : guard against runaway simulations.
     mltcp : share full links by MLTCP's weights with these parameters (None: max-min).
         Jobs' ``priority`` classes, when they differ, are served strictly per link.
+    progress : a flow's weight factor (> 0) by ``x``, the fraction of its iteration's
+        bytes sent (read at MLTCP's fixed-point ratio), times MLTCP's F under ``mltcp``;
+        a sharing rule's ``progress`` (:class:`cassini.sim.parts.sharing.Sharing`).
     on_step : optional observer, called as ``on_step(t, dt, sending, rates_bps)`` for
         every step of the whole window, in order, once the loop has run: the indices
         (into ``jobs``) of the jobs sending from ``t`` for ``dt`` seconds and their
@@ -71,6 +75,7 @@ def simulate(
         tolerance=tolerance,
         max_events=max_events,
         mltcp=mltcp,
+        progress=progress,
     )
     shares = [j.share for j in jobs]
     out = jitloop.run_events(*args, **kw, record_steps=on_step is not None, shares=shares)

@@ -5,7 +5,7 @@ event) and plain Python on the same numpy arrays where it is not; its rates come
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,7 +25,8 @@ from cassini.sim.network.rates import (
     _solve_set,
     next_slot,
 )
-from mltcp.policy import FLAG_SCALE_CUT, ONE, MltcpParams
+from cassini.sim.parts.sharing import progress_table
+from mltcp.policy import MltcpParams
 
 #: results of the loop that are not event counts
 _TOO_MANY_EVENTS, _OUT_OF_ROOM = -1, -2
@@ -37,10 +38,10 @@ __all__ = ["AVAILABLE", "MLTCP_STEPS", "run_events"]
 
 
 @_jit
-def _resolve_mltcp(n_changed, label, mltcp_steps, links, marks, net, flow, solver, rule):
-    """Under MLTCP every set, every event (weights change as bytes go out), after the
-    full-link flags of the ``n_changed`` flows that started or stopped are brought up
-    to date.  Returns (label, the longest step (s) before the weights are due)."""
+def _resolve_progress(n_changed, label, mltcp_steps, links, marks, net, flow, solver, rule):
+    """Under progress weights (MLTCP) every set, every event (weights move as bytes go
+    out), after the full-link flags of the ``n_changed`` flows that started or stopped
+    are brought up to date.  Returns (label, the longest step (s) before weights are due)."""
     link_ptr, link_idx = net[0], net[1]
     mode, demand, got, over, per_iteration = flow[0], flow[6], flow[8], flow[9], flow[5]
     load, over_cap = links[0], links[2]
@@ -263,7 +264,7 @@ def _state(n, n_links, anchors, caps, sent_before, bits, per_iteration, shares):
 def _loop(
     gaps, bits, peak, n_phases, sent_before, per_iteration,
     link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes, shares,
-    anchors, grids, use_mltcp, slope_q, intercept_q, scale_cut, general,
+    anchors, grids, use_progress, table, general,
     mltcp_steps, horizon_s, warmup_s, tolerance, max_events,
     times, n_times, busy, n_busy, excess, carried, steps, n_steps,
 ):  # fmt: skip
@@ -273,7 +274,7 @@ def _loop(
     ``_TOO_MANY_EVENTS`` / ``_OUT_OF_ROOM``."""
     cycle = (gaps, bits, peak, n_phases)
     net = (link_ptr, link_idx, link_jobs_ptr, link_jobs, caps, classes, shares)
-    rule = (use_mltcp, slope_q, intercept_q, scale_cut, general)
+    rule = (use_progress, table, general)
     n, n_links = gaps.shape[0], caps.shape[0]
     flow, pace, links, marks, sent = _state(
         n, n_links, anchors, caps, sent_before, bits, per_iteration, shares
@@ -287,8 +288,8 @@ def _loop(
         if events > max_events:
             return _TOO_MANY_EVENTS
         step = math.inf
-        if use_mltcp:
-            label, step = _resolve_mltcp(
+        if use_progress:
+            label, step = _resolve_progress(
                 n_changed, label, mltcp_steps, links, marks, net, flow, solver, rule
             )
             n_changed = 0
@@ -355,21 +356,23 @@ def run_events(
     mltcp_steps: int = MLTCP_STEPS,
     record_steps: bool = False,
     shares: Sequence[float] | None = None,
+    progress: Callable[[float], float] | None = None,
 ) -> LoopResult | None:
     """Run the fluid model (see :func:`cassini.sim.network.fluid.simulate`) over jobs
     given as unrolled ``cycles``, link indices ``links_of``, link capacities ``caps``
     (bits/s), ``anchors`` (s), slot-grid periods ``grids`` (s, None = free-running),
-    priority ``classes`` and share weights ``shares`` (> 0, None: all 1); with
-    ``record_steps``, every step too.  None when ``max_events`` is exceeded."""
+    priority ``classes``, share weights ``shares`` (> 0, None: all 1) and progress weights
+    (MLTCP's F, times ``progress``); with ``record_steps``, every step too.  None when
+    ``max_events`` is exceeded."""
     n, n_links = len(cycles), len(caps)
     cycle, shortest = pack_cycles(cycles)
     shares = np.ones(n) if shares is None else np.asarray(shares, float)
     net = (*csr_links(links_of, n_links), np.asarray(caps, float), np.asarray(classes, np.int64))
     grid_s = np.array([math.nan if g is None else g for g in grids], float)
     net, pacing = (*net, shares), (np.asarray(anchors, float), grid_s)
-    slope_q, intercept_q, _, _, flags = mltcp.fixed() if mltcp is not None else (0, ONE, 0, 0, 0)
-    general = mltcp is not None or len(set(classes)) > 1 or bool(np.any(shares != 1.0))
-    rule = (mltcp is not None, slope_q, intercept_q, bool(flags & FLAG_SCALE_CUT), general)
+    table = progress_table(mltcp, progress)  # None: weights do not move
+    general = table is not None or len(set(classes)) > 1 or bool(np.any(shares != 1.0))
+    rule = (table is not None, np.ones(1) if table is None else table, general)
     window = (float(mltcp_steps), float(horizon_s), float(warmup_s), float(tolerance))
     window = (*window, int(max_events))
     # room for every iteration at the shortest dedicated time, grown if one needs more

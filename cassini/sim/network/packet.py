@@ -60,11 +60,12 @@ class PacketNetwork(WindowNetwork):
         from cassini.packet.plan import as_topology
 
         self.topology = as_topology(sim.cluster)  # InputError: too large, planes
-        if sim.scheduler.sharing.weighted:
+        sharing = sim.scheduler.sharing
+        if sharing.weighting:
             raise InputError(
                 "network",
                 f"the packet model does not run the weighted sharing rule(s) "
-                f"{', '.join(sim.scheduler.sharing.weighted)} of scheduler "
+                f"{', '.join(sharing.weighting)} of scheduler "
                 f"{sim.scheduler.name!r}: use network windows or continuous",
             )
         if not ns3env.available():

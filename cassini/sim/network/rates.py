@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from mltcp.policy import ONE, SHIFT, U32_MAX
+from mltcp.policy import ONE, SHIFT
 
 try:  # numba is in the [sim] extra; without it these run as plain Python
     from numba import njit
@@ -195,9 +195,10 @@ def _fill(flows, k, general, net, flow, scratch, label, comp, limit):
 
 
 @_jit
-def _mltcp_weight(done_bits, per_iteration, slope_q, intercept_q, scale_cut):
-    """MLTCP's share weight (:func:`cassini.sim.parts.sharing.mltcp_weight`, the
-    kernel's fixed-point rule on bytes)."""
+def _progress_weight(done_bits, per_iteration, table):
+    """A flow's weight factor off its sharing rule's progress table
+    (:func:`cassini.sim.parts.sharing.progress_table`) at MLTCP's fixed-point ratio of
+    its iteration's bits sent, on bytes, exactly as the kernel programs compute it."""
     sent_q = int(math.floor(done_bits / 8.0))
     per_q = int(math.floor(per_iteration / 8.0))
     if per_q == 0:
@@ -206,8 +207,7 @@ def _mltcp_weight(done_bits, per_iteration, slope_q, intercept_q, scale_cut):
         ratio = ONE
     else:
         ratio = (sent_q << SHIFT) // per_q
-    f = ((intercept_q + ((slope_q * ratio) >> SHIFT)) & U32_MAX) / ONE
-    return f * f if scale_cut else f
+    return table[ratio]
 
 
 @_jit
@@ -242,26 +242,24 @@ def _solve_set(s, label, rule, net, flow, flow_sets, scratch, limit=-1):
     """Rates of the set of sending flows connected to job ``s`` through full links
     (labelled ``label``; left in ``flow_sets[1][:k]``; cut at ``limit`` flows nearest
     ``s`` when ``limit`` > 0), weighted by each job's share (``net[6]``, its sharing
-    rules' weight) times MLTCP's F when ``rule`` says so.  Returns ``k``, the set's
-    size."""
+    rules' weight) times its progress weight when ``rule`` = (progress-weighted, the
+    progress table, general form) says so.  Returns ``k``, the set's size."""
     if limit <= 0:
         limit = flow[0].shape[0] + 1  # never cut
-    use_mltcp, slope_q, intercept_q, scale_cut, general = rule
+    use_progress, table, general = rule
     link_ptr, link_idx, link_jobs_ptr, link_jobs, shares = net[0], net[1], net[2], net[3], net[6]
     mode, phase, remaining, sent_before, bits, per_iteration, demand, weight, got, over = flow
     comp, flows = flow_sets
     k = _component(
         s, mode, link_ptr, link_idx, link_jobs_ptr, link_jobs, over, comp, label, flows, limit
     )
-    if use_mltcp:
+    if use_progress:
         for a in range(k):
             i = flows[a]
-            weight[i] = shares[i] * _mltcp_weight(
+            weight[i] = shares[i] * _progress_weight(
                 sent_before[i, phase[i]] + bits[i, phase[i]] - remaining[i],
                 per_iteration[i],
-                slope_q,
-                intercept_q,
-                scale_cut,
+                table,
             )
     _fill(flows, k, general, net, flow, scratch, label, comp, limit)
     return k

@@ -76,4 +76,7 @@ class StepWindows:
         horizon = min(self.flow.t - t0, sim.window.measure_periods * longest + longest)
         excess = {self.flow.link_ids[x]: float(delta[x]) for x in np.flatnonzero(delta > 0)}
         mltcp = sim.options.mltcp if sim.scheduler.mltcp else None
-        sim.recorder.window(t0, tuple(flows), horizon, 0.0, _Measured(excess), mltcp)
+        progress = sim.scheduler.sharing.progress_weight()
+        sim.recorder.window(
+            t0, tuple(flows), horizon, 0.0, _Measured(excess), mltcp, progress=progress
+        )

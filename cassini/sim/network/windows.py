@@ -223,12 +223,13 @@ class WindowNetwork:
         periods of ``longest`` seconds."""
         sim = self.sim
         periods = sim.window.warmup_periods
-        if sim.scheduler.mltcp:  # let MLTCP re-converge from the start-time phases
+        if sim.scheduler.sharing.dynamic:  # let MLTCP re-converge from the start phases
             periods = max(periods, MLTCP_WARMUP_PERIODS)
         warmup = periods * longest
         horizon = warmup + sim.window.measure_periods * longest
         flows = self._flow_jobs(runs, held=held, from_shifts=from_shifts)
         mltcp = sim.options.mltcp if sim.scheduler.mltcp else None
+        progress = sim.scheduler.sharing.progress_weight()
         result = simulate(
             flows,
             sim.cluster.links,
@@ -236,10 +237,13 @@ class WindowNetwork:
             warmup_s=warmup,
             tolerance=sim.scheduler.timing.tolerance,
             mltcp=mltcp,
+            progress=progress,
         )
         self.evaluations += 1
         if sim.recorder is not None:
-            sim.recorder.window(sim.now, tuple(flows), horizon, warmup, result, mltcp)
+            sim.recorder.window(
+                sim.now, tuple(flows), horizon, warmup, result, mltcp, progress=progress
+            )
         self.events += result.events
         self.window_s += horizon
         return result

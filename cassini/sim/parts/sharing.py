@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from cassini.errors import InputError
 from cassini.sim.workload import JobSpec
 from mltcp.policy import ONE, MltcpParams, factor_q, ratio_q
@@ -27,6 +29,29 @@ def mltcp_weight(sent_bits: float, bits_per_iteration: float, params: MltcpParam
     ``scale_cut`` (see the module docstring)."""
     f = mltcp_factor(sent_bits, bits_per_iteration, params)
     return f * f if params.scale_cut else f
+
+
+def progress_table(
+    mltcp: MltcpParams | None, progress: Callable[[float], float] | None = None
+) -> np.ndarray | None:
+    """A flow's weight factor at each progress point ``k / ONE`` (k = 0..ONE, MLTCP's
+    fixed-point ratio of the iteration's bytes sent): MLTCP's weight
+    (:func:`mltcp_weight`) with ``mltcp``, times ``progress(k / ONE)``; None when
+    neither is given.  The kernels read a flow's weight off this table at its exact
+    fixed-point ratio, so MLTCP's entries are its rule's own numbers."""
+    if mltcp is None and progress is None:
+        return None
+    table = np.ones(ONE + 1)
+    if mltcp is not None:
+        slope_q, intercept_q = mltcp.fixed()[:2]
+        f = np.array([factor_q(r, slope_q, intercept_q) / ONE for r in range(ONE + 1)])
+        table = f * f if mltcp.scale_cut else f
+    if progress is not None:
+        factors = np.array([progress(r / ONE) for r in range(ONE + 1)], float)
+        if not bool(np.all((factors > 0) & np.isfinite(factors))):
+            raise InputError("progress", "a progress weight is not a finite number > 0")
+        table = table * factors
+    return table
 
 
 def shared_rates(
@@ -101,17 +126,22 @@ def _fill(
 
 @dataclass(frozen=True)
 class Sharing:
-    """A sharing part: whether flows are weighted by MLTCP's F, whether links serve
-    priority classes strictly, and ``weight``, a job's share weight (> 0) in weighted
-    max-min sharing as a function of its spec (all off: max-min fair).
+    """A sharing part: whether flows are weighted by MLTCP's F (its parameters are the
+    run's), whether links serve priority classes strictly, ``weight``, a job's share
+    weight (> 0) in weighted max-min sharing as a function of its spec, and
+    ``progress``, a flow's weight factor (> 0) as a function of the fraction of its
+    iteration's bytes it has sent (all off: max-min fair).
 
-    A scheduler's combined sharing (:meth:`combine`) also names ``weighted``: the table
-    entries whose weights it multiplies into each job's :meth:`share`."""
+    A scheduler's combined sharing (:meth:`combine`) also names ``weighted`` and
+    ``progressing``: the table entries whose weights it multiplies into each job's
+    :meth:`share` and each flow's :meth:`progress_weight`."""
 
     mltcp: bool = False
     priority: bool = False
     weight: Callable[[JobSpec], float] | None = None
+    progress: Callable[[float], float] | None = None
     weighted: tuple[str, ...] = ()
+    progressing: tuple[str, ...] = ()
 
     @classmethod
     def combine(cls, names: set[str] | frozenset[str]) -> Sharing:
@@ -121,7 +151,45 @@ class Sharing:
             mltcp=any(SHARINGS[e].mltcp for e in names),
             priority=any(SHARINGS[e].priority for e in names),
             weighted=tuple(sorted(e for e in names if SHARINGS[e].weight is not None)),
+            progressing=tuple(sorted(e for e in names if SHARINGS[e].progress is not None)),
         )
+
+    @property
+    def weighting(self) -> tuple[str, ...]:
+        """The entries that weight jobs or flows (``weighted`` and ``progressing``), in
+        name order."""
+        return tuple(sorted(set(self.weighted) | set(self.progressing)))
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether a flow's weight changes as its iteration's bytes go out (MLTCP or a
+        progress entry): the models then let the sharing re-converge and re-solve as
+        weights move."""
+        return self.mltcp or bool(self.progressing) or self.progress is not None
+
+    def progress_weight(self) -> Callable[[float], float] | None:
+        """A flow's weight factor at ``x``, the fraction of its iteration's bytes sent:
+        the product of the progress entries' functions (and this entry's own); None
+        when there are none.  InputError naming the rule when one is not a finite
+        number > 0."""
+        rules = [(name, SHARINGS[name].progress) for name in self.progressing]
+        if self.progress is not None:
+            rules.append(("progress", self.progress))
+        if not rules:
+            return None
+
+        def weight(x: float) -> float:
+            w = 1.0
+            for name, rule in rules:
+                v = float(rule(x))  # type: ignore[misc]
+                if not (v > 0 and math.isfinite(v)):
+                    raise InputError(
+                        "schedulers", f"sharing rule {name!r} gave weight {v} at progress {x}"
+                    )
+                w *= v
+            return w
+
+        return weight
 
     def share(self, spec: JobSpec) -> float:
         """Job ``spec``'s share weight: the product of the weights of the weighted
@@ -142,8 +210,8 @@ class Sharing:
 
 
 #: name -> sharing.  Parts combine by or-ing their flags and multiplying their weights
-#: (:meth:`Sharing.combine`); a rule that only weights jobs is one entry here with its
-#: ``weight`` function (docs/extending.md shows one).
+#: (:meth:`Sharing.combine`); a rule that weights jobs, or flows by their progress, is
+#: one entry here with its ``weight`` or ``progress`` function (docs/extending.md).
 SHARINGS: dict[str, Sharing] = {
     "maxmin": Sharing(),
     "mltcp": Sharing(mltcp=True),

@@ -3,7 +3,7 @@ job sends when on one link."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +25,7 @@ class Window:
     warmup_s: float
     excess_s: Mapping[str, float]
     mltcp: MltcpParams | None = None  # the sharing the window ran under (None: max-min)
+    progress: Callable[[float], float] | None = None  # ... and its progress weights
 
 
 @dataclass
@@ -41,9 +42,12 @@ class NetworkRecorder:
         warmup_s: float,
         result: NetworkResult,
         mltcp: MltcpParams | None = None,
+        *,
+        progress: Callable[[float], float] | None = None,
     ) -> None:
         excess = {link: s for link, s in result.excess_s.items() if s > 0}
-        self.windows.append(Window(now_s, flows, horizon_s, warmup_s, excess, mltcp))
+        window = Window(now_s, flows, horizon_s, warmup_s, excess, mltcp, progress)
+        self.windows.append(window)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ def link_timeline(
         tolerance=tolerance,
         mltcp=best.mltcp,
         on_step=observe,
+        progress=best.progress,
     )
     return LinkTimeline(
         link=link,
