@@ -429,7 +429,9 @@ def test_cassini_runs_free_when_a_timing_part_says_so() -> None:
     for bad in ({"tolerance": 1.0}, {"tolerance": float("nan")}, {"group_limit": 0}):
         with pytest.raises(InputError, match="timing"):
             Timing(held=True, **bad)
-    assert TIMINGS["held"].name == "held" and Timing(held=True, tolerance=0.2).name == "?"
+    assert TIMINGS["held"].name == "held" and Timing(held=True).name == "held"
+    with pytest.raises(InputError, match="not an entry of TIMINGS"):
+        Timing(held=True, tolerance=0.2).name  # noqa: B018
 
 
 @settings(max_examples=300, deadline=None)

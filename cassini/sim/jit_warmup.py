@@ -4,9 +4,9 @@ not pay ~50 s of compilation: ``python -m cassini.sim.jit_warmup`` (``make setup
 its three parts in parallel processes).
 
 It simulates a 32-GPU cluster with 24 short jobs through both fluid network models under
-every sharing and timing rule the kernels specialise on (max-min, strict priority, MLTCP
-weights, held slot grids), Crux's level cut and the advisor's link searches once; the
-results are thrown away.  Without numba it does nothing."""
+every sharing and timing rule the kernels specialise on (max-min, strict priority,
+progress weights off MLTCP's table, held slot grids), Crux's level cut and the advisor's
+link searches once; the results are thrown away.  Without numba it does nothing."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
 #: schedulers whose parts reach every compiled path: max-min, priority classes (crux),
-#: MLTCP weights, held slot grids (cassini)
+#: progress weights (mltcp; every progress rule takes its path), held slot grids (cassini)
 SCHEDULERS = ("themis", "themis+cassini", "themis+crux", "themis+crux+mltcp", "themis+mltcp")
 NETWORKS = ("windows", "continuous")
 

@@ -147,7 +147,7 @@ class Scheduler:
         if self.priority and not crux:
             parts.append("priority")
         parts.extend(self.sharing.weighting)
-        if self.timing is not TIMINGS["held" if cassini else "free"]:
+        if self.timing != TIMINGS["held" if cassini else "free"]:
             parts.append(self.timing.name)
         return "+".join(parts)
 

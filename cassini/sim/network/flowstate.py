@@ -23,6 +23,7 @@ from cassini.sim.network.flowstep import (
 from cassini.sim.network.jitloop import MLTCP_STEPS
 from cassini.sim.network.rates import _GAP, _SEND, _WAIT
 from cassini.sim.parts.sharing import progress_table
+from cassini.sim.parts.timing import AGENT_TOLERANCE
 from mltcp.policy import MltcpParams
 
 AVAILABLE = rates.AVAILABLE
@@ -43,7 +44,7 @@ class FlowState:
         mltcp: MltcpParams | None = None,
         classes: bool = False,
         weighted: bool = False,
-        tolerance: float = 0.05,
+        tolerance: float = AGENT_TOLERANCE,
         mltcp_steps: int = MLTCP_STEPS,
         mltcp_every_event: bool = False,
         max_events: int = 1_000_000,

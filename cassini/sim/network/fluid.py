@@ -9,6 +9,7 @@ import numpy as np
 from cassini.errors import InputError
 from cassini.sim.network import jitloop
 from cassini.sim.network.flows import FlowJob, NetworkResult, cycle_of
+from cassini.sim.parts.timing import AGENT_TOLERANCE
 from mltcp.policy import MltcpParams
 
 _EPS = 1e-12
@@ -20,7 +21,7 @@ def simulate(
     *,
     horizon_s: float,
     warmup_s: float = 0.0,
-    tolerance: float = 0.05,
+    tolerance: float = AGENT_TOLERANCE,
     max_events: int = 2_000_000,
     mltcp: MltcpParams | None = None,
     on_step: Callable[[float, float, np.ndarray, np.ndarray], None] | None = None,

@@ -201,7 +201,7 @@ def _progress_weight(done_bits, per_iteration, table):
     its iteration's bits sent, on bytes, exactly as the kernel programs compute it."""
     sent_q = int(math.floor(done_bits / 8.0))
     per_q = int(math.floor(per_iteration / 8.0))
-    if per_q == 0:
+    if per_q == 0 or sent_q <= 0:
         ratio = 0
     elif sent_q >= per_q:
         ratio = ONE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -31,6 +32,7 @@ def mltcp_weight(sent_bits: float, bits_per_iteration: float, params: MltcpParam
     return f * f if params.scale_cut else f
 
 
+@lru_cache(maxsize=64)
 def progress_table(
     mltcp: MltcpParams | None, progress: Callable[[float], float] | None = None
 ) -> np.ndarray | None:
@@ -38,7 +40,8 @@ def progress_table(
     fixed-point ratio of the iteration's bytes sent): MLTCP's weight
     (:func:`mltcp_weight`) with ``mltcp``, times ``progress(k / ONE)``; None when
     neither is given.  The kernels read a flow's weight off this table at its exact
-    fixed-point ratio, so MLTCP's entries are its rule's own numbers."""
+    fixed-point ratio, so MLTCP's entries are its rule's own numbers.  Kept per
+    (``mltcp``, ``progress``): callers must not write to it."""
     if mltcp is None and progress is None:
         return None
     table = np.ones(ONE + 1)
@@ -48,8 +51,14 @@ def progress_table(
         table = f * f if mltcp.scale_cut else f
     if progress is not None:
         factors = np.array([progress(r / ONE) for r in range(ONE + 1)], float)
-        if not bool(np.all((factors > 0) & np.isfinite(factors))):
-            raise InputError("progress", "a progress weight is not a finite number > 0")
+        bad = np.flatnonzero(~((factors > 0) & np.isfinite(factors)))
+        if len(bad):
+            name = getattr(progress, "__name__", repr(progress))
+            raise InputError(
+                "progress",
+                f"{name} gave weight {factors[bad[0]]} at progress {bad[0] / ONE} "
+                "(weights must be finite numbers > 0)",
+            )
         table = table * factors
     return table
 
@@ -171,7 +180,11 @@ class Sharing:
         """A flow's weight factor at ``x``, the fraction of its iteration's bytes sent:
         the product of the progress entries' functions (and this entry's own); None
         when there are none.  InputError naming the rule when one is not a finite
-        number > 0."""
+        number > 0.  The same function on every call (its table is built once)."""
+        return self._progress_weight
+
+    @cached_property
+    def _progress_weight(self) -> Callable[[float], float] | None:
         rules = [(name, SHARINGS[name].progress) for name in self.progressing]
         if self.progress is not None:
             rules.append(("progress", self.progress))

@@ -38,8 +38,12 @@ class Timing:
 
     @property
     def name(self) -> str:
-        """The :data:`TIMINGS` name of this entry (``?`` for one not in the table)."""
-        return next((k for k, v in TIMINGS.items() if v is self), "?")
+        """The :data:`TIMINGS` name of this entry (the first equal one); InputError for
+        a timing not in the table (a scheduler name could not say it)."""
+        for name, entry in TIMINGS.items():
+            if entry == self:
+                return name
+        raise InputError("timing", f"{self} is not an entry of TIMINGS: it has no name")
 
 
 #: name -> timing.  A rule that holds jobs with another tolerance or group limit is one

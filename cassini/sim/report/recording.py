@@ -10,6 +10,7 @@ import numpy as np
 
 from cassini.sim.network.flows import FlowJob, NetworkResult
 from cassini.sim.network.fluid import simulate
+from cassini.sim.parts.timing import AGENT_TOLERANCE
 from mltcp.policy import MltcpParams
 
 
@@ -69,7 +70,7 @@ def link_timeline(
     link: str,
     capacity_bps: Mapping[str, float],
     *,
-    tolerance: float = 0.05,
+    tolerance: float = AGENT_TOLERANCE,
 ) -> LinkTimeline | None:
     """Replay the window in which ``link`` was most congested (most excess demand, then
     most jobs on it, then the earliest) and return who sent when on it; None when no
