@@ -268,7 +268,7 @@ def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
     plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
     weighted = {r.job_id: r.slowdown for r in result.jobs}
     assert any(abs(weighted[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
-    with pytest.raises(InputError, match="weighted sharing rule.*size"):
+    with pytest.raises(InputError, match="sharing rule.*size"):
         run(cluster, jobs, library, "themis+size", options=SimOptions(network="packet"),
             seed=1)  # fmt: skip
 
@@ -328,12 +328,77 @@ def test_a_progress_sharing_rule_is_one_table_entry(monkeypatch, network) -> Non
     handed.clear()
     run(cluster, jobs, library, "themis+random+mltcp+rising", options=options, seed=1)
     assert handed and all(m is not None and p is not None for m, p in handed)
-    with pytest.raises(InputError, match="weighted sharing rule.*rising"):
+    with pytest.raises(InputError, match="sharing rule.*rising"):
         run(cluster, jobs, library, "themis+rising", options=SimOptions(network="packet"),
             seed=1)  # fmt: skip
     monkeypatch.setitem(SHARINGS, "bad", Sharing(progress=lambda x: 1.0 - x))  # 0 at the end
     with pytest.raises(InputError, match="sharing rule 'bad' gave weight 0.0 at progress 1.0"):
         run(cluster, jobs, library, "themis+random+bad", options=options, seed=1)
+
+
+def small_first(spec) -> int:
+    """docs/extending.md's worked example of an ordering rule: jobs of up to 8 GPUs are
+    served strictly before larger ones."""
+    return 0 if spec.gpus <= 8 else 1
+
+
+@pytest.mark.parametrize("network", ["windows", "continuous"])
+def test_an_ordering_sharing_rule_is_one_table_entry(monkeypatch, network) -> None:
+    """A rule that orders jobs strictly is its ``SHARINGS`` entry and its level
+    function, and nothing else: the name parses and prints back, both fluid models hand
+    every job its class, the results report it and differ from max-min, it refuses to
+    combine with Crux's ``priority``, and the packet model refuses it by name."""
+    from cassini.errors import InputError
+    from cassini.sim.engine import run
+    from cassini.sim.network import continuous, windows
+    from cassini.sim.options import SimOptions
+    from cassini.sim.parts.sharing import SHARINGS, Sharing
+    from cassini.sim.schedulers import Scheduler
+
+    monkeypatch.setitem(SHARINGS, "smallfirst", Sharing(level=small_first))
+    s = Scheduler.parse("themis+smallfirst+mltcp")
+    assert s.sharing.ordering == ("smallfirst",) and s.sharing.strict and not s.priority
+    assert s.canonical == "themis+mltcp+smallfirst"
+    assert Scheduler.parse(s.canonical).sharing == s.sharing
+    with pytest.raises(InputError, match="priority, smallfirst each order jobs strictly"):
+        Scheduler.parse("themis+crux+smallfirst")
+    handed: dict[str, int] = {}
+    if network == "windows":
+        real_simulate = windows.simulate
+
+        def simulate(flows, *a, **k):
+            handed.update({f.job_id: f.priority for f in flows})
+            return real_simulate(flows, *a, **k)
+
+        monkeypatch.setattr(windows, "simulate", simulate)
+    else:
+        real_add = continuous.FlowState.add
+
+        def add(self, job_id, *a, priority=0, **k):
+            assert priority == 0 or self.rule[2], "a state with classes solves in general form"
+            handed[job_id] = priority
+            return real_add(self, job_id, *a, priority=priority, **k)
+
+        monkeypatch.setattr(continuous.FlowState, "add", add)
+    cluster, jobs, library = small_jobs(24)
+    options = SimOptions(network=network)
+    result = run(cluster, jobs, library, "themis+random+smallfirst", options=options, seed=1)
+    level = {j.job_id: small_first(j) for j in jobs}
+    assert handed and all(handed[j] == level[j] for j in handed), handed
+    assert set(handed.values()) == {0, 1}  # both classes met on a link
+    assert all(r.priority_level == level[r.job_id] for r in result.jobs)
+    assert sorted(r.job_id for r in result.jobs) == sorted(level)
+    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
+    plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
+    ordered = {r.job_id: r.slowdown for r in result.jobs}
+    assert any(abs(ordered[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
+    with pytest.raises(InputError, match="sharing rule.*smallfirst"):
+        run(cluster, jobs, library, "themis+smallfirst", options=SimOptions(network="packet"),
+            seed=1)  # fmt: skip
+    for bad in (-1, 0.5, True):
+        monkeypatch.setitem(SHARINGS, "bad", Sharing(level=lambda _, v=bad: v))
+        with pytest.raises(InputError, match=f"sharing rule 'bad' gave job .* level {bad!r}"):
+            run(cluster, jobs, library, "themis+random+bad", options=options, seed=1)
 
 
 def test_a_sharing_weight_is_checked_and_an_entry_answers_alone(monkeypatch) -> None:

@@ -234,6 +234,7 @@ class Simulation(Routes):
             for s, g in placement.items():
                 self.free[s] -= g
             r = RunningJob(d.job, profile, placement, (), self.now, d.iterations)
+            r.level = self.scheduler.sharing.level_of(d.job)  # Crux's come with the network
             r.shift_s = shifts.pop(d.job.job_id, 0.0)
             self.net.start(r)
             self._route(d.job.job_id, r, count=not self.scheduler.dedicated_network)

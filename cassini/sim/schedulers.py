@@ -146,7 +146,7 @@ class Scheduler:
             parts.append("mltcp")
         if self.priority and not crux:
             parts.append("priority")
-        parts.extend(self.sharing.weighting)
+        parts.extend(self.sharing.functions)
         if self.timing != TIMINGS["held" if cassini else "free"]:
             parts.append(self.timing.name)
         return "+".join(parts)

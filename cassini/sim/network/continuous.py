@@ -46,7 +46,7 @@ class ContinuousNetwork(StepWindows):
             dict(sim.cluster.links),
             mltcp=sim.options.mltcp if s.mltcp else None,
             progress=s.sharing.progress_weight(),
-            classes=bool(s.priority),
+            classes=s.sharing.strict,
             weighted=bool(s.sharing.weighted),
             tolerance=tolerance,
         )

@@ -61,12 +61,13 @@ class PacketNetwork(WindowNetwork):
 
         self.topology = as_topology(sim.cluster)  # InputError: too large, planes
         sharing = sim.scheduler.sharing
-        if sharing.weighting:
+        if sharing.functions:
             raise InputError(
                 "network",
-                f"the packet model does not run the weighted sharing rule(s) "
-                f"{', '.join(sharing.weighting)} of scheduler "
-                f"{sim.scheduler.name!r}: use network windows or continuous",
+                f"the packet model does not run the sharing rule(s) "
+                f"{', '.join(sharing.functions)} of scheduler {sim.scheduler.name!r} "
+                "(it maps maxmin, mltcp and priority to ns-3): use network windows or "
+                "continuous",
             )
         if not ns3env.available():
             raise InputError("network", ns3env.MISSING)

@@ -211,7 +211,7 @@ class WindowNetwork:
                 phase = r.shift_s if from_shifts else r.start_s
                 anchor = (phase + offset - sim.now) % period
             path = tuple(link for link in r.path if sim.coupling(link))
-            level = r.level if sim.scheduler.priority else 0
+            level = r.level if sim.scheduler.sharing.strict else 0
             share = sim.scheduler.sharing.share(r.spec)
             flows.append(FlowJob(r.spec.job_id, r.profile, path, anchor, grid, level, share))
         return flows

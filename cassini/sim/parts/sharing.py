@@ -139,35 +139,70 @@ class Sharing:
     run's), whether links serve priority classes strictly, ``weight``, a job's share
     weight (> 0) in weighted max-min sharing as a function of its spec, and
     ``progress``, a flow's weight factor (> 0) as a function of the fraction of its
-    iteration's bytes it has sent (all off: max-min fair).
+    iteration's bytes it has sent, and ``level``, a job's strict priority class (an int
+    >= 0, 0 served first) as a function of its spec (all off: max-min fair).
 
-    A scheduler's combined sharing (:meth:`combine`) also names ``weighted`` and
-    ``progressing``: the table entries whose weights it multiplies into each job's
-    :meth:`share` and each flow's :meth:`progress_weight`."""
+    A scheduler's combined sharing (:meth:`combine`) also names ``weighted``,
+    ``progressing`` and ``ordering``: the table entries whose weights it multiplies into
+    each job's :meth:`share` and each flow's :meth:`progress_weight`, and the one entry
+    that gives each job its class (:meth:`level_of`)."""
 
     mltcp: bool = False
     priority: bool = False
     weight: Callable[[JobSpec], float] | None = None
     progress: Callable[[float], float] | None = None
+    level: Callable[[JobSpec], int] | None = None
     weighted: tuple[str, ...] = ()
     progressing: tuple[str, ...] = ()
+    ordering: tuple[str, ...] = ()
 
     @classmethod
     def combine(cls, names: set[str] | frozenset[str]) -> Sharing:
         """The sharing of the :data:`SHARINGS` entries ``names``: flags or-ed, weights
-        multiplied (in name order)."""
+        multiplied (in name order); InputError when more than one orders jobs strictly
+        (``priority`` or a ``level`` function)."""
+        strict = sorted(e for e in names if SHARINGS[e].priority or SHARINGS[e].level)
+        if len(strict) > 1:
+            raise InputError(
+                "schedulers",
+                f"sharing parts {', '.join(strict)} each order jobs strictly; give at most one",
+            )
         return cls(
             mltcp=any(SHARINGS[e].mltcp for e in names),
             priority=any(SHARINGS[e].priority for e in names),
             weighted=tuple(sorted(e for e in names if SHARINGS[e].weight is not None)),
             progressing=tuple(sorted(e for e in names if SHARINGS[e].progress is not None)),
+            ordering=tuple(sorted(e for e in names if SHARINGS[e].level is not None)),
         )
 
     @property
-    def weighting(self) -> tuple[str, ...]:
-        """The entries that weight jobs or flows (``weighted`` and ``progressing``), in
-        name order."""
-        return tuple(sorted(set(self.weighted) | set(self.progressing)))
+    def strict(self) -> bool:
+        """Whether links serve jobs' classes strictly (Crux's ``priority`` or a
+        ``level`` entry)."""
+        return self.priority or bool(self.ordering) or self.level is not None
+
+    def level_of(self, spec: JobSpec) -> int:
+        """Job ``spec``'s class under the ``level`` entry (0 without one; Crux's levels
+        are the engine's).  InputError naming the rule when it is not an int >= 0."""
+        rules = [(name, SHARINGS[name].level) for name in self.ordering]
+        if self.level is not None:
+            rules.append(("level", self.level))
+        for name, rule in rules:
+            v = rule(spec)  # type: ignore[misc]
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+                raise InputError(
+                    "schedulers",
+                    f"sharing rule {name!r} gave job {spec.job_id!r} level {v!r} "
+                    "(levels are ints >= 0, 0 served first)",
+                )
+            return int(v)
+        return 0
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """The entries given by their functions (``weighted``, ``progressing`` and
+        ``ordering``), in name order."""
+        return tuple(sorted({*self.weighted, *self.progressing, *self.ordering}))
 
     @property
     def dynamic(self) -> bool:
@@ -223,8 +258,9 @@ class Sharing:
 
 
 #: name -> sharing.  Parts combine by or-ing their flags and multiplying their weights
-#: (:meth:`Sharing.combine`); a rule that weights jobs, or flows by their progress, is
-#: one entry here with its ``weight`` or ``progress`` function (docs/extending.md).
+#: (:meth:`Sharing.combine`); a rule that weights jobs, weights flows by their progress
+#: or orders jobs strictly is one entry here with its ``weight``, ``progress`` or
+#: ``level`` function (docs/extending.md).
 SHARINGS: dict[str, Sharing] = {
     "maxmin": Sharing(),
     "mltcp": Sharing(mltcp=True),
