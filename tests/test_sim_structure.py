@@ -5,6 +5,7 @@ compatibility facade left for imports to go through."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,18 @@ def test_modules_and_functions_stay_within_their_limits() -> None:
         assert not grown, f"over {limit} lines: {grown}"
         stale = sorted(k for k in known if sizes_now.get(k, 0) <= limit)
         assert not stale, f"within {limit} lines now, drop from the known list: {stale}"
+
+
+def test_every_simulator_module_opens_with_one_or_two_sentences() -> None:
+    """Each module of ``cassini/sim`` has a head of one paragraph of at most two
+    sentences; longer notes live in docs/internals.md ("Simulator module notes")."""
+    long = {}
+    for path in sorted(SIM.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        sentences = len(re.findall(r"[.!?](?=\s+[A-Z`(]|\s*$)", doc))
+        if not doc or "\n\n" in doc or sentences > 2:
+            long[str(path.relative_to(SIM))] = doc[:80]
+    assert not long, long
 
 
 def test_every_network_model_is_named_once() -> None:

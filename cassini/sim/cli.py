@@ -1,7 +1,5 @@
-"""``cassini sim``: run, sweep and export simulated cluster workloads.
-
-Exit status: 0 on success, 2 on bad input (one line on stderr naming the field).
-"""
+"""``cassini sim``: run, sweep and export simulated cluster workloads; exit status 0 on
+success, 2 on bad input (one line on stderr naming the field)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Compile the simulator's numba kernels once and leave them in numba's on-disk cache
-(``__pycache__`` beside the sources), so the first simulation a user or a test runs does
-not pay ~50 s of compilation: ``python -m cassini.sim.jit_warmup`` (``make setup`` runs it,
-its three parts in parallel processes).
-
-It simulates a 32-GPU cluster with 24 short jobs through both fluid network models under
-every sharing and timing rule the kernels specialise on (max-min, strict priority,
-progress weights off MLTCP's table, held slot grids), Crux's level cut and the advisor's
-link searches once; the results are thrown away.  Without numba it does nothing."""
+"""Compile the simulator's numba kernels once into numba's on-disk cache (``__pycache__``
+beside the sources), so the first simulation a user or a test runs does not pay ~50 s of
+compilation: ``python -m cassini.sim.jit_warmup`` (``make setup`` runs it)."""
 
 from __future__ import annotations
 
@@ -24,7 +18,13 @@ NETWORKS = ("windows", "continuous")
 
 
 def warm() -> float:
-    """Run every part in this process; returns the seconds it took (0.0 without numba)."""
+    """Run every part in this process; returns the seconds it took (0.0 without numba).
+
+    The parts simulate a 32-GPU cluster with 24 short jobs through both fluid network
+    models under every sharing and timing rule the kernels specialise on (max-min,
+    strict priority, progress weights off MLTCP's table, held slot grids), Crux's level
+    cut and the advisor's link searches once; the results are thrown away.
+    :func:`warm_parallel` runs the three parts in parallel processes."""
     return float(sum(warm_parallel(1).values()))
 
 

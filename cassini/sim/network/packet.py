@@ -1,24 +1,6 @@
-"""The packet-level model (``network: packet``, issue 33): the window model's rule — at
-every change each group of jobs coupled through links is run over a short window and
-each of its jobs goes on at the mean iteration time measured there — with every window
-run in ns-3 (:mod:`cassini.packet`) instead of the fluid model.
-
-The window runs the whole cluster's fabric link for link, every job of the group on its
-own servers, over the path the simulator routed it on (``RunningJob.spine``), under the
-scheduler's mechanism: ``maxmin`` (FqCoDel), ``mltcp`` (DCTCP + MLTCP in ns-3) or
-``priority`` (the group's Crux levels as DSCP bands); CASSINI's held jobs start their
-iterations on their shifts' slot grid.  A job that shares no link with another, and
-every job under ``ideal``, is run alone in ns-3 once per (profile, servers, path); a
-one-server job has no traffic and runs at its profile's pace.
-
-Every job runs the profile the engine gave it (``RunningJob.profile``: the config's
-``profiles:`` rule on its servers, :func:`cassini.sim.engine.job_profile`), each ring
-hop paced to its phase's rate as the fluid model caps it.  Link rates, phase bytes and
-phase rates are divided by :func:`packet_scale` (server links at
-:data:`PACKET_LINK_BPS`), compute times kept.  Excess demand per link is not measured
-at packet level (``excess_s`` stays empty).  Needs the ``[packet]`` extra; clusters over
-128 hosts and rail-optimised fabrics are refused (``InputError`` naming ``cluster``).
-"""
+"""The packet-level model (``network: packet``): the window model's rule with every window
+run in ns-3 (:mod:`cassini.packet`) instead of the fluid model; ``docs/internals.md``
+("The packet-level model") tells its rules."""
 
 from __future__ import annotations
 
