@@ -105,7 +105,7 @@ def packet_iteration_times(
     testbed counts them: jobs start at ``starts_s`` (seconds); a job in ``periods_s``
     is held to the agent's grid (iteration k no earlier than ``start mod period + k *
     period``); ``priorities``: classes under ``prio``; ``mltcp``: MLTCP's parameters."""
-    from cassini.packet.run import PacketJob, simulate
+    from cassini.packet.jobs import PacketJob, simulate
 
     topo = cfg.topology
     fabric, index = fabric_of(topo)

@@ -234,7 +234,7 @@ def packet_jobs(
     the library profile under ``rule`` on those servers (the engine's own
     :func:`cassini.sim.engine.job_profile`), held to CASSINI's grid (``held``; a
     one-server job has no network to hold for)."""
-    from cassini.packet.run import PacketJob
+    from cassini.packet.jobs import PacketJob
     from cassini.sim.engine import job_profile
 
     out = []
@@ -249,7 +249,7 @@ def packet_jobs(
 
 def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
     """Fluid then packet for every scheme of ``scenario``; rows into ``report``."""
-    from cassini.packet.run import simulate
+    from cassini.packet.jobs import simulate
     from cassini.sim.engine import run as fluid_run
     from cassini.sim.options import SimOptions
     from cassini.sim.workload import load_library

@@ -80,9 +80,9 @@ def test_fat_tree_run_writes_results_and_obeys_physics(config, tmp_path):
 
 @pytest.mark.slow
 def test_strict_priority_serves_level_zero_first(config, monkeypatch):
-    from cassini.packet import run
+    from cassini.packet import jobs, run
 
-    monkeypatch.setattr(run, "priorities", lambda jobs, topo, bands: {"a": 3, "b": 0})
+    monkeypatch.setattr(jobs, "priorities", lambda jobs, topo, bands: {"a": 3, "b": 0})
     r = run.run_config(config, sharing="priority", scale=SCALE)
     a, b = r["jobs"]["a"]["iteration_times_s"], r["jobs"]["b"]["iteration_times_s"]
     # b (level 0) barely notices a; a waits for b's phases
@@ -96,7 +96,7 @@ def test_mltcp_run_and_held_slots():
     """Under mltcp every job finishes and a job alone keeps its paced pace; a held
     job (CASSINI's time-shift) starts iteration k no earlier than start + shift +
     k * period, so alone it runs at the profile's period, not faster."""
-    from cassini.packet.run import PacketJob, simulate
+    from cassini.packet.jobs import PacketJob, simulate
     from cassini.sim.topologies.fat_tree import fat_tree
 
     vgg = load_library()["vgg16"]

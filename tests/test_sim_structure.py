@@ -99,6 +99,13 @@ def test_no_import_circle_in_the_simulator() -> None:
     assert cycles(import_graph(SIM)) == []
 
 
+@pytest.mark.parametrize("package", ["cassini", "mltcp", "testbed", "experiments"])
+def test_no_import_circle_in_the_project(package) -> None:
+    """Nor through the packages around it (``cassini.packet.run`` once reached the
+    engine, whose packet model imported it back)."""
+    assert cycles(import_graph(ROOT / package)) == []
+
+
 def imported_names(path: Path) -> set[str]:
     """Every module ``path`` names in an import statement, ``from pkg import sub`` as both
     ``pkg`` and ``pkg.sub``."""

@@ -14,7 +14,7 @@ from cassini.sim.network.flows import NetworkResult, cycle_of
 from cassini.sim.network.windows import MLTCP_WARMUP_PERIODS, WindowNetwork
 
 if TYPE_CHECKING:
-    from cassini.packet.run import PacketJob
+    from cassini.packet.jobs import PacketJob
     from cassini.sim.state import ClusterState, RunningJob
     from cassini.sim.topologies.fabric import Topology
 
@@ -104,7 +104,7 @@ class PacketNetwork(WindowNetwork):
     ) -> NetworkResult:
         """Run ``runs`` in ns-3 for the warm-up and measured periods of ``longest``
         seconds; iteration times of the iterations that start after the warm-up."""
-        from cassini.packet.run import simulate
+        from cassini.packet.jobs import simulate
 
         sim = self.sim
         periods = sim.window.warmup_periods
@@ -148,7 +148,7 @@ class PacketNetwork(WindowNetwork):
     ) -> PacketJob:
         """``r`` as a packet-level job, its cycle anchored as the fluid window anchors
         it (times relative to now, s), with enough iterations to outlast ``horizon``."""
-        from cassini.packet.run import PacketJob
+        from cassini.packet.jobs import PacketJob
 
         period = r.profile.iteration_time_s
         phase = r.shift_s if (held or from_shifts) else r.start_s
