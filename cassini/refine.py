@@ -199,9 +199,18 @@ def refine_shifts(
         links = sorted(n[1] for n in component if n[0] == "link")
         links_of = {j: sorted(link[1] for link in graph[("job", j)]) for j in jobs}
         state = _Component(links, links_of, link_solutions, result, period)
+        # a job whose links' jobs (itself included) have not moved since it was last
+        # scored would score the same again and stay: it is skipped until one moves
+        sharing = {
+            j: {k for link in links_of[j] for k in link_solutions[link].job_ids} for j in jobs
+        }
+        stale = set(jobs)
         for _ in range(sweeps):
             moved = False
             for j in jobs:
+                if j not in stale:
+                    continue
+                stale.discard(j)
                 # candidate 0 is staying put; the rest are the proposals
                 shifts = np.array(
                     [result[j], *_proposals(j, links_of[j], link_solutions, result, period)]
@@ -211,6 +220,7 @@ def refine_shifts(
                 if values[best] > values[0] + 1e-12:
                     result[j] = float(shifts[best])
                     state.move(j, rotations, best)
+                    stale |= sharing[j]
                     moved = True
             if not moved:
                 break
