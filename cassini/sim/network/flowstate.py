@@ -63,13 +63,7 @@ class FlowState:
             np.zeros(n_links),
             np.zeros(n_links),
         )
-        table = progress_table(mltcp, progress)
-        dynamic = table is not None
-        self.rule = (
-            dynamic,
-            np.ones(1) if table is None else table,
-            dynamic or classes or weighted,
-        )
+        self.rule = rates.kernel_rule(progress_table(mltcp, progress), classes or weighted)
         self.tolerance = tolerance
         self.mltcp_steps = float(mltcp_steps)
         self.mltcp_every_event = mltcp_every_event

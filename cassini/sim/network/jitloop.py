@@ -23,6 +23,7 @@ from cassini.sim.network.rates import (
     _mark,
     _scratch,
     _solve_set,
+    kernel_rule,
     next_slot,
 )
 from cassini.sim.parts.sharing import progress_table
@@ -370,9 +371,8 @@ def run_events(
     net = (*csr_links(links_of, n_links), np.asarray(caps, float), np.asarray(classes, np.int64))
     grid_s = np.array([math.nan if g is None else g for g in grids], float)
     net, pacing = (*net, shares), (np.asarray(anchors, float), grid_s)
-    table = progress_table(mltcp, progress)  # None: weights do not move
-    general = table is not None or len(set(classes)) > 1 or bool(np.any(shares != 1.0))
-    rule = (table is not None, np.ones(1) if table is None else table, general)
+    general = len(set(classes)) > 1 or bool(np.any(shares != 1.0))
+    rule = kernel_rule(progress_table(mltcp, progress), general)
     window = (float(mltcp_steps), float(horizon_s), float(warmup_s), float(tolerance))
     window = (*window, int(max_events))
     # room for every iteration at the shortest dedicated time, grown if one needs more

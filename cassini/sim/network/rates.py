@@ -194,6 +194,16 @@ def _fill(flows, k, general, net, flow, scratch, label, comp, limit):
         rem[links[b]] = 0.0
 
 
+def kernel_rule(table: np.ndarray | None, general: bool) -> tuple[bool, np.ndarray, bool]:
+    """The kernels' ``rule``: (flows weighted by progress, their weights' table
+    (:func:`cassini.sim.parts.sharing.progress_table`; a placeholder without one), the
+    general form of the fill), general whenever weights move or ``general`` says so
+    (priority classes, shares other than 1)."""
+    if table is None:
+        return False, np.ones(1), general
+    return True, table, True
+
+
 @_jit
 def _progress_weight(done_bits, per_iteration, table):
     """A flow's weight factor off its sharing rule's progress table

@@ -175,6 +175,13 @@ class Sharing:
             ordering=tuple(sorted(e for e in names if SHARINGS[e].level is not None)),
         )
 
+    def _rules(self, field: str, names: tuple[str, ...]) -> list[tuple[str, Callable]]:
+        """(name, function) of the entries ``names``' ``field`` (``weight``, ``progress``
+        or ``level``), then this entry's own under the field's name."""
+        rules = [(name, getattr(SHARINGS[name], field)) for name in names]
+        own = getattr(self, field)
+        return rules + [(field, own)] if own is not None else rules
+
     @property
     def strict(self) -> bool:
         """Whether links serve jobs' classes strictly (Crux's ``priority`` or a
@@ -184,11 +191,8 @@ class Sharing:
     def level_of(self, spec: JobSpec) -> int:
         """Job ``spec``'s class under the ``level`` entry (0 without one; Crux's levels
         are the engine's).  InputError naming the rule when it is not an int >= 0."""
-        rules = [(name, SHARINGS[name].level) for name in self.ordering]
-        if self.level is not None:
-            rules.append(("level", self.level))
-        for name, rule in rules:
-            v = rule(spec)  # type: ignore[misc]
+        for name, rule in self._rules("level", self.ordering):
+            v = rule(spec)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
                 raise InputError(
                     "schedulers",
@@ -220,22 +224,12 @@ class Sharing:
 
     @cached_property
     def _progress_weight(self) -> Callable[[float], float] | None:
-        rules = [(name, SHARINGS[name].progress) for name in self.progressing]
-        if self.progress is not None:
-            rules.append(("progress", self.progress))
+        rules = self._rules("progress", self.progressing)
         if not rules:
             return None
 
         def weight(x: float) -> float:
-            w = 1.0
-            for name, rule in rules:
-                v = float(rule(x))  # type: ignore[misc]
-                if not (v > 0 and math.isfinite(v)):
-                    raise InputError(
-                        "schedulers", f"sharing rule {name!r} gave weight {v} at progress {x}"
-                    )
-                w *= v
-            return w
+            return _product(rules, x, "", f" at progress {x}")
 
         return weight
 
@@ -243,18 +237,19 @@ class Sharing:
         """Job ``spec``'s share weight: the product of the weights of the weighted
         entries (and of this entry's own ``weight``); 1 when there are none.
         InputError naming the rule when a weight is not a finite number > 0."""
-        rules = [(name, SHARINGS[name].weight) for name in self.weighted]
-        if self.weight is not None:
-            rules.append(("weight", self.weight))
-        share = 1.0
-        for name, weight in rules:
-            w = float(weight(spec))  # type: ignore[misc]
-            if not (w > 0 and math.isfinite(w)):
-                raise InputError(
-                    "schedulers", f"sharing rule {name!r} gave job {spec.job_id!r} weight {w}"
-                )
-            share *= w
-        return share
+        return _product(self._rules("weight", self.weighted), spec, f"job {spec.job_id!r} ", "")
+
+
+def _product(rules: list[tuple[str, Callable]], arg: object, before: str, after: str) -> float:
+    """The product of every rule's weight at ``arg``; InputError "sharing rule NAME gave
+    {before}weight W{after}" when one is not a finite number > 0."""
+    product = 1.0
+    for name, rule in rules:
+        w = float(rule(arg))
+        if not (w > 0 and math.isfinite(w)):
+            raise InputError("schedulers", f"sharing rule {name!r} gave {before}weight {w}{after}")
+        product *= w
+    return product
 
 
 #: name -> sharing.  Parts combine by or-ing their flags and multiplying their weights
