@@ -235,6 +235,88 @@ def test_a_scheduler_holds_its_table_entries() -> None:
     assert not (plain.mltcp or plain.priority or plain.held)
 
 
+def spy_job_values(monkeypatch, network: str, field: str, default: float) -> dict:
+    """Per job, the ``field`` (``share`` or ``priority``) the fluid model ``network``
+    is handed: each window's ``FlowJob``'s, or each ``FlowState.add`` keyword (where a
+    value other than ``default`` needs the state's general-form solve)."""
+    from cassini.sim.network import continuous, windows
+
+    handed: dict = {}
+    if network == "windows":
+        real_simulate = windows.simulate
+
+        def simulate(flows, *a, **k):
+            handed.update({f.job_id: getattr(f, field) for f in flows})
+            return real_simulate(flows, *a, **k)
+
+        monkeypatch.setattr(windows, "simulate", simulate)
+    else:
+        real_add = continuous.FlowState.add
+
+        def add(self, job_id, *a, **k):
+            value = k.get(field, default)
+            assert value == default or self.rule[2], f"a state with {field} solves in general form"
+            handed[job_id] = value
+            return real_add(self, job_id, *a, **k)
+
+        monkeypatch.setattr(continuous.FlowState, "add", add)
+    return handed
+
+
+def spy_model_keywords(monkeypatch, network: str, *names: str) -> list[dict]:
+    """The keywords ``names`` of every window the fluid model ``network`` simulates
+    (``simulate``) or of its flow state (``FlowState``), one dict per call."""
+    from cassini.sim.network import continuous, windows
+
+    seen: list[dict] = []
+    if network == "windows":
+        real_simulate = windows.simulate
+
+        def simulate(*a, **k):
+            seen.append({n: k.get(n) for n in names})
+            return real_simulate(*a, **k)
+
+        monkeypatch.setattr(windows, "simulate", simulate)
+    else:
+        real_init = continuous.FlowState.__init__
+
+        def init(self, *a, **k):
+            seen.append({n: k.get(n) for n in names})
+            real_init(self, *a, **k)
+
+        monkeypatch.setattr(continuous.FlowState, "__init__", init)
+    return seen
+
+
+def run_checked(scheduler: str, options):
+    """``scheduler``'s run of :func:`small_jobs` (24), every job finished no faster than
+    its dedicated pace."""
+    from cassini.sim.engine import run
+
+    cluster, jobs, library = small_jobs(24)
+    result = run(cluster, jobs, library, scheduler, options=options, seed=1)
+    assert sorted(r.job_id for r in result.jobs) == sorted(j.job_id for j in jobs)
+    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
+    return result
+
+
+def assert_differ(result, other) -> None:
+    """Some job's slowdown differs between two runs of the same jobs."""
+    by_id = {r.job_id: r.slowdown for r in result.jobs}
+    assert any(abs(by_id[r.job_id] - r.slowdown) > 1e-9 for r in other.jobs)
+
+
+def packet_refuses(scheduler: str, name: str) -> None:
+    """The packet model refuses ``scheduler`` naming its sharing rule ``name``."""
+    from cassini.errors import InputError
+    from cassini.sim.engine import run
+    from cassini.sim.options import SimOptions
+
+    cluster, jobs, library = small_jobs(24)
+    with pytest.raises(InputError, match=f"sharing rule.*{name}"):
+        run(cluster, jobs, library, scheduler, options=SimOptions(network="packet"), seed=1)
+
+
 def size_weight(spec) -> float:
     """docs/extending.md's worked example of a sharing rule: a job's flows weighted by
     its GPU count."""
@@ -247,9 +329,6 @@ def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
     nothing else: the name parses and prints back, both fluid models hand every job its
     weight, every job finishes no faster than its dedicated pace, and the packet model
     refuses it by name."""
-    from cassini.errors import InputError
-    from cassini.sim.engine import run
-    from cassini.sim.network import continuous, flowstate, windows
     from cassini.sim.options import SimOptions
     from cassini.sim.parts.sharing import SHARINGS, Sharing
     from cassini.sim.schedulers import Scheduler
@@ -259,38 +338,14 @@ def test_a_weighting_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
     assert s.sharing.weighted == ("size",) and s.mltcp
     assert s.canonical == "themis+mltcp+size"
     assert Scheduler.parse(s.canonical).sharing == s.sharing
-    handed: dict[str, float] = {}
-    if network == "windows":
-        real_simulate = windows.simulate
-
-        def simulate(flows, *a, **k):
-            handed.update({f.job_id: f.share for f in flows})
-            return real_simulate(flows, *a, **k)
-
-        monkeypatch.setattr(windows, "simulate", simulate)
-    else:
-        real_add = flowstate.FlowState.add
-
-        def add(self, job_id, *a, share=1.0, **k):
-            assert share == 1.0 or self.rule[2], "a weighted state solves in general form"
-            handed[job_id] = share
-            return real_add(self, job_id, *a, share=share, **k)
-
-        monkeypatch.setattr(continuous.FlowState, "add", add)
-    cluster, jobs, library = small_jobs(24)
+    handed = spy_job_values(monkeypatch, network, "share", 1.0)
     options = SimOptions(network=network)
-    result = run(cluster, jobs, library, "themis+random+size", options=options, seed=1)
-    gpus = {j.job_id: j.gpus for j in jobs}
+    weighted = run_checked("themis+random+size", options)
+    gpus = {j.job_id: j.gpus for j in small_jobs(24)[1]}
     assert handed and all(handed[j] == gpus[j] for j in handed), handed
     assert len(set(handed.values())) > 1  # jobs of different sizes met on a link
-    assert sorted(r.job_id for r in result.jobs) == sorted(gpus)
-    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
-    plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
-    weighted = {r.job_id: r.slowdown for r in result.jobs}
-    assert any(abs(weighted[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
-    with pytest.raises(InputError, match="sharing rule.*size"):
-        run(cluster, jobs, library, "themis+size", options=SimOptions(network="packet"),
-            seed=1)  # fmt: skip
+    assert_differ(weighted, run_checked("themis+random", options))
+    packet_refuses("themis+size", "size")
 
 
 def rising_weight(x: float) -> float:
@@ -308,7 +363,6 @@ def test_a_progress_sharing_rule_is_one_table_entry(monkeypatch, network) -> Non
     from max-min, and the packet model refuses it by name."""
     from cassini.errors import InputError
     from cassini.sim.engine import run
-    from cassini.sim.network import continuous, windows
     from cassini.sim.options import SimOptions
     from cassini.sim.parts.sharing import SHARINGS, Sharing
     from cassini.sim.schedulers import Scheduler
@@ -318,39 +372,17 @@ def test_a_progress_sharing_rule_is_one_table_entry(monkeypatch, network) -> Non
     assert s.sharing.progressing == ("rising",) and s.sharing.dynamic and not s.mltcp
     assert s.canonical == "themis+cassini+rising"
     assert Scheduler.parse(s.canonical).sharing == s.sharing
-    handed: list[tuple] = []
-    if network == "windows":
-        real_simulate = windows.simulate
-
-        def simulate(flows, *a, mltcp=None, progress=None, **k):
-            handed.append((mltcp, progress))
-            return real_simulate(flows, *a, mltcp=mltcp, progress=progress, **k)
-
-        monkeypatch.setattr(windows, "simulate", simulate)
-    else:
-        real_init = continuous.FlowState.__init__
-
-        def init(self, *a, mltcp=None, progress=None, **k):
-            handed.append((mltcp, progress))
-            real_init(self, *a, mltcp=mltcp, progress=progress, **k)
-
-        monkeypatch.setattr(continuous.FlowState, "__init__", init)
-    cluster, jobs, library = small_jobs(24)
+    handed = spy_model_keywords(monkeypatch, network, "mltcp", "progress")
     options = SimOptions(network=network)
-    result = run(cluster, jobs, library, "themis+random+rising", options=options, seed=1)
-    assert handed and all(m is None and p is not None for m, p in handed)
-    assert all(p(x) == rising_weight(x) for _, p in handed for x in (0.0, 0.5, 1.0))
-    assert sorted(r.job_id for r in result.jobs) == sorted(j.job_id for j in jobs)
-    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
-    plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
-    rising = {r.job_id: r.slowdown for r in result.jobs}
-    assert any(abs(rising[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
+    rising = run_checked("themis+random+rising", options)
+    assert handed and all(k["mltcp"] is None and k["progress"] is not None for k in handed)
+    assert all(k["progress"](x) == rising_weight(x) for k in handed for x in (0.0, 0.5, 1.0))
+    assert_differ(rising, run_checked("themis+random", options))
     handed.clear()
+    cluster, jobs, library = small_jobs(24)
     run(cluster, jobs, library, "themis+random+mltcp+rising", options=options, seed=1)
-    assert handed and all(m is not None and p is not None for m, p in handed)
-    with pytest.raises(InputError, match="sharing rule.*rising"):
-        run(cluster, jobs, library, "themis+rising", options=SimOptions(network="packet"),
-            seed=1)  # fmt: skip
+    assert handed and all(k["mltcp"] is not None and k["progress"] is not None for k in handed)
+    packet_refuses("themis+rising", "rising")
     monkeypatch.setitem(SHARINGS, "bad", Sharing(progress=lambda x: 1.0 - x))  # 0 at the end
     with pytest.raises(InputError, match="sharing rule 'bad' gave weight 0.0 at progress 1.0"):
         run(cluster, jobs, library, "themis+random+bad", options=options, seed=1)
@@ -370,7 +402,6 @@ def test_an_ordering_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
     combine with Crux's ``priority``, and the packet model refuses it by name."""
     from cassini.errors import InputError
     from cassini.sim.engine import run
-    from cassini.sim.network import continuous, windows
     from cassini.sim.options import SimOptions
     from cassini.sim.parts.sharing import SHARINGS, Sharing
     from cassini.sim.schedulers import Scheduler
@@ -382,39 +413,16 @@ def test_an_ordering_sharing_rule_is_one_table_entry(monkeypatch, network) -> No
     assert Scheduler.parse(s.canonical).sharing == s.sharing
     with pytest.raises(InputError, match="priority, smallfirst each order jobs strictly"):
         Scheduler.parse("themis+crux+smallfirst")
-    handed: dict[str, int] = {}
-    if network == "windows":
-        real_simulate = windows.simulate
-
-        def simulate(flows, *a, **k):
-            handed.update({f.job_id: f.priority for f in flows})
-            return real_simulate(flows, *a, **k)
-
-        monkeypatch.setattr(windows, "simulate", simulate)
-    else:
-        real_add = continuous.FlowState.add
-
-        def add(self, job_id, *a, priority=0, **k):
-            assert priority == 0 or self.rule[2], "a state with classes solves in general form"
-            handed[job_id] = priority
-            return real_add(self, job_id, *a, priority=priority, **k)
-
-        monkeypatch.setattr(continuous.FlowState, "add", add)
-    cluster, jobs, library = small_jobs(24)
+    handed = spy_job_values(monkeypatch, network, "priority", 0)
     options = SimOptions(network=network)
-    result = run(cluster, jobs, library, "themis+random+smallfirst", options=options, seed=1)
-    level = {j.job_id: small_first(j) for j in jobs}
+    result = run_checked("themis+random+smallfirst", options)
+    level = {j.job_id: small_first(j) for j in small_jobs(24)[1]}
     assert handed and all(handed[j] == level[j] for j in handed), handed
     assert set(handed.values()) == {0, 1}  # both classes met on a link
     assert all(r.priority_level == level[r.job_id] for r in result.jobs)
-    assert sorted(r.job_id for r in result.jobs) == sorted(level)
-    assert all(r.slowdown >= 1 - 1e-9 for r in result.jobs)
-    plain = run(cluster, jobs, library, "themis+random", options=options, seed=1)
-    ordered = {r.job_id: r.slowdown for r in result.jobs}
-    assert any(abs(ordered[r.job_id] - r.slowdown) > 1e-9 for r in plain.jobs)
-    with pytest.raises(InputError, match="sharing rule.*smallfirst"):
-        run(cluster, jobs, library, "themis+smallfirst", options=SimOptions(network="packet"),
-            seed=1)  # fmt: skip
+    assert_differ(result, run_checked("themis+random", options))
+    packet_refuses("themis+smallfirst", "smallfirst")
+    cluster, jobs, library = small_jobs(24)
     for bad in (-1, 0.5, True):
         monkeypatch.setitem(SHARINGS, "bad", Sharing(level=lambda _, v=bad: v))
         with pytest.raises(InputError, match=f"sharing rule 'bad' gave job .* level {bad!r}"):
@@ -447,8 +455,6 @@ def test_a_timing_rule_is_one_table_entry(monkeypatch, network) -> None:
     ``cassini`` (replacing the bundle's ``held``) and prints back, both fluid models use
     its tolerance and group limit, every job finishes no faster than its dedicated pace,
     and the results differ from plain ``held``."""
-    from cassini.sim.engine import run
-    from cassini.sim.network import continuous, windows
     from cassini.sim.options import SimOptions
     from cassini.sim.parts.timing import TIMINGS, Timing
     from cassini.sim.routes import Routes
@@ -460,7 +466,6 @@ def test_a_timing_rule_is_one_table_entry(monkeypatch, network) -> None:
                                                     "themis+cassini+loose")  # fmt: skip
     assert Scheduler.parse(s.canonical).timing is TIMINGS["loose"]
     limits: list[int | None] = []
-    tolerances: list[float] = []
     real_component = Routes.component
 
     def component(self, seeds, limit=None):
@@ -468,36 +473,17 @@ def test_a_timing_rule_is_one_table_entry(monkeypatch, network) -> None:
         return real_component(self, seeds, limit)
 
     monkeypatch.setattr(Routes, "component", component)
-    if network == "windows":
-        real_simulate = windows.simulate
-
-        def simulate(flows, *a, tolerance, **k):
-            tolerances.append(tolerance)
-            return real_simulate(flows, *a, tolerance=tolerance, **k)
-
-        monkeypatch.setattr(windows, "simulate", simulate)
-    else:
-        real_init = continuous.FlowState.__init__
-
-        def init(self, *a, tolerance, **k):
-            tolerances.append(tolerance)
-            real_init(self, *a, tolerance=tolerance, **k)
-
-        monkeypatch.setattr(continuous.FlowState, "__init__", init)
-    cluster, jobs, library = small_jobs(24)
+    handed = spy_model_keywords(monkeypatch, network, "tolerance")
     options = SimOptions(network=network)
-    loose = run(cluster, jobs, library, "themis+cassini+loose", options=options, seed=1)
-    assert tolerances and set(tolerances) == {LOOSE["tolerance"]}
+    loose = run_checked("themis+cassini+loose", options)
+    assert handed and {k["tolerance"] for k in handed} == {LOOSE["tolerance"]}
     assert {x for x in limits if x is not None} == {LOOSE["group_limit"]}
-    assert sorted(r.job_id for r in loose.jobs) == sorted(j.job_id for j in jobs)
-    assert all(r.slowdown >= 1 - 1e-9 for r in loose.jobs)
     limits.clear()
-    tolerances.clear()
-    held = run(cluster, jobs, library, "themis+cassini", options=options, seed=1)
-    assert set(tolerances) == {TIMINGS["held"].tolerance}
+    handed.clear()
+    held = run_checked("themis+cassini", options)
+    assert {k["tolerance"] for k in handed} == {TIMINGS["held"].tolerance}
     assert {x for x in limits if x is not None} == {TIMINGS["held"].group_limit}
-    by_id = {r.job_id: r.slowdown for r in loose.jobs}
-    assert any(abs(by_id[r.job_id] - r.slowdown) > 1e-9 for r in held.jobs)
+    assert_differ(loose, held)
 
 
 def test_cassini_runs_free_when_a_timing_part_says_so() -> None:
