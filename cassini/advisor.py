@@ -339,17 +339,17 @@ def _link_solutions(
 ) -> dict[str, dict[str, LinkSolution]]:
     """Candidate id -> shared link id -> its solution; each distinct link problem
     (capacity, jobs) across all candidates is solved once."""
+    shared = [_shared_links(cand) for cand in candidates]
     problems: dict[tuple[float, tuple[str, ...]], None] = {}
-    for cand in candidates:
-        for link, job_ids in _shared_links(cand).items():
+    for links in shared:
+        for link, job_ids in links.items():
             problems[(link_map[link].capacity_bps, job_ids)] = None
     solved = _solve_all(list(problems), job_map, precision_deg, resolution_s, workers)
     return {
         cand.candidate_id: {
-            link: solved[(link_map[link].capacity_bps, job_ids)]
-            for link, job_ids in _shared_links(cand).items()
+            link: solved[(link_map[link].capacity_bps, job_ids)] for link, job_ids in links.items()
         }
-        for cand in candidates
+        for cand, links in zip(candidates, shared, strict=True)
     }
 
 

@@ -233,6 +233,10 @@ def _link_rotation(
     ``t_entry - w(entry, l) + i * T_entry`` keeps the entry job's shift; pick the one that
     best agrees with the link's other jobs that already have shifts (loops)."""
     visited = [k for k in sol.time_shifts_s if k in shifts]
+    if visited == [entry_job]:
+        # a tree's link: the first rotation keeps the entry job exactly (misalignment
+        # 0.0), which no later one beats; the same value as the search's
+        return float(shifts[entry_job] - sol.time_shifts_s[entry_job] + 0.0)
     delta, _ = _best_common_rotation(sol, shifts, iteration_times_s, visited, entry_job)
     return delta
 

@@ -234,6 +234,11 @@ def test_common_rotation_and_its_tolerance_test_are_the_array_versions(
                     assert affinity._aligned_within(
                         sol, shifts, times, subset, anchor, tolerance
                     ) == (error <= tolerance)
+            # a link entered from its only job with a shift: the shortcut's rotation
+            only = {anchor: shifts[anchor]}
+            got = affinity._link_rotation(sol, only, times, anchor)
+            want = ref.best_common_rotation(sol, only, times, [anchor], anchor)[0]
+            assert got.hex() == want.hex()
 
 
 def test_unified_period_of_many_candidate_periods_is_the_array_versions() -> None:
