@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 
 import pytest
 from hypothesis import given
@@ -281,3 +282,25 @@ def test_a_run_is_recorded_with_its_host_and_values_and_a_slow_one_times_out(tmp
     rec = headlines.run_once(slow, 1, ("abc", False), machine, 0.05, timeout_s=0.5)
     assert rec["returncode"] is None and "timed out" in rec["error"] and rec["values"] == {}
     assert summarise([rec], ["x"], None, allow_busy=True) is None
+
+
+def test_the_commands_own_outputs_do_not_make_the_tree_dirty(tmp_path, monkeypatch):
+    """A headline's rendering (README, history, figures) must not mark the next headline's
+    runs as measured on a modified tree; any other change must."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "docs" / "figures").mkdir(parents=True)
+    for name in ("README.md", "docs/results.md", "code.py"):
+        (tmp_path / name).write_text("x\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(headlines, "ROOT", tmp_path)
+    assert headlines.git_state()[1] is False
+    (tmp_path / "README.md").write_text("rendered\n")
+    (tmp_path / "docs/results.md").write_text("appended\n")
+    (tmp_path / "docs/figures/x.json").write_text("{}\n")
+    assert headlines.git_state()[1] is False
+    (tmp_path / "code.py").write_text("changed\n")
+    assert headlines.git_state()[1] is True
