@@ -40,6 +40,8 @@ from cassini.profile import JobProfile, profile_map
 
 #: Default shift threshold: a job is shifted only if its predicted gain is at least 2 %.
 SHIFT_THRESHOLD = 0.02
+#: the reason given for a job that shares no link: not a decline, nothing to interleave
+NO_SHARED_LINK = "shares no link with another job"
 
 #: Distinct link problems above which ``workers=None`` scores them in a process pool.
 PARALLEL_THRESHOLD = 256
@@ -516,7 +518,7 @@ def predict_candidate(
         iteration_s[j] = {"shifted": shifted[j], "same_start": same[j], "advised": advised[j]}
         shift[j] = j in held
         if j not in periods:
-            reasons[j] = "shares no link with another job"
+            reasons[j] = NO_SHARED_LINK
     gain = float(sum(same[j] / shifted[j] for j in shared) / len(shared)) if shared else 1.0
     return Prediction(
         iteration_s=iteration_s,

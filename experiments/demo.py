@@ -14,6 +14,7 @@ import statistics
 import sys
 from typing import Any
 
+from cassini.advisor import NO_SHARED_LINK
 from experiments.columns import NOTE, SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     PAIR,
@@ -64,6 +65,26 @@ def rows_of(
     return out
 
 
+def cassini_declined(res: ExperimentResult) -> str | None:
+    """One line saying which jobs CASSINI declined to shift in ``res`` and why (its
+    advice's reasons), and whether its row is another scheme's run; None when it shifted
+    every job that shares a link (or did not run)."""
+    cassini = next((s for s in res.schemes.values() if s.kind == "cassini"), None)
+    if cassini is None or not cassini.advice:
+        return None
+    best = (cassini.advice.get("candidates") or [{}])[0]
+    reasons = best.get("shift_reasons") or {}
+    declined = [
+        j for j, shifted in sorted((best.get("shift") or {}).items())
+        if not shifted and reasons.get(j) != NO_SHARED_LINK
+    ]  # fmt: skip
+    if not declined and cassini.measured_as is None:
+        return None
+    row = f" (its row is {cassini.measured_as}'s run)" if cassini.measured_as else ""
+    why = "; ".join(f"{j}: {reasons.get(j, 'no reason given')}" for j in declined)
+    return f"CASSINI declined to shift {', '.join(declined) or 'any job'}{row}: {why or '-'}"
+
+
 COLUMNS = (
     Column("experiment", "experiment"),
     SCHEME,
@@ -91,9 +112,12 @@ def run_demo(run: Run) -> None:
     rows = rows_of(res1, "1 cassini (fair)") + rows_of(
         res2, f"2 mltcp (ecn), last {LAST_2}", ITERATIONS_2 - 1 - LAST_2, identical=True
     )
-    run.save({"rows": rows})
+    declined = cassini_declined(res1)
+    run.save({"rows": rows, "cassini_declined": declined})
     print()
     run.show(rows, COLUMNS)
+    if declined:
+        print(f"\n{declined}")
     print(
         f"\nplots: {out / 'cassini_timeline.png'}  {out / 'cassini_cdf.png'}  "
         f"{out / 'mltcp_timeline.png'}"

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import require
 
+from cassini.advisor import NO_SHARED_LINK
 from experiments import common, link_interleaving, mltcp_convergence, placement, regimes
 from experiments import sim_validation as sv
 from mltcp.policy import MltcpOptions, MltcpParams
@@ -670,3 +671,26 @@ def test_sim_fidelity_models_mltcp_with_the_rule_the_testbed_ran(monkeypatch):
 
     monkeypatch.setattr(admin, "get_params", unloaded)
     assert sim_fidelity.mltcp_params(MltcpOptions()) == MltcpParams()
+
+
+def test_the_demo_says_in_one_line_when_and_why_cassini_declined(tmp_path):
+    from experiments import demo
+
+    res = _declined_run(tmp_path)
+    reasons = {"a": "predicted gain +1.0% is under 2%: ...", "b": "predicted gain +0.5% ..."}
+    advice = {"candidates": [{"shift": {"a": False, "b": False}, "shift_reasons": reasons}]}
+    cassini = replace(res.schemes["cassini"], advice=advice)
+    line = demo.cassini_declined(ExperimentResult({**res.schemes, "cassini": cassini}, {}))
+    assert line is not None and "\n" not in line
+    assert line.startswith("CASSINI declined to shift a, b (its row is baseline's run): ")
+    assert reasons["a"] in line and reasons["b"] in line
+    # shifting every job that shares a link, with a third job alone on its links: silent
+    alone = {"a": True, "b": True, "c": False}
+    advice = {"candidates": [{"shift": alone, "shift_reasons": {"c": NO_SHARED_LINK}}]}
+    shifted = replace(cassini, advice=advice, measured_as=None)
+    assert demo.cassini_declined(ExperimentResult({"cassini": shifted}, {})) is None
+    # one job declined while the other is held: named, with its reason
+    advice = {"candidates": [{"shift": {"a": True, "b": False}, "shift_reasons": reasons}]}
+    one = replace(shifted, advice=advice)
+    line = demo.cassini_declined(ExperimentResult({"cassini": one}, {}))
+    assert line == f"CASSINI declined to shift b: b: {reasons['b']}"

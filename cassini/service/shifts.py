@@ -8,7 +8,7 @@ from typing import Any
 
 import networkx as nx
 
-from cassini.advisor import Candidate, Link, advise, held_time_shifts
+from cassini.advisor import NO_SHARED_LINK, Candidate, Link, advise, held_time_shifts
 from cassini.service.scoring import State
 from cassini.slip import slip_tolerances_s
 
@@ -91,7 +91,7 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
             out[jid] = JobShift(jid, False, 0.0, period, "runs on no node of the cluster")
             continue
         if jid not in sharing:
-            out[jid] = JobShift(jid, False, 0.0, period, "shares no link with another job")
+            out[jid] = JobShift(jid, False, 0.0, period, NO_SHARED_LINK)
             continue
         assert result is not None
         if result.status != "ok":
