@@ -697,10 +697,15 @@ def table(figures: Mapping[str, Mapping[str, Any]]) -> str:
             shown = next(x for x in h.metrics if x.name == h.target.metric)
             unit = f" {shown.unit}" if shown.unit else ""
             target = f"{shown.label} {h.target.text()}{unit}"
-        lines.append(
-            f"| {h.what} | {cell(h, figures.get(h.id))} | {target} | `{h.command_text()}` |"
-        )
+        what, figure, target = (_in_table(x) for x in (h.what, cell(h, figures.get(h.id)), target))
+        lines.append(f"| {what} | {figure} | {target} | `{h.command_text()}` |")
     return "\n".join(lines) + "\n"
+
+
+def _in_table(text: str) -> str:
+    """``text`` as a Markdown table cell: its own bars (``|x - 1|``) escaped, so that they
+    do not split the row into more columns."""
+    return text.replace("|", "\\|")
 
 
 def render(text: str, figures: Mapping[str, Mapping[str, Any]]) -> str:

@@ -304,3 +304,12 @@ def test_the_commands_own_outputs_do_not_make_the_tree_dirty(tmp_path, monkeypat
     assert headlines.git_state()[1] is False
     (tmp_path / "code.py").write_text("changed\n")
     assert headlines.git_state()[1] is True
+
+
+def test_every_table_row_has_four_cells_even_when_a_figure_holds_bars():
+    """A metric label such as ``|sim ÷ testbed − 1|`` must not split its row in GitHub's
+    Markdown: its bars are escaped in the table."""
+    rows = headlines.table(headlines.load_figures()).splitlines()
+    assert any("\\|" in row for row in rows)  # the shipped figures hold such labels
+    for row in rows:
+        assert len(re.findall(r"(?<!\\)\|", row)) == 5, row
