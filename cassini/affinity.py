@@ -233,10 +233,6 @@ def _link_rotation(
     ``t_entry - w(entry, l) + i * T_entry`` keeps the entry job's shift; pick the one that
     best agrees with the link's other jobs that already have shifts (loops)."""
     visited = [k for k in sol.time_shifts_s if k in shifts]
-    if visited == [entry_job]:
-        # a tree's link: the first rotation keeps the entry job exactly (misalignment
-        # 0.0), which no later one beats; the same value as the search's
-        return float(shifts[entry_job] - sol.time_shifts_s[entry_job] + 0.0)
     delta, _ = _best_common_rotation(sol, shifts, iteration_times_s, visited, entry_job)
     return delta
 
@@ -252,6 +248,10 @@ def _best_common_rotation(
     misalignment (seconds) over ``jobs``; returns (rotation, misalignment)."""
     t_anchor = iteration_times_s[anchor]
     base = shifts[anchor] - sol.time_shifts_s[anchor]
+    if len(jobs) == 1 and jobs[0] == anchor:
+        # the anchor alone (a tree's link): the first rotation keeps it exactly
+        # (misalignment 0.0), which no later one beats; the search's own values
+        return float(base + t_anchor * 0), 0.0
     repeats = max(1, int(round(sol.unified_period_s / t_anchor)))
     # plain floats (a few jobs, a few rotations): Python's % on floats is np.mod's
     offsets = [(shifts[k] - sol.time_shifts_s[k], iteration_times_s[k]) for k in jobs]
