@@ -71,6 +71,21 @@ def jobs(n: int, rng: np.random.Generator) -> tuple[list[JobProfile], list[int]]
     return profiles, gpus
 
 
+def fitting(
+    profiles: list[JobProfile], gpus: list[int], racks: int = RACKS
+) -> tuple[list[JobProfile], list[int]]:
+    """The jobs, in order, that fit in the GPUs of ``racks`` racks (a job that does not
+    fit is left out and later ones still tried), with their GPU counts."""
+    room = racks * SERVERS_PER_RACK * GPUS_PER_SERVER
+    total, kept, counts = 0, [], []
+    for p, g in zip(profiles, gpus, strict=True):
+        if total + g <= room:
+            kept.append(p)
+            counts.append(g)
+            total += g
+    return kept, counts
+
+
 def candidate(cid: str, profiles, gpus, rng: np.random.Generator, racks: int = RACKS) -> Candidate:
     servers = [(r, s) for r in range(racks) for s in range(SERVERS_PER_RACK)]
     free = dict.fromkeys(servers, GPUS_PER_SERVER)
@@ -108,14 +123,7 @@ def run(
     timed ``repeat`` times (cold: no link solved by an earlier call), the median kept."""
     racks = RACKS * scale
     rng = np.random.default_rng(seed)
-    profiles, gpus = jobs(n_jobs * scale, rng)
-    # keep the jobs that fit in the cluster's GPUs
-    total, keep = 0, []
-    for p, g in zip(profiles, gpus, strict=True):
-        if total + g <= racks * SERVERS_PER_RACK * GPUS_PER_SERVER:
-            keep.append((p, g))
-            total += g
-    profiles, gpus = [p for p, _ in keep], [g for _, g in keep]
+    profiles, gpus = fitting(*jobs(n_jobs * scale, rng), racks)
     cands = [candidate(f"c{i}", profiles, gpus, rng, racks) for i in range(n_cands)]
     all_links = links(racks)
     shared = [_shared_links(c) for c in cands]
@@ -160,7 +168,7 @@ def run(
     loops = [c.loops for c in advice.candidates]
     return {
         "gpus": racks * SERVERS_PER_RACK * GPUS_PER_SERVER,
-        "gpus_used": total,
+        "gpus_used": sum(gpus),
         "jobs": len(profiles),
         "candidates": len(cands),
         "shared_links_per_candidate": n_shared / len(cands),

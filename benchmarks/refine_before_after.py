@@ -37,13 +37,7 @@ def cases(scale: int) -> tuple[list[tuple], dict]:
     cluster at ``scale`` x 1,024 GPUs, and the job profiles."""
     racks = bench.RACKS * scale
     rng = np.random.default_rng(1)
-    profiles, gpus = bench.jobs(240 * scale, rng)
-    total, keep = 0, []
-    for p, g in zip(profiles, gpus, strict=True):
-        if total + g <= racks * bench.SERVERS_PER_RACK * bench.GPUS_PER_SERVER:
-            keep.append((p, g))
-            total += g
-    profiles, gpus = [p for p, _ in keep], [g for _, g in keep]
+    profiles, gpus = bench.fitting(*bench.jobs(240 * scale, rng), racks)
     cands = [bench.candidate(f"c{i}", profiles, gpus, rng, racks) for i in range(10)]
     jobs = {p.job_id: p for p in profiles}
     link_map = advisor._link_map(bench.links(racks))

@@ -23,7 +23,7 @@ from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
 from mltcp.policy import MltcpParams
-from testbed.results import ExperimentResult
+from testbed.results import ExperimentResult, SchemeResult
 from testbed.run.config import RunConfig
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -211,6 +211,15 @@ def run_config(cfg: dict[str, Any], where: Path, label: str) -> ExperimentResult
 
     progress(f"{label} ...")
     return run_experiment(load_config(cfg), where, progress=lambda m: None)
+
+
+def cassini_advice(res: ExperimentResult) -> tuple[SchemeResult, dict[str, Any]] | None:
+    """The run's CASSINI scheme and its advice's best candidate (a dict as the advisor
+    writes it); None when no CASSINI scheme ran with advice."""
+    cassini = next((s for s in res.schemes.values() if s.kind == "cassini"), None)
+    if cassini is None or not cassini.advice:
+        return None
+    return cassini, (cassini.advice.get("candidates") or [{}])[0]
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -19,6 +19,7 @@ from experiments.columns import NOTE, SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     PAIR,
     calibrate_comm_s,
+    cassini_advice,
     filling_config,
     job_set_config,
     p99,
@@ -69,10 +70,10 @@ def cassini_declined(res: ExperimentResult) -> str | None:
     """One line saying which jobs CASSINI declined to shift in ``res`` and why (its
     advice's reasons), and whether its row is another scheme's run; None when it shifted
     every job that shares a link (or did not run)."""
-    cassini = next((s for s in res.schemes.values() if s.kind == "cassini"), None)
-    if cassini is None or not cassini.advice:
+    found = cassini_advice(res)
+    if found is None:
         return None
-    best = (cassini.advice.get("candidates") or [{}])[0]
+    cassini, best = found
     reasons = best.get("shift_reasons") or {}
     declined = [
         j for j, shifted in sorted((best.get("shift") or {}).items())

@@ -43,7 +43,14 @@ import sys
 from typing import Any
 
 from experiments.columns import MEAN_MS, MEAN_VS_IDEAL, NOTE, P99_VS_IDEAL, RELEASED, SCHEME, Column
-from experiments.common import dumbbell, mltcp_available, p99, progress, run_config
+from experiments.common import (
+    cassini_advice,
+    dumbbell,
+    mltcp_available,
+    p99,
+    progress,
+    run_config,
+)
 from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import plot_cdf, plot_timeline
 from mltcp.policy import MltcpParams
@@ -254,10 +261,10 @@ def iteration_counts(res: ExperimentResult) -> list[dict[str, Any]]:
 
 def advice_summary(res: ExperimentResult) -> dict[str, Any]:
     """What CASSINI predicted and decided for the case."""
-    cassini = next((s for s in res.schemes.values() if s.kind == "cassini"), None)
-    if cassini is None or cassini.advice is None:
+    found = cassini_advice(res)
+    if found is None:
         return {}
-    best = cassini.advice["candidates"][0]
+    cassini, best = found
     return {
         "score": best.get("score"),
         "time_shifts_s": cassini.advice.get("time_shifts_s"),
