@@ -89,7 +89,10 @@ def affinity_graph(
             weight = shifts[job] if shifts is not None else 0.0
             edges.append((j_node, l_node, {"weight": weight}))
     graph = nx.Graph()
-    graph.add_nodes_from(nodes.items())
+    # the nodes alone, then their attributes: ``add_nodes_from`` given (node, dict) pairs
+    # first tries each pair as a node and pays for a TypeError per node
+    graph.add_nodes_from(nodes)
+    nx.set_node_attributes(graph, nodes)
     graph.add_edges_from(edges)
     return graph
 
