@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from functools import cache
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -84,6 +88,16 @@ def two_node_cluster(**extra: Any) -> dict[str, Any]:
     return cluster
 
 
+@cache
+def server_tmp() -> str:
+    """A temporary folder for the servers this test process starts, removed when it exits:
+    a server stopped by SIGKILL (the crash tests) cannot remove its forkserver's
+    ``pymp-*`` folder, which would otherwise be left in /tmp."""
+    path = tempfile.mkdtemp(prefix="cassini-test-servers-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def serve_process(*args: str) -> tuple[subprocess.Popen, int]:
     """``cassini serve --port 0 ARGS`` in a subprocess; (process, port) once it listens.
     Without ``--state``, state in memory; without ``--token-file``, open writes.  The
@@ -95,7 +109,7 @@ def serve_process(*args: str) -> tuple[subprocess.Popen, int]:
         [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", *extra, *args],
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": server_tmp()},
     )
     deadline = time.monotonic() + 60
     proc.startup_log = []  # type: ignore[attr-defined]
