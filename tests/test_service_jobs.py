@@ -139,6 +139,8 @@ def test_registering_with_an_own_profile(served):
     "job, field, status",
     [
         ({"model": "vgg16", "nodes": ["n1"]}, "id", 400),
+        # /v1/jobs/x/time_shift is job x's time-shift: such a job could not be read back
+        ({"id": "x/time_shift", "model": "vgg16", "nodes": []}, "id", 400),
         ({"id": "x", "model": "vgg16", "nodes": ["nowhere"]}, "nodes[0]", 422),
         ({"id": "x", "model": "vgg16", "nodes": ["n1", "n1"]}, "nodes", 400),
         ({"id": "x", "model": "nope", "nodes": []}, "model", 422),
@@ -331,6 +333,8 @@ def shift_of_port(port, job_id):
         ("links: []\nnodes: {n1: [nope]}\n", "nodes.n1[0]"),
         ("links: []\nnodes: {}\njobs: [{id: j, model: bert, nodes: [n9]}]\n", "jobs[0].nodes[0]"),
         ("links: [{id: l, capacity_bps: 50e9}]\nnodes: {}\n", "links[0].capacity_bps"),
+        ("links: []\nnodes: {}\njobs: [{id: a/time_shift, model: bert, nodes: []}]\n",
+         "jobs[0].id"),
     ],
 )
 def test_bad_cluster_file_exits_2_with_one_line(tmp_path, content, words):

@@ -69,6 +69,11 @@ class RunningJob:
         return out
 
 
+#: The time-shift endpoint's last path segment: a job id ending in it could not be read
+#: back (``/v1/jobs/<id>`` would name another job's time-shift), so none may.
+TIME_SHIFT_PATH = "/time_shift"
+
+
 def read_job(obj: Any, field: str = "", *, job_id: str | None = None) -> RunningJob:
     """A running job from JSON: ``{"id", "nodes", "model"}`` or ``{"id", "nodes",
     "iteration_time_s", "phases"}`` (the JOB of ``cassini advise`` plus its nodes)."""
@@ -77,6 +82,12 @@ def read_job(obj: Any, field: str = "", *, job_id: str | None = None) -> Running
     if "id" not in obj and job_id is None:
         raise InputError(schema.join(field, "id"), "missing required field")
     jid = schema.identifier(obj.get("id", job_id), schema.join(field, "id"))
+    if jid.endswith(TIME_SHIFT_PATH):
+        raise InputError(
+            schema.join(field, "id"),
+            f"must not end in {TIME_SHIFT_PATH!r}: /v1/jobs/{jid} is the time-shift "
+            f"path of job {jid.removesuffix(TIME_SHIFT_PATH)!r}",
+        )
     nodes_raw = schema.array(obj.get("nodes", []), schema.join(field, "nodes"))
     nodes = tuple(
         schema.identifier(n, f"{schema.join(field, 'nodes')}[{i}]") for i, n in enumerate(nodes_raw)

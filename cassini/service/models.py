@@ -15,11 +15,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic.json_schema import models_json_schema
 
 from cassini.schema import _kind
 from cassini.schema import join as _join
+from cassini.service.cluster import TIME_SHIFT_PATH
 from cassini.service.errors import BadRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -35,6 +43,22 @@ MAX_TIME_S = 7 * 86400.0
 MAX_RATE_BPS = 1e15
 
 Id = Annotated[str, Field(min_length=1)]
+
+
+def _not_a_time_shift_path(job_id: str) -> str:
+    if job_id.endswith(TIME_SHIFT_PATH):
+        raise ValueError(f"must not end in {TIME_SHIFT_PATH!r} (that path is a job's time-shift)")
+    return job_id
+
+
+#: A job id the job routes can name: /v1/jobs/<id> would be another job's time-shift path
+#: for an id ending in /time_shift.
+JobId = Annotated[
+    str,
+    Field(min_length=1, json_schema_extra={"not": {"pattern": f"{TIME_SHIFT_PATH}$"}},
+          description=f"not ending in {TIME_SHIFT_PATH} (that path is a job's time-shift)"),
+    AfterValidator(_not_a_time_shift_path),
+]
 Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="seconds")]
 PositiveSeconds = Annotated[
     float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds")
@@ -163,7 +187,7 @@ class JobRegistration(Strict):
         }
     )
 
-    id: Id
+    id: JobId
     nodes: Annotated[
         list[Id],
         Field(default_factory=list, json_schema_extra={"uniqueItems": True},
@@ -527,6 +551,8 @@ def _problem(err: Mapping[str, Any]) -> str:
         return "must not be empty"
     if kind == "too_short":
         return "must not be empty" if ctx.get("min_length") == 1 else err["msg"]
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
     if kind == "literal_error":
         return f"must be {ctx.get('expected')}, got {_kind(value)}"
     return str(err["msg"])
