@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.service_util import call, metric, ok_json, serve_process
+from helpers.service_util import call, error_of, metric, ok_json, serve_process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "deploy" / "cluster-example.yaml"
@@ -136,6 +136,31 @@ def test_a_row_that_no_longer_reads_is_kept_reported_and_removable(tmp_path):
         stop(proc)
     with sqlite3.connect(state) as db:
         assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
+
+
+def test_a_stored_job_named_like_a_time_shift_path_still_reads(tmp_path):
+    """New jobs may not end in /time_shift (their path would be another job's time-shift);
+    a row stored before that rule is read and used as before, not dropped."""
+    cluster = tmp_path / "cluster.yaml"
+    shutil.copy(EXAMPLE, cluster)
+    state = tmp_path / "s.db"
+    proc, port = serve(cluster, state, "--quiet")
+    try:
+        refused = error_of(call(port, "POST", "/v1/jobs", {"id": "a/time_shift",
+                                                           "model": "bert", "nodes": []}))
+        assert refused["code"] == 400 and refused["field"] == "id", refused
+    finally:
+        stop(proc)
+    row = {"id": "old/time_shift", "nodes": ["gpu-0-0"], "iteration_time_s": 0.25,
+           "phases": [{"start_s": 0.0, "duration_s": 0.1, "rate_bps": 1e9}]}
+    with sqlite3.connect(state) as db:
+        db.execute("INSERT INTO jobs (id, body) VALUES (?, ?)", (row["id"], json.dumps(row)))
+    proc, port = serve(cluster, state, "--quiet")
+    try:
+        assert ok_json(call(port, "GET", "/healthz"))["unusable_jobs"] == []
+        assert row["id"] in [j["id"] for j in ok_json(call(port, "GET", "/v1/jobs"))["jobs"]]
+    finally:
+        stop(proc)
 
 
 @pytest.mark.parametrize("version", [0, 1])
