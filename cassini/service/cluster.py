@@ -75,14 +75,21 @@ class RunningJob:
 TIME_SHIFT_PATH = "/time_shift"
 
 
+def unroutable(job_id: str) -> str | None:
+    """Why the job routes could not name ``job_id`` (see TIME_SHIFT_PATH); None if they can."""
+    if not job_id.endswith(TIME_SHIFT_PATH):
+        return None
+    return (
+        f"must not end in {TIME_SHIFT_PATH!r}: /v1/jobs/{job_id} is the time-shift path of "
+        f"job {job_id.removesuffix(TIME_SHIFT_PATH)!r}"
+    )
+
+
 def check_routable(job_id: str, field: str) -> None:
-    """InputError when the job routes could not name ``job_id`` (see TIME_SHIFT_PATH)."""
-    if job_id.endswith(TIME_SHIFT_PATH):
-        raise InputError(
-            field,
-            f"must not end in {TIME_SHIFT_PATH!r}: /v1/jobs/{job_id} is the time-shift "
-            f"path of job {job_id.removesuffix(TIME_SHIFT_PATH)!r}",
-        )
+    """InputError naming ``field`` when the job routes could not name ``job_id``."""
+    problem = unroutable(job_id)
+    if problem is not None:
+        raise InputError(field, problem)
 
 
 def read_job(obj: Any, field: str = "", *, job_id: str | None = None) -> RunningJob:

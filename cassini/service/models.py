@@ -27,7 +27,7 @@ from pydantic.json_schema import models_json_schema
 
 from cassini.schema import _kind
 from cassini.schema import join as _join
-from cassini.service.cluster import TIME_SHIFT_PATH
+from cassini.service.cluster import TIME_SHIFT_PATH, unroutable
 from cassini.service.errors import BadRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -45,9 +45,11 @@ MAX_RATE_BPS = 1e15
 Id = Annotated[str, Field(min_length=1)]
 
 
-def _not_a_time_shift_path(job_id: str) -> str:
-    if job_id.endswith(TIME_SHIFT_PATH):
-        raise ValueError(f"must not end in {TIME_SHIFT_PATH!r} (that path is a job's time-shift)")
+def _routable(job_id: str) -> str:
+    """``job_id``, or ValueError with :func:`cassini.service.cluster.unroutable`'s reason."""
+    problem = unroutable(job_id)
+    if problem is not None:
+        raise ValueError(problem)
     return job_id
 
 
@@ -57,7 +59,7 @@ JobId = Annotated[
     str,
     Field(min_length=1, json_schema_extra={"not": {"pattern": f"{TIME_SHIFT_PATH}$"}},
           description=f"not ending in {TIME_SHIFT_PATH} (that path is a job's time-shift)"),
-    AfterValidator(_not_a_time_shift_path),
+    AfterValidator(_routable),
 ]
 Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="seconds")]
 PositiveSeconds = Annotated[
