@@ -23,6 +23,7 @@ from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
 from mltcp.policy import MltcpParams
+from testbed.iterations import read_log
 from testbed.results import ExperimentResult, SchemeResult
 from testbed.run.config import RunConfig
 
@@ -329,22 +330,54 @@ def model_iteration_times(
     iterations: int,
     tolerance: float,
     mltcp: MltcpParams | None = None,
+    after_startup: bool = False,
 ) -> dict[str, list[float]]:
     """Each job's first ``iterations`` iterations in the model, as the testbed counts
     them: ``iterations - 1`` intervals between iteration ends, the first iteration
-    (start-up, initial shift) left out; ``mltcp``: links shared by MLTCP's weights."""
+    (start-up, initial shift) left out; ``mltcp``: links shared by MLTCP's weights.
+    ``after_startup``: the jobs are anchored where the testbed measured their second
+    iteration to start (:func:`startup_offsets`), so the model's first interval is
+    already the testbed's first counted one."""
     longest = max(j.grid_period_s or j.profile.iteration_time_s for j in jobs)
     horizon = max(j.anchor_s for j in jobs) + (iterations + 2) * longest * max(2, len(jobs))
     res = simulate(jobs, capacity_bps, horizon_s=horizon, tolerance=tolerance, mltcp=mltcp)
+    first = 0 if after_startup else 1
     out = {}
     for job in jobs:
         # interval k is between cycle starts k and k+1; cycle k+1 starts when
-        # iteration k's last bit is sent (or at its slot): drop the one from the anchor
-        times = list(res.iteration_times_s[job.job_id])[1:iterations]
+        # iteration k's last bit is sent (or at its slot): unless the anchor is already
+        # past the start-up, drop the interval from the anchor
+        times = list(res.iteration_times_s[job.job_id])[first : first + iterations - 1]
         if len(times) < iterations - 1:
             raise RuntimeError(f"{job.job_id}: model ran {len(times)} iterations in {horizon} s")
         out[job.job_id] = times
     return out
+
+
+def startup_offsets(scheme: SchemeResult, base: Path | None = None) -> dict[str, float] | None:
+    """When each job of a free-running testbed run started its second iteration (the
+    first the testbed counts), seconds after the earliest job did: the mean over the
+    job's ranks of their logs' ``start`` (one host clock).  What start-up left of a
+    "same start" (a few ms, or tens when one job's first phase lost packets).  None when
+    a job's logs are missing or hold fewer than two iterations.  ``base``: the run's
+    folder, where logs written under another path are looked up
+    (``base/<scheme>/<log name>``)."""
+    starts = {}
+    for job, result in scheme.jobs.items():
+        times = []
+        for log in result.logs:
+            path = log if log.exists() or base is None else base / scheme.name / log.name
+            if not path.exists():
+                return None
+            records = read_log(path)
+            if len(records) < 2 or "start" not in records[1]:
+                return None
+            times.append(float(records[1]["start"]))
+        if not times:
+            return None
+        starts[job] = sum(times) / len(times)
+    earliest = min(starts.values(), default=0.0)
+    return {job: t - earliest for job, t in starts.items()}
 
 
 def goodput_factor(cfg: RunConfig, profiles: dict[str, JobProfile]) -> float:

@@ -14,10 +14,18 @@ Scenarios (two synthetic jobs each, 30 iterations by default):
 
 The simulator gets what the testbed measured with each job alone (its profile: compute
 gaps and phases at their measured payload rates), the same paths (the testbed topology's
-routes, ECMP and path selection included), the links' nominal capacities (what HTB
-shapes: headers and ACKs included), the same start offsets, the agent's periods and
-tolerance for CASSINI, MLTCP's loaded parameters for MLTCP and each job's priority class
-(``testbed.run.priorities.job_levels``, the simulator's Crux function) on ``prio``.  Each
+routes, ECMP and path selection included), the agent's periods and tolerance for
+CASSINI, MLTCP's loaded parameters for MLTCP and each job's priority class
+(``testbed.run.priorities.job_levels``, the simulator's Crux function) on ``prio``.
+``--fluid measured`` (the default): a free-running job starts where the testbed measured
+its first counted iteration to start (what start-up jitter left of a "same start"; the
+model then runs the same iterations from there), and a link shared under max-min or
+MLTCP's weights carries at most the best payload rate a job reached on it alone (what
+two TCP flows carry together); strict-priority fabrics keep the links' nominal
+capacities.  ``--fluid nominal`` (the rule before 2026-11-29): the configured start
+offsets and the links' nominal capacities (what HTB shapes: headers and ACKs included).
+``--from DIR`` models again the testbed runs an earlier invocation saved under DIR (no
+root, no testbed), e.g. to compare the two rules on the same runs.  Each
 row is one job under one scheme: mean iteration time in the simulator and on the testbed,
 ratio = sim / testbed (target: within 10 %); ``steady_ratio`` is the same over the second
 half of the iterations (start-up left out).  The packet column runs the same jobs, with
@@ -36,10 +44,11 @@ as the testbed plans them (``testbed.run.planning.plan``, efficiency 1, no jitte
     sudo .venv/bin/python -m experiments.sim_fidelity --runs 2        # twice: median, range
     sudo .venv/bin/python -m experiments.sim_fidelity --scenarios "priority pair"
     .venv/bin/python -m experiments.sim_fidelity --models-only       # fluid and packet only
+    .venv/bin/python -m experiments.sim_fidelity --from results/sim_fidelity --fluid nominal
 
 Writes results/sim_fidelity/results.json (``rows``: {scenario, scheme, job, run,
 sim_iteration_s, testbed_iteration_s, ratio, packet_iteration_s, packet_ratio,
-sim_packet_ratio}; ``summary``: per scenario, scheme and job the median ratio and its
+sim_packet_ratio, fluid, capacity_factor, startup_offset_s}; ``summary``: per scenario, scheme and job the median ratio and its
 range over the runs; with ``--models-only``, ``model_rows``) and the testbed's own results under
 results/sim_fidelity/run<k>/<scenario>/.
 """
@@ -50,6 +59,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from experiments.columns import Column
@@ -58,11 +68,13 @@ from experiments.common import (
     PAIR,
     dumbbell,
     flow_jobs,
+    goodput_factor,
     mltcp_available,
     model_iteration_times,
     nominal_profiles,
     progress,
     run_config,
+    startup_offsets,
 )
 from experiments.fidelity_packet import packet_iteration_times
 from experiments.harness import Experiment, Run, UsageError, iterations, option
@@ -178,19 +190,40 @@ def mltcp_params(options: MltcpOptions) -> MltcpParams:
     return replace(base, **options.rule())
 
 
+#: How the fluid model is given a finished testbed run (``--fluid``):
+#: ``measured`` (the default since 2026-11-29) starts free-running jobs where the testbed
+#: measured their first counted iteration to start (:func:`common.startup_offsets`: the
+#: offset start-up jitter left of a "same start") and caps a link shared under max-min
+#: or MLTCP's weights at the best payload rate a job reached alone on it
+#: (:func:`common.goodput_factor`: what competing TCP flows carry together, not HTB's
+#: wire rate); ``nominal`` (the rule before) starts them at their configured offsets on
+#: the links' nominal capacities.  Held (CASSINI) jobs start on the agent's grid, and
+#: strict-priority fabrics keep nominal capacities (the low class fills what the high
+#: flow leaves of the wire), under both.
+FLUID_RULES = ("measured", "nominal")
+
+
 def fidelity_rows(
     scenario: str,
     compared: tuple[str, ...],
     results: ExperimentResult,
     run: int = 1,
     packet: bool = False,
+    fluid: str = "measured",
+    base: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Model a finished testbed run of the scenario: one row per compared scheme and job,
     the simulator's mean iteration time over the testbed's (the same iterations); with
-    ``packet``, the same jobs at packet level too (:mod:`experiments.fidelity_packet`)."""
+    ``packet``, the same jobs at packet level too (:mod:`experiments.fidelity_packet`).
+    ``fluid``: one of :data:`FLUID_RULES`; ``base``: the run's folder, where its logs are
+    looked up if they were moved."""
+    if fluid not in FLUID_RULES:
+        raise ValueError(f"fluid must be one of {FLUID_RULES}, got {fluid!r}")
     cfg: RunConfig = load_config(dict(results.config))
     profiles = dict(results.schemes["ideal"].profiles)
     caps, priorities, specs = model_inputs(cfg)
+    factor = goodput_factor(cfg, profiles) if fluid == "measured" and not priorities else 1.0
+    fluid_caps = {link: c * factor for link, c in caps.items()}
     rows = []
     for name in compared:
         if name not in results.schemes:
@@ -198,11 +231,16 @@ def fidelity_rows(
         scheme = results.schemes[name]
         periods = {j: r.period_s for j, r in scheme.jobs.items() if r.period_s is not None}
         starts = {j: r.start_offset_s for j, r in scheme.jobs.items()}
+        offsets = None
+        if fluid == "measured" and not periods:
+            offsets = startup_offsets(scheme, base)
         spec = specs[name]
         mltcp = scheme_mltcp(spec)
-        group = flow_jobs(cfg, profiles, starts, periods, priorities)
+        group = flow_jobs(cfg, profiles, offsets or starts, periods, priorities)
         count = 1 + min(len(j.iteration_times_s) for j in scheme.jobs.values())
-        sim = model_iteration_times(group, caps, count, cfg.drift_tolerance, mltcp)
+        sim = model_iteration_times(
+            group, fluid_caps, count, cfg.drift_tolerance, mltcp, after_startup=bool(offsets)
+        )
         pkt = (
             packet_iteration_times(
                 cfg, profiles, spec.kind, count, starts, periods, priorities, mltcp
@@ -219,7 +257,8 @@ def fidelity_rows(
                 "scenario": scenario, "scheme": name, "job": job, "run": run,
                 "sim_iteration_s": sim_s, "testbed_iteration_s": testbed_s,
                 "ratio": sim_s / testbed_s, "steady_ratio": steady,
-                "note": scheme.reused_note,
+                "note": scheme.reused_note, "fluid": fluid, "capacity_factor": factor,
+                "startup_offset_s": offsets[job] if offsets else None,
             }  # fmt: skip
             if job in pkt:
                 packet_s = statistics.mean(pkt[job])
@@ -335,6 +374,11 @@ def check(args: Any) -> None:
         unknown = [n for n in args.scenarios.split(",") if n.strip() not in BY_NAME]
         if unknown:
             raise UsageError(f"--scenarios: unknown {unknown} (have {', '.join(BY_NAME)})")
+    if args.from_dir is not None:
+        if args.models_only:
+            raise UsageError("--from and --models-only: one or the other")
+        if not saved_runs(Path(args.from_dir)):
+            raise UsageError(f"--from: no sim_fidelity testbed results under {args.from_dir}")
 
 
 def packet_wanted(args: Any) -> bool:
@@ -362,9 +406,53 @@ def run_models(run: Run) -> None:
     run.show(rows, MODEL_COLUMNS, "fluid and packet level, from the scenarios' definitions")
 
 
+def scenario_folder(name: str) -> str:
+    """The folder a scenario's testbed results go to, under ``run<k>/``."""
+    return name.replace(" ", "_").replace("%", "pct")
+
+
+def saved_runs(root: Path) -> list[tuple[Path, list[tuple[Scenario, Path]]]]:
+    """Earlier testbed runs under ``root``: every folder holding scenario folders with a
+    ``results.json`` (``run<k>/`` of one invocation, or of each of the headline's runs),
+    in path order, with the scenarios found there in the table's order."""
+    folders = {scenario_folder(sc.name): sc for sc in SCENARIOS}
+    found: dict[Path, dict[str, Path]] = {}
+    for path in sorted(root.rglob("results.json")):
+        if path.parent.name in folders:
+            found.setdefault(path.parent.parent, {})[path.parent.name] = path.parent
+    return [
+        (parent, [(folders[f], by_name[f]) for f in folders if f in by_name])
+        for parent, by_name in sorted(found.items())
+    ]
+
+
+def run_saved(run: Run) -> None:
+    """``--from DIR``: the testbed runs saved under DIR modelled again (no testbed, no
+    root): the same rows as the run that measured them, under ``--fluid``'s rule."""
+    root = Path(run.args.from_dir)
+    runs = saved_runs(root)
+    wanted = {sc.name for sc in chosen(run.args)}
+    rows: list[dict[str, Any]] = []
+    packet = packet_wanted(run.args)
+    for k, (parent, scenarios) in enumerate(runs, start=1):
+        for sc, where in scenarios:
+            if sc.name not in wanted:
+                continue
+            progress(f"run {k} ({parent}): {sc.name}")
+            res = ExperimentResult.read(where / "results.json")
+            rows += fidelity_rows(sc.name, sc.compared, res, k, packet, run.args.fluid, where)
+    run.save({"rows": rows, "summary": summary(rows), "skipped": {}, "from": str(root),
+              "fluid": run.args.fluid, "target": TARGET})  # fmt: skip
+    run.show(rows, COLUMNS, f"sim/testbed, every run saved under {root} ({run.args.fluid})")
+    run.show(summary(rows), SUMMARY_COLUMNS, "over the runs")
+
+
 def run_fidelity(run: Run) -> None:
     if run.args.models_only:
         run_models(run)
+        return
+    if run.args.from_dir:
+        run_saved(run)
         return
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
@@ -375,9 +463,9 @@ def run_fidelity(run: Run) -> None:
             if sc.needs_mltcp and not usable:
                 skipped[sc.name] = why
                 continue
-            where = run.out / f"run{k}" / sc.name.replace(" ", "_").replace("%", "pct")
+            where = run.out / f"run{k}" / scenario_folder(sc.name)
             res = run_config(sc.config(run.args.iterations), where, f"run {k}: {sc.name}")
-            rows += fidelity_rows(sc.name, sc.compared, res, k, packet)
+            rows += fidelity_rows(sc.name, sc.compared, res, k, packet, run.args.fluid, where)
             run.save({"rows": rows, "summary": summary(rows), "skipped": skipped,
                       "iterations": run.args.iterations, "target": TARGET})  # fmt: skip
     run.show(rows, COLUMNS, "sim/testbed, every run")
@@ -395,11 +483,31 @@ EXPERIMENT = Experiment(
         option("--runs", type=int, default=1, help="repeat every scenario (median, range)"),
         option("--scenarios", default=None, help="comma-separated subset (default: all)"),
         option("--no-packet", action="store_true", help="leave out the packet (ns-3) column"),
-        option("--models-only", action="store_true",
-               help="no testbed (no root): fluid and packet from the scenarios' definitions"),
+        option(
+            "--models-only",
+            action="store_true",
+            help="no testbed (no root): fluid and packet from the scenarios' definitions",
+        ),
+        option(
+            "--from",
+            dest="from_dir",
+            metavar="DIR",
+            default=None,
+            help="no testbed (no root): model again the testbed runs an earlier "
+            "invocation saved under DIR (its --out)",
+        ),
+        option(
+            "--fluid",
+            choices=FLUID_RULES,
+            default="measured",
+            help="how the fluid model is given a testbed run: measured (default: "
+            "measured start-up offsets, links at the jobs' payload rate alone) or "
+            "nominal (configured offsets, nominal capacities; the rule before "
+            "2026-11-29)",
+        ),
     ),
     check=check,
-    needs_root=lambda args: not args.models_only,
+    needs_root=lambda args: not (args.models_only or args.from_dir),
 )
 main = EXPERIMENT.main
 
