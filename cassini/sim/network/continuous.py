@@ -63,6 +63,7 @@ class ContinuousNetwork(StepWindows):
         self._cycles: dict[str, Cycle] = {}
         self._held: set[str] = set()  # jobs on slot grids
         self._leveled: set[str] = set()  # jobs given Crux levels by a full computation
+        self._ended_in_flow: set[str] = set()  # ended in the flow state, not yet finished
         self._best = np.zeros(len(self.flow.caps))  # report: most excess of one step, per link
         self.events = 0  # fluid events stepped
         self.evaluations = 0  # (no windows)
@@ -86,6 +87,7 @@ class ContinuousNetwork(StepWindows):
             return t, []
         adv = self._step(t)
         self.events += adv.events
+        self._ended_in_flow.update(adv.finished)
         return adv.t_s, list(adv.finished)
 
     def done(self, r: RunningJob) -> float:
@@ -363,10 +365,14 @@ class ContinuousNetwork(StepWindows):
                     self._held.add(k)
 
     def finish(self, job_id: str) -> None:
-        """A job ends: close its timeline (its flow slot is gone already); the jobs on
-        its links may keep their slots again."""
+        """A job ends: close its timeline; the jobs on its links may keep their slots
+        again.  A job that ended in the flow state (its slot is gone already) ran its
+        iterations there, every one reported as a cycle: only a job at dedicated pace is
+        brought up to now (its ``since_s`` is when it last left the state, or started)."""
         sim = self.sim
-        if job_id not in self.flow:
+        if job_id in self._ended_in_flow:
+            self._ended_in_flow.discard(job_id)
+        elif job_id not in self.flow:
             self.materialize(sim.running[job_id])
         for link in sim.running[job_id].path:
             for j in sim.on_link.get(link, ()):
