@@ -11,9 +11,10 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
-from cassini import api, files
+from cassini import api, files, outputs
 from cassini.advisor import Advice
 from cassini.errors import InputError
 from cassini.files import input_file, output_path
@@ -182,9 +183,14 @@ def _advice_table(a: Advice) -> str:
         return "\n".join(lines)
     lines.append("")
     lines.append(f"best placement: {a.best}  (aggregate: {a.aggregate})")
-    lines.append(f"{'link':<16} {'jobs':<40} {'score':>6}")
+    # "score": what the link reaches at the candidate's time-shifts (what the candidate's
+    # score aggregates); "alone": its own best, where a loop of links (loops: score) can
+    # keep the shifts from giving every link its best at once
+    best = next(c for c in a.candidates if c.candidate_id == a.best)
+    lines.append(f"{'link':<16} {'jobs':<40} {'score':>6} {'alone':>6}")
     for link, sol in a.link_solutions.items():
-        lines.append(f"{link:<16} {', '.join(sol.job_ids):<40} {sol.score:>6.3f}")
+        got = best.link_scores.get(link, sol.score)
+        lines.append(f"{link:<16} {', '.join(sol.job_ids):<40} {got:>6.3f} {sol.score:>6.3f}")
     lines.append("")
     pred = a.prediction
     if pred is None:
@@ -291,6 +297,8 @@ def _profile_command(args: argparse.Namespace) -> int:
     try:
         if args.skip < 0:
             raise InputError("skip", f"must be >= 0, got {args.skip}")
+        if args.out:
+            outputs.check_output_file(args.out)
         if args.source == "pcap":
             if not args.src_ip:
                 raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
@@ -329,8 +337,8 @@ def _profile_command(args: argparse.Namespace) -> int:
         return 2
     text = json.dumps(profile.to_dict(), indent=2)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        with outputs.replaced(Path(args.out)) as tmp:
+            tmp.write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
     return 0

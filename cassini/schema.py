@@ -66,6 +66,15 @@ def identifier(value: Any, field: str) -> str:
     return value
 
 
+def choice(value: Any, field: str, options: Iterable[str]) -> str:
+    """One of ``options`` (strings), named by ``field`` when it is not (a list or a
+    mapping included: they were hashed and crashed)."""
+    names = tuple(options)
+    if not isinstance(value, str) or value not in names:
+        raise InputError(field, f"must be one of {', '.join(names)}, got {_kind(value)}")
+    return value
+
+
 def array(value: Any, field: str, *, non_empty: bool = False) -> list[Any]:
     if not isinstance(value, list):
         raise InputError(field, f"must be a JSON array, got {_kind(value)}")

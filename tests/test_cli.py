@@ -45,6 +45,28 @@ def test_advise_example_min_aggregate_picks_the_named_candidate():
     assert_advice(out, ADVISE_MIN_2DEG_RANKING, ADVISE_MIN_2DEG_SHIFTS_S)
 
 
+def test_advise_table_shows_each_links_score_at_the_chosen_shifts():
+    """Three jobs around a loop of three links (each pair interleaves alone, not all three
+    at once): the table's link scores are the ones the candidate's score aggregates (it
+    printed each link's own best, 1.000 everywhere, beside a candidate minimum of 0.725)."""
+    phase = [{"start_s": 0, "duration_s": 0.14, "rate_bps": 4e10}]
+    request = {
+        "links": [{"id": f"l{i}", "capacity_bps": 5e10} for i in (1, 2, 3)],
+        "jobs": [{"id": j, "iteration_time_s": 0.3, "phases": phase} for j in "abc"],
+        "candidates": [{"id": "tri", "paths": {"a": ["l1", "l3"], "b": ["l1", "l2"],
+                                               "c": ["l2", "l3"]}}],
+    }  # fmt: skip
+    text = json.dumps(request)
+    advice = json.loads(run("advise", "-", "--loops", "score", stdin=text).stdout)
+    achieved = advice["candidates"][0]["link_scores"]
+    assert min(achieved.values()) < 0.99  # the loop costs one link
+    table = run("advise", "-", "--loops", "score", "--format", "table", stdin=text).stdout
+    rows = {ln.split()[0]: ln.split() for ln in table.splitlines() if ln.startswith("l")}
+    for link, score in achieved.items():
+        assert float(rows[link][-2]) == pytest.approx(score, abs=5e-4)  # score column
+        assert float(rows[link][-1]) == pytest.approx(1.0)  # alone
+
+
 def test_score_from_stdin_and_table():
     request = json.dumps(example("score"))
     r = run("score", "-", stdin=request)

@@ -352,6 +352,46 @@ def test_config_errors_name_the_field() -> None:
         config_from_dict(CONFIG | {"schedulers": ["themis+magic"]})
     with pytest.raises(InputError, match="exactly one"):
         config_from_dict(CONFIG | {"workload": {}})
+    # a list or mapping where a name is wanted was hashed: TypeError, a traceback
+    for field_name, value in (("routing", ["ecmp"]), ("network", {"a": 1})):
+        with pytest.raises(InputError, match=f"{field_name}: must be one of .* got an"):
+            config_from_dict(CONFIG | {field_name: value})
+    with pytest.raises(InputError, match="bad_rows"):
+        config_from_dict(CONFIG | {"workload": {"trace": "t.csv", "bad_rows": ["skip"]}})
+    # checked when read, not when CASSINI is first consulted mid-run
+    with pytest.raises(InputError, match=r"precision_deg: must be in \(0, 180\]"):
+        config_from_dict(CONFIG | {"precision_deg": 500})
+    with pytest.raises(InputError, match="seed: must be an integer"):
+        config_from_dict(CONFIG | {"seed": 1.5})
+
+
+def test_cli_refuses_an_output_it_cannot_write_before_simulating(tmp_path) -> None:
+    """``--out`` naming a file (or a folder under one) failed with a traceback after the
+    whole simulation; now exit 2 naming it, before."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(CONFIG | {"workload": {"poisson": {"jobs": 400, "load": 1.0,
+                                                                  "gpus": {"8": 1}}}}))  # fmt: skip
+    (tmp_path / "afile").write_text("")
+    for command, out in (("run", "afile"), ("run", "afile/sub"), ("sweep", "afile")):
+        done = subprocess.run(
+            [sys.executable, "-m", "cassini.cli", "sim", command, str(cfg), "--out",
+             str(tmp_path / out), "--quiet"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and "afile" in done.stderr
+
+
+def test_a_trace_with_no_good_row_says_what_was_wrong(tmp_path) -> None:
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,iterations,model\na,0,0,10,bert\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "sim", "trace", "convert", str(tmp_path / "t.csv"),
+         "--out", str(tmp_path / "o.csv")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "1 bad row: " in done.stderr and "gpus: must be > 0" in done.stderr
+    assert not (tmp_path / "o.csv").exists()
 
 
 def test_sweep_in_a_process_pool() -> None:
@@ -390,10 +430,14 @@ def test_cli_run_writes_json_and_plot(tmp_path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+
+    def refuse(token: str) -> None:  # Python's NaN / Infinity tokens are not JSON
+        raise AssertionError(f"{token} in the output")
+
+    summary = json.loads(done.stdout, parse_constant=refuse)
     assert set(summary["summaries"]) == {"themis", "themis+cassini"}
     assert "themis/themis+cassini" in summary["ratios"]
-    data = json.loads((out / "results.json").read_text())
+    data = json.loads((out / "results.json").read_text(), parse_constant=refuse)
     assert len(data["jobs"]["themis"]) == 12
     for record in data["jobs"]["themis"]:  # iteration time over the job's life
         times = [t for t, _ in record["timeline"]]

@@ -18,6 +18,7 @@ import yaml
 from helpers.sim_configs import SimCase, sim_cases
 from hypothesis import HealthCheck, example, given, note, settings
 
+from cassini import outputs
 from cassini.cli import main as cli_main
 from cassini.nic_scale import scale_to_nic
 from cassini.sim.config import SimConfig, read_config
@@ -108,7 +109,7 @@ def results_bytes(cfg: SimConfig, done: Run) -> bytes:
     data = results_json(cfg, done.results, done.workload.summary)
     for summary in data["summaries"].values():
         summary["wall_s"] = 0.0
-    return json.dumps(data, indent=1).encode()
+    return outputs.json_text(data).encode()
 
 
 def alone_iteration_s(
@@ -190,6 +191,11 @@ def fuzz_settings(examples: int) -> settings:
     )
 
 
+def refuse(token: str) -> None:
+    """``json.loads``'s ``parse_constant``: Python's NaN/Infinity tokens are not JSON."""
+    raise AssertionError(f"{token} in results.json: not valid JSON")
+
+
 def run_cli(config: Path, out: Path) -> tuple[int, str]:
     """``cassini sim run CONFIG --out OUT`` in this process: exit status, stderr."""
     err = io.StringIO()
@@ -251,9 +257,11 @@ def test_the_cli_runs_valid_configs(case: SimCase) -> None:
         path = write_case(case, Path(folder))
         code, err = run_cli(path, Path(folder) / "out")
         assert code == 0 and "Traceback" not in err, err
-        data = json.loads((Path(folder) / "out" / "results.json").read_text())
+        data = json.loads(  # strict JSON: no NaN or Infinity tokens
+            (Path(folder) / "out" / "results.json").read_text(), parse_constant=refuse
+        )
         data.pop("report")
         for summary in data["summaries"].values():
             summary["wall_s"] = 0.0
         cfg = read_config(path)
-        assert json.dumps(data, indent=1).encode() == results_bytes(cfg, simulate_config(cfg))
+        assert outputs.json_text(data).encode() == results_bytes(cfg, simulate_config(cfg))

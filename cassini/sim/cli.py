@@ -4,11 +4,10 @@ success, 2 on bad input (one line on stderr naming the field)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from cassini import files
+from cassini import files, outputs
 from cassini.errors import InputError
 from cassini.files import input_file, output_path
 
@@ -88,7 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     trace = ssub.add_parser(
         "trace",
         usage="cassini sim trace CONFIG --out FILE\n"
-        "       cassini sim trace convert IN [--format F] [--strict] [--seed N] --out FILE",
+        "       cassini sim trace convert IN [--format F] [--strict] [--seed N]\n"
+        "                                 [--profiles F ...] --out FILE",
         help="write CONFIG's jobs, or convert a published trace, as our CSV/JSON trace",
         description="`trace CONFIG --out F`: write the jobs CONFIG's workload generates. "
         "`trace convert IN --format FMT --out F`: read a published trace (philly, helios, "
@@ -190,6 +190,10 @@ def main(args: argparse.Namespace) -> int:
         if args.sim_command != "trace":
             cfg = read_config(args.config)
         out = Path(args.out)
+        if args.sim_command == "trace":  # a file; run and sweep write a folder
+            outputs.check_output_file(out)
+        else:
+            outputs.check_output_dir(out)
         if args.sim_command == "trace":
             if args.what[0] == "convert":
                 return _convert(args, out)
@@ -212,7 +216,7 @@ def main(args: argparse.Namespace) -> int:
                 cfg, done.results, out, run=done, timeline_link=args.timeline_link
             )
             if args.format == "json":
-                print(json.dumps({k: data[k] for k in ("summaries", "ratios")}, indent=1))
+                print(outputs.json_text({k: data[k] for k in ("summaries", "ratios")}))
             else:
                 print(report.table(data["summaries"]))
                 print(f"results: {out / 'results.json'}, report: {out / 'report.html'}")
@@ -231,7 +235,7 @@ def main(args: argparse.Namespace) -> int:
         )
         data = sweep.write_sweep(cfg, rows, backend, out)
         if args.format == "json":
-            print(json.dumps({k: data[k] for k in ("aggregate", "ratios", "backend")}, indent=1))
+            print(outputs.json_text({k: data[k] for k in ("aggregate", "ratios", "backend")}))
         else:
             print(sweep.sweep_table(data))
             print(f"backend: {backend}; results: {out / 'sweep.json'}, plot: {out / 'sweep.png'}")
@@ -242,6 +246,9 @@ def main(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"cassini sim: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # nothing half-written: outputs are staged (cassini.outputs)
+        print("cassini sim: interrupted; nothing written", file=sys.stderr)
+        return 130
 
 
 def _convert(args: argparse.Namespace, out: Path) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini import schema
+from cassini.circle import n_angles
 from cassini.errors import InputError
 from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
 from cassini.profile import JobProfile
@@ -164,9 +165,7 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
                     "workload.format",
                     f"unknown trace format {trace_format!r} (one of {', '.join(READERS)})",
                 )
-        bad_rows = workload.get("bad_rows", "error")
-        if bad_rows not in BAD_ROWS:
-            raise InputError("workload.bad_rows", f"must be one of {', '.join(BAD_ROWS)}")
+        bad_rows = schema.choice(workload.get("bad_rows", "error"), "workload.bad_rows", BAD_ROWS)
     elif "format" in workload or "bad_rows" in workload:
         raise InputError("workload.format", "only with a trace")
     else:
@@ -185,8 +184,8 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         bad_rows=bad_rows,
         profiles=profiles,
         candidates=_count(obj.get("candidates", 10), "candidates"),
-        seed=int(schema.number(obj.get("seed", 0), "seed", non_negative=True)),
-        precision_deg=schema.number(obj.get("precision_deg", 5.0), "precision_deg", positive=True),
+        seed=_count(obj.get("seed", 0), "seed", minimum=0),
+        precision_deg=_precision(obj.get("precision_deg", 5.0)),
         name=str(obj.get("name", "sim")),
         sweep=sweep,
         options=replace(_options(obj), profiles=profile_rule),
@@ -202,7 +201,7 @@ def _profiles(raw: Any) -> tuple[str, list[Any]]:
     elif isinstance(raw, Mapping):
         schema.check_fields(raw, "profiles", (), ("rule", "files"))
         rule, files = raw.get("rule", DEFAULT_PROFILE_RULE), raw.get("files", [])
-    if rule not in PROFILE_RULES:
+    if not isinstance(rule, str) or rule not in PROFILE_RULES:
         raise InputError(
             "profiles",
             f"must be one of {', '.join(PROFILE_RULES)}, a list of profile files, or "
@@ -229,9 +228,7 @@ def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:
 
 def _options(obj: Mapping[str, Any]) -> SimOptions:
     """The mechanisms' settings: routing, priority_levels, mltcp, defrag."""
-    routing = obj.get("routing", "single")
-    if routing not in ROUTINGS:
-        raise InputError("routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+    routing = schema.choice(obj.get("routing", "single"), "routing", ROUTINGS)
     levels = _count(obj.get("priority_levels", 8), "priority_levels")
     m = schema.require_object(obj.get("mltcp", {}), "mltcp")
     schema.check_fields(m, "mltcp", (), ("slope", "intercept", "scale_cut"))
@@ -242,9 +239,7 @@ def _options(obj: Mapping[str, Any]) -> SimOptions:
     d = schema.require_object(obj.get("defrag", {}), "defrag")
     schema.check_fields(d, "defrag", (), ("migration_s", "cooldown_s"))
     defaults = SimOptions()
-    network = obj.get("network", defaults.network)
-    if network not in NETWORK_MODELS:
-        raise InputError("network", f"must be one of {', '.join(NETWORK_MODELS)}, got {network!r}")
+    network = schema.choice(obj.get("network", defaults.network), "network", NETWORK_MODELS)
     return SimOptions(
         network=network,
         routing=routing,
@@ -289,7 +284,15 @@ def _poisson(obj: Any, cluster: Cluster | Topology) -> dict[str, Any]:
     return out
 
 
-def _count(value: Any, field_name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(field_name, f"must be an integer >= 1, got {value!r}")
+def _count(value: Any, field_name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(field_name, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _precision(value: Any) -> float:
+    """``precision_deg``: the advisor's angle step, checked when the config is read (the
+    advisor's own check came only once CASSINI was first consulted, mid-run)."""
+    value = schema.number(value, "precision_deg", positive=True)
+    n_angles(value)  # the advisor's check: (0, 180]
     return value

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cassini import files, schema
+from cassini import files, outputs, schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile, profiles_from_dicts
 from cassini.sim.jobspec import JobSpec
@@ -111,8 +111,13 @@ def write_trace(jobs: Sequence[JobSpec], path: Path | str) -> None:
     A ``hosts`` column (``host:gpus;host:gpus``) is written only when a job has
     recorded hosts."""
     path = Path(path)
+    with outputs.replaced(path) as tmp:  # never half-written
+        _write_trace(jobs, path.suffix.lower(), tmp)
+
+
+def _write_trace(jobs: Sequence[JobSpec], suffix: str, path: Path) -> None:
     with_hosts = any(j.hosts for j in jobs)
-    if path.suffix.lower() == ".json":
+    if suffix == ".json":
         rows = []
         for j in jobs:
             row = {k: getattr(j, k) for k in TRACE_FIELDS}

@@ -3,7 +3,6 @@ for people."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from cassini import outputs
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.config import SimConfig, Workload
@@ -203,17 +203,18 @@ def write_run(
     timeline_link: str | None = None,
 ) -> dict[str, Any]:
     """Write ``results.json`` and ``cdf.png`` under ``out_dir`` — and, given ``run``, the
-    report's pictures and ``report.html`` — and return the JSON."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = results_json(cfg, results, run.workload.summary if run else None)
-    if run is not None:
-        data["report"] = write_report(cfg, run, data, out_dir, timeline_link)
-    tmp = out_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(out_dir / "results.json")
-    plot_cdfs(results, out_dir, title=cfg.name)
-    if run is not None:
-        _html(cfg, data, out_dir)
+    report's pictures and ``report.html`` — and return the JSON.  Every file is written
+    aside and moved in once all are (:func:`cassini.outputs.staged`): an interrupted
+    write leaves ``out_dir`` as it was.  ``results.json`` is strict JSON (a ratio of
+    nothing, a job without an intensity: ``null``)."""
+    with outputs.staged(out_dir) as stage:
+        data = results_json(cfg, results, run.workload.summary if run else None)
+        if run is not None:
+            data["report"] = write_report(cfg, run, data, stage, timeline_link)
+        (stage / "results.json").write_text(outputs.json_text(data))
+        plot_cdfs(results, stage, title=cfg.name)
+        if run is not None:
+            _html(cfg, data, stage)
     return data
 
 

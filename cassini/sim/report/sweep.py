@@ -4,7 +4,6 @@ instance, or the cluster at ``address``), else in a local process pool."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from cassini import outputs
 from cassini.sim.config import SimConfig
 from cassini.sim.report.run import ratios, run_config
 
@@ -155,7 +155,6 @@ def write_sweep(
     cfg: SimConfig, rows: list[dict[str, Any]], backend: str, out_dir: Path
 ) -> dict[str, Any]:
     """Write ``sweep.json`` and ``sweep.png``; return the JSON."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     axes = [a for a in sorted(cfg.sweep) if a != "scheduler"]
     by = [a for a in axes if a != "seed"] + ["scheduler"]
     data = {
@@ -166,10 +165,9 @@ def write_sweep(
         "aggregate": aggregate(rows, by),
         "ratios": sweep_ratios(rows, axes),
     }
-    tmp = out_dir / "sweep.json.tmp"
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(out_dir / "sweep.json")
-    _plot(data, by, out_dir / "sweep.png")
+    with outputs.staged(out_dir) as stage:  # nothing half-written (cassini.outputs)
+        (stage / "sweep.json").write_text(outputs.json_text(data))
+        _plot(data, by, stage / "sweep.png")
     return data
 
 

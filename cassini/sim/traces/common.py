@@ -276,7 +276,11 @@ DURATION_NOTE = (
 def finish(out: TraceRead, jobs: list[JobSpec], *, from_zero: bool = True) -> TraceRead:
     """Sort by arrival, start arrivals at 0 (``from_zero``), check ids are unique."""
     if not jobs:
-        why = f"; {len(out.bad)} bad rows" if out.bad else ""
+        why = ""
+        if out.bad:  # say what was wrong, not only how often (the caller lists them later)
+            shown = "; ".join(str(b) for b in out.bad[:3])
+            more = f"; and {len(out.bad) - 3} more" if len(out.bad) > 3 else ""
+            why = f"; {len(out.bad)} bad row{'s' if len(out.bad) != 1 else ''}: {shown}{more}"
         skipped = f"; skipped: {dict(out.skipped)}" if out.skipped else ""
         raise InputError("trace", f"{out.path}: no replayable jobs{why}{skipped}")
     first = min(j.arrival_s for j in jobs) if from_zero else 0.0
