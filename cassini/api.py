@@ -18,7 +18,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from cassini import schema
+from cassini import files, schema
 from cassini.advisor import Advice, Candidate, Link, advise
 from cassini.circle import LinkSolution, compatibility_score
 from cassini.errors import InputError
@@ -28,11 +28,13 @@ from cassini.profile import profiles_from_dicts
 def parse_json(text: str) -> Any:
     """Parse JSON text; a syntax error becomes an InputError with line and column."""
     try:
-        return json.loads(text)
+        return files.loads_json(text)
     except json.JSONDecodeError as e:
         raise InputError(
             "input", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
         ) from None
+    except ValueError as e:  # a key given twice; an integer too long to convert
+        raise InputError("input", f"malformed JSON: {e}") from None
 
 
 def score_request(obj: Any, *, precision_deg: float = 5.0) -> dict[str, Any]:

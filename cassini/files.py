@@ -17,6 +17,7 @@ unreadable folder and an empty one).
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import os
 import stat
@@ -141,26 +142,78 @@ def decode_text(data: bytes, name: str, *, whole: bool = True) -> str:
         ) from None
 
 
+class DuplicateKey(ValueError):
+    """An object (mapping) that names one key twice: JSON and YAML parsers keep the last
+    value silently, so a typo'd override would win unseen."""
+
+    def __init__(self, key: Any, where: str = "") -> None:
+        super().__init__(f"duplicate key {key!r}{where}")
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: a dict, or DuplicateKey."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` that refuses a key given twice in one object (DuplicateKey)."""
+    return json.loads(text, object_pairs_hook=unique_object)
+
+
 def parse_json(text: str, name: str) -> Any:
-    """JSON text of the file ``name``; a syntax error names ``name:line:column``."""
+    """JSON text of the file ``name``; a syntax error names ``name:line:column``; a key
+    given twice in one object, or an integer too long to convert, names ``name``."""
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{name}:{e.lineno}:{e.colno}", f"malformed JSON: {e.msg}") from None
+    except ValueError as e:  # DuplicateKey; Python's limit on integer digits
+        raise InputError(name, f"malformed JSON: {e}") from None
 
 
 def parse_yaml(text: str, name: str) -> Any:
     """YAML (or JSON) text of the file ``name``; a syntax error names ``name:line:column``
-    where the parser gives them."""
+    where the parser gives them, and so does a key given twice in one mapping."""
     import yaml  # a core dependency; imported here to keep `import cassini` light
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader
+    except DuplicateKey as e:
+        raise InputError(name, f"malformed YAML: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise InputError(where, f"malformed YAML: {problem}") from None
+
+
+@functools.cache
+def _unique_key_loader() -> type:
+    """yaml's SafeLoader refusing a key given twice in one mapping (DuplicateKey, with the
+    line and column of the second)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: SafeLoader says so itself
+                    break
+                if duplicate:
+                    at = key_node.start_mark
+                    raise DuplicateKey(key, f" (line {at.line + 1}, column {at.column + 1})")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def read_data(path: str | Path) -> Any:

@@ -170,6 +170,14 @@ BAD = [
         "candidates[0].why: unknown field",
     ),
     ("advise", json.dumps([1, 2]), "input: must be a JSON object"),
+    # a key given twice was taken silently (the last won); an integer past Python's
+    # 4,300 digits raised ValueError: a traceback and exit 1
+    (
+        "score",
+        '{"capacity_bps": 1e10, "capacity_bps": 2e10, "jobs": []}',
+        "duplicate key 'capacity_bps'",
+    ),
+    ("score", '{"capacity_bps": ' + "9" * 5000 + ', "jobs": []}', "input: malformed JSON: Exceeds"),
 ]
 
 

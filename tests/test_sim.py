@@ -363,6 +363,31 @@ def test_config_errors_name_the_field() -> None:
         config_from_dict(CONFIG | {"precision_deg": 500})
     with pytest.raises(InputError, match="seed: must be an integer"):
         config_from_dict(CONFIG | {"seed": 1.5})
+    # named with the config's field when read (they came from the workload's draw, later,
+    # as "iterations:", "gpus:", "models:")
+    poisson = CONFIG["workload"]["poisson"]
+    for extra, where in (
+        ({"iterations": [50, 20]}, "workload.poisson.iterations"),
+        ({"gpus": {"1": 0}}, "workload.poisson.gpus"),
+        ({"models": ["bert", "nope"]}, r"workload.poisson.models\[1\]: unknown model"),
+    ):
+        with pytest.raises(InputError, match=where):
+            config_from_dict(CONFIG | {"workload": {"poisson": poisson | extra}})
+
+
+def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path) -> None:
+    """YAML (and JSON) parsers keep the last of two equal keys: a config could say
+    ``seed: 1`` and run with a later ``seed: 2`` unseen."""
+    from cassini.sim.config import read_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("seed: 1\nname: a\nseed: 2\n")
+    with pytest.raises(InputError, match=r"c.yaml: malformed YAML: duplicate key 'seed' \(line 3"):
+        read_config(path)
+    path = tmp_path / "c.json"
+    path.write_text('{"seed": 1, "seed": 2}')
+    with pytest.raises(InputError, match="c.json: malformed JSON: duplicate key 'seed'"):
+        read_config(path)
 
 
 def test_cli_refuses_an_output_it_cannot_write_before_simulating(tmp_path) -> None:

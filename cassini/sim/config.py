@@ -175,7 +175,7 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         base / schema.identifier(p, f"profiles[{i}]") for i, p in enumerate(profile_files)
     )
     sweep = _sweep(obj.get("sweep", {}))
-    return SimConfig(
+    cfg = SimConfig(
         cluster=cluster,
         schedulers=schedulers,
         poisson=poisson,
@@ -190,6 +190,15 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         sweep=sweep,
         options=replace(_options(obj), profiles=profile_rule),
     )
+    if poisson is not None and "models" in poisson:  # named now, with the config's file
+        library = cfg.library()
+        for i, model in enumerate(poisson["models"]):
+            if model not in library:
+                raise InputError(
+                    f"workload.poisson.models[{i}]",
+                    f"unknown model {model!r} (library: {', '.join(sorted(library))})",
+                )
+    return cfg
 
 
 def _profiles(raw: Any) -> tuple[str, list[Any]]:
@@ -268,6 +277,8 @@ def _poisson(obj: Any, cluster: Cluster | Topology) -> dict[str, Any]:
         if g < 1 or g > cluster.gpus:
             raise InputError(f"{f}.gpus.{k}", f"must be 1..{cluster.gpus} GPUs")
         gpus[g] = schema.number(w, f"{f}.gpus.{k}", non_negative=True)
+    if not gpus or sum(gpus.values()) <= 0:
+        raise InputError(f"{f}.gpus", "needs at least one GPU count with a weight above 0")
     out: dict[str, Any] = {
         "jobs": _count(obj["jobs"], f"{f}.jobs"),
         "load": schema.number(obj["load"], f"{f}.load", positive=True),
@@ -278,6 +289,8 @@ def _poisson(obj: Any, cluster: Cluster | Topology) -> dict[str, Any]:
         if len(lo_hi) != 2:
             raise InputError(f"{f}.iterations", "must be [low, high]")
         out["iterations"] = tuple(_count(x, f"{f}.iterations") for x in lo_hi)
+        if out["iterations"][0] > out["iterations"][1]:
+            raise InputError(f"{f}.iterations", f"must be [low, high], got {lo_hi}")
     if "models" in obj:
         models = schema.array(obj["models"], f"{f}.models", non_empty=True)
         out["models"] = [schema.identifier(m, f"{f}.models[{i}]") for i, m in enumerate(models)]
