@@ -17,7 +17,7 @@ from typing import Any
 from cassini import api, files, outputs
 from cassini.advisor import Advice
 from cassini.errors import InputError
-from cassini.files import input_file, output_path
+from cassini.files import input_file, output_path, positive_int
 from cassini.service import cli as service_cli
 from cassini.service.kube import cli as cluster_cli
 from cassini.sim import cli as sim_cli
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument(
                 "--workers",
-                type=int,
+                type=positive_int,
                 default=None,
                 help="processes for scoring links (default: automatic)",
             )

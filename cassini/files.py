@@ -8,7 +8,8 @@ are not UTF-8), then the parser's own complaint with the line and column it give
 Nothing here writes to the file.
 
 The marks (:func:`input_file`, :func:`input_dir`, :func:`output_path`) are argparse
-``type=`` functions that return the text unchanged; ``tests/test_file_inputs.py`` walks the
+``type=`` functions that return the text unchanged (:func:`positive_int`, for count
+flags beside them, checks its value); ``tests/test_file_inputs.py`` walks the
 parsers and gives every ``input_file`` argument an empty, truncated, binary, missing and
 unreadable file and a directory (an ``input_dir`` argument: a file, a missing name, an
 unreadable folder and an empty one).
@@ -46,6 +47,20 @@ def output_path(text: str) -> str:
     """argparse ``type`` of an argument naming a file or folder the command writes (and
     does not read): the text as it is."""
     return text
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type`` of a count flag (``--workers``): an integer >= 1 (argparse says
+    which flag and exits 2 otherwise; -3 had meant one worker, 0 the default)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
 
 
 def check_file(path: str | Path) -> os.stat_result:

@@ -126,7 +126,9 @@ def profile_from_buckets(
         origin = {k: min(r.start_s for r in by_iter[k].values()) for k in iters}
     if len(iters) < 2:
         raise InputError(
-            "records", f"need at least {skip + 2} iterations with bucket records, got {len(iters)}"
+            "records",
+            f"need at least {skip + 2} iterations with bucket records (2 after the {skip} "
+            f"skipped), got {len(by_iter)}",
         )
     starts = np.array([origin[k] for k in iters])
     gaps = np.diff(starts) / np.diff(np.array(iters, float))  # tolerate missing iterations

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cassini import files, outputs
 from cassini.errors import InputError
-from cassini.files import input_file, output_path
+from cassini.files import input_file, output_path, positive_int
 
 DESCRIPTION = (
     "Trace-driven simulation of a GPU cluster: jobs arrive (Poisson or a trace), a "
@@ -129,7 +129,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="auto: Ray when installed (or --address given), else a pool",
     )
     sweep.add_argument("--address", help="Ray cluster address (default: a local Ray)")
-    sweep.add_argument("--workers", type=int, help="pool processes (default: CPUs)")
+    sweep.add_argument("--workers", type=positive_int, help="pool processes (default: CPUs)")
 
 
 def _add_topo(ssub: argparse._SubParsersAction) -> None:

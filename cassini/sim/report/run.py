@@ -146,8 +146,11 @@ def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
         f"{'scheduler':<{width}} {'mean it':>8} {'p99 it':>8} {'mean x':>7} {'p99 x':>7} "
         f"{'mean JCT':>9} {'makespan':>9} {'excess':>8} {'wall':>6}"
     )
-    units = "(ms)     (ms)   (over dedicated)   (s)       (s)     (s)     (s)"
-    lines = [head, " " * (width + 1) + units]
+    units = (  # each unit right-aligned under its column, as the values are
+        f"{'':<{width}} {'(ms)':>8} {'(ms)':>8} {'(over dedicated)':>15} "
+        f"{'(s)':>9} {'(s)':>9} {'(s)':>8} {'(s)':>6}"
+    )
+    lines = [head, units]
     for name, s in summaries.items():
         lines.append(
             f"{name:<{width}} {s['mean_iteration_s'] * 1e3:>8.1f} "
