@@ -30,6 +30,7 @@ from cassini.affinity import affinity_graph, time_shifts
 from cassini.circle import LinkSolution, clear_demand_rows, compatibility_score, n_angles
 from cassini.errors import InputError
 from cassini.predict import (
+    NotConverged,
     Slot,
     agent_periods_s,
     bytes_stretch,
@@ -267,21 +268,26 @@ def _with_predictions(
     slack: float,
 ) -> tuple[CandidateResult, ...]:
     """The ranked candidates with their predictions: the best one's (``predict`` "best")
-    or every accepted one's ("all")."""
-    return tuple(
-        replace(
-            r,
-            prediction=predict_candidate(
+    or every accepted one's ("all").  A prediction whose link simulation does not finish
+    (:class:`cassini.predict.NotConverged`: iteration times too far apart) is left out,
+    the candidate's ``reason`` saying so; its shifts and scores stand."""
+
+    def predicted(r: CandidateResult) -> CandidateResult:
+        try:
+            prediction = predict_candidate(
                 r.time_shifts_s,
                 solutions_of[r.candidate_id],
                 job_map,
                 capacity_bps,
                 threshold=threshold,
                 slack=slack,
-            ),
-        )
-        if (predict == "all" or i == 0) and r.status == "ok"
-        else r
+            )
+        except NotConverged as e:
+            return replace(r, reason=f"no prediction: {e}")
+        return replace(r, prediction=prediction)
+
+    return tuple(
+        predicted(r) if (predict == "all" or i == 0) and r.status == "ok" else r
         for i, r in enumerate(ranked)
     )
 

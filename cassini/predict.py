@@ -36,6 +36,18 @@ CACHE_SIZE = 8192
 _CACHE: OrderedDict[tuple, LinkRun] = OrderedDict()
 
 
+#: The most events one link simulation takes (:func:`simulate_link`): jobs whose
+#: iteration times differ by orders of magnitude make the fast ones run thousands of
+#: iterations while the slow one runs its few (a 100 s job beside 0.2 s ones: 88,000
+#: events, about a second); past this the simulation gives up (:class:`NotConverged`).
+MAX_EVENTS = 250_000
+
+
+class NotConverged(RuntimeError):
+    """A link simulation did not finish within its event limit (:data:`MAX_EVENTS`): no
+    prediction for those jobs.  The message says why."""
+
+
 @dataclass(frozen=True)
 class Slot:
     """Where the time-shift agent holds a job: iteration ``k`` starts no earlier than
@@ -399,7 +411,12 @@ def _simulate(
         times[p.job_id] = max(p.iteration_time_s, slot.period_s if slot else 0.0)
     eps = 1e-12 * max([p.iteration_time_s for p in profiles] + [1e-9])
     t, peak = 0.0, 0.0
-    limit = 64 * (iterations + 2) * sum(len(j.bits) + 1 for j in senders) + 64
+    # a job runs about longest / its own period iterations while the slowest runs its own
+    longest = max([times[j.id] for j in senders] + [0.0])
+    needed = sum(
+        (iterations * math.ceil(longest / times[j.id]) + 2) * (len(j.bits) + 1) for j in senders
+    )
+    limit = min(MAX_EVENTS, 64 * needed + 64)
     for _ in range(limit):
         if all(len(j.starts) > iterations for j in senders):
             break
@@ -424,8 +441,12 @@ def _simulate(
         for j in senders:
             if j.rem < 0.0 and j.wait <= t + eps:
                 j.rem = j.bits[j.k]
-    else:  # pragma: no cover - the event count is bounded by construction
-        raise RuntimeError("link simulation did not converge")
+    else:
+        spread = [times[j.id] for j in senders]
+        raise NotConverged(
+            f"link simulation did not finish within {limit} events (iteration times "
+            f"{min(spread):g} s to {max(spread):g} s)"
+        )
     done = {}
     for j in senders:
         gaps = np.diff(np.asarray(j.starts[: iterations + 1]))[warmup:]

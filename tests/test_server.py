@@ -140,6 +140,40 @@ def test_malformed_json_is_400(served):
     assert err["field"] == "body" and "UTF-8" in err["message"]
 
 
+def test_an_integer_too_long_to_read_is_400_naming_the_body(served):
+    """Python refuses to convert an integer literal of more than 4300 digits (a
+    ValueError, not a JSONDecodeError): it was a plain-text 500, counted as 499."""
+    before = metric(served, "cassini_http_requests_total", endpoint="/v1/score", code="400")
+    body = b'{"capacity_bps": ' + b"1" * 5000 + b', "jobs": []}'
+    err = error_of(call(served, "POST", "/v1/score", body))
+    assert err["code"] == 400 and err["field"] == "body" and "digits" in err["message"]
+    after = metric(served, "cassini_http_requests_total", endpoint="/v1/score", code="400")
+    assert after == before + 1
+
+
+def test_advice_stands_when_a_prediction_does_not_converge(served):
+    """A 3,600 s job beside a 10 ms one: the link simulation gives up (it was a 500
+    "RuntimeError"); the advice keeps its shifts and scores, without a prediction, and
+    the candidate's reason says why."""
+    slow = {"start_s": 0.0, "duration_s": 1.0, "rate_bps": 1e9}
+    fast = {"start_s": 0.0, "duration_s": 0.005, "rate_bps": 1e9}
+    request = {
+        "links": [{"id": "l", "capacity_bps": 1e9}],
+        "jobs": [
+            {"id": "slow", "iteration_time_s": 3600.0, "phases": [slow]},
+            {"id": "fast", "iteration_time_s": 0.01, "phases": [fast]},
+        ],
+        "candidates": [{"id": "c", "paths": {"slow": ["l"], "fast": ["l"]}}],
+    }
+    status, _, body = call(served, "POST", "/v1/advise", request)
+    assert status == 200, body
+    out = json.loads(body)
+    assert out["best"] == "c" and set(out["time_shifts_s"]) == {"slow", "fast"}
+    (cand,) = out["candidates"]
+    assert cand["score"] is not None and "predicted_gain" not in cand
+    assert cand["reason"].startswith("no prediction: link simulation did not finish")
+
+
 @pytest.mark.parametrize(
     "mutate, field",
     [
@@ -222,6 +256,14 @@ def test_body_over_limit_is_413(served):
 def test_unknown_path_is_404(served):
     err = error_of(call(served, "GET", "/v2/advise"))
     assert err["code"] == 404 and "/v1/advise" in err["message"]
+
+
+@pytest.mark.parametrize("path", ["/healthz/", "/v1/jobs/", "/v1/advise/", "/healthz%0A"])
+def test_a_path_with_a_trailing_slash_or_newline_is_a_json_404(served, path):
+    """Not Starlette's 307 redirect to the path without the slash, and not the path
+    without the newline (``$`` matches before a final newline; the routes end in ``\\Z``)."""
+    err = error_of(call(served, "GET", path))
+    assert err["code"] == 404 and err["field"] == "path", err
 
 
 @pytest.mark.parametrize(
@@ -428,14 +470,23 @@ def test_serve_help_explains_endpoints():
         assert text in r.stdout
 
 
-def test_serve_rejects_bad_flags():
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [
+        ("--timeout-s", "0", "--timeout-s"),
+        # --workers 100000 forked until the machine refused, then a traceback
+        ("--workers", "100000", "1..64"),
+    ],
+)
+def test_serve_rejects_bad_flags(flag, value, says):
     r = subprocess.run(
-        [sys.executable, "-m", "cassini.cli", "serve", "--timeout-s", "0"],
+        [sys.executable, "-m", "cassini.cli", "serve", flag, value],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert r.returncode == 2 and "--timeout-s" in r.stderr
+    assert r.returncode == 2 and flag in r.stderr and says in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_serve_on_a_busy_port_exits_1():

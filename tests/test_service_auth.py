@@ -98,6 +98,19 @@ def test_write_rate_and_max_jobs_answer_429_json(secured):
     assert metric(srv.port, "cassini_http_requests_rejected_total", reason="too_many_jobs") == 1
 
 
+def test_a_write_over_the_rate_is_audited_with_its_token(secured):
+    """The 429 was raised before the token's name reached the request's record: the
+    audit said "token": null for a valid token."""
+    srv, audit, _ = secured
+    auth = bearer(TOKEN_A)
+    statuses = [call(srv.port, "DELETE", "/v1/jobs/ghost", headers=auth)[0] for _ in range(5)]
+    assert statuses[:4] == [404] * 4 and statuses[4] == 429, statuses
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["token"], e["status"]) for e in entries] == [("scheduler", 404)] * 4 + [
+        ("scheduler", 429)
+    ]
+
+
 def test_rate_limiter_refills_at_its_rate():
     now = [0.0]
     limiter = RateLimiter(2.0, 4.0, clock=lambda: now[0])

@@ -169,6 +169,90 @@ def test_bad_job_is_refused_naming_the_field(served, job, field, status):
     assert err["code"] == status and err["field"] == field, err
 
 
+@pytest.mark.parametrize(
+    "job_id, words",
+    [
+        ("half\n", "control characters"),  # DELETE /v1/jobs/half%0A deleted job "half"
+        ("a\x00b", "control characters"),
+        ("tab\there", "control characters"),
+        ("c1\x85", "control characters"),
+        ("x" * 254, "at most 253 characters"),  # 70,000 registered, never read back
+    ],
+)
+def test_a_job_id_the_routes_cannot_name_is_refused(served, job_id, words):
+    err = error_of(call(served.port, "POST", "/v1/jobs", {"id": job_id, "model": "vgg16"}))
+    assert err["code"] == 400 and err["field"] == "id" and words in err["message"], err
+    assert job_id not in [j["id"] for j in ok_json(call(served.port, "GET", "/v1/jobs"))["jobs"]]
+
+
+def test_the_longest_job_id_is_read_and_deleted(served):
+    job_id = "é/" * 126 + "x"  # 253 characters, 2,026 bytes percent-encoded
+    ok_json(call(served.port, "POST", "/v1/jobs", {"id": job_id, "model": "vgg16"}), 201)
+    path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}"
+    assert ok_json(call(served.port, "GET", path))["id"] == job_id
+    assert shift_of(served, job_id)["job_id"] == job_id
+    assert ok_json(call(served.port, "DELETE", path))["id"] == job_id
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("DELETE", "/v1/jobs/half%0A"),
+        ("GET", "/v1/jobs/half%0A"),
+        ("GET", "/v1/jobs/half/time_shift%0A"),
+        ("PUT", "/v1/jobs/half/time_shift%0A"),  # job "half/time_shift\n": no PUT (405)
+        ("GET", "/v1/jobs/half%0A/time_shift"),
+    ],
+)
+def test_a_path_ending_in_a_newline_names_no_other_job(served, method, path):
+    """Starlette's route pattern ends in ``$``, which matches before a final newline:
+    ``DELETE /v1/jobs/half%0A`` deleted job ``half``.  The routes match exactly now."""
+    before = shift_of(served, "half")
+    body = {"shift_s": 0.05, "period_s": 0.1} if method == "PUT" else None
+    err = error_of(call(served.port, method, path, body))
+    assert err["code"] == (405 if method == "PUT" else 404), err
+    assert ok_json(call(served.port, "GET", "/v1/jobs/half"))["id"] == "half"
+    assert shift_of(served, "half") == before
+
+
+def test_a_slow_job_does_not_break_the_others_time_shifts(served):
+    """A 100 s job beside 0.1 s ones: the link simulation ran out of events and every
+    GET .../time_shift was a 500 "RuntimeError: link simulation did not converge"."""
+    slow = {
+        "id": "slow",
+        "iteration_time_s": 100.0,
+        "nodes": ["n3"],
+        "phases": [{"start_s": 0.0, "duration_s": 1.0, "rate_bps": 1e9}],
+    }
+    ok_json(call(served.port, "POST", "/v1/jobs", slow), 201)
+    for job_id in ("a", "b", "slow", "half"):
+        s = shift_of(served, job_id)
+        assert s["period_s"] >= (100.0 if job_id == "slow" else 0.1), s
+
+
+def test_a_released_job_runs_free_at_its_iteration_time(served):
+    """The release was stored and answered with period_s 1.0, whatever the job's period."""
+    body = {"shift": False, "reason": "missed its slot"}
+    out = ok_json(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
+    assert out["shift"] is False and out["period_s"] == 0.1, out
+    assert shift_of(served, "a")["period_s"] == 0.1
+
+
+@pytest.mark.parametrize("wanted", ["{etag}", "W/{etag}", '"other", W/{etag}', "*"])
+def test_if_none_match_compares_weakly_and_takes_a_star(served, wanted):
+    """RFC 9110, 13.1.2: If-None-Match uses the weak comparison (W/"x" matches "x"), and
+    ``*`` matches any current answer."""
+    path = "/v1/jobs/a/time_shift"
+    status, headers, _ = call(served.port, "GET", path)
+    etag = headers["ETag"]
+    status, headers, body = call(
+        served.port, "GET", path, headers={"If-None-Match": wanted.format(etag=etag)}
+    )
+    assert status == 304 and body == b"" and headers["ETag"] == etag
+    status, _, _ = call(served.port, "GET", path, headers={"If-None-Match": 'W/"other"'})
+    assert status == 200
+
+
 def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
     port = served.port
     out = ok_json(call(port, "PUT", "/v1/jobs/a/time_shift", {"shift_s": 0.03, "period_s": 0.12}))
@@ -335,6 +419,11 @@ def shift_of_port(port, job_id):
         ("links: [{id: l, capacity_bps: 50e9}]\nnodes: {}\n", "links[0].capacity_bps"),
         ("links: []\nnodes: {}\njobs: [{id: a/time_shift, model: bert, nodes: []}]\n",
          "jobs[0].id"),
+        # the rule of POST /v1/jobs (cluster.unroutable): no control character, <= 253
+        ('links: []\nnodes: {}\njobs: [{id: a, model: bert}, {id: "b\\n", model: bert}]\n',
+         "jobs[1].id: must not contain control characters"),
+        (f"links: []\nnodes: {{}}\njobs: [{{id: {'x' * 254}, model: bert}}]\n",
+         "jobs[0].id: must be at most 253 characters"),
     ],
 )
 def test_bad_cluster_file_exits_2_with_one_line(tmp_path, content, words):

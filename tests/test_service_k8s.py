@@ -183,6 +183,67 @@ def test_bad_requests_are_refused_naming_the_field(served, verb, body, field):
     assert err["field"] == field, err  # the exact field, not a prefix of it
 
 
+def profile_pod(iteration_time_s=0.1, rate_bps=1e9):
+    phase = {"start_s": 0.0, "duration_s": 0.05, "rate_bps": rate_bps}
+    profile = json.dumps({"iteration_time_s": iteration_time_s, "phases": [phase]})
+    return pod({"cassini.io/profile": profile})
+
+
+ANNOTATION = 'Pod.metadata.annotations["cassini.io/profile"]'
+
+
+@pytest.mark.parametrize(
+    "p, field, words",
+    [
+        # 1 ns per iteration: every call ran past --timeout-s (504, worker killed)
+        (profile_pod(0.05, 1e9), None, None),
+        (profile_pod(iteration_time_s=1e-9), f"{ANNOTATION}.iteration_time_s", ">= 1e-06"),
+        (profile_pod(iteration_time_s=1e9), f"{ANNOTATION}.iteration_time_s", "<= 604800"),
+        # 1e300 b/s printed a 290-digit score
+        (profile_pod(rate_bps=1e300), f"{ANNOTATION}.phases[0].rate_bps", "<= 1e+15"),
+        # Python converts no integer of more than 4300 digits (a ValueError: a 500)
+        (
+            pod({"cassini.io/profile": '{"iteration_time_s": ' + "1" * 5000 + "}"}),
+            ANNOTATION,
+            "digits",
+        ),
+    ],
+)
+@pytest.mark.parametrize("verb", ["prioritize", "filter"])
+def test_a_profile_annotation_has_the_bounds_of_a_request_body(served, verb, p, field, words):
+    """models.MIN_TIME_S, MAX_TIME_S and MAX_RATE_BPS hold for the annotation too: a 422
+    naming the annotation's field, at once, not a 504 or a 500."""
+    result = call(served.port, "POST", f"/k8s/v1/{verb}", args_names(p, ["n1", "n2"]))
+    if field is None:
+        assert result[0] == 200, result
+        return
+    err = error_of(result)
+    assert err["code"] == 422 and err["field"] == field and words in err["message"], err
+
+
+def test_filter_at_min_score_0_drops_no_node(tmp_path):
+    """A link the demand overfills twenty times scores 1 - 19 = -18; the node's
+    compatibility is clamped to [0, 1], so the default --min-score 0 drops none."""
+    hog = [{"start_s": 0.0, "duration_s": 0.1, "rate_bps": 1e10}]  # the whole iteration
+    cluster = {
+        "links": [{"id": "l1", "capacity_bps": 1e9}],
+        "nodes": {"n1": ["l1"]},
+        "jobs": [{"id": "hog", "iteration_time_s": 0.1, "phases": hog, "nodes": ["n1"]}],
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cluster))
+    srv = start(cluster_file=str(path), workers=1, quiet=True)  # min_score 0
+    try:
+        p = pod({"cassini.io/profile": json.dumps({"iteration_time_s": 0.1, "phases": hog})})
+        out = ok_json(call(srv.port, "POST", "/k8s/v1/filter", args_names(p, ["n1"])))
+        assert out["NodeNames"] == ["n1"] and out["FailedNodes"] == {}, out
+        assert scores(call(srv.port, "POST", "/k8s/v1/prioritize", args_names(p, ["n1"]))) == {
+            "n1": 0
+        }
+    finally:
+        srv.stop()
+
+
 def test_extender_verbs_take_post_only(served):
     status, headers, _ = call(served.port, "GET", "/k8s/v1/prioritize")
     assert status == 405 and headers["Allow"] == "POST"

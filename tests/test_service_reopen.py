@@ -138,6 +138,16 @@ def test_a_row_that_no_longer_reads_is_kept_reported_and_removable(tmp_path):
         assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
 
 
+def store_legacy_row(state, job_id: str) -> dict:
+    """A job row written straight into the state file, as a server before today's id
+    rules could have stored it; returns the row."""
+    row = {"id": job_id, "nodes": ["gpu-0-0"], "iteration_time_s": 0.25,
+           "phases": [{"start_s": 0.0, "duration_s": 0.1, "rate_bps": 1e9}]}  # fmt: skip
+    with sqlite3.connect(state) as db:
+        db.execute("INSERT INTO jobs (id, body) VALUES (?, ?)", (row["id"], json.dumps(row)))
+    return row
+
+
 def test_a_stored_job_named_like_a_time_shift_path_still_reads(tmp_path):
     """New jobs may not end in /time_shift (their path would be another job's time-shift);
     a row stored before that rule is read and used as before, not dropped."""
@@ -151,16 +161,55 @@ def test_a_stored_job_named_like_a_time_shift_path_still_reads(tmp_path):
         assert refused["code"] == 400 and refused["field"] == "id", refused
     finally:
         stop(proc)
-    row = {"id": "old/time_shift", "nodes": ["gpu-0-0"], "iteration_time_s": 0.25,
-           "phases": [{"start_s": 0.0, "duration_s": 0.1, "rate_bps": 1e9}]}
-    with sqlite3.connect(state) as db:
-        db.execute("INSERT INTO jobs (id, body) VALUES (?, ?)", (row["id"], json.dumps(row)))
+    row = store_legacy_row(state, "old/time_shift")
     proc, port = serve(cluster, state, "--quiet")
     try:
         assert ok_json(call(port, "GET", "/healthz"))["unusable_jobs"] == []
         assert row["id"] in [j["id"] for j in ok_json(call(port, "GET", "/v1/jobs"))["jobs"]]
     finally:
         stop(proc)
+
+
+def test_a_stored_job_id_with_a_newline_still_reads_and_is_named_exactly(tmp_path):
+    """New ids may not hold control characters (a path ending in %0A named the job
+    without it); a row stored before that rule is read, and its own path names it."""
+    cluster = tmp_path / "cluster.yaml"
+    shutil.copy(EXAMPLE, cluster)
+    state = tmp_path / "s.db"
+    proc, port = serve(cluster, state, "--quiet")
+    stop(proc)  # made the file
+    store_legacy_row(state, "bert-b\n")
+    proc, port = serve(cluster, state, "--quiet")
+    try:
+        assert ok_json(call(port, "GET", "/healthz"))["unusable_jobs"] == []
+        assert ok_json(call(port, "DELETE", "/v1/jobs/bert-b%0A"))["id"] == "bert-b\n"
+        assert ok_json(call(port, "GET", "/v1/jobs/bert-b"))["id"] == "bert-b"  # the file's
+    finally:
+        stop(proc)
+
+
+def refused_state_line(state) -> str:
+    """``cassini serve --state STATE`` exits 2 with one line: that line."""
+    r = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", "--insecure-writes",
+         "--state", str(state)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("value", ["soon", "nan", "-1"])
+def test_a_state_file_whose_epoch_is_not_a_number_exits_2(tmp_path, value):
+    """It was a ValueError traceback and exit 1."""
+    state = tmp_path / "s.db"
+    proc, _ = serve(EXAMPLE, state, "--quiet")
+    stop(proc)  # made the file
+    with sqlite3.connect(state) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'epoch_s'", (value,))
+    line = refused_state_line(state)
+    assert str(state) in line and "meta.epoch_s" in line and repr(value) in line
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -170,12 +219,6 @@ def test_a_database_of_another_program_exits_2_and_is_left_alone(tmp_path, versi
         db.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
         db.execute(f"PRAGMA user_version = {version}")
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    r = subprocess.run(
-        [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", "--insecure-writes",
-         "--state", str(path)],
-        capture_output=True, text=True, timeout=60,
-    )
-    assert r.returncode == 2, r.stderr
-    (line,) = r.stderr.strip().splitlines()
+    line = refused_state_line(path)
     assert str(path) in line and "not a cassini state file" in line and "invoices" in line
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -80,8 +82,21 @@ def create_app(
             InputError: _input_error,
         },
     )
+    # /healthz/ is not /healthz: a JSON 404 naming the endpoints, not a 307 redirect
+    app.router.redirect_slashes = False
     app.state.service = service
     return app
+
+
+class ExactRoute(Route):
+    """A Route whose pattern must match the whole path: Starlette ends it in ``$``, which
+    also matches before a final newline, so ``/v1/jobs/a%0A`` would name job ``a``."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        pattern = self.path_regex.pattern
+        assert pattern.endswith("$")
+        self.path_regex = re.compile(pattern[:-1] + r"\Z", self.path_regex.flags)
 
 
 def _route(ep: contract.Endpoint) -> Route:
@@ -93,9 +108,11 @@ def _route(ep: contract.Endpoint) -> Route:
             record.write = True
             record.job_id = request.path_params.get("job_id")
             client = request.client.host if request.client else "-"
-            record.token_name = await service.guard.authorize(
-                request.headers.get("authorization"), client
+            # the name first: a write refused for its rate is audited with its token
+            record.token_name = await service.guard.authenticate(
+                request.headers.get("authorization")
             )
+            service.guard.check_rate(record.token_name, client)
         options = query_options(request, op)
         body = await read_json(request, service.config) if op.body is not None else None
         if op.write and record.job_id is None and isinstance(body, dict):
@@ -118,7 +135,7 @@ def _route(ep: contract.Endpoint) -> Route:
             return Response(payload, status_code=status, media_type=op.media_type)
         return Response(json_bytes(payload), status_code=status, media_type=JSON)
 
-    return Route(ep.path, endpoint, methods=list(ep.methods()), name=ep.template)
+    return ExactRoute(ep.path, endpoint, methods=list(ep.methods()), name=ep.template)
 
 
 async def _error_response(request: Request, err: ServiceError) -> Response:

@@ -113,8 +113,8 @@ class WriteGuard:
     limiter: RateLimiter
     reviewer: TokenReviewer | None = None  # Kubernetes TokenReview (--token-review)
 
-    async def authorize(self, authorization: str | None, client_address: str) -> str | None:
-        """The writer's token name (None: open writes); raises 401, 403 or 429."""
+    async def authenticate(self, authorization: str | None) -> str | None:
+        """The writer's token name (None: open writes); raises 401 or 403."""
         name = None
         if self.tokens is not None or self.reviewer is not None:
             scheme, _, token = (authorization or "").partition(" ")
@@ -133,6 +133,11 @@ class WriteGuard:
                 "(or --insecure-writes)",
                 "method",
             )
+        return name
+
+    def check_rate(self, name: str | None, client_address: str) -> None:
+        """Take one write of the client (its token's name, else its address); 429 with
+        Retry-After (seconds) when it is over the rate."""
         wait_s = self.limiter.take(name or client_address)
         if wait_s > 0:
             raise TooManyRequests(
@@ -141,7 +146,6 @@ class WriteGuard:
                 None,
                 headers={"Retry-After": str(max(1, math.ceil(wait_s)))},
             )
-        return name
 
     def describe(self, token_file: str | None) -> str:
         """One line for the start-up message."""

@@ -23,6 +23,7 @@ A job crosses the links of all its nodes.  ``model`` names a profile of the libr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -73,10 +74,26 @@ class RunningJob:
 #: back (``/v1/jobs/<id>`` would name another job's time-shift), so a new job's may not
 #: (rows stored before this rule are read as before).
 TIME_SHIFT_PATH = "/time_shift"
+#: The longest job id (characters) a new job may have: Kubernetes' longest object name.
+#: Percent-encoded, the longest path stays far below what HTTP servers accept in a
+#: request line (a 70,000-character id could be registered but never read or deleted).
+MAX_JOB_ID_CHARS = 253
+#: Control characters (C0, DEL, C1): invisible in logs, and a path ending in a newline
+#: must never name the job without it.
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def unroutable(job_id: str) -> str | None:
-    """Why the job routes could not name ``job_id`` (see TIME_SHIFT_PATH); None if they can."""
+    """Why the job routes could not name ``job_id`` (a control character, longer than
+    :data:`MAX_JOB_ID_CHARS`, or ending in TIME_SHIFT_PATH); None if they can.  The one
+    rule for new ids (request bodies and cluster files); stored rows are not checked."""
+    if len(job_id) > MAX_JOB_ID_CHARS:
+        return f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}"
+    bad = CONTROL_CHARS.search(job_id)
+    if bad is not None:
+        return (
+            f"must not contain control characters, got {bad.group()!r} at character {bad.start()}"
+        )
     if not job_id.endswith(TIME_SHIFT_PATH):
         return None
     return (

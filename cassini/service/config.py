@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassini.circle import n_angles
+from cassini.service.options import MAX_WORKERS
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class ServiceConfig:
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.workers is not None and not (
+            isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS
+        ):
+            raise ValueError(f"workers must be an int in 1..{MAX_WORKERS}, got {self.workers!r}")
         if not 0.0 <= self.min_score <= 1.0:
             raise ValueError(f"min_score must be in [0, 1], got {self.min_score!r}")
         n_angles(self.precision_deg)

@@ -21,11 +21,13 @@ from cassini.service.errors import BadRequest
 
 
 class JobIdConvertor(Convertor):
-    """A job id in a path: any characters (slashes too), except that a path ending in
-    ``/time_shift`` is the time-shift endpoint's, so the job route leaves it (and its
-    wrong methods get 405 there, not 404 for a job named ``x/time_shift``)."""
+    """A job id in a path: any characters (slashes and newlines too), except that a path
+    ending in ``/time_shift`` is the time-shift endpoint's, so the job route leaves it
+    (and its wrong methods get 405 there, not 404 for a job named ``x/time_shift``).
+    ``\\Z``, not ``$``: ``$`` also matches before a final newline (the app's routes end
+    in ``\\Z`` too, :class:`cassini.service.app.ExactRoute`)."""
 
-    regex = r"(?!.*/time_shift$).+"
+    regex = r"(?s:(?!.*/time_shift\Z).+)"
 
     def convert(self, value: str) -> str:
         return value
@@ -34,7 +36,14 @@ class JobIdConvertor(Convertor):
         return value
 
 
+class JobIdPrefixConvertor(JobIdConvertor):
+    """The job id before ``/time_shift``: any characters, newlines included."""
+
+    regex = r"(?s:.+)"
+
+
 register_url_convertor("job_id", JobIdConvertor())
+register_url_convertor("job_id_prefix", JobIdPrefixConvertor())
 
 
 @dataclass(frozen=True)
@@ -200,7 +209,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         ),
     ),
     Endpoint(
-        "/v1/jobs/{job_id:path}/time_shift",
+        "/v1/jobs/{job_id:job_id_prefix}/time_shift",
         (
             Operation(
                 "GET",

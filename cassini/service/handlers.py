@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.responses import Response
@@ -133,12 +133,14 @@ async def delete_job(service: Service, call: Call) -> Answer:
 
 async def get_time_shift(service: Service, call: Call) -> Answer:
     """The job's time-shift with its ETag (a digest of the answer: it changes exactly when
-    the answer does); ``If-None-Match`` with the current ETag gets 304 and no body."""
+    the answer does); ``If-None-Match`` matching it (:func:`none_match`) gets 304, no body."""
     registry = service.registry
     s = _unusable_shift(registry, call.params["job_id"])
     if s is None:
         job = registry.job(call.params["job_id"])
         s = registry.explicit.get(job.job_id)
+        if s is not None and not s.shift:  # released: runs free at its own iteration time
+            s = replace(s, period_s=job.profile.iteration_time_s)
         if s is None:
             _, shifts = await service.shifts(call.deadline)
             s = shifts.get(job.job_id)
@@ -150,16 +152,24 @@ async def get_time_shift(service: Service, call: Call) -> Answer:
     body = json_bytes(s.to_dict(registry.epoch_s))
     etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
-    wanted = call.headers.get("if-none-match", "")
-    if etag in (t.strip() for t in wanted.split(",")):
+    if none_match(call.headers.get("if-none-match", ""), etag):
         return Response(status_code=304, headers=headers)
     return Response(body, status_code=200, headers=headers, media_type="application/json")
+
+
+def none_match(header: str, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header matches ``etag`` (RFC 9110, 13.1.2): ``*``, or
+    one of its tags by weak comparison (``W/"x"`` matches ``"x"``)."""
+    tags = [t.strip() for t in header.split(",")]
+    return any(t == "*" or t.removeprefix("W/") == etag for t in tags)
 
 
 async def put_time_shift(service: Service, call: Call) -> Answer:
     registry = service.registry
     job = registry.job(call.params["job_id"])
-    shift = read_time_shift_put(call.body, job.job_id, registry.epoch_s)
+    shift = read_time_shift_put(
+        call.body, job.job_id, registry.epoch_s, job.profile.iteration_time_s
+    )
     registry.set_shift(shift)
     answer = _unusable_shift(registry, job.job_id)
     if answer is None:
@@ -186,13 +196,16 @@ def _unusable_shift(registry: Registry, job_id: str) -> JobShift | None:
     return JobShift(job_id, False, 0.0, period, f"kept but not used: {why}")
 
 
-def read_time_shift_put(obj: Any, job_id: str, default_epoch_s: float) -> JobShift:
+def read_time_shift_put(
+    obj: Any, job_id: str, default_epoch_s: float, iteration_time_s: float
+) -> JobShift:
     """``{"shift_s", "period_s", "epoch_s"?}`` (seconds) as the job's explicit shift,
     ``shift_s`` in [0, ``period_s``) (else 422); or ``{"shift": false, "reason"?}``: run
-    free.  The ``shift`` field picks the model (the schema's ``oneOf``)."""
+    free, at the job's own ``iteration_time_s`` (seconds).  The ``shift`` field picks the
+    model (the schema's ``oneOf``)."""
     if isinstance(obj, dict) and obj.get("shift") is False:
         release = models.validate(models.TimeShiftRelease, obj)
-        return JobShift(job_id, False, 0.0, 1.0, release.reason)
+        return JobShift(job_id, False, 0.0, iteration_time_s, release.reason)
     hold = models.validate(models.TimeShiftHold, obj)
     if hold.shift_s >= hold.period_s:
         raise InputError(

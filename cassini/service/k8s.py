@@ -27,7 +27,9 @@ from typing import Any
 from cassini import schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.service import models
 from cassini.service.cluster import MAX_SCORE, NEUTRAL_SCORE, RunningJob, profile_of
+from cassini.service.errors import TOO_LONG_INTEGER, BadRequest
 
 ANNOTATION_JOB = "cassini.io/job"
 ANNOTATION_PROFILE = "cassini.io/profile"
@@ -138,8 +140,14 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
             raise InputError(f, f"malformed JSON at column {e.colno}: {e.msg}") from None
         except RecursionError:
             raise InputError(f, "nested too deeply") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise InputError(f, TOO_LONG_INTEGER) from None
         obj = schema.require_object(obj, f)
         schema.check_fields(obj, f, ("iteration_time_s", "phases"), ("id",))
+        try:  # the bounds a request body's job has (a 1 ns iteration would never finish)
+            models.validate(models.ProfileAnnotation, obj, f)
+        except BadRequest as e:
+            raise InputError(e.field or f, e.message) from None
         jid = job_id or (schema.identifier(obj["id"], f"{f}.id") if "id" in obj else None)
         return profile_of(obj, f, jid or args.pod_name or "pod")
     if ANNOTATION_MODEL in ann:

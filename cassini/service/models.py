@@ -27,7 +27,7 @@ from pydantic.json_schema import models_json_schema
 
 from cassini.schema import _kind
 from cassini.schema import join as _join
-from cassini.service.cluster import TIME_SHIFT_PATH, unroutable
+from cassini.service.cluster import MAX_JOB_ID_CHARS, TIME_SHIFT_PATH, unroutable
 from cassini.service.errors import BadRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -53,12 +53,21 @@ def _routable(job_id: str) -> str:
     return job_id
 
 
-#: A job id the job routes can name: /v1/jobs/<id> would be another job's time-shift path
-#: for an id ending in /time_shift.
+#: A job id the job routes can name (:func:`cassini.service.cluster.unroutable` is the
+#: rule; the schema states it): no control characters, at most MAX_JOB_ID_CHARS
+#: characters, not ending in /time_shift (/v1/jobs/<id> would be another job's time-shift).
 JobId = Annotated[
     str,
-    Field(min_length=1, json_schema_extra={"not": {"pattern": f"{TIME_SHIFT_PATH}$"}},
-          description=f"not ending in {TIME_SHIFT_PATH} (that path is a job's time-shift)"),
+    Field(
+        min_length=1,
+        json_schema_extra={
+            "maxLength": MAX_JOB_ID_CHARS,
+            "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$",
+            "not": {"pattern": f"{TIME_SHIFT_PATH}$"},
+        },
+        description=f"at most {MAX_JOB_ID_CHARS} characters, no control characters, not "
+        f"ending in {TIME_SHIFT_PATH} (that path is a job's time-shift)",
+    ),
     AfterValidator(_routable),
 ]
 Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S, description="seconds")]
@@ -107,6 +116,20 @@ class Job(Strict):
     """A job's periodic demand (the JOB of ``cassini advise``)."""
 
     id: Id
+    iteration_time_s: Annotated[
+        float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds per iteration")
+    ]
+    phases: list[Phase]
+
+
+class ProfileAnnotation(Strict):
+    """A pod's ``cassini.io/profile`` annotation (a JOB as JSON, ``id`` optional): the
+    bounds a request body's job has (seconds, bits per second).  Its fields are checked by
+    the extender's reader (:func:`cassini.service.k8s.pod_profile`), not the schema: the
+    annotation is a string there."""
+
+    model_config = ConfigDict(extra="ignore")  # id and unknown fields: read by pod_profile
+
     iteration_time_s: Annotated[
         float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds per iteration")
     ]

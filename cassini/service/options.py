@@ -21,6 +21,9 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 DEFAULT_GRACE_S = 60.0
 DEFAULT_MAX_JOBS = 10_000
 DEFAULT_WRITE_RATE = 50.0
+#: The most worker processes: each is a process with its own copy of the cluster; more
+#: than this would rather exhaust the machine than serve faster.
+MAX_WORKERS = 64
 
 
 def default_state_path() -> str:
@@ -81,7 +84,7 @@ example:
   curl -sS -H 'Content-Type: application/json' \\
     --data-binary @cassini/data/example_advise.json \\
     'http://127.0.0.1:8080/v1/advise?aggregate=min&precision_deg=2'
-  curl -sS http://127.0.0.1:8080/v1/jobs/bert-a/time_shift
+  curl -sS http://127.0.0.1:8080/v1/jobs/bert-b/time_shift
   kill -HUP %1      # re-read the cluster file
 
 stops gracefully on SIGINT or SIGTERM: requests in flight finish, new ones get 503,
@@ -104,6 +107,10 @@ def _parsed(text: str, convert: type, word: str, ok: Callable[[Any], bool], need
 
 def _positive_int(text: str) -> int:
     return _parsed(text, int, "an integer", lambda v: v >= 1, ">= 1")
+
+
+def _workers(text: str) -> int:
+    return _parsed(text, int, "an integer", lambda v: 1 <= v <= MAX_WORKERS, f"in 1..{MAX_WORKERS}")
 
 
 def _port(text: str) -> int:
@@ -194,10 +201,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_workers,
         default=None,
         metavar="N",
-        help="worker processes = requests computed at once (default: min(4, CPUs))",
+        help=f"worker processes = requests computed at once, 1..{MAX_WORKERS} (default: "
+        "min(4, CPUs))",
     )
     parser.add_argument("--quiet", action="store_true", help="no log line per request")
     _add_safety_arguments(parser)

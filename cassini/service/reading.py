@@ -14,7 +14,13 @@ from starlette.requests import Request
 
 from cassini.service.config import ServiceConfig
 from cassini.service.contract import QUERY_OPTIONS, Operation
-from cassini.service.errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from cassini.service.errors import (
+    TOO_LONG_INTEGER,
+    BadRequest,
+    PayloadTooLarge,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 from cassini.service.metrics import record_of
 
 JSON = "application/json"
@@ -100,6 +106,8 @@ async def read_json(request: Request, config: ServiceConfig) -> Any:
         ) from None
     except RecursionError:
         raise BadRequest("nested too deeply", "body") from None
+    except ValueError:  # not a JSONDecodeError: an integer Python will not convert
+        raise BadRequest(TOO_LONG_INTEGER, "body") from None
 
 
 async def drain(request: Request) -> None:

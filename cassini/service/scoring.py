@@ -210,7 +210,11 @@ def _node_by_links(
 
 
 def _node_score(prepared: Prepared, node: str, scores: list[float], worst: str | None) -> NodeScore:
-    value = sum(scores) / len(scores) if scores else 1.0
-    extender = int(round(MAX_SCORE * min(1.0, max(0.0, value))))
+    """The node's compatibility: the mean of its link scores clamped to [0, 1] (a link
+    score is ``1 - excess / capacity``, below 0 when the demand exceeds twice the
+    capacity), so that ``--min-score 0`` drops no node."""
+    mean = sum(scores) / len(scores) if scores else 1.0
+    value = min(1.0, max(0.0, mean))
+    extender = int(round(MAX_SCORE * value))
     jobs = prepared.jobs_on.get(worst, ()) if worst else ()
     return NodeScore(node, value, extender, worst, tuple(jobs))

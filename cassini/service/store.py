@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -116,7 +117,16 @@ class Store:
     def _epoch(self, default_epoch_s: float) -> float:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'epoch_s'").fetchone()
         if row is not None:
-            return float(row[0])
+            try:
+                epoch_s = float(row[0])
+            except (TypeError, ValueError):
+                epoch_s = math.nan
+            if not (math.isfinite(epoch_s) and epoch_s >= 0):
+                raise StateError(
+                    f"{self.path}: meta.epoch_s must be a number of UNIX seconds >= 0, got "
+                    f"{str(row[0])[:40]!r}"
+                )
+            return epoch_s
         with self._transaction():
             self._conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('epoch_s', ?)", (repr(default_epoch_s),)
