@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--precision-deg",
             type=float,
             default=5.0,
-            help="angle step of the unified circle in degrees (default 5 = 72 angles)",
+            help="angle step of the unified circle in degrees, 0.1 to 180 (default 5 = 72 angles)",
         )
         p.add_argument(
             "--format",

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers.pinned import (
@@ -190,6 +191,15 @@ def test_bad_input_exits_2_with_one_clear_line(command, text, message):
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr
     assert message in lines[0]
+
+
+def test_a_precision_finer_than_the_bound_is_refused_not_allocated():
+    """0.001 degrees (360,000 angles) asked numpy for 966 GiB: a traceback."""
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for command, name in (("score", "link.json"), ("advise", "request.json")):
+        r = run(command, str(examples / name), "--precision-deg", "0.001")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "precision_deg: must be in [0.1, 180] degrees" in r.stderr
 
 
 def test_missing_file_and_bad_flag(tmp_path):

@@ -359,7 +359,7 @@ def test_config_errors_name_the_field() -> None:
     with pytest.raises(InputError, match="bad_rows"):
         config_from_dict(CONFIG | {"workload": {"trace": "t.csv", "bad_rows": ["skip"]}})
     # checked when read, not when CASSINI is first consulted mid-run
-    with pytest.raises(InputError, match=r"precision_deg: must be in \(0, 180\]"):
+    with pytest.raises(InputError, match=r"precision_deg: must be in \[0.1, 180\] degrees"):
         config_from_dict(CONFIG | {"precision_deg": 500})
     with pytest.raises(InputError, match="seed: must be an integer"):
         config_from_dict(CONFIG | {"seed": 1.5})

@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.convertors import Convertor, register_url_convertor
 
-from cassini.circle import n_angles
+from cassini.circle import MAX_PRECISION_DEG, MIN_PRECISION_DEG, n_angles
 from cassini.errors import InputError
 from cassini.service import handlers
 from cassini.service.errors import BadRequest
@@ -57,20 +57,16 @@ class QueryOption:
     description: str
 
 
-#: The finest angle step served, degrees (3600 angles): finer ones cost memory and time
-#: (bytes and seconds grow with the angles) without changing a ranking.
-MIN_PRECISION_DEG = 0.1
-
-
 def _precision(value: str, field: str) -> float:
+    """The advisor's bound (:data:`cassini.circle.MIN_PRECISION_DEG` to 180 degrees)."""
     try:
         number = float(value)
         n_angles(number)
-        if not number >= MIN_PRECISION_DEG:
-            raise ValueError(value)
     except (ValueError, InputError):
         raise BadRequest(
-            f"must be a number in [{MIN_PRECISION_DEG:g}, 180] degrees, got {value!r}", field
+            f"must be a number in [{MIN_PRECISION_DEG:g}, {MAX_PRECISION_DEG:g}] degrees, "
+            f"got {value!r}",
+            field,
         ) from None
     return number
 
@@ -90,7 +86,12 @@ QUERY_OPTIONS: dict[str, QueryOption] = {
         QueryOption(
             "precision_deg",
             _precision,
-            {"type": "number", "minimum": MIN_PRECISION_DEG, "maximum": 180, "default": 5},
+            {
+                "type": "number",
+                "minimum": MIN_PRECISION_DEG,
+                "maximum": MAX_PRECISION_DEG,
+                "default": 5,
+            },
             "angle step of the unified circle in degrees (5 = 72 angles)",
         ),
         QueryOption(

@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from cassini.circle import n_angles
+from cassini.errors import InputError
 from cassini.files import input_file, output_path
 
 DEFAULT_HOST = "127.0.0.1"
@@ -134,9 +136,12 @@ def _non_negative(text: str) -> float:
 
 
 def _precision(text: str) -> float:
+    """The advisor's bound, as the HTTP query and ``cassini advise`` read it."""
     value = _positive_seconds(text)
-    if value > 180:
-        raise argparse.ArgumentTypeError(f"must be in (0, 180] degrees, got {text}")
+    try:
+        n_angles(value)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(e.problem) from None
     return value
 
 

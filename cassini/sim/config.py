@@ -307,5 +307,5 @@ def _precision(value: Any) -> float:
     """``precision_deg``: the advisor's angle step, checked when the config is read (the
     advisor's own check came only once CASSINI was first consulted, mid-run)."""
     value = schema.number(value, "precision_deg", positive=True)
-    n_angles(value)  # the advisor's check: (0, 180]
+    n_angles(value)  # the advisor's check: [0.1, 180]
     return value
