@@ -98,7 +98,9 @@ def _add_params(sp: argparse.ArgumentParser, defaults: bool) -> None:
 
 
 def _add_select(sel: argparse.ArgumentParser) -> None:
-    sel.add_argument("cc", nargs="?", default="mltcp_reno", help="congestion control name")
+    sel.add_argument(
+        "cc", nargs="?", default="mltcp_reno", help="congestion control name (default: mltcp_reno)"
+    )
     where = sel.add_mutually_exclusive_group(required=True)
     where.add_argument("--netns", help="named network namespace (ip netns)")
     where.add_argument(
