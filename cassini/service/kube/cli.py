@@ -21,6 +21,8 @@ topology, in order of what exists (unless --topology-labels is given):
 links: each node's NIC (node annotation cassini.io/nic-bps, bits/s, else --nic-bps)
 and the uplink/downlink of every domain above it: the sum of the capacities below it
 divided by the tier's --oversubscription (top tier first; default 1).
+what cannot be modelled is reported once (stderr and the file's header): nodes left
+out, nodes listed twice, jobs' nodes not in the model (dropped), jobs not registered.
 examples:
   cassini cluster from-kube --oversubscription 2,4 --out cluster.yaml
   cassini cluster show cluster.yaml
@@ -79,7 +81,8 @@ def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--oversubscription", type=_ratios, default=(), metavar="X,Y",
-        help="oversubscription of each tier's uplinks, top tier first (default 1)",
+        help="oversubscription of each tier's uplinks, top tier first (default 1; at most "
+        "one value per tier)",
     )
 
 
@@ -162,18 +165,31 @@ def _from_kube(args: argparse.Namespace) -> int:
         print(f"cassini: error: cannot reach the API server: {e}", file=sys.stderr)
         return 2
     h = built.hierarchy
-    header = [
-        f"cassini cluster from-kube: {h.source}; tiers (top first): {', '.join(h.tiers)}",
-        f"{len(built.cluster.nodes)} nodes, {len(built.cluster.links)} links, "
-        f"{len(pod_jobs.jobs)} running jobs",
-    ]
+    cluster = built.cluster
+    tag = "cassini cluster from-kube"
+    header = [f"{tag}: {h.source}; tiers (top first): {', '.join(h.tiers) or '(none)'}"]
+    reports: list[str] = []
+    for node, why in sorted(built.repeated.items()):
+        reports.append(f"node {node} {why}")
     for node, why in sorted(built.left_out.items()):
-        header.append(f"left out: node {node}: {why}")
-        print(f"cassini cluster from-kube: node {node} left out: {why}", file=sys.stderr)
+        reports.append(f"node {node} left out: {why}")
+    if not cluster.nodes:
+        for line in reports:
+            print(f"{tag}: {line}", file=sys.stderr)
+        why = (f"all {len(built.left_out)} nodes left out (above)" if built.left_out
+               else "the API server lists no node")
+        print(f"cassini: error: no node in the model: {why}; nothing written", file=sys.stderr)
+        return 2
     for job, why in sorted(pod_jobs.problems.items()):
-        header.append(f"not registered: job {job}: {why}")
-        print(f"cassini cluster from-kube: job {job} not registered: {why}", file=sys.stderr)
-    text = cluster_file_text(built.cluster, pod_jobs.jobs.values(), header)
+        reports.append(f"job {job} not registered: {why}")
+    for job, why in sorted(pod_jobs.dropped.items()):
+        reports.append(f"job {job}: {why}")
+    header.append(f"{len(cluster.nodes)} nodes, {len(cluster.links)} links, "
+                  f"{len(pod_jobs.jobs)} running jobs")
+    header.extend(reports)
+    for line in reports:
+        print(f"{tag}: {line}", file=sys.stderr)
+    text = cluster_file_text(cluster, pod_jobs.jobs.values(), header)
     if args.out:
         try:
             with open(args.out, "w", encoding="utf-8") as f:
@@ -183,4 +199,4 @@ def _from_kube(args: argparse.Namespace) -> int:
             return 2
     else:
         sys.stdout.write(text)
-    return 0 if built.cluster.nodes else 1
+    return 0

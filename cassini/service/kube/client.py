@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassini.errors import InputError
-from cassini.service.kube.pods import PodJobs, job_pod, jobs_from_pods
+from cassini.service.kube.pods import PodJobs, job_pod, jobs_from_pods, jobs_on_nodes
 from cassini.service.kube.topology import (
     BuiltCluster,
     Hierarchy,
@@ -49,7 +49,13 @@ def api_client(kubeconfig: str | None = None) -> Any:
     if kubeconfig:
         from cassini import files
 
-        files.read_data(kubeconfig)  # missing, empty, binary, not YAML: one line naming it
+        data = files.read_data(kubeconfig)  # missing, empty, binary, not YAML: one line
+        if not isinstance(data, dict):
+            raise InputError(
+                kubeconfig,
+                f"not a kubeconfig: expected a mapping (clusters, contexts, users), got "
+                f"{_kind(data)}",
+            )
     try:
         if kubeconfig:
             return k8s.config.new_client_from_config(config_file=kubeconfig)
@@ -61,6 +67,21 @@ def api_client(kubeconfig: str | None = None) -> Any:
             return k8s.config.new_client_from_config()
     except (ConfigException, OSError) as e:
         raise InputError("kubeconfig", f"cannot configure the Kubernetes client: {e}") from None
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
+        # a field of the wrong shape (clusters: 3...), which the library does not check
+        where = kubeconfig or "kubeconfig"
+        raise InputError(where, f"malformed kubeconfig ({type(e).__name__}: {e})") from None
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in a few words (for errors)."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {value!r}"[:80]
 
 
 @dataclass(frozen=True)
@@ -82,12 +103,42 @@ def list_all(call: Callable[..., Any], **kwargs: Any) -> ListResult:
             from kubernetes.client.exceptions import ApiException
 
             raise ApiException(status=resp.status, reason=resp.reason)
-        body = json.loads(resp.data)
-        items.extend(body.get("items") or [])
-        meta = body.get("metadata") or {}
+        where = f"GET {_path(resp, call)}"
+        try:
+            body = json.loads(resp.data)
+        except (ValueError, RecursionError):
+            raise InputError(where, "the API server's answer is not JSON") from None
+        page = _list_body(body, where)
+        items.extend(page["items"])
+        meta = page["metadata"]
         token = meta.get("continue") or None
         if token is None:
             return ListResult(items, str(meta.get("resourceVersion") or ""))
+
+
+def _path(resp: Any, call: Callable[..., Any]) -> str:
+    """The path a list call asked for (the call's name when the answer does not say)."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = resp.geturl()
+    except Exception:
+        url = None
+    return urlsplit(url).path if isinstance(url, str) and url else getattr(call, "__name__", "?")
+
+
+def _list_body(body: Any, where: str) -> dict[str, Any]:
+    """A list answer's ``items`` (a list) and ``metadata`` (an object), or InputError
+    naming ``where``."""
+    if not isinstance(body, dict):
+        raise InputError(where, f"the API server answered {_kind(body)}, not a list object")
+    items = body.get("items") or []
+    if not isinstance(items, list):
+        raise InputError(f"{where}: items", f"must be a list, got {_kind(items)}")
+    meta = body.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise InputError(f"{where}: metadata", f"must be an object, got {_kind(meta)}")
+    return {"items": items, "metadata": meta}
 
 
 def _list_custom(api: Any, group: str, version: str, plural: str) -> list[dict[str, Any]] | None:
@@ -102,7 +153,7 @@ def _list_custom(api: Any, group: str, version: str, plural: str) -> list[dict[s
         if e.status in (403, 404):
             return None
         raise
-    return list(body.get("items") or [])
+    return list(_list_body(body, f"GET /apis/{group}/{version}/{plural}")["items"])
 
 
 @dataclass(frozen=True)
@@ -122,6 +173,12 @@ class TopologySource:
         return hierarchy_from_labels(nodes, self.labels)
 
 
+def _name(obj: Any) -> Any:
+    """An object's ``metadata.name`` (None when it has none)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
 def discover_source(
     api: Any, labels: tuple[str, ...] = (), kueue_topology: str | None = None
 ) -> TopologySource:
@@ -135,7 +192,7 @@ def discover_source(
         if found is None:
             continue
         if found:
-            by_name = {(t.get("metadata") or {}).get("name"): t for t in found}
+            by_name = {_name(t): t for t in found}
             if kueue_topology is not None:
                 if kueue_topology not in by_name:
                     raise InputError(
@@ -173,7 +230,8 @@ def model_from_kube(
     kueue_topology: str | None = None,
     with_jobs: bool = True,
 ) -> tuple[BuiltCluster, PodJobs]:
-    """The cluster model and the running jobs, read once."""
+    """The cluster model and the running jobs, read once; the jobs' nodes are the model's
+    (a node left out, or no node at all, is dropped from its job and reported)."""
     from kubernetes.client import CoreV1Api
 
     core = CoreV1Api(api)
@@ -184,4 +242,5 @@ def model_from_kube(
     pods: list[Any] = []
     if with_jobs:
         pods = [p for p in map(job_pod, list_all(core.list_pod_for_all_namespaces).items) if p]
-    return built, jobs_from_pods(pods)
+    pod_jobs = jobs_on_nodes(jobs_from_pods(pods), built.cluster.nodes, built.left_out)
+    return built, pod_jobs

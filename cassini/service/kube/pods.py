@@ -8,12 +8,12 @@ and name) that has one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cassini.errors import InputError
-from cassini.service.cluster import RunningJob
+from cassini.service.cluster import RunningJob, unroutable
 from cassini.service.k8s import ANNOTATION_JOB, ANNOTATION_MODEL, ExtenderArgs, pod_profile
 
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -58,11 +58,13 @@ def job_pod(obj: Any) -> JobPod | None:
 
 @dataclass(frozen=True)
 class PodJobs:
-    """The running jobs the pods give (id -> job) and the jobs named by running pods that
-    could not be registered (id -> why)."""
+    """The running jobs the pods give (id -> job), the jobs named by running pods that
+    could not be registered (id -> why), and the registered jobs some of whose nodes were
+    dropped (id -> which and why; see :func:`jobs_on_nodes`)."""
 
     jobs: dict[str, RunningJob]
     problems: dict[str, str]
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
@@ -74,6 +76,10 @@ def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
     jobs: dict[str, RunningJob] = {}
     problems: dict[str, str] = {}
     for job_id in sorted(by_job):
+        bad_id = unroutable(job_id)
+        if bad_id is not None:
+            problems[job_id] = f"its id {bad_id}"
+            continue
         members = sorted(by_job[job_id], key=lambda p: p.key)
         profile, model, why = None, None, "no cassini.io/model or cassini.io/profile on its pods"
         for pod in members:
@@ -92,3 +98,31 @@ def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
         nodes = tuple(sorted({p.node for p in members if p.node is not None}))
         jobs[job_id] = RunningJob(profile, nodes, model)
     return PodJobs(jobs, problems)
+
+
+def jobs_on_nodes(
+    pod_jobs: PodJobs, nodes: Collection[str], left_out: Mapping[str, str] | None = None
+) -> PodJobs:
+    """The jobs restricted to ``nodes`` (the model's): a node not among them is dropped
+    from its job (reported in ``dropped``, saying whether it was ``left_out`` of the model
+    or is no node at all); a job left with no node is not registered (``problems``)."""
+    left_out = left_out or {}
+    jobs: dict[str, RunningJob] = {}
+    problems = dict(pod_jobs.problems)
+    dropped = dict(pod_jobs.dropped)
+    for job_id, job in pod_jobs.jobs.items():
+        gone = [n for n in job.nodes if n not in nodes]
+        if not gone:
+            jobs[job_id] = job
+            continue
+        why = ", ".join(
+            f"{n} ({'left out of the model' if n in left_out else 'no such node'})"
+            for n in gone
+        )
+        kept = tuple(n for n in job.nodes if n in nodes)
+        if kept:
+            jobs[job_id] = replace(job, nodes=kept)
+            dropped[job_id] = f"{why} dropped from its nodes; kept on {', '.join(kept)}"
+        else:
+            problems[job_id] = f"none of its nodes is in the model: {why}"
+    return PodJobs(jobs, problems, dropped)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,12 +27,24 @@ def _scalar(s: str) -> str:
         else json.dumps(s)
 
 
+#: What a YAML comment cannot hold: line breaks and what PyYAML refuses to read.
+_NOT_IN_COMMENT = re.compile(
+    "[^\t\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+
+
+def comment(line: str) -> str:
+    """``line`` as one YAML comment line (line breaks and unreadable characters escaped)."""
+    text = _NOT_IN_COMMENT.sub(lambda m: repr(m.group())[1:-1], line)
+    return f"# {text}" if text else "#"
+
+
 def cluster_file_text(
     cluster: ClusterNetwork, jobs: Iterable[RunningJob] = (), header: Sequence[str] = ()
 ) -> str:
     """The cluster file (YAML) of the model: ``links``, ``nodes``, ``jobs`` (and
     ``epoch_s`` when set), ``header`` lines as comments on top."""
-    out = [f"# {line}" if line else "#" for line in header]
+    out = [comment(line) for line in header]
     if cluster.epoch_s is not None:
         out.append(f"epoch_s: {yaml_float(cluster.epoch_s)}")
     out.append("links:" if cluster.links else "links: []")

@@ -132,7 +132,8 @@ def kueue_levels(topology: Any, where: str = "Topology") -> tuple[str, ...]:
 
 def hierarchy_from_kueue(topology: Any, nodes: Iterable[KubeNode]) -> Hierarchy:
     """Tiers from a Kueue ``Topology`` object over the nodes' labels."""
-    name = (topology.get("metadata") or {}).get("name", "?") if isinstance(topology, dict) else "?"
+    meta = topology.get("metadata") if isinstance(topology, dict) else None
+    name = (meta.get("name") if isinstance(meta, dict) else None) or "?"
     levels = kueue_levels(topology, f"Topology {name}")
     return hierarchy_from_labels(nodes, levels, f"Kueue Topology {name}")
 
@@ -162,27 +163,33 @@ def _selects(selector: Mapping[str, Any], name: str, labels: Mapping[str, str] |
 
 def _label_selector_matches(sel: Mapping[str, Any], labels: Mapping[str, str], where: str) -> bool:
     """A metav1.LabelSelector: matchLabels and matchExpressions (In, NotIn, Exists,
-    DoesNotExist)."""
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for i, expr in enumerate(sel.get("matchExpressions") or []):
+    DoesNotExist); InputError naming the field of a malformed one."""
+    match = schema.require_object(sel.get("matchLabels") or {}, f"{where}.matchLabels")
+    for k, v in match.items():
+        if not isinstance(v, str):
+            raise InputError(f"{where}.matchLabels.{k}", f"must be a string, got {v!r}")
+    exprs = schema.array(sel.get("matchExpressions") or [], f"{where}.matchExpressions")
+    ok = all(labels.get(k) == v for k, v in match.items())
+    for i, expr in enumerate(exprs):
         f = f"{where}.matchExpressions[{i}]"
         expr = schema.require_object(expr, f)
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        key, op = expr.get("key"), expr.get("operator")
+        if not isinstance(key, str) or not key:
+            raise InputError(f"{f}.key", "missing or not a string")
+        values = schema.array(expr.get("values") or [], f"{f}.values")
+        if not all(isinstance(v, str) for v in values):
+            raise InputError(f"{f}.values", "must be a list of strings")
         if op == "In":
-            ok = labels.get(key) in values
+            ok = ok and labels.get(key) in values
         elif op == "NotIn":
-            ok = labels.get(key) not in values
+            ok = ok and labels.get(key) not in values
         elif op == "Exists":
-            ok = key in labels
+            ok = ok and key in labels
         elif op == "DoesNotExist":
-            ok = key not in labels
+            ok = ok and key not in labels
         else:
             raise InputError(f"{f}.operator", f"unknown operator {op!r}")
-        if not ok:
-            return False
-    return True
+    return ok
 
 
 def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNode]) -> Hierarchy:
@@ -195,10 +202,13 @@ def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNod
     for i, hn in enumerate(hypernodes):
         where = f"HyperNode[{i}]"
         hn = schema.require_object(hn, where)
-        name = (hn.get("metadata") or {}).get("name")
+        meta = schema.require_object(hn.get("metadata") or {}, f"{where}.metadata")
+        name = meta.get("name")
         if not isinstance(name, str) or not name:
             raise InputError(f"{where}.metadata.name", "missing or not a string")
         where = f"HyperNode {name}"
+        if name in specs:
+            raise InputError(where, "listed twice by the API server")
         spec = schema.require_object(hn.get("spec") or {}, f"{where}.spec")
         try:
             tier = int(spec.get("tier"))
@@ -232,6 +242,7 @@ def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNod
                         home[node.name] = name
             else:
                 raise InputError(f"{where}.type", f"must be Node or HyperNode, got {kind!r}")
+    _check_no_cycle(parent)
     paths: dict[str, tuple[str, ...]] = {}
     unplaced: dict[str, str] = {}
     for node in nodes:
@@ -239,12 +250,27 @@ def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNod
             unplaced[node.name] = "in no HyperNode"
             continue
         chain = [home[node.name]]
-        while chain[-1] in parent and parent[chain[-1]] not in chain:
+        while chain[-1] in parent:
             chain.append(parent[chain[-1]])
         paths[node.name] = tuple(reversed(chain))
     levels = sorted(set(tier_of.values()), reverse=True)
     tiers = tuple(tier_name.get(t, f"tier {t}") for t in levels)
     return Hierarchy("Volcano HyperNodes", tiers, paths, unplaced)
+
+
+def _check_no_cycle(parent: Mapping[str, str]) -> None:
+    """InputError naming the HyperNodes that contain each other (child -> parent)."""
+    for start in sorted(parent):
+        chain = [start]
+        while chain[-1] in parent:
+            up = parent[chain[-1]]
+            if up in chain:
+                cycle = list(reversed(chain[chain.index(up):] + [up]))
+                raise InputError(
+                    f"HyperNodes {', '.join(sorted(set(cycle)))}",
+                    f"members of each other in a cycle ({' contains '.join(cycle)})",
+                )
+            chain.append(up)
 
 
 def nic_link(node: str) -> str:
@@ -258,7 +284,8 @@ def domain_links(path: Sequence[str]) -> tuple[str, str]:
 
 
 def nic_capacity(node: KubeNode, default_bps: float | None) -> float | None:
-    """The node's NIC capacity (bits/s): its annotation, else ``default_bps``."""
+    """The node's NIC capacity (bits/s): its annotation, else ``default_bps``;
+    InputError naming the annotation (the caller names the node)."""
     raw = node.annotations.get(ANNOTATION_NIC_BPS)
     if raw is None:
         return default_bps
@@ -268,20 +295,20 @@ def nic_capacity(node: KubeNode, default_bps: float | None) -> float | None:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
         raise InputError(
-            f"node {node.name}: annotation {ANNOTATION_NIC_BPS}",
-            f"must be a number of bits/s > 0, got {raw!r}",
+            f"annotation {ANNOTATION_NIC_BPS}", f"must be a number of bits/s > 0, got {raw!r}"
         )
     return value
 
 
 @dataclass(frozen=True)
 class BuiltCluster:
-    """The model built, with the hierarchy it came from and the nodes left out (name ->
-    why)."""
+    """The model built, with the hierarchy it came from, the nodes left out (name ->
+    why) and the nodes listed more than once but kept once (name -> how often)."""
 
     cluster: ClusterNetwork
     hierarchy: Hierarchy
     left_out: dict[str, str]
+    repeated: dict[str, str] = field(default_factory=dict)
 
 
 def build_cluster(
@@ -289,18 +316,42 @@ def build_cluster(
 ) -> BuiltCluster:
     """The cluster model: each placed node's NIC and its domains' uplinks and downlinks,
     in sorted order (node names, then domain paths), so the same objects give the same
-    model whatever order the API listed them in."""
-    by_name = {n.name: n for n in nodes}
+    model whatever order the API listed them in.  A node listed more than once is kept
+    once when the copies are the same object, else left out; InputError when
+    ``options`` give more oversubscriptions than there are tiers."""
+    if len(options.oversubscription) > len(hierarchy.tiers):
+        tiers = (
+            f"{len(hierarchy.tiers)} tiers ({', '.join(hierarchy.tiers)})"
+            if hierarchy.tiers
+            else "no tier above the nodes"
+        )
+        raise InputError(
+            "oversubscription",
+            f"{len(options.oversubscription)} values, but the cluster has {tiers}: give at "
+            f"most {len(hierarchy.tiers)}, top tier first",
+        )
+    copies: dict[str, list[KubeNode]] = {}
+    for n in nodes:
+        copies.setdefault(n.name, []).append(n)
+    by_name = {name: objs[0] for name, objs in copies.items()}
     left_out = {n: why for n, why in hierarchy.unplaced.items() if n in by_name}
+    repeated: dict[str, str] = {}
+    for name, objs in copies.items():
+        if len(objs) > 1 and all(o == objs[0] for o in objs):
+            repeated[name] = f"listed {len(objs)} times (the same object); counted once"
+        elif len(objs) > 1:
+            left_out[name] = f"listed {len(objs)} times, with different labels or annotations"
     nic: dict[str, float] = {}
     for name in sorted(by_name):
+        if name in left_out:  # not placed, or listed twice over
+            continue
         if name not in hierarchy.paths:
             left_out.setdefault(name, "not in the topology")
             continue
         try:
             cap = nic_capacity(by_name[name], options.nic_bps)
         except InputError as e:
-            left_out[name] = str(e)
+            left_out[name] = str(e)  # names the annotation, not the node again
             continue
         if cap is None:
             left_out[name] = f"no annotation {ANNOTATION_NIC_BPS} and no --nic-bps"
@@ -322,6 +373,11 @@ def build_cluster(
             if up:
                 pending[up] = pending.get(up, 0.0) + cap
         depth -= 1
+    for path, cap in capacity.items():
+        if not math.isfinite(cap):
+            raise InputError(
+                f"domain {'/'.join(path)}", "capacity too large (the NICs below it overflow)"
+            )
     links: dict[str, float] = {}
     for path in sorted(capacity):
         up, down = domain_links(path)
@@ -335,4 +391,4 @@ def build_cluster(
         for k in range(len(path), 0, -1):
             chain.extend(domain_links(path[:k]))
         node_links[name] = tuple(chain)
-    return BuiltCluster(ClusterNetwork(links, node_links), hierarchy, left_out)
+    return BuiltCluster(ClusterNetwork(links, node_links), hierarchy, left_out, repeated)
