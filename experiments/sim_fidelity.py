@@ -48,9 +48,9 @@ as the testbed plans them (``testbed.run.planning.plan``, efficiency 1, no jitte
 
 Writes results/sim_fidelity/results.json (``rows``: {scenario, scheme, job, run,
 sim_iteration_s, testbed_iteration_s, ratio, packet_iteration_s, packet_ratio,
-sim_packet_ratio, fluid, capacity_factor, startup_offset_s}; ``summary``: per scenario, scheme and job the median ratio and its
-range over the runs; with ``--models-only``, ``model_rows``) and the testbed's own results under
-results/sim_fidelity/run<k>/<scenario>/.
+sim_packet_ratio, fluid, capacity_factor, startup_offset_s}; ``summary``: per scenario,
+scheme and job the median ratio and its range over the runs; with ``--models-only``,
+``model_rows``) and the testbed's own results under results/sim_fidelity/run<k>/<scenario>/.
 """
 
 from __future__ import annotations
