@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from cassini.errors import InputError
 from cassini.plugin import choose_placement
 from cassini.profile import JobProfile, Phase
-from cassini.sim.config import config_from_dict
+from cassini.sim.config import check_models, config_from_dict
 from cassini.sim.engine import run
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
@@ -369,10 +369,15 @@ def test_config_errors_name_the_field() -> None:
     for extra, where in (
         ({"iterations": [50, 20]}, "workload.poisson.iterations"),
         ({"gpus": {"1": 0}}, "workload.poisson.gpus"),
-        ({"models": ["bert", "nope"]}, r"workload.poisson.models\[1\]: unknown model"),
     ):
         with pytest.raises(InputError, match=where):
             config_from_dict(CONFIG | {"workload": {"poisson": poisson | extra}})
+    # the library (with a config's profile files) is read with the file: read_config
+    cfg = config_from_dict(
+        CONFIG | {"workload": {"poisson": poisson | {"models": ["bert", "nope"]}}}
+    )
+    with pytest.raises(InputError, match=r"workload.poisson.models\[1\]: unknown model"):
+        check_models(cfg)
 
 
 def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path) -> None:

@@ -114,9 +114,11 @@ def read_config(path: Path | str) -> SimConfig:
     path = Path(path)
     obj = files.read_data(path)
     try:
-        return config_from_dict(obj, base=path.parent)
+        cfg = config_from_dict(obj, base=path.parent)
+        check_models(cfg)
     except InputError as e:
         raise e.in_file(path) from None
+    return cfg
 
 
 def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
@@ -190,15 +192,21 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         sweep=sweep,
         options=replace(_options(obj), profiles=profile_rule),
     )
-    if poisson is not None and "models" in poisson:  # named now, with the config's file
-        library = cfg.library()
-        for i, model in enumerate(poisson["models"]):
-            if model not in library:
-                raise InputError(
-                    f"workload.poisson.models[{i}]",
-                    f"unknown model {model!r} (library: {', '.join(sorted(library))})",
-                )
     return cfg
+
+
+def check_models(cfg: SimConfig) -> None:
+    """The drawn workload's ``models`` are in the library (its profile files read):
+    named with their field when the config file is read, not later by the draw."""
+    if cfg.poisson is None or "models" not in cfg.poisson:
+        return
+    library = cfg.library()
+    for i, model in enumerate(cfg.poisson["models"]):
+        if model not in library:
+            raise InputError(
+                f"workload.poisson.models[{i}]",
+                f"unknown model {model!r} (library: {', '.join(sorted(library))})",
+            )
 
 
 def _profiles(raw: Any) -> tuple[str, list[Any]]:

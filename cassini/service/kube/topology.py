@@ -311,6 +311,23 @@ class BuiltCluster:
     repeated: dict[str, str] = field(default_factory=dict)
 
 
+def _check_oversubscription(hierarchy: Hierarchy, options: LinkOptions) -> None:
+    """InputError when ``options`` give more oversubscriptions than there are tiers (the
+    extra ones were ignored)."""
+    if len(options.oversubscription) <= len(hierarchy.tiers):
+        return
+    tiers = (
+        f"{len(hierarchy.tiers)} tiers ({', '.join(hierarchy.tiers)})"
+        if hierarchy.tiers
+        else "no tier above the nodes"
+    )
+    raise InputError(
+        "oversubscription",
+        f"{len(options.oversubscription)} values, but the cluster has {tiers}: give at "
+        f"most {len(hierarchy.tiers)}, top tier first",
+    )
+
+
 def build_cluster(
     nodes: Iterable[KubeNode], hierarchy: Hierarchy, options: LinkOptions
 ) -> BuiltCluster:
@@ -319,17 +336,7 @@ def build_cluster(
     model whatever order the API listed them in.  A node listed more than once is kept
     once when the copies are the same object, else left out; InputError when
     ``options`` give more oversubscriptions than there are tiers."""
-    if len(options.oversubscription) > len(hierarchy.tiers):
-        tiers = (
-            f"{len(hierarchy.tiers)} tiers ({', '.join(hierarchy.tiers)})"
-            if hierarchy.tiers
-            else "no tier above the nodes"
-        )
-        raise InputError(
-            "oversubscription",
-            f"{len(options.oversubscription)} values, but the cluster has {tiers}: give at "
-            f"most {len(hierarchy.tiers)}, top tier first",
-        )
+    _check_oversubscription(hierarchy, options)
     copies: dict[str, list[KubeNode]] = {}
     for n in nodes:
         copies.setdefault(n.name, []).append(n)
