@@ -16,7 +16,7 @@ from cassini.errors import InputError
 
 def require_object(value: Any, field: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise InputError(field or "input", f"must be a JSON object, got {_kind(value)}")
+        raise InputError(field or "input", f"must be a JSON object, got {kind_of(value)}")
     return value
 
 
@@ -45,7 +45,7 @@ def number(
 ) -> float:
     """A finite number (bools are not numbers; numpy's are), optionally > 0 or >= 0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(field, f"must be a number, got {_kind(value)}")
+        raise InputError(field, f"must be a number, got {kind_of(value)}")
     value = float(value)
     if not math.isfinite(value):
         raise InputError(field, f"must be finite, got {value}")
@@ -59,7 +59,7 @@ def number(
 def identifier(value: Any, field: str) -> str:
     """A non-empty string id (integers are accepted and turned into strings)."""
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise InputError(field, f"must be a string id, got {_kind(value)}")
+        raise InputError(field, f"must be a string id, got {kind_of(value)}")
     value = str(value)
     if not value:
         raise InputError(field, "must not be empty")
@@ -71,13 +71,13 @@ def choice(value: Any, field: str, options: Iterable[str]) -> str:
     mapping included: they were hashed and crashed)."""
     names = tuple(options)
     if not isinstance(value, str) or value not in names:
-        raise InputError(field, f"must be one of {', '.join(names)}, got {_kind(value)}")
+        raise InputError(field, f"must be one of {', '.join(names)}, got {kind_of(value)}")
     return value
 
 
 def array(value: Any, field: str, *, non_empty: bool = False) -> list[Any]:
     if not isinstance(value, list):
-        raise InputError(field, f"must be a JSON array, got {_kind(value)}")
+        raise InputError(field, f"must be a JSON array, got {kind_of(value)}")
     if non_empty and not value:
         raise InputError(field, "must not be empty")
     return value
@@ -87,7 +87,8 @@ def join(field: str, name: str) -> str:
     return f"{field}.{name}" if field else name
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """How an error message names a value that is not what a field wants."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -27,7 +27,7 @@ from cassini import files
 from cassini.errors import InputError
 from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
 from experiments.common import progress, run_config
-from experiments.harness import Experiment, Run, UsageError, iterations, option
+from experiments.harness import Experiment, Run, UsageError, at_least, iterations, option
 from testbed.run.profiles import JITTER_RULES
 
 TARGET = 1.02  # CASSINI / same start, at most, in every run
@@ -92,7 +92,7 @@ def load_raw(path: str) -> dict[str, Any]:
 def read_config(args: Any) -> dict[str, Any]:
     """The testbed config, with ``--iterations`` and ``--rerun-declined`` applied."""
     raw = load_raw(args.config)
-    if args.iterations:
+    if args.iterations is not None:
         raw["jobs"] = [{**j, "iterations": args.iterations} for j in raw["jobs"]]
     if args.rerun_declined:
         raw["agent"] = {**(raw.get("agent") or {}), "rerun_declined": True}
@@ -100,10 +100,21 @@ def read_config(args: Any) -> dict[str, Any]:
 
 
 def check(args: Any) -> None:
+    """Refuse bad flags and a config the testbed would refuse, before root is asked for
+    and anything runs."""
+    from testbed.run import ConfigError, load_config
+
     if args.runs < 1:
         raise UsageError("--runs: at least 1")
-    jitter_rules(args.jitter)
-    load_raw(args.config)  # before root is asked for and anything runs
+    at_least(args.iterations, "--iterations")
+    rules = jitter_rules(args.jitter)
+    raw = read_config(args)
+    for rule in rules:  # the config each run reads (one_run's schemes, the rule's agent)
+        agent = {**(raw.get("agent") or {}), "jitter": rule}
+        try:
+            load_config({**raw, "agent": agent, "schemes": ["ideal", "baseline", "cassini"]})
+        except ConfigError as e:
+            raise UsageError(f"config: {e.in_file(args.config)}") from None
 
 
 def by_jitter(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -28,7 +28,7 @@ from experiments.columns import (
     Column,
 )
 from experiments.common import PAIR, dumbbell, run_config
-from experiments.harness import Experiment, Run, iterations, option
+from experiments.harness import Experiment, Run, at_least, finite, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult
 
@@ -94,6 +94,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax.legend()
 
 
+def check(args: Any) -> None:
+    at_least(args.iterations, "--iterations")
+    finite(args.offsets_ms, "--offsets-ms")
+
+
 EXPERIMENT = Experiment(
     "clock_offset",
     __doc__,
@@ -102,6 +107,7 @@ EXPERIMENT = Experiment(
         option("--offsets-ms", type=float, nargs="+", default=[0, 2, 5, 10, 20]),
         iterations(30),
     ),
+    check=check,
 )
 main = EXPERIMENT.main
 

@@ -17,19 +17,36 @@ docs/extending.md, "Add an experiment".
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cassini.errors import InputError
 from experiments.columns import Column
 from experiments.common import out_dir, require_root, table, write_json
+from testbed.run.config import MIN_ITERATIONS
 
 
 class UsageError(Exception):
     """A bad command line, raised by an experiment's ``check``; its message names the flag
     and is reported as argparse reports its own errors (exit status 2)."""
+
+
+def at_least(value: float | None, flag: str, minimum: float = MIN_ITERATIONS) -> None:
+    """Refuse ``flag``'s ``value`` below ``minimum`` (default: the fewest iterations a
+    testbed job runs) or not finite; None (the flag not given) passes."""
+    if value is not None and not (math.isfinite(value) and value >= minimum):
+        raise UsageError(f"{flag}: at least {minimum:g}, got {value:g}")
+
+
+def finite(values: Sequence[float], flag: str) -> None:
+    """Refuse a ``flag`` value that is nan or infinite."""
+    for v in values:
+        if not math.isfinite(v):
+            raise UsageError(f"{flag}: finite numbers only, got {v}")
 
 
 @dataclass(frozen=True)
@@ -117,7 +134,10 @@ class Experiment:
         return ap
 
     def main(self, argv: list[str] | None = None) -> int:
-        """Parse ``argv``, check it, check root, run; the run's exit status."""
+        """Parse ``argv``, check it, check root, run; the run's exit status.  Bad input
+        met while running (an :class:`~cassini.errors.InputError`, e.g. a testbed config
+        the flags made that ``load_config`` refuses) is one line on stderr and exit
+        status 2, as a bad flag; any other failure propagates."""
         ap = self.parser()
         args = ap.parse_args(argv)
         if self.check is not None:
@@ -130,5 +150,9 @@ class Experiment:
             require_root()
         name = self.results_name(args) if callable(self.results_name) else self.results_name
         words = tuple(sys.argv[1:] if argv is None else argv)
-        code = self.run(Run(args, out_dir(self.name, args.out), name, words))
+        try:
+            code = self.run(Run(args, out_dir(self.name, args.out), name, words))
+        except InputError as e:
+            print(f"{ap.prog}: input error, the run stopped here: {e}", file=sys.stderr)
+            return 2
         return 0 if code is None else code

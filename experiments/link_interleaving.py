@@ -31,8 +31,9 @@ from experiments.common import (
     run_config,
 )
 from experiments.common import job_set_config as experiment_config
-from experiments.harness import Experiment, Run, UsageError, full, iterations, option
+from experiments.harness import Experiment, Run, UsageError, at_least, full, iterations, option
 from experiments.plots import plot_cdf, plot_timeline
+from testbed.fabric import FABRICS
 from testbed.results import ExperimentResult
 
 COLUMNS = (
@@ -98,10 +99,23 @@ def job_sets(args: Any) -> list[str]:
     return [s.strip() for s in args.sets.split(",") if s.strip()]
 
 
+def fabrics_of(args: Any) -> list[str]:
+    """The fabrics ``--fabrics`` names (default fair; with ``--full`` fair, ecn, fifo)."""
+    spec = args.fabrics or ("fair,ecn,fifo" if args.full else "fair")
+    return [f.strip() for f in spec.split(",") if f.strip()]
+
+
 def check(args: Any) -> None:
     for s in job_sets(args):
         if s not in JOB_SETS:
             raise UsageError(f"unknown job set {s!r} (pair, trio)")
+    fabrics = fabrics_of(args)
+    bad = [f for f in fabrics if f not in FABRICS]
+    if bad or not fabrics:
+        raise UsageError(
+            f"--fabrics: comma-separated, of {', '.join(FABRICS)}, got {args.fabrics!r}"
+        )
+    at_least(args.iterations, "--iterations")
 
 
 def run_case(run: Run, report: dict[str, Any], job_set: str, fabric: str, with_mltcp: bool) -> None:
@@ -125,7 +139,7 @@ def run_case(run: Run, report: dict[str, Any], job_set: str, fabric: str, with_m
 
 def run_all(run: Run) -> None:
     args = run.args
-    fabrics = (args.fabrics or ("fair,ecn,fifo" if args.full else "fair")).split(",")
+    fabrics = fabrics_of(args)
     with_mltcp, why = (False, "--no-mltcp") if args.no_mltcp else mltcp_available()
     if not with_mltcp:
         progress(f"MLTCP schemes skipped: {why}")

@@ -29,7 +29,7 @@ from typing import Any
 from cassini.advisor import Candidate, Link, advise
 from experiments.columns import JOB, SCHEME, TIMES_VS_IDEAL
 from experiments.common import progress, run_config
-from experiments.harness import Experiment, Run, iterations, option
+from experiments.harness import Experiment, Run, UsageError, at_least, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult
 from testbed.topo import from_config
@@ -51,18 +51,30 @@ JOBS = [
 ]
 
 
+MAX_CANDIDATES = 100  # offers the advisor ranks at most (--candidates)
+DRAWS_PER_CANDIDATE = 100  # random pairings drawn per offer before giving up
+
+
 def candidates(n: int, hosts: list[str], seed: int) -> list[dict[str, list[str]]]:
-    """The scheduler's offers: first the spread placement (job i on h_i and h_{i+4}),
-    then random pairings."""
+    """The scheduler's ``n`` distinct offers: first the spread placement (job i on h_i
+    and h_{i+4}), then random pairings; ValueError when ``n * DRAWS_PER_CANDIDATE``
+    draws do not find ``n`` distinct ones."""
     half = len(hosts) // 2
     out = [{j["id"]: [hosts[i], hosts[i + half]] for i, j in enumerate(JOBS)}]
     rng = random.Random(seed)
-    while len(out) < n:
+    for _ in range(n * DRAWS_PER_CANDIDATE):
+        if len(out) >= n:
+            break
         order = hosts[:]
         rng.shuffle(order)
         cand = {j["id"]: order[2 * i : 2 * i + 2] for i, j in enumerate(JOBS)}
         if cand not in out:
             out.append(cand)
+    if len(out) < n:
+        raise ValueError(
+            f"only {len(out)} distinct placements found in {n * DRAWS_PER_CANDIDATE} draws, "
+            f"not {n}"
+        )
     return out
 
 
@@ -197,6 +209,12 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         axes[0].legend(fontsize=8)
 
 
+def check(args: Any) -> None:
+    if not 2 <= args.candidates <= MAX_CANDIDATES:
+        raise UsageError(f"--candidates: 2 .. {MAX_CANDIDATES}, got {args.candidates}")
+    at_least(args.iterations, "--iterations")
+
+
 EXPERIMENT = Experiment(
     "placement",
     __doc__,
@@ -208,6 +226,7 @@ EXPERIMENT = Experiment(
         option("--no-ddp", action="store_true", help="synthetic jobs only"),
         option("--seed", type=int, default=7),
     ),
+    check=check,
 )
 main = EXPERIMENT.main
 

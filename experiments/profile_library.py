@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import BOTTLENECK_BPS, dumbbell, progress, run_config
-from experiments.harness import Experiment, Run, iterations, option
+from experiments.harness import Experiment, Run, at_least, iterations, option
 
 #: library id -> testbed model name
 MEASURED = {
@@ -108,6 +108,10 @@ def run_library(run: Run) -> None:
         progress(f"wrote {LIBRARY}")
 
 
+def check(args: Any) -> None:
+    at_least(args.iterations, "--iterations")
+
+
 EXPERIMENT = Experiment(
     "profile_library",
     __doc__,
@@ -116,6 +120,7 @@ EXPERIMENT = Experiment(
         iterations(20),
         option("--dry-run", action="store_true", help="print, do not write the library"),
     ),
+    check=check,
 )
 main = EXPERIMENT.main
 

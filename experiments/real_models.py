@@ -38,12 +38,14 @@ Writes results/real_models/results.json, cdf_<case>.png and timeline_<case>.png.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from typing import Any
 
 from experiments.columns import MEAN_MS, MEAN_VS_IDEAL, NOTE, P99_VS_IDEAL, RELEASED, SCHEME, Column
 from experiments.common import (
+    BOTTLENECK_BPS,
     cassini_advice,
     dumbbell,
     mltcp_available,
@@ -54,6 +56,7 @@ from experiments.common import (
 from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import plot_cdf, plot_timeline
 from mltcp.policy import MltcpParams
+from testbed.model_names import MODEL_NAMES
 from testbed.results import ExperimentResult, SchemeResult
 
 DEFAULT_MODEL = "vgg11"
@@ -291,6 +294,14 @@ def check(args: Any) -> None:
             raise UsageError(f"unknown case {c!r} (one of {', '.join(CASES)})")
     if args.iterations < TAIL + 5:
         raise UsageError(f"--iterations: at least {TAIL + 5}")
+    if args.model not in MODEL_NAMES:
+        raise UsageError(f"--model: one of {', '.join(MODEL_NAMES)}, got {args.model!r}")
+    least = BOTTLENECK_BPS / 1e9  # the tensors are scaled by link / NIC, at most 1
+    if not (math.isfinite(args.nic_gbps) and args.nic_gbps >= least):
+        raise UsageError(
+            f"--nic-gbps: at least {least:g} (the emulated {least:g} Gbit/s links stand for "
+            f"the NIC), got {args.nic_gbps:g}"
+        )
     try:
         args.mltcp_params = MltcpParams(
             slope=args.mltcp_slope,
@@ -299,6 +310,25 @@ def check(args: Any) -> None:
         )
     except ValueError as e:
         raise UsageError(f"--mltcp-slope/--mltcp-intercept: {e}") from e
+    _check_configs(args)
+
+
+def _check_configs(args: Any) -> None:
+    """Every case's testbed config, as the flags make it, read by the testbed (before
+    root is asked for and anything runs)."""
+    from testbed.run import ConfigError, load_config
+
+    for case in args.cases:
+        cfg = case_config(
+            case, args.model, args.iterations, args.nic_gbps * 1e9, True, args.mltcp_params,
+            args.mltcp_compare_cut, args.schemes, args.agent_slack,
+        )  # fmt: skip
+        try:
+            load_config(cfg)
+        except ConfigError as e:
+            raise UsageError(
+                f"case {case}: the flags make a config the testbed refuses: {e}"
+            ) from None
 
 
 def run_case(run: Run, report: dict[str, Any], case: str, with_mltcp: bool) -> None:

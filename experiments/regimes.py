@@ -21,7 +21,7 @@ from typing import Any
 
 from experiments.columns import Column
 from experiments.common import HALF_PAIR, dumbbell, equal_shares, run_config
-from experiments.harness import Experiment, Run, full, iterations
+from experiments.harness import Experiment, Run, at_least, full, iterations
 from experiments.plots import figure
 from testbed.iterations import comm_overlap
 from testbed.results import ExperimentResult
@@ -142,11 +142,16 @@ def plot(rows: list[dict], path: Path) -> None:
         ax2.legend()
 
 
+def check(args: Any) -> None:
+    at_least(args.iterations, "--iterations")
+
+
 EXPERIMENT = Experiment(
     "regimes",
     __doc__,
     run_regimes,
     options=(full("the larger sweep"), iterations(30)),
+    check=check,
 )
 main = EXPERIMENT.main
 

@@ -26,14 +26,17 @@ topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leave
   by ecmp_seed) | path (path selection)); fabric FABRIC_NAMES with
   buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
   h1..h2n, left h1..hn.
-jobs: id, kind (synthetic | ddp | model), hosts, iterations, compute_s, bytes (all-reduce
-  size per iteration), shift (seconds or auto), jitter (fraction of compute), width/layers/
-  batch (ddp), model/compute/calibration/scale/nic_bps (model), priority (prio: 0
-  highest .. 7; default Crux's rule, cassini.priority).
+jobs: id, kind (synthetic (default) | ddp | model), hosts, iterations (>= 3), compute_s,
+  bytes (all-reduce size per iteration), shift (seconds or auto), jitter (fraction of
+  compute), width/layers/batch (ddp), model/compute/calibration/scale/nic_bps (model),
+  clock_offset_s (an error injected into the job's hosts' clocks, seconds), priority
+  (prio: 0 highest .. 7; default Crux's rule, cassini.priority).
 schemes: SCHEME_NAMES, or {scheme:, name:, cc:}.
-optional: cc (default cubic; dctcp_bpf on ecn), seed, agent: {slack, drift_tolerance,
-  jitter (stdev | robust: how the held period's jitter slack is read), rerun_declined},
-  profile_iterations, profile_source (auto | log | hook | pcap), profiles.
+optional: cc (default cubic; dctcp_bpf on ecn; the kernel's or mltcp_*), seed, agent:
+  {slack, drift_tolerance (0..1), jitter (stdev | robust: how the held period's jitter
+  slack is read), rerun_declined}, profile_iterations (>= 3), profile_source (auto | log |
+  hook | pcap), profiles.
+numbers: YAML reads 2e8 as a string; write 2.0e+8 or 200000000.
 output: OUT/results.json (testbed.results.ExperimentResult): per scheme and job, iteration
   times, bytes and the workers' log paths; the profiles measured and CASSINI's advice.
 """
@@ -83,25 +86,35 @@ def _add_launch(sub: argparse._SubParsersAction) -> None:
         "launch",
         help="print (or run over ssh) torchrun commands for real GPU nodes",
         description="Same DDP job on real GPU nodes: NCCL over sockets, chosen congestion "
-        "control.  Dry run unless --run.",
+        "control.  Dry run unless --run.  The commands run where `ssh NODE` starts (the "
+        "login's home directory), which must hold a checkout of this repository (its "
+        "testbed package and, for --priority, its ebpf/ folder).",
     )
     launch.add_argument("--nodes", required=True, help="comma-separated hostnames, first is master")
-    launch.add_argument("--gpus-per-node", type=int, default=1)
+    launch.add_argument("--gpus-per-node", type=int, default=1, help="processes per node (>= 1)")
     launch.add_argument("--iterations", type=int, default=100)
     launch.add_argument("--width", type=int, default=1024)
     launch.add_argument("--layers", type=int, default=4)
     launch.add_argument(
         "--model", help="a real architecture (resnet50, vgg16, ...) instead of the MLP"
     )
-    launch.add_argument("--scale", type=float, default=1.0, help="parameter sizes x scale")
+    launch.add_argument(
+        "--scale", type=float, default=1.0, help="parameter sizes x scale, in (0, 1]"
+    )
     launch.add_argument(
         "--compute",
         choices=("replay", "cpu"),
-        default="cpu",
-        help="cpu (default): the model really computes, on the node's GPU under NCCL; "
-        "replay: sleep the calibration's times",
+        default=None,
+        help="with --model: cpu (default) runs real forward and backward passes on each "
+        "rank's device (the node's GPU under NCCL; the name comes from the emulated testbed, "
+        "where that device is the CPU); replay sleeps the calibration's per-layer times",
     )
-    launch.add_argument("--cc", default="cubic", help="congestion control on the nodes")
+    launch.add_argument(
+        "--cc",
+        default="cubic",
+        help="congestion control on the nodes: the kernel's (reno, cubic, bbr, dctcp, ...) "
+        "or ours (mltcp_reno, mltcp_cubic, mltcp_dctcp, dctcp_bpf)",
+    )
     launch.add_argument("--iface", default=None, help="NCCL_SOCKET_IFNAME")
     launch.add_argument(
         "--priority",
@@ -109,11 +122,14 @@ def _add_launch(sub: argparse._SubParsersAction) -> None:
         choices=range(8),
         default=None,
         help="mark the job's sockets with this class's DSCP (0 highest .. 7), for switches "
-        "with strict-priority queues (as the emulated prio fabric)",
+        "with strict-priority queues (as the emulated prio fabric); builds and loads "
+        "ebpf/dscp_mark.bpf.o relative to the node's ssh login directory",
     )
-    launch.add_argument("--port", type=int, default=29500)
-    launch.add_argument("--shift-s", type=float, default=0.0)
-    launch.add_argument("--period-s", type=float, default=0.0)
+    launch.add_argument("--port", type=int, default=29500, help="rendezvous port (1..65535)")
+    launch.add_argument("--shift-s", type=float, default=0.0, help="time-shift (s), < --period-s")
+    launch.add_argument(
+        "--period-s", type=float, default=0.0, help="the agent's period (s); 0: not held"
+    )
     launch.add_argument(
         "--out", default="ddp.jsonl", type=output_path, help="per-rank log path on the nodes"
     )
@@ -160,23 +176,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed {len(removed)} leftover(s)")
         return 0
     if args.command == "launch":
-        from testbed.launch import launch_commands, run_commands
+        from cassini.errors import InputError
+        from testbed.launch import check_args, launch_commands, run_commands
 
-        cmds = launch_commands(args)
+        try:
+            check_args(args)
+            cmds = launch_commands(args)
+        except InputError as e:
+            print(f"testbed launch: error: {e}", file=sys.stderr)
+            return 2
         if not args.run:
             for host, cmd in cmds:
                 print(f"# {host}\n{cmd}")
             return 0
         return run_commands(cmds)
+    from cassini.errors import InputError
     from testbed import run  # run.run_experiment read at the call: tests replace it there
     from testbed.net import TestbedError
-    from testbed.run import ConfigError, default_out_dir, format_table, load_config
+    from testbed.run import default_out_dir, format_table, load_config
 
     try:
         cfg = load_config(args.config)
         out = Path(args.out) if args.out else default_out_dir()
         results = run.run_experiment(cfg, out)
-    except ConfigError as e:
+    except InputError as e:  # a ConfigError, or bad input met while running (it names it)
         print(f"testbed: config error: {e.in_file(args.config)}", file=sys.stderr)
         return 2
     except TestbedError as e:

@@ -11,6 +11,10 @@ from pathlib import Path
 
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+KERNEL_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "cdg", "highspeed", "htcp", "hybla",
+              "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah")  # fmt: skip
+"""Linux's own TCP congestion controls (``reno`` built in, the others ``tcp_<name>``
+modules); ours (``mltcp_*``, ``dctcp_bpf``) are :data:`mltcp.variants.CCS`."""
 
 
 class TestbedError(RuntimeError):
@@ -32,6 +36,22 @@ def check_prerequisites() -> None:
     for tool in ("tc", "ip", "mnexec", "ethtool"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             raise TestbedError(f"`{tool}` not found: run `make setup`")
+
+
+def known_congestion_control(value: object, field: str) -> str:
+    """``value`` if it names a congestion control a run may ask for (the kernel's, or ours
+    loaded with ``mltcp load``), else an InputError naming ``field``; whether this host has
+    it loaded is checked when the run starts (:func:`allow_congestion_control`)."""
+    from cassini.errors import InputError
+    from mltcp.variants import CCS
+
+    if not isinstance(value, str) or value not in (*KERNEL_CCS, *CCS):
+        raise InputError(
+            field,
+            f"must be a congestion control: the kernel's ({', '.join(KERNEL_CCS)}) or ours "
+            f"({', '.join(CCS)}), got {value!r}",
+        )
+    return value
 
 
 def allow_congestion_control(name: str) -> None:

@@ -15,30 +15,78 @@ CAP_BPF).  Any other congestion control is set host-wide with sysctl, as before.
 
 ``--priority P`` (0 highest .. 7) marks the job for switches with strict-priority queues,
 as the emulated ``prio`` fabric does: the job's cgroup (MLTCP's, or one of its own) gets
-the sock_ops program ``testbed/bpf/dscp_mark.bpf.c`` with the TOS byte of P's DSCP
+the sock_ops program ``testbed/bpf/dscp_mark.bpf.c`` (``make -C ebpf`` builds it into
+``ebpf/dscp_mark.bpf.o``) with the TOS byte of P's DSCP
 (class selector CS(7-P), :func:`testbed.fabric.dscp_of`), so every NCCL socket carries it
 from its SYN on.  The switches then map DSCP to traffic class (CSn -> TC n by default on
 most datacenter switches) and serve the classes in strict priority; the priority of a job
 without ``--priority`` follows the Crux rule (:func:`cassini.priority.crux_levels`).
+
+The commands run in the directory ``ssh node cmd`` starts in (the login's home): they
+assume a checkout of this repository there, its package importable (``-m
+testbed.ddp_worker``) and ``ebpf/`` under it (``--priority`` builds and loads
+``ebpf/dscp_mark.bpf.o`` by that relative path).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shlex
 import subprocess
 import sys
 import time
 
+from cassini.errors import InputError
 from mltcp import variants
+
+PORTS = (1, 65535)  # --port: a TCP port for torchrun's rendezvous
+
+
+def node_names(nodes: str) -> list[str]:
+    """The hostnames of ``--nodes`` (comma-separated); InputError naming the flag when
+    there are none."""
+    names = [n.strip() for n in nodes.split(",") if n.strip()]
+    if not names:
+        raise InputError("--nodes", f"at least one hostname (comma-separated), got {nodes!r}")
+    return names
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse ``testbed launch`` flags that would fail on the nodes or mean something
+    else, with an InputError naming the flag; ``--compute`` defaults to ``cpu``."""
+    from testbed.host import known_congestion_control
+    from testbed.model_names import MODEL_NAMES
+
+    node_names(args.nodes)
+    for flag, value in (("--gpus-per-node", args.gpus_per_node),
+                        ("--iterations", args.iterations), ("--width", args.width),
+                        ("--layers", args.layers)):  # fmt: skip
+        if value < 1:
+            raise InputError(flag, f"at least 1, got {value}")
+    if not PORTS[0] <= args.port <= PORTS[1]:
+        raise InputError("--port", f"a TCP port {PORTS[0]} .. {PORTS[1]}, got {args.port}")
+    if args.model is not None and args.model not in MODEL_NAMES:
+        raise InputError("--model", f"one of {', '.join(MODEL_NAMES)}, got {args.model!r}")
+    if args.compute == "replay" and args.model is None:
+        raise InputError("--compute", "replay needs --model (the MLP has no calibration)")
+    args.compute = args.compute or "cpu"
+    if not (math.isfinite(args.scale) and 0 < args.scale <= 1):
+        raise InputError("--scale", f"a share of the parameters in (0, 1], got {args.scale:g}")
+    for flag, value in (("--shift-s", args.shift_s), ("--period-s", args.period_s)):
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(flag, f"seconds >= 0, got {value:g}")
+    if args.period_s and args.shift_s >= args.period_s:
+        raise InputError(
+            "--shift-s", f"must be < --period-s ({args.period_s:g}), got {args.shift_s:g}"
+        )
+    known_congestion_control(args.cc, "--cc")
 
 
 def launch_commands(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(node, shell command) for every node; the first node is the rendezvous master."""
-    nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
-    if not nodes:
-        raise SystemExit("testbed launch: --nodes needs at least one hostname")
+    nodes = node_names(args.nodes)
     epoch = time.time() + 120 if args.period_s else 0.0  # shared start for the agent
     env = {
         "NCCL_IB_DISABLE": "1",

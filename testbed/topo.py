@@ -23,11 +23,14 @@ from anyone else's.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cassini.errors import InputError
 from testbed.fabric import FABRICS, Fabric
+from testbed.fields import integer, number
 
 
 class LinkDirection(str):
@@ -250,11 +253,19 @@ def leaf_spine(
     if leaves < 2 or spines < 1 or hosts_per_leaf < 1:
         raise ValueError("need leaves >= 2, spines >= 1, hosts_per_leaf >= 1")
     _positive(host_bps=host_bps, oversubscription=oversubscription)
+    if not SEED_RANGE[0] <= ecmp_seed <= SEED_RANGE[1]:
+        raise ValueError(
+            f"ecmp_seed must be in {SEED_RANGE[0]} .. {SEED_RANGE[1]}, got {ecmp_seed}"
+        )
     hosts = tuple(f"h{i}" for i in range(1, leaves * hosts_per_leaf + 1))
     leaf_names = tuple(f"tbl{i}" for i in range(1, leaves + 1))
     spine_names = tuple(f"tbp{i}" for i in range(1, spines + 1))
     attach = {h: leaf_names[i // hosts_per_leaf] for i, h in enumerate(hosts)}
     uplink = hosts_per_leaf * host_bps / oversubscription / spines
+    if uplink < 1:
+        raise ValueError(
+            f"oversubscription {oversubscription:g} leaves uplinks of {uplink:g} bit/s"
+        )
     links = [LinkSpec(h, attach[h], host_bps) for h in hosts]
     links += [LinkSpec(lf, sp, uplink, fabric=True) for lf in leaf_names for sp in spine_names]
     return TestbedTopology(
@@ -270,28 +281,78 @@ def leaf_spine(
     )
 
 
+TOPOLOGY_FIELDS = {
+    "dumbbell": ("pairs", "bottleneck_bps", "access_bps"),
+    "leaf_spine": ("leaves", "spines", "hosts_per_leaf", "host_bps", "oversubscription",
+                   "routing", "ecmp_seed"),
+}  # fmt: skip
+"""Each topology kind's own keys in a config's ``topology:`` mapping (besides ``kind``
+and the fabric's ``fabric``, ``buffer_packets`` and ``ecn_threshold_bytes``)."""
+FABRIC_FIELDS = ("fabric", "buffer_packets", "ecn_threshold_bytes")
+SEED_RANGE = (-(2**63), 2**63 - 1)  # ecmp_seed: the ECMP hash's key is 8 bytes, signed
+
+
 def from_config(cfg: dict[str, Any]) -> TestbedTopology:
-    """Build from the runner's ``topology:`` mapping (see ``testbed run --help``)."""
+    """Build from the runner's ``topology:`` mapping (see ``testbed run --help``); a bad
+    field raises :class:`~cassini.errors.InputError` naming it (``topology.pairs``)."""
     cfg = dict(cfg)
     kind = cfg.pop("kind", None)
-    if kind != "leaf_spine" and set(cfg) & {"routing", "ecmp_seed"}:
-        raise ValueError("routing and ecmp_seed are for kind: leaf_spine only")
-    fabric = FabricSpec(
-        kind=cfg.pop("fabric", "fifo"),
-        buffer_packets=int(cfg.pop("buffer_packets", 100)),
-        ecn_threshold_bytes=int(cfg.pop("ecn_threshold_bytes", 30_000)),
+    if not isinstance(kind, str) or kind not in TOPOLOGY_FIELDS:
+        raise InputError("topology.kind", f"must be dumbbell or leaf_spine, got {kind!r}")
+    allowed = (*TOPOLOGY_FIELDS[kind], *FABRIC_FIELDS)
+    for key in cfg:
+        if key in TOPOLOGY_FIELDS["leaf_spine"] and key not in allowed:
+            raise InputError(f"topology.{key}", "for kind: leaf_spine only")
+        if key not in allowed:
+            raise InputError(
+                f"topology.{key}", f"unknown field (allowed: kind, {', '.join(allowed)})"
+            )
+    fabric = cfg.pop("fabric", "fifo")
+    if not isinstance(fabric, str) or fabric not in FABRICS:
+        raise InputError("topology.fabric", f"must be one of {', '.join(FABRICS)}, got {fabric!r}")
+    spec = FabricSpec(
+        kind=fabric,
+        buffer_packets=integer(
+            cfg.pop("buffer_packets", 100), "topology.buffer_packets", minimum=1
+        ),
+        ecn_threshold_bytes=integer(
+            cfg.pop("ecn_threshold_bytes", 30_000), "topology.ecn_threshold_bytes", minimum=1500
+        ),
     )
-    try:
-        if kind == "dumbbell":
-            return dumbbell(fabric=fabric, **cfg)
-        if kind == "leaf_spine":
-            return leaf_spine(fabric=fabric, **cfg)
-    except TypeError as e:
-        raise ValueError(f"topology: {e}") from None
-    raise ValueError(f"topology.kind must be dumbbell or leaf_spine, got {kind!r}")
+
+    def bps(key: str, default: float | None = None) -> float:
+        if key not in cfg and default is None:
+            raise InputError(f"topology.{key}", "missing required field")
+        return number(cfg.get(key, default), f"topology.{key}", minimum=1)  # bits/s
+
+    def count(key: str, minimum: int) -> int:
+        if key not in cfg:
+            raise InputError(f"topology.{key}", "missing required field")
+        return integer(cfg[key], f"topology.{key}", minimum=minimum)
+
+    if kind == "dumbbell":
+        return dumbbell(
+            count("pairs", 1), bps("bottleneck_bps"), bps("access_bps", 1e9), fabric=spec
+        )
+    routing = cfg.get("routing", "fixed")
+    if not isinstance(routing, str) or routing not in ROUTINGS:
+        raise InputError(
+            "topology.routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}"
+        )
+    low, high = SEED_RANGE
+    return leaf_spine(
+        count("leaves", 2),
+        count("spines", 1),
+        count("hosts_per_leaf", 1),
+        bps("host_bps", 1e9),
+        number(cfg.get("oversubscription", 2.0), "topology.oversubscription", above=0),
+        fabric=spec,
+        routing=routing,
+        ecmp_seed=integer(cfg.get("ecmp_seed", 0), "topology.ecmp_seed", minimum=low, maximum=high),
+    )
 
 
 def _positive(**values: float) -> None:
     for name, v in values.items():
-        if not v > 0:
-            raise ValueError(f"{name} must be > 0, got {v!r}")
+        if not 0 < v < math.inf:
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")

@@ -66,3 +66,23 @@ def test_help_is_the_docstring_and_names_the_module(capsys):
         _experiment([]).main(["--help"])
     out = capsys.readouterr().out
     assert "python -m experiments.toy" in out and "--out OUT" in out and "--full" in out
+
+
+def test_a_config_error_while_running_is_one_line_and_exit_2(tmp_path, capsys):
+    """A config the flags made and the testbed refuses: a traceback until 2026-12."""
+    from testbed.run import ConfigError
+
+    def run(r: Run):
+        raise ConfigError("jobs[0].iterations", "must be >= 3, got 0")
+
+    code = Experiment("toy", "toy", run, needs_root=False).main(["--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "jobs[0].iterations: must be >= 3, got 0" in err[0]
+
+
+def test_other_failures_of_the_run_are_not_taken_for_input_errors(tmp_path):
+    def run(r: Run):
+        raise RuntimeError("the cluster fell over")
+
+    with pytest.raises(RuntimeError, match="fell over"):
+        Experiment("toy", "toy", run, needs_root=False).main(["--out", str(tmp_path)])

@@ -163,6 +163,52 @@ def test_placement_candidates_and_configs():
         assert {j.kind for j in cfg.jobs} == {"synthetic", "ddp"}
 
 
+@pytest.mark.parametrize(
+    "module, argv, named",
+    [
+        ("clock_offset", ["--iterations", "0"], "--iterations: at least 3, got 0"),
+        ("clock_offset", ["--offsets-ms", "0", "nan"], "--offsets-ms: finite numbers only"),
+        ("placement", ["--iterations", "0"], "--iterations: at least 3"),
+        ("placement", ["--candidates", "0"], "--candidates: 2 .. 100, got 0"),
+        ("placement", ["--candidates", "1"], "--candidates"),
+        ("placement", ["--candidates", "-2"], "--candidates"),
+        ("placement", ["--candidates", "100000"], "--candidates"),
+        ("regimes", ["--iterations", "0"], "--iterations: at least 3"),
+        ("profile_library", ["--iterations", "0"], "--iterations: at least 3"),
+        ("link_interleaving", ["--fabrics", "bogus"], "--fabrics"),
+        ("link_interleaving", ["--fabrics", ","], "--fabrics"),
+        ("link_interleaving", ["--iterations", "0"], "--iterations: at least 3"),
+        ("real_models", ["--model", "bogus"], "--model: one of resnet50"),
+        ("real_models", ["--nic-gbps", "0"], "--nic-gbps: at least 0.2"),
+        ("real_models", ["--nic-gbps", "-1"], "--nic-gbps"),
+        ("real_models", ["--nic-gbps", "0.001"], "--nic-gbps"),
+    ],
+)
+def test_experiments_refuse_bad_flags_before_running(
+    module, argv, named, tmp_path, capsys, monkeypatch
+):
+    """Each was accepted, then crashed (as root, after starting) with a ConfigError
+    traceback, a ValueError or an endless loop until 2026-12."""
+    import importlib
+
+    def no_run() -> None:  # flags the check let through never reach a run here, root or not
+        raise SystemExit("the check let the flags through")
+
+    monkeypatch.setattr("experiments.harness.require_root", no_run)
+    experiment = importlib.import_module(f"experiments.{module}")
+    with pytest.raises(SystemExit) as exit_:
+        experiment.main([*argv, "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2 and named in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_placement_candidates_stop_when_no_new_placement_is_left(monkeypatch):
+    monkeypatch.setattr(placement, "JOBS", placement.JOBS[:1])  # 2 hosts: 2 placements
+    assert len(placement.candidates(2, ["h1", "h2"], seed=1)) == 2
+    with pytest.raises(ValueError, match="only 2 distinct placements"):
+        placement.candidates(3, ["h1", "h2"], seed=1)
+
+
 def test_mltcp_convergence_config_and_model_sweep():
     cfg = load_config(mltcp_convergence.config("ecn", "dctcp_bpf", "mltcp_dctcp", 10))
     assert [s.cc for s in cfg.schemes] == [None, "dctcp_bpf", "mltcp_dctcp"]
@@ -531,6 +577,53 @@ def test_cassini_repeats_row_reports_whole_run_and_after_startup(monkeypatch, tm
     assert row["declined"] is False
 
 
+REPEATED = {
+    "topology": {"kind": "dumbbell", "pairs": 2, "bottleneck_bps": 200_000_000,
+                 "fabric": "fair"},
+    "jobs": [{"id": "a", "hosts": ["h1", "h3"], "iterations": 10},
+             {"id": "b", "hosts": ["h2", "h4"], "iterations": 10}],
+    "schemes": ["baseline"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change, argv, named",
+    [
+        ({"seed": "abc"}, [], "seed: must be an integer"),
+        ({"jobs": [{**REPEATED["jobs"][0], "hosts": ["h1", "h9"]}]}, [], "unknown host 'h9'"),
+        ({"topology": {**REPEATED["topology"], "fabric": "bogus"}}, [], "topology.fabric"),
+        ({}, ["--iterations", "0"], "--iterations: at least 3, got 0"),
+        ({}, ["--iterations", "2"], "--iterations: at least 3, got 2"),
+    ],
+)
+def test_cassini_repeats_checks_the_whole_config_before_running(
+    change, argv, named, monkeypatch, tmp_path, capsys
+):
+    """Bad fields passed the check and crashed in the first run; --iterations 0 was
+    ignored (until 2026-12)."""
+    from experiments import cassini_repeats
+
+    config = tmp_path / "pair.yaml"
+    config.write_text(yaml.safe_dump({**REPEATED, **change}))
+    monkeypatch.setattr(cassini_repeats, "one_run", lambda *a: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as exit_:
+        cassini_repeats.main([str(config), *argv, "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_cassini_repeats_applies_the_iterations_given(tmp_path):
+    from experiments import cassini_repeats
+    from experiments.harness import UsageError
+
+    config = tmp_path / "pair.yaml"
+    config.write_text(yaml.safe_dump(REPEATED))
+    args = cassini_repeats.EXPERIMENT.parser().parse_args([str(config), "--iterations", "4"])
+    assert {j["iterations"] for j in cassini_repeats.read_config(args)["jobs"]} == {4}
+    args.iterations = 0
+    with pytest.raises(UsageError, match="--iterations"):
+        cassini_repeats.check(args)
+
+
 def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch, tmp_path):
     from experiments import cassini_repeats
 
@@ -545,7 +638,7 @@ def test_cassini_repeats_alternates_the_jitter_rules_within_each_run(monkeypatch
                 "declined": False, "held": 2, "released": 0, "realignments": 0}  # fmt: skip
 
     config = tmp_path / "pair.yaml"
-    config.write_text(yaml.safe_dump({"jobs": [{"id": "a", "iterations": 10}]}))
+    config.write_text(yaml.safe_dump(REPEATED))
     monkeypatch.setattr(cassini_repeats, "one_run", one_run)
     argv = [str(config), "--runs", "2", "--jitter", "both", "--out", str(tmp_path / "o")]
     assert cassini_repeats.main(argv) == 0

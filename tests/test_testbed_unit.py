@@ -129,6 +129,92 @@ def test_bad_jobs():
         load_config({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "shift": -1}]})
 
 
+def _topology(**change):
+    return {**EXAMPLE, "topology": {**EXAMPLE["topology"], **change}}
+
+
+LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2}
+
+
+@pytest.mark.parametrize(
+    "config, field, problem",
+    [
+        # not numbers: tracebacks (ValueError, InputError) until 2026-12
+        ({**EXAMPLE, "seed": "abc"}, "seed", "must be an integer, got the string 'abc'"),
+        ({**EXAMPLE, "profile_iterations": "many"}, "profile_iterations", "must be an integer"),
+        ({**EXAMPLE, "agent": {"drift_tolerance": "big"}}, "agent.drift_tolerance", "number"),
+        ({**EXAMPLE, "agent": {"slack": "lots"}}, "agent.slack", "must be a number"),
+        ({**EXAMPLE, "schemes": [{"scheme": "mltcp", "slope": "steep"}]}, "schemes[0].slope",
+         "must be a number"),
+        # accepted, then meant something else or failed later
+        ({**EXAMPLE, "seed": 1.9}, "seed", "must be an integer, got 1.9"),
+        ({**EXAMPLE, "profile_iterations": -5}, "profile_iterations", "must be >= 3"),
+        ({**EXAMPLE, "agent": {"drift_tolerance": -3}}, "agent.drift_tolerance", "> 0"),
+        ({**EXAMPLE, "cc": "nonsense_cc"}, "cc", "must be a congestion control"),
+        ({**EXAMPLE, "schemes": [{"scheme": "baseline", "cc": 42}]}, "schemes[0].cc",
+         "must be a congestion control"),
+        (_topology(bottleneck_bps=float("inf")), "topology.bottleneck_bps", "finite"),
+        ({**EXAMPLE, "topology": {**LEAF_SPINE, "oversubscription": float("inf")}},
+         "topology.oversubscription", "finite"),
+        ({**EXAMPLE, "topology": {**LEAF_SPINE, "routing": "hash", "ecmp_seed": 10**23}},
+         "topology.ecmp_seed", "must be <= 9223372036854775807"),
+        # unclear: a doubled "topology: topology:" prefix and no field
+        (_topology(bottleneck_bps="2e8"), "topology.bottleneck_bps",
+         "must be a number, got the string '2e8' (YAML reads 2e8 as a string: write "
+         "2.0e+08 or 200000000)"),
+        (_topology(pairs="2"), "topology.pairs", "must be an integer, got the string '2'"),
+        ({**EXAMPLE, "topology": {**LEAF_SPINE, "leaves": 2.5}}, "topology.leaves",
+         "must be an integer, got 2.5"),
+        (_topology(colour=1), "topology.colour", "unknown field"),
+        (_topology(routing="hash"), "topology.routing", "for kind: leaf_spine only"),
+        (_topology(buffer_packets="lots"), "topology.buffer_packets", "must be an integer"),
+        (_topology(fabric=["fair"]), "topology.fabric", "must be one of fifo, fair"),
+        ({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "hosts": ["h1", "h1"]}]}, "jobs[0].hosts",
+         "h1 appears twice in the job"),
+    ],
+)  # fmt: skip
+def test_bad_fields_are_config_errors_naming_them(config, field, problem):
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert err.value.field == field and problem in err.value.problem
+    assert not str(err.value).startswith("topology: topology")
+
+
+@pytest.mark.parametrize("field", ["bytes", "width", "layers", "batch"])
+def test_whole_number_job_fields_are_not_truncated(field):
+    with pytest.raises(ConfigError, match=rf"jobs\[0\]\.{field}: must be an integer, got 0.5"):
+        load_config({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], field: 0.5}]})
+    cfg = load_config({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], field: 4.0}]})
+    assert getattr(cfg.jobs[0], field) == 4
+
+
+def test_known_congestion_controls_and_numbers_pass():
+    cfg = load_config(
+        {**EXAMPLE, "cc": "bbr", "seed": 3, "agent": {"drift_tolerance": 0.1, "slack": 0.02},
+         "schemes": [{"scheme": "mltcp", "cc": "mltcp_cubic", "slope": 1.5}]}
+    )  # fmt: skip
+    assert (cfg.cc, cfg.seed, cfg.drift_tolerance, cfg.agent_slack) == ("bbr", 3, 0.1, 0.02)
+    assert cfg.schemes[0].cc == "mltcp_cubic"
+
+
+def test_testbed_run_reports_a_bad_number_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    for extra in ("seed: abc", "agent: {slack: lots}", "topology: {kind: dumbbell, pairs: 2, "
+                  "bottleneck_bps: 2e8}"):  # fmt: skip
+        path = tmp_path / "bad.yaml"
+        text = "jobs: [{id: a, hosts: [h1, h3], iterations: 10}]\nschemes: [baseline]\n"
+        if not extra.startswith("topology"):
+            text += "topology: {kind: dumbbell, pairs: 2, bottleneck_bps: 200000000}\n"
+        path.write_text(text + extra + "\n")
+        r = subprocess.run(
+            [sys.executable, "-m", "testbed.cli", "run", str(path)], capture_output=True, text=True
+        )
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "config error" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_ecn_fabric_defaults_to_dctcp():
     cfg = load_config({**EXAMPLE, "topology": {**EXAMPLE["topology"], "fabric": "ecn"}})
     assert cfg.cc == "dctcp_bpf"
@@ -154,6 +240,46 @@ def test_launch_dry_run_commands():
     assert "net.ipv4.tcp_congestion_control=reno" in cmd
     assert "NCCL_IB_DISABLE=1" in cmd and "NCCL_SOCKET_IFNAME=eth1" in cmd
     assert "--node_rank=1" in cmd and "--master_addr=gpu1" in cmd and "--nproc_per_node=4" in cmd
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--model", "bogus"], "--model: one of resnet50"),
+        (["--gpus-per-node", "0"], "--gpus-per-node: at least 1, got 0"),
+        (["--iterations", "-5"], "--iterations: at least 1, got -5"),
+        (["--port", "99999"], "--port: a TCP port 1 .. 65535, got 99999"),
+        (["--shift-s", "5", "--period-s", "1"], "--shift-s: must be < --period-s (1), got 5"),
+        (["--cc", "mltcp_bogus"], "--cc: must be a congestion control"),
+        (["--compute", "replay"], "--compute: replay needs --model"),
+        (["--nodes", ","], "--nodes: at least one hostname"),
+    ],
+)
+def test_launch_refuses_bad_flags_in_one_line(argv, named, capsys):
+    """Printed (or run over ssh) as given until 2026-12; --nodes , exited 1."""
+    from testbed import cli
+
+    assert cli.main(["launch", "--nodes", "gpu1,gpu2", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"testbed launch: error: {named}")
+    assert len(captured.err.strip().splitlines()) == 1 and captured.out == ""
+
+
+def test_run_help_names_every_job_field_and_the_default_kind(capsys):
+    from testbed import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "clock_offset_s" in text and "kind (synthetic (default) |" in text
+    assert "write 2.0e+8 or 200000000" in text
+
+
+def test_launch_dry_run_of_a_model_defaults_to_real_compute(capsys):
+    from testbed import cli
+
+    assert cli.main(["launch", "--nodes", "gpu1,gpu2", "--model", "resnet50"]) == 0
+    assert "--compute cpu" in capsys.readouterr().out
 
 
 def test_profile_from_log_and_table():

@@ -199,5 +199,5 @@ def filter_result(args: ExtenderArgs, scores: Sequence[Score], min_score: float)
 
 def _string(value: Any, field: str) -> str:
     if not isinstance(value, str):
-        raise InputError(field, f"must be a string, got {schema._kind(value)}")
+        raise InputError(field, f"must be a string, got {schema.kind_of(value)}")
     return value

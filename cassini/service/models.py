@@ -25,8 +25,8 @@ from pydantic import (
 )
 from pydantic.json_schema import models_json_schema
 
-from cassini.schema import _kind
 from cassini.schema import join as _join
+from cassini.schema import kind_of as _kind
 from cassini.service.cluster import MAX_JOB_ID_CHARS, TIME_SHIFT_PATH, unroutable
 from cassini.service.errors import BadRequest
 

@@ -13,10 +13,13 @@ from typing import Any
 from cassini import files, schema
 from cassini.errors import InputError
 from mltcp.policy import MltcpOptions, MltcpParams
+from testbed import fields
+from testbed.host import known_congestion_control
 from testbed.model_names import MODEL_NAMES
 from testbed.run.config import (
     DEFAULT_NIC_BPS,
     JOB_KINDS,
+    MIN_ITERATIONS,
     PROFILE_SOURCES,
     SCHEME_OPTIONS,
     ConfigError,
@@ -57,10 +60,14 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
     for key in ("topology", "jobs", "schemes"):
         if key not in raw:
             raise ConfigError(f"{key}: missing required field")
+    if not isinstance(raw["topology"], dict):
+        raise ConfigError("topology", "a mapping with kind and its fields")
     try:
-        topo = from_config(dict(raw["topology"]))
+        topo = from_config(raw["topology"])
+    except InputError as e:  # names its field (topology.pairs)
+        raise ConfigError(e.field, e.problem) from None
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"topology: {e}") from None
+        raise ConfigError("topology", str(e)) from None
     jobs = tuple(_job(j, i, topo) for i, j in enumerate(_list(raw["jobs"], "jobs")))
     ids = [j.job_id for j in jobs]
     if len(set(ids)) != len(ids):
@@ -79,7 +86,29 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
     names = [s.name for s in schemes]
     if len(set(names)) != len(names):
         raise ConfigError("schemes: duplicate scheme names (give each a name:)")
-    agent = raw.get("agent") or {}
+    return RunConfig(
+        topology=topo,
+        jobs=jobs,
+        schemes=schemes,
+        cc=_cc(raw.get("cc", topo.fabric.regime.default_cc), "cc"),
+        seed=_field(fields.integer, raw.get("seed", 0), "seed", minimum=0, maximum=SEED_MAX),
+        **_agent(raw.get("agent") or {}),
+        profile_iterations=_field(
+            fields.integer,
+            raw.get("profile_iterations", 12),
+            "profile_iterations",
+            minimum=MIN_ITERATIONS,
+        ),
+        profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
+        profile_source=_choice(
+            raw.get("profile_source", "auto"), "profile_source", PROFILE_SOURCES
+        ),
+        raw=raw,
+    )
+
+
+def _agent(agent: Any) -> dict[str, Any]:
+    """The ``agent:`` mapping's fields, as :class:`RunConfig` keywords."""
     if not isinstance(agent, dict) or set(agent) - {
         "slack", "drift_tolerance", "rerun_declined", "jitter"
     }:
@@ -89,29 +118,44 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
     rerun = agent.get("rerun_declined", False)
     if not isinstance(rerun, bool):
         raise ConfigError("agent.rerun_declined", f"true or false, got {rerun!r}")
-    return RunConfig(
-        topology=topo,
-        jobs=jobs,
-        schemes=schemes,
-        cc=str(raw.get("cc", topo.fabric.regime.default_cc)),
-        seed=int(raw.get("seed", 0)),
-        agent_slack=_slack(agent.get("slack", "auto")),
-        drift_tolerance=float(agent.get("drift_tolerance", 0.05)),
-        agent_jitter=_choice(agent.get("jitter", "stdev"), "agent.jitter", JITTER_RULES),
-        rerun_declined=rerun,
-        profile_iterations=int(raw.get("profile_iterations", 12)),
-        profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
-        profile_source=_choice(
-            raw.get("profile_source", "auto"), "profile_source", PROFILE_SOURCES
+    return {
+        "agent_slack": _slack(agent.get("slack", "auto")),
+        "drift_tolerance": _field(
+            fields.number,
+            agent.get("drift_tolerance", 0.05),
+            "agent.drift_tolerance",
+            above=0,
+            below=1,
         ),
-        raw=raw,
-    )
+        "agent_jitter": _choice(agent.get("jitter", "stdev"), "agent.jitter", JITTER_RULES),
+        "rerun_declined": rerun,
+    }
+
+
+SEED_MAX = 2**63 - 1  # seed: numpy's generators take no negative seed, torch's 64 bits
+
+
+def _field(read: Callable[..., Any], value: Any, name: str, **bounds: Any) -> Any:
+    """``read`` (:func:`testbed.fields.number` or ``integer``) of config field ``name``;
+    a ConfigError naming the field when it is not a number within ``bounds``."""
+    try:
+        return read(value, name, **bounds)
+    except InputError as e:
+        raise ConfigError(e.field, e.problem) from None
+
+
+def _cc(value: Any, name: str) -> str:
+    """A congestion control the testbed knows (:func:`testbed.host.known_congestion_control`)."""
+    try:
+        return known_congestion_control(value, name)
+    except InputError as e:
+        raise ConfigError(e.field, e.problem) from None
 
 
 def _slack(raw: Any) -> float | None:
     if raw == "auto":
         return None
-    return schema.number(raw, "agent.slack", non_negative=True)
+    return _field(fields.number, raw, "agent.slack", minimum=0)
 
 
 def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
@@ -159,6 +203,9 @@ def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
         hosts = schema.array(obj["hosts"], f"{where}.hosts")
         if len(hosts) < 2:
             raise ConfigError(f"{where}.hosts", "a list of at least 2 hosts")
+        twice = next((h for i, h in enumerate(hosts) if h in hosts[:i]), None)
+        if twice is not None:
+            raise ConfigError(f"{where}.hosts", f"{twice} appears twice in the job")
         for h in hosts:
             if h not in topo.hosts:
                 raise ConfigError(
@@ -167,12 +214,15 @@ def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
         shift = obj.get("shift")
         if shift is not None and shift != "auto":
             shift = schema.number(shift, f"{where}.shift", non_negative=True)
-        iterations = schema.number(obj["iterations"], f"{where}.iterations", positive=True)
-        if iterations != int(iterations) or iterations < 3:
-            raise ConfigError(f"{where}.iterations", f"an integer >= 3, got {iterations:g}")
+        iterations = fields.integer(
+            obj["iterations"], f"{where}.iterations", minimum=MIN_ITERATIONS
+        )
 
         def num(name: str, default: float, **bounds: bool) -> float:
             return schema.number(obj.get(name, default), f"{where}.{name}", **bounds)
+
+        def whole(name: str, default: int) -> int:
+            return fields.integer(obj.get(name, default), f"{where}.{name}", minimum=1)
 
         jitter = num("jitter", 0.0, non_negative=True)
         if jitter >= 1:
@@ -181,14 +231,14 @@ def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
             job_id=schema.identifier(obj["id"], f"{where}.id"),
             kind=kind,
             hosts=tuple(hosts),
-            iterations=int(iterations),
+            iterations=iterations,
             compute_s=num("compute_s", 0.05, non_negative=True),
-            bytes=int(num("bytes", 1_000_000, positive=True)),
+            bytes=whole("bytes", 1_000_000),
             shift=shift,
             jitter=jitter,
-            width=int(num("width", 256, positive=True)),
-            layers=int(num("layers", 3, positive=True)),
-            batch=int(num("batch", 32, positive=True)),
+            width=whole("width", 256),
+            layers=whole("layers", 3),
+            batch=whole("batch", 32),
             clock_offset_s=schema.number(obj.get("clock_offset_s", 0.0), f"{where}.clock_offset_s"),
             priority=_priority(obj.get("priority"), f"{where}.priority"),
         )
@@ -255,7 +305,7 @@ def _model_job(
         calibration=path,
         scale=scale,
         nic_bps=nic,
-        batch=int(schema.number(batch, f"{where}.batch", positive=True)),
+        batch=_field(fields.integer, batch, f"{where}.batch", minimum=1),
     )
 
 
@@ -278,7 +328,10 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
         return "for " + ", ".join(k for k, s in SCHEMES.items() if key in s.options) + " only"
 
     options = _mltcp_options(raw, f"schemes[{index}]", takes, only_for)
-    return SchemeSpec(str(raw.get("name", kind)), kind, raw.get("cc"), options)
+    cc = raw.get("cc")
+    if cc is not None:
+        cc = _cc(cc, f"schemes[{index}].cc")
+    return SchemeSpec(str(raw.get("name", kind)), kind, cc, options)
 
 
 def _mltcp_options(
@@ -296,7 +349,7 @@ def _mltcp_options(
             if key not in takes:
                 raise ConfigError(field_name, only_for(key))
             if key != "scale_cut":
-                rule[key] = schema.number(raw[key], field_name)
+                rule[key] = _field(fields.number, raw[key], field_name)
             elif isinstance(raw[key], bool):
                 rule[key] = raw[key]
             else:
