@@ -227,7 +227,8 @@ def test_saved_runs_are_modelled_again_without_a_testbed(tmp_path, capsys):
         where.mkdir(parents=True, exist_ok=True)
         fake_result(raw, {"j1": 0.1, "j2": 0.1}, logs).write(where / "results.json")
     out = tmp_path / "out"
-    assert sf.main(["--from", str(tmp_path / "saved"), "--no-packet", "--out", str(out)]) == 0
+    argv = ["--from", str(tmp_path / "saved"), "--no-packet", "--fluid", "measured"]
+    assert sf.main([*argv, "--out", str(out)]) == 0
     report = json.loads((out / "results.json").read_text())
     assert [(r["run"], r["job"]) for r in report["rows"]] == [
         (1, "j1"), (1, "j2"), (2, "j1"), (2, "j2")
