@@ -19,8 +19,8 @@ CASSINI, MLTCP's loaded parameters for MLTCP and each job's priority class
 (``testbed.run.priorities.job_levels``, the simulator's Crux function) on ``prio``.
 ``--fluid nominal`` (the default): the configured start offsets and the links' nominal
 capacities (what HTB shapes: headers and ACKs included).  ``--fluid measured`` (tried
-2026-11-29, not the default: over ten quiet runs it met the target in 5 against
-nominal's 7, docs/sim_fidelity.md): a free-running job starts where the testbed measured
+2026-11-29, not the default: over fifteen quiet runs it met the target in 6 against
+nominal's 9, docs/sim_fidelity.md): a free-running job starts where the testbed measured
 its first counted iteration to start (what start-up jitter left of a "same start"; the
 model then runs the same iterations from there), and a link shared under max-min or
 MLTCP's weights carries at most the best payload rate a job reached on it alone;
