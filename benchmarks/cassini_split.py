@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cassini import advisor, circle, plugin
+from cassini import advisor, circle
 from cassini.sim import engine
 from cassini.sim.config import read_config
 from cassini.sim.network import windows
@@ -31,7 +31,7 @@ CONFIG = Path(__file__).resolve().parent.parent / "experiments/configs/sim_1024.
 #: (owner, attribute, label) of every timed part, outermost first
 PARTS: list[tuple[Any, str, str]] = [
     (placement, "cassini", "advice: placement.cassini (all of it)"),
-    (plugin, "choose_placement", "advice: plugin.choose_placement"),
+    (advisor, "advise", "advice: advisor.advise"),
     (advisor, "_solve_all", "advice: link problems (advisor._solve_all)"),
     (circle, "compatibility_score", "advice: link problems solved (compatibility_score)"),
     (circle, "_coordinate_descent", "  search: coordinate descent"),
@@ -71,7 +71,7 @@ def timed_parts() -> tuple[dict[str, float], Counter]:
     for owner, name, label in PARTS:
         setattr(owner, name, wrapped(getattr(owner, name), label))
     placement.PLACEMENTS["cassini"] = placement.cassini
-    placement.choose_placement = plugin.choose_placement
+    placement.advise = advisor.advise
     advisor.compatibility_score = circle.compatibility_score
     return seconds, calls
 

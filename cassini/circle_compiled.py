@@ -92,14 +92,13 @@ def excess_rows(base, vector, count, capacity):  # pragma: no cover - compiled
 
 @_jit
 def descend(vectors, periods, capacity, order, random_starts):  # pragma: no cover - compiled
-    """:func:`cassini.circle._coordinate_descent` on ``vectors`` (jobs x angles, bits/s at
-    rotation 0): a greedy start (job 0 at 0, then each job of ``order`` at its first best
-    rotation of ``periods[i]`` against the jobs placed before it) and the rows of
-    ``random_starts`` (job 0 at 0); from each, move one job at a time to its best
-    rotation against the others until no move lowers the total excess by more than
-    ``1e-9 * capacity``, at most 100 sweeps.  Returns the rotations of the first start
-    whose descent ends lowest.  A job whose last evaluation kept it in place is not
-    evaluated again until some job moves: it would compute the same values, bit for bit."""
+    """:func:`cassini.circle._coordinate_descent` on ``vectors`` (jobs x angles, bits/s):
+    a greedy start (job 0 at 0, then each job of ``order`` at its first best rotation
+    against the jobs placed before it) and the rows of ``random_starts``; from each, move
+    one job at a time to its best rotation until no move lowers the total excess by more
+    than ``1e-9 * capacity`` (at most 100 sweeps); the first start ending lowest wins.
+    Skipped, as they would change nothing (same bits): a job that stayed put, until some
+    job moves; any move once the excess is within the tolerance of 0 (never negative)."""
     n, angles = vectors.shape
     width = max(1, int(periods.max()))
     doubled = np.empty((n, 2 * angles))
@@ -131,10 +130,11 @@ def descend(vectors, periods, capacity, order, random_starts):  # pragma: no cov
     best_value = math.inf
     best_rot = starts[0].copy()
     for s in range(starts.shape[0]):
+        if best_value == 0.0:  # no later start can end strictly lower
+            break
         rot = starts[s].copy()
         moves = 0
-        for i in range(n):
-            stayed_at[i] = -1
+        stayed_at[:] = -1
         for a in range(angles):
             total[a] = 0.0
         for i in range(n):  # rotated_sum: row by row
@@ -143,6 +143,8 @@ def descend(vectors, periods, capacity, order, random_starts):  # pragma: no cov
         _excess_sums(total, zero, 1, capacity, lanes, values)
         current = values[0]
         for _ in range(100):
+            if current <= 1e-9 * capacity:  # no move can lower it by the tolerance
+                break
             improved = False
             for i in range(1, n):
                 if stayed_at[i] == moves:

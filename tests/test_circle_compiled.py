@@ -67,6 +67,27 @@ def test_descent_gives_the_numpy_rotations(seed: int) -> None:
         assert compiled_rot == numpy_rot
 
 
+def test_descents_that_reach_no_excess_give_the_numpy_rotations() -> None:
+    """The compiled descent stops a start once its excess is within the tolerance of
+    zero, and the starts once one ends at zero: the same rotations as numpy's full
+    search, on problems roomy enough that many reach zero (and some only from a later
+    start)."""
+    reached_zero = 0
+    for seed in range(60):
+        rng = np.random.default_rng(1000 + seed)
+        vectors, periods, _ = _random_problem(rng)
+        capacity = float(rng.uniform(0.5, 1.05) * vectors.sum(axis=0).max())
+        for restarts in (0, 8):
+            numpy_rot = circle._coordinate_descent(
+                vectors, periods, capacity, restarts, seed, compiled=False
+            )
+            compiled_rot = circle._coordinate_descent(vectors, periods, capacity, restarts, seed)
+            assert compiled_rot == numpy_rot, (seed, restarts)
+        total = circle.rotated_sum(vectors, numpy_rot)
+        reached_zero += float(circle.excess(total, capacity).sum()) == 0.0
+    assert 10 <= reached_zero < 60  # both kinds of problem were searched
+
+
 def test_link_problems_of_real_profiles_match(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whole compatibility scores of many jobs (heuristic search, then centring): the
     same shifts, score and demand with the compiled kernels as with numpy alone."""

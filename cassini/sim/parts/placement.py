@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cassini.plugin import choose_placement
+from cassini.advisor import Candidate, Link, advise
 from cassini.profile import JobProfile
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
@@ -192,23 +192,36 @@ def cassini(sim: ClusterState, job: JobProfile, options: list[dict[int, int]]) -
         near = {link for path in paths for link in path}
     jobs: dict[str, Any] = {j: sim.running[j].profile for j in group} | {job_id: profile}
     base = {
-        j: [
+        j: tuple(
             link
             for link in sim.running[j].path
             if sim.coupling(link) and (near is None or link in near)
-        ]
+        )
         for j in group
     }
-    candidates = [base | {job_id: path} for path in paths]
-    links = {link: sim.cluster.links[link] for c in candidates for p in c.values() for link in p}
+    # a candidate whose paths equal an earlier one's scores the same and ranks after it
+    # (ties keep the scheduler's order): only the first of each is asked about
+    first_of: dict[tuple[str, ...], int] = {}
+    for i, path in enumerate(paths):
+        first_of.setdefault(tuple(path), i)
+    candidates = [Candidate(str(i), base | {job_id: path}) for path, i in first_of.items()]
+    links = {link for c in candidates for p in c.paths.values() for link in p}
     if not links:
         return Choice(options[0])
-    choice = choose_placement(  # predictions are not used here: not computed
-        jobs, links, candidates, precision_deg=sim.precision_deg, repair=False, predict="none"
+    capacity = sim.cluster.links
+    advice = advise(  # the advisor itself: the sim's inputs need none of the plugin's checks
+        [Link(link, capacity[link]) for link in sorted(links)],
+        jobs,
+        candidates,
+        sim.precision_deg,
+        loops="score",
+        workers=1,
+        repair=False,
+        predict="none",  # predictions are not used here: not computed
     )
-    index = choice.index if choice.index is not None else 0
-    shifts = dict(choice.time_shifts_s) if choice.score is not None else {}
-    return Choice(options[index], shifts, advised=True)
+    if advice.best is None:  # every candidate rejected: never with loops="score"
+        return Choice(options[0], {}, advised=True)
+    return Choice(options[int(advice.best)], dict(advice.time_shifts_s), advised=True)
 
 
 #: name -> placement.  ``defrag`` places packed; the engine migrates (see defrag_move).
