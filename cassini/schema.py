@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cassini.errors import InputError
+
+#: Control characters (C0, DEL, C1): invisible in logs and in directory listings, so no
+#: id, name or path of ours may hold one.
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def require_object(value: Any, field: str) -> Mapping[str, Any]:

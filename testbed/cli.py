@@ -26,16 +26,16 @@ topology: kind dumbbell (pairs, bottleneck_bps, access_bps) or leaf_spine (leave
   by ecmp_seed) | path (path selection)); fabric FABRIC_NAMES with
   buffer_packets and ecn_threshold_bytes.  A dumbbell with pairs: n names its hosts
   h1..h2n, left h1..hn.
-jobs: id, kind (synthetic (default) | ddp | model), hosts, iterations (>= 3), compute_s,
-  bytes (all-reduce size per iteration), shift (seconds or auto), jitter (fraction of
-  compute), width/layers/batch (ddp), model/compute/calibration/scale/nic_bps (model),
-  clock_offset_s (an error injected into the job's hosts' clocks, seconds), priority
-  (prio: 0 highest .. 7; default Crux's rule, cassini.priority).
-schemes: SCHEME_NAMES, or {scheme:, name:, cc:}.
+jobs: id, kind (synthetic (default) | ddp | model), hosts, iterations (3 .. 1000000),
+  compute_s, bytes (all-reduce size per iteration), shift (seconds or auto), jitter
+  (fraction of compute), width/layers/batch (ddp), model/compute/calibration/scale/nic_bps
+  (model), clock_offset_s (an error injected into the job's hosts' clocks, seconds),
+  priority (prio: 0 highest .. 7; default Crux's rule, cassini.priority).
+schemes: SCHEME_NAMES, or {scheme:, name: (a directory name under OUT), cc:}.
 optional: cc (default cubic; dctcp_bpf on ecn; the kernel's or mltcp_*), seed, agent:
   {slack, drift_tolerance (0..1), jitter (stdev | robust: how the held period's jitter
-  slack is read), rerun_declined}, profile_iterations (>= 3), profile_source (auto | log |
-  hook | pcap), profiles.
+  slack is read), rerun_declined}, profile_iterations (3 .. 1000000), profile_source
+  (auto | log | hook | pcap), profiles.
 numbers: YAML reads 2e8 as a string; write 2.0e+8 or 200000000.
 output: OUT/results.json (testbed.results.ExperimentResult): per scheme and job, iteration
   times, bytes and the workers' log paths; the profiles measured and CASSINI's advice.

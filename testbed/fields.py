@@ -1,6 +1,7 @@
-"""Numbers read from a testbed config's fields: finite, of the right kind and in range,
-or an :class:`~cassini.errors.InputError` naming the field (``testbed.run.load`` turns it
-into a ``ConfigError``).  A number YAML 1.1 reads as a string (``2e8``) gets a hint."""
+"""Numbers and names read from a testbed config's fields: finite, of the right kind and in
+range (names: strings a directory may be called), or an
+:class:`~cassini.errors.InputError` naming the field (``testbed.run.load`` turns it into a
+``ConfigError``).  A number YAML 1.1 reads as a string (``2e8``) gets a hint."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from typing import Any
 
 from cassini.errors import InputError
-from cassini.schema import kind_of
+from cassini.schema import CONTROL_CHARS, kind_of
 
 
 def _not_a_number(value: Any, field: str, what: str) -> InputError:
@@ -70,3 +71,21 @@ def integer(
         shown = out if len(str(out)) <= 30 else "a larger integer"
         raise InputError(field, f"must be <= {maximum}, got {shown}")
     return out
+
+
+
+
+def name(value: Any, field: str) -> str:
+    """``value`` as a name that is also a directory's (a scheme's results go to
+    ``OUT/<name>``): a non-empty string, not ``.`` or ``..``, without ``/`` or control
+    characters (a number is not a name: ``name: 42`` is refused, not turned into "42")."""
+    if not isinstance(value, str):
+        raise InputError(field, f"must be a name (a string), got {kind_of(value)}")
+    if not value.strip():
+        raise InputError(field, "must not be empty")
+    bad = "/" if "/" in value else (m.group() if (m := CONTROL_CHARS.search(value)) else None)
+    if bad is not None:
+        raise InputError(field, f"must not contain {bad!r} (it names a directory), got {value!r}")
+    if value in (".", ".."):
+        raise InputError(field, f"must not be {value!r} (it names a directory)")
+    return value

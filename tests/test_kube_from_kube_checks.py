@@ -183,6 +183,25 @@ def test_api_items_of_the_wrong_shape_is_one_line(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        (None, "missing or not a string, got null"),
+        (42, "missing or not a string, got the number 42"),
+        ("", "missing or not a string, got the string ''"),
+        ("node-00\nnode-99", "must not contain control characters, got 'node-00\\nnode-99'"),
+    ],
+)
+def test_a_node_without_a_sound_name_is_refused_in_one_line(tmp_path, capsys, name, problem):
+    """As cassini serve --kube leaves such a node out and reports it; a name with a
+    newline was written into the cluster file until 2026-12."""
+    nodes = recorded("nodes-64.json")
+    nodes["items"][0]["metadata"]["name"] = name
+    rc, out, err = from_kube(serve(nodes=nodes), tmp_path, capsys)
+    assert rc == 2 and not out.exists()
+    assert one_error_line(err) == f"cassini: error: node[0].metadata.name: {problem}"
+
+
 # bug 9: malformed HyperNode label selectors name the HyperNode
 
 

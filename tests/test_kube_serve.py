@@ -221,3 +221,139 @@ def test_serve_options_become_kube_options(tmp_path, capsys):
     assert _kube_options(bad) == 2
     err = capsys.readouterr().err
     assert err.startswith("cassini: error: --kube: ") and f"{tmp_path / 'no'}: " in err
+
+
+# more --oversubscription values than tiers: refused, not an empty cluster served
+
+
+def test_more_oversubscriptions_than_the_topology_labels_tiers_are_refused_at_start(
+    tmp_path, capsys
+):
+    """Served no node on every rebuild (logged only) until 2026-12."""
+    from cassini.cli import build_parser
+    from cassini.service.cli import _kube_options
+
+    with ReplayApiServer() as api:
+        kubeconfig = api.kubeconfig(tmp_path)
+    for labels in ("zone,rack", "zone,rack,kubernetes.io/hostname"):
+        args = build_parser().parse_args([
+            "serve", "--kube", "--kubeconfig", kubeconfig, "--topology-labels", labels,
+            "--oversubscription", "2,8,4"])  # fmt: skip
+        assert _kube_options(args) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            "cassini: error: --oversubscription: 3 values, but the cluster has 2 tiers "
+            "(zone, rack): give at most 2, top tier first\n"
+        )
+    ok = build_parser().parse_args([
+        "serve", "--kube", "--kubeconfig", kubeconfig, "--topology-labels", "zone,rack",
+        "--oversubscription", "2,8"])  # fmt: skip
+    assert _kube_options(ok).links.oversubscription == (2.0, 8.0)
+
+
+def test_too_many_oversubscriptions_for_the_first_model_stop_the_service(tmp_path):
+    """The tiers known only from the cluster (a Kueue Topology of 2 levels): the first
+    model's failure stops the service (one line kept), nothing applied."""
+    lines = []
+    with replay() as api:
+        opts = KubeOptions(kubeconfig=api.kubeconfig(tmp_path), watch_timeout_s=5,
+                           links=LinkOptions(oversubscription=(2.0, 8.0, 4.0)),
+                           backoff=Backoff(first_s=0.05, max_s=1.0))
+        srv = start(kube=opts, workers=1, quiet=True, log=lines.append)
+        try:
+            until(lambda: srv.failures, "the fatal error")
+            srv._thread.join(20)
+            assert not srv._thread.is_alive()  # the server stopped by itself
+            assert srv.failures == [
+                "--oversubscription: 3 values, but the cluster has 2 tiers "
+                "(cloud.provider.com/topology-block, cloud.provider.com/topology-rack): give "
+                "at most 2, top tier first"
+            ]
+            assert not srv.service.registry.cluster.nodes
+            assert not any("keeping the previous model" in line for line in lines)
+        finally:
+            srv.stop()
+
+
+def test_serve_exits_2_when_its_first_model_has_too_many_oversubscriptions(tmp_path, capsys):
+    import os
+    import signal
+
+    from cassini.cli import main
+
+    with replay() as api:
+        timer = threading.Timer(30, os.kill, (os.getpid(), signal.SIGTERM))  # old: forever
+        timer.start()
+        try:
+            rc = main(["serve", "--kube", "--kubeconfig", api.kubeconfig(tmp_path),
+                       "--oversubscription", "2,8,4", "--host", "127.0.0.1", "--port", "0",
+                       "--state", ":memory:", "--workers", "1"])  # fmt: skip
+        finally:
+            timer.cancel()
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.splitlines()[-1] == (
+        "cassini: error: --oversubscription: 3 values, but the cluster has 2 tiers "
+        "(cloud.provider.com/topology-block, cloud.provider.com/topology-rack): give at most "
+        "2, top tier first"
+    )
+    assert "Traceback" not in err
+
+
+# a node without a sound metadata.name: reported in one line and left out
+
+
+def bad_names():
+    nodes = recorded("nodes-64.json")
+    items = nodes["items"]
+    no_meta = copy.deepcopy(items[0])
+    del no_meta["metadata"]
+    number = copy.deepcopy(items[1])
+    number["metadata"].update(name=42, uid="uid-number")
+    empty = copy.deepcopy(items[2])
+    empty["metadata"]["name"] = ""
+    control = copy.deepcopy(items[3])
+    control["metadata"]["name"] = "node-03\nnode-99"
+    return nodes, [no_meta, number, empty, control]
+
+
+def test_nodes_without_a_sound_name_are_reported_and_left_out(tmp_path):
+    """A node without metadata made the list fail (KeyError) and retry forever, and one
+    whose name held a newline went into the model, until 2026-12."""
+    lines = []
+    nodes, bad = bad_names()
+    nodes["items"].extend(bad)
+    with replay() as api:
+        api.lists[NODES].clear()
+        api.add_list(NODES, nodes)
+        later = copy.deepcopy(recorded("nodes-64.json")["items"][2])
+        later["metadata"]["name"] = "node-64"
+        api.add_watch(NODES, [*(event("ADDED", b, f"{2049 + i}") for i, b in enumerate(bad)),
+                              event("ADDED", later, "2060")])
+        srv = serve_kube(api, tmp_path, lines)
+        try:
+            reg = srv.service.registry
+            until(lambda: "node-64" in reg.cluster.nodes, "the good node after the bad ones")
+            assert len(reg.cluster.nodes) == 65
+            assert not any("\n" in n or not isinstance(n, str) for n in reg.cluster.nodes)
+            # the watches go on: no error, no retry
+            assert not any("retrying" in line for line in lines)
+        finally:
+            srv.stop()
+    ignored = [line for line in lines if "object ignored" in line]
+    assert all("\n" not in line for line in ignored)
+    assert ignored[:4] == [
+        "cassini serve: watch nodes: items[64].metadata.name: missing or not a string, got "
+        "null; object ignored",
+        "cassini serve: watch nodes: items[65].metadata.name: missing or not a string, got "
+        "the number 42 (uid uid-number); object ignored",
+        "cassini serve: watch nodes: items[66].metadata.name: missing or not a string, got "
+        "the string '' (uid 5c0e9a1e-0000-4000-8000-000000000002); object ignored",
+        "cassini serve: watch nodes: items[67].metadata.name: must not contain control "
+        "characters, got 'node-03\\nnode-99' (uid 5c0e9a1e-0000-4000-8000-000000000003); "
+        "object ignored",
+    ]
+    assert len(ignored) == 8 and ignored[5] == (
+        "cassini serve: watch nodes: ADDED event's object.metadata.name: missing or not a "
+        "string, got the number 42 (uid uid-number); object ignored"
+    )

@@ -180,6 +180,57 @@ def test_bad_fields_are_config_errors_naming_them(config, field, problem):
     assert not str(err.value).startswith("topology: topology")
 
 
+@pytest.mark.parametrize(
+    "config, field",
+    [
+        ({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "iterations": 1_000_000_000}]},
+         "jobs[0].iterations"),
+        ({**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "iterations": 1.0e9}]},
+         "jobs[0].iterations"),
+        ({**EXAMPLE, "profile_iterations": 10**12}, "profile_iterations"),
+    ],
+)  # fmt: skip
+def test_iterations_have_an_upper_bound(config, field):
+    """A typo (1.0e+9) ran for days until 2026-12: at most 1,000,000, named."""
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert err.value.field == field and "must be <= 1000000, got " in err.value.problem
+    most = {**EXAMPLE, "jobs": [{**EXAMPLE["jobs"][0], "iterations": 1_000_000}],
+            "profile_iterations": 1_000_000}  # fmt: skip
+    cfg = load_config(most)
+    assert cfg.jobs[0].iterations == 1_000_000 and cfg.profile_iterations == 1_000_000
+
+
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        (42, "must be a name (a string), got the number 42"),
+        (1.5, "must be a name (a string), got the number 1.5"),
+        (True, "must be a name (a string), got a boolean"),
+        (None, "must be a name (a string), got null"),
+        (["a"], "must be a name (a string), got an array"),
+        ("", "must not be empty"),
+        ("a/b", "must not contain '/' (it names a directory)"),
+        ("..", "must not be '..'"),
+        ("tab\there", "must not contain '\\t'"),
+    ],
+)
+def test_a_scheme_name_must_be_a_name(name, problem):
+    """``name: 42`` became the scheme "42" (str()) until 2026-12; a path, or nothing."""
+    config = {**EXAMPLE, "schemes": [{"scheme": "baseline", "name": name}]}
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert err.value.field == "schemes[0].name" and problem in err.value.problem
+    ok = load_config({**EXAMPLE, "schemes": [{"scheme": "baseline", "name": "base 2"}]})
+    assert ok.schemes[0].name == "base 2"
+
+
+def test_a_scheme_kind_that_is_not_a_string_is_a_config_error():
+    """``scheme: [baseline]`` raised TypeError (unhashable) until 2026-12."""
+    with pytest.raises(ConfigError, match=r"schemes\[0\]: unknown scheme \['baseline'\]"):
+        load_config({**EXAMPLE, "schemes": [{"scheme": ["baseline"]}]})
+
+
 @pytest.mark.parametrize("field", ["bytes", "width", "layers", "batch"])
 def test_whole_number_job_fields_are_not_truncated(field):
     with pytest.raises(ConfigError, match=rf"jobs\[0\]\.{field}: must be an integer, got 0.5"):

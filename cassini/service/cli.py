@@ -116,7 +116,7 @@ def _kube_options(args: argparse.Namespace) -> Any:
 
     try:
         api_client(args.kubeconfig)  # a bad kubeconfig, or no client: exit 2 now
-        return KubeOptions(
+        options = KubeOptions(
             kubeconfig=args.kubeconfig,
             topology_labels=tuple(args.topology_labels),
             kueue_topology=args.kueue_topology,
@@ -127,6 +127,35 @@ def _kube_options(args: argparse.Namespace) -> Any:
     except InputError as e:
         print(f"cassini: error: --kube: {e}", file=sys.stderr)
         return 2
+    if options.topology_labels:  # the tiers are known now: check them against the flags
+        from cassini.service.kube.topology import check_oversubscription, hierarchy_from_labels
+
+        try:
+            check_oversubscription(
+                hierarchy_from_labels((), options.topology_labels), options.links
+            )
+        except InputError as e:  # oversubscription, topology-labels: the flags' names
+            print(f"cassini: error: --{e.field}: {e.problem}", file=sys.stderr)
+            return 2
+    return options
+
+
+def _stop_on_kube_failure(service: Any, server: Any, failures: list[str]) -> None:
+    """With ``--kube``: a fatal error of its first model (``--oversubscription`` with more
+    values than the topology's tiers) stops ``server``, its line kept in ``failures``.
+    Called once the service started (``service.kube`` is set then)."""
+    if service.kube is None:
+        return
+    loop = service.loop
+
+    def stop() -> None:
+        server.should_exit = True
+
+    def failed(line: str) -> None:
+        failures.append(line)
+        loop.call_soon_threadsafe(stop)
+
+    service.kube.on_fatal(failed)
 
 
 def check_input_files(args: argparse.Namespace) -> str | None:
@@ -278,8 +307,10 @@ def serve(
 
     handlers = {signal.SIGINT: on_stop, signal.SIGTERM: on_stop, signal.SIGHUP: on_hup}
     previous = {s: signal.signal(s, h) for s, h in handlers.items()}
+    failures: list[str] = []  # --kube: the line its fatal error stopped the service with
 
     def started() -> None:
+        _stop_on_kube_failure(service, server, failures)
         url = url_of(sock, "https" if tls else "http")
         say(
             f"cassini serve: listening on {url} (workers {service.pool.size}, "
@@ -300,6 +331,9 @@ def serve(
         for s, h in previous.items():
             signal.signal(s, h)
         sock.close()
+    if failures:  # the service stopped itself: exit 2 with its one line
+        say(f"cassini: error: {failures[0]}")
+        return 2
     name = signal.Signals(received[0]).name if received else "exit"
     say(f"cassini serve: {name}: stopped")
     return 0
@@ -332,6 +366,10 @@ class ServiceThread:
         self.url = url_of(self.sock)
         self.port = self.sock.getsockname()[1]
         self.server = _uvicorn_server(self.app, keep_alive_s, 10.0)
+        self.failures: list[str] = []  # --kube: the line a fatal error stopped it with
+        self.service.on_started = lambda: _stop_on_kube_failure(
+            self.service, self.server, self.failures
+        )
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, name="cassini-serve"
         )

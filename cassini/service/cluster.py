@@ -23,7 +23,6 @@ A job crosses the links of all its nodes.  ``model`` names a profile of the libr
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -78,9 +77,8 @@ TIME_SHIFT_PATH = "/time_shift"
 #: Percent-encoded, the longest path stays far below what HTTP servers accept in a
 #: request line (a 70,000-character id could be registered but never read or deleted).
 MAX_JOB_ID_CHARS = 253
-#: Control characters (C0, DEL, C1): invisible in logs, and a path ending in a newline
-#: must never name the job without it.
-CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: a path ending in a newline must never name the job without it
+CONTROL_CHARS = schema.CONTROL_CHARS
 
 
 def unroutable(job_id: str) -> str | None:

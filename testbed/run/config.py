@@ -18,6 +18,7 @@ WORKER_MODULES = {"synthetic": "testbed.worker", "ddp": "testbed.ddp_worker",
 JOB_KINDS = tuple(WORKER_MODULES)
 PROFILE_SOURCES = ("auto", "log", "hook", "pcap")
 MIN_ITERATIONS = 3  # a job's (and a profiling run's) fewest iterations
+MAX_ITERATIONS = 1_000_000  # and most: a typo (1e9) would otherwise run for days
 DEFAULT_NIC_BPS = 50e9  # a real NIC of the CASSINI testbed (50 Gbit/s)
 SCHEME_OPTIONS = MltcpOptions.FIELDS
 """Keys a scheme mapping may give beyond scheme, name and cc, where its class takes them

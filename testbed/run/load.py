@@ -19,6 +19,7 @@ from testbed.model_names import MODEL_NAMES
 from testbed.run.config import (
     DEFAULT_NIC_BPS,
     JOB_KINDS,
+    MAX_ITERATIONS,
     MIN_ITERATIONS,
     PROFILE_SOURCES,
     SCHEME_OPTIONS,
@@ -98,6 +99,7 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
             raw.get("profile_iterations", 12),
             "profile_iterations",
             minimum=MIN_ITERATIONS,
+            maximum=MAX_ITERATIONS,
         ),
         profiles=_profiles(raw.get("profiles"), {j.job_id for j in jobs}),
         profile_source=_choice(
@@ -215,7 +217,8 @@ def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
         if shift is not None and shift != "auto":
             shift = schema.number(shift, f"{where}.shift", non_negative=True)
         iterations = fields.integer(
-            obj["iterations"], f"{where}.iterations", minimum=MIN_ITERATIONS
+            obj["iterations"], f"{where}.iterations", minimum=MIN_ITERATIONS,
+            maximum=MAX_ITERATIONS,
         )
 
         def num(name: str, default: float, **bounds: bool) -> float:
@@ -318,7 +321,7 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
     if set(raw) - set(allowed):
         raise ConfigError(f"schemes[{index}]: allowed keys are {', '.join(allowed)}")
     kind = raw["scheme"]
-    if kind not in SCHEMES:
+    if not isinstance(kind, str) or kind not in SCHEMES:  # a list: not hashable
         raise ConfigError(
             f"schemes[{index}]: unknown scheme {kind!r} (one of {', '.join(SCHEMES)})"
         )
@@ -331,7 +334,8 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
     cc = raw.get("cc")
     if cc is not None:
         cc = _cc(cc, f"schemes[{index}].cc")
-    return SchemeSpec(str(raw.get("name", kind)), kind, cc, options)
+    name = _field(fields.name, raw.get("name", kind), f"schemes[{index}].name")
+    return SchemeSpec(name, kind, cc, options)
 
 
 def _mltcp_options(

@@ -6,6 +6,8 @@ loop; the publisher reads the registry's state snapshot there too."""
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from cassini.service.cluster import ClusterNetwork, RunningJob
@@ -14,16 +16,39 @@ from cassini.service.kube.sync import KubeSync
 
 class KubeRunning:
     """What ``--kube`` runs beside the service: the Nodes/Pods sync and, with
-    ``--publish-network-topology``, the publisher."""
+    ``--publish-network-topology``, the publisher; ``failed``: the line a fatal error of
+    the sync stops the service with (None: none), handed to :meth:`on_fatal`'s callback."""
 
-    def __init__(self, sync: KubeSync, publisher: Any = None) -> None:
+    def __init__(self, sync: KubeSync | None = None, publisher: Any = None) -> None:
         self.sync = sync
         self.publisher = publisher
+        self.failed: str | None = None
+        self._on_fatal: Callable[[str], None] | None = None
+        self._lock = threading.Lock()
+
+    def fail(self, line: str) -> None:
+        """The sync cannot go on: tell the callback (now, or when it is given)."""
+        with self._lock:
+            if self.failed is not None:
+                return
+            self.failed = line
+            callback = self._on_fatal
+        if callback is not None:
+            callback(line)
+
+    def on_fatal(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(line)`` on a fatal error (at once if one came already)."""
+        with self._lock:
+            self._on_fatal = callback
+            line = self.failed
+        if line is not None:
+            callback(line)
 
     def stop(self) -> None:
         if self.publisher is not None:
             self.publisher.stop()
-        self.sync.stop()
+        if self.sync is not None:
+            self.sync.stop()
 
 
 def start_kube(service: Any) -> KubeRunning:
@@ -35,7 +60,8 @@ def start_kube(service: Any) -> KubeRunning:
     def apply(cluster: ClusterNetwork, jobs: list[RunningJob]) -> None:
         loop.call_soon_threadsafe(service.registry.replace_file, cluster, jobs)
 
-    sync = KubeSync(options, apply, service.log).start()
+    running = KubeRunning()
+    sync = running.sync = KubeSync(options, apply, service.log, fatal=running.fail).start()
     publisher = None
     if options.publish_network_topology:
         from cassini.service.kube.network_costs import cassini_scorer
@@ -52,4 +78,5 @@ def start_kube(service: Any) -> KubeRunning:
             sync.api, options.publish_network_topology, options.publish_interval_s, snapshot,
             cassini_scorer(service.config.precision_deg), service.log, ready=sync.synced,
         ).start()
-    return KubeRunning(sync, publisher)
+    running.publisher = publisher
+    return running

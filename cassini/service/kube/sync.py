@@ -9,7 +9,9 @@ Nodes and Pods are each listed then watched (:class:`~.watch.ListWatch`).  The t
 source (Kueue ``Topology``, Volcano ``HyperNode``, or ``--topology-labels``) is looked up
 again at every full list of the nodes.  A node added, relabelled or removed rebuilds the
 model; a job whose pods sit on a node no longer in the model is kept and reported (its
-other nodes still count)."""
+other nodes still count).  A model that cannot be built is logged and the previous one
+kept, except when there is none yet and ``--oversubscription`` gives more values than
+the topology has tiers: that is fatal (``fatal(line)``), not an empty cluster served."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any
 from cassini.errors import InputError
 from cassini.service.cluster import ClusterNetwork, RunningJob
 from cassini.service.kube.pods import JobPod, job_pod, jobs_from_pods, pod_key
-from cassini.service.kube.topology import KubeNode, LinkOptions, build_cluster
+from cassini.service.kube.topology import KubeNode, LinkOptions, build_cluster, object_name
 from cassini.service.kube.watch import Backoff, ListWatch
 
 
@@ -50,11 +52,13 @@ class KubeSync:
     matters, builds the model and calls ``apply(cluster, jobs)`` (from a watch thread)."""
 
     def __init__(self, options: KubeOptions, apply: Apply, log: Callable[[str], None],
-                 api: Any = None) -> None:
+                 api: Any = None, fatal: Callable[[str], None] | None = None) -> None:
         self.options = options
         self.apply = apply
         self.log = log
         self.api = api
+        self.fatal = fatal  # called once, from a watch thread, with the line to exit on
+        self.failed: str | None = None  # that line: the watches stopped, nothing applied
         self.source: Any = None
         self.nodes: dict[str, KubeNode] = {}
         self.pods: dict[str, JobPod] = {}
@@ -78,7 +82,7 @@ class KubeSync:
         common = {"log": self.log, "watch_timeout_s": self.options.watch_timeout_s,
                   "backoff": self.options.backoff}
         self.watches = [
-            ListWatch("nodes", core.list_node, lambda o: o["metadata"]["name"],
+            ListWatch("nodes", core.list_node, object_name,
                       self._nodes_listed, self._node_event, **common),
             ListWatch("pods", core.list_pod_for_all_namespaces, pod_key,
                       self._pods_listed, self._pod_event, **common),
@@ -152,7 +156,7 @@ class KubeSync:
 
     # the model
     def _rebuild(self) -> None:
-        if not self._ready():  # both first lists first: no half model
+        if self.failed is not None or not self._ready():  # both first lists: no half model
             return
         nodes = list(self.nodes.values())
         if self.source is not None:
@@ -162,6 +166,9 @@ class KubeSync:
                 self.cluster, self.hierarchy = built.cluster, hierarchy
                 self._report("left out", built.left_out, "node {} left out of the model: {}")
             except InputError as e:
+                if e.field == "oversubscription" and self.hierarchy is None:
+                    self._fail(f"--oversubscription: {e.problem}")
+                    return
                 self.log(f"cassini serve: kube: topology: {e}; keeping the previous model")
         pod_jobs = jobs_from_pods(self.pods.values())
         self._report("problems", pod_jobs.problems, "job {} not registered: {}")
@@ -182,6 +189,17 @@ class KubeSync:
                      "count): {}")
         self.apply(self.cluster, list(self.jobs.values()))
         self.synced.set()
+
+    def _fail(self, line: str) -> None:
+        """Stop for good: the watches end, nothing is applied; ``fatal(line)`` (without
+        one, the line is logged)."""
+        self.failed = line
+        for w in self.watches:
+            w.stopping.set()
+        if self.fatal is not None:
+            self.fatal(line)
+        else:
+            self.log(f"cassini serve: kube: {line}; stopped (no model served)")
 
     def _ready(self) -> bool:
         return self._listed == {"nodes", "pods"}

@@ -30,10 +30,30 @@ from typing import Any
 
 from cassini import schema
 from cassini.errors import InputError
-from cassini.service.cluster import ClusterNetwork
+from cassini.service.cluster import CONTROL_CHARS, ClusterNetwork
 
 ANNOTATION_NIC_BPS = "cassini.io/nic-bps"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def object_name(obj: Any, where: str = "") -> str:
+    """An API object's ``metadata.name``: a non-empty string without control characters
+    (Kubernetes allows none; one would hide in the logs), else InputError naming the
+    field under ``where`` (``node[3].metadata.name``; ``metadata.name`` without it)."""
+    if not isinstance(obj, Mapping):
+        raise InputError(where, f"must be a JSON object, got {schema.kind_of(obj)}")
+    meta = {} if obj.get("metadata") is None else obj["metadata"]
+    if not isinstance(meta, Mapping):
+        raise InputError(
+            schema.join(where, "metadata"), f"must be a JSON object, got {schema.kind_of(meta)}"
+        )
+    name = meta.get("name")
+    field = schema.join(where, "metadata.name")
+    if not isinstance(name, str) or not name:
+        raise InputError(field, f"missing or not a string, got {schema.kind_of(name)}")
+    if CONTROL_CHARS.search(name):
+        raise InputError(field, f"must not contain control characters, got {name!r}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -47,11 +67,8 @@ class KubeNode:
     @classmethod
     def from_object(cls, obj: Any, where: str = "node") -> KubeNode:
         """A Node from its API JSON (``metadata.name``, ``.labels``, ``.annotations``)."""
-        obj = schema.require_object(obj, where)
-        meta = schema.require_object(obj.get("metadata") or {}, f"{where}.metadata")
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise InputError(f"{where}.metadata.name", "missing or not a string")
+        name = object_name(obj, where)
+        meta = obj["metadata"]
         labels = schema.require_object(meta.get("labels") or {}, f"{where}.metadata.labels")
         ann = schema.require_object(meta.get("annotations") or {}, f"{where}.metadata.annotations")
         return cls(name, {str(k): str(v) for k, v in labels.items()},
@@ -311,9 +328,9 @@ class BuiltCluster:
     repeated: dict[str, str] = field(default_factory=dict)
 
 
-def _check_oversubscription(hierarchy: Hierarchy, options: LinkOptions) -> None:
-    """InputError when ``options`` give more oversubscriptions than there are tiers (the
-    extra ones were ignored)."""
+def check_oversubscription(hierarchy: Hierarchy, options: LinkOptions) -> None:
+    """InputError (field ``oversubscription``) when ``options`` give more
+    oversubscriptions than there are tiers (the extra ones would be ignored)."""
     if len(options.oversubscription) <= len(hierarchy.tiers):
         return
     tiers = (
@@ -336,7 +353,7 @@ def build_cluster(
     model whatever order the API listed them in.  A node listed more than once is kept
     once when the copies are the same object, else left out; InputError when
     ``options`` give more oversubscriptions than there are tiers."""
-    _check_oversubscription(hierarchy, options)
+    check_oversubscription(hierarchy, options)
     copies: dict[str, list[KubeNode]] = {}
     for n in nodes:
         copies.setdefault(n.name, []).append(n)

@@ -4,7 +4,10 @@ a paged list gives every object and a ``resourceVersion``; a watch from there
 ``MODIFIED`` and ``DELETED`` events, and ``BOOKMARK`` events that only move the
 ``resourceVersion`` on; when a watch ends it resumes from the last version seen.  An
 ``ERROR`` 410 Gone (the version is too old) or a 410 answer lists everything again;
-other errors back off exponentially (capped) and retry.  Runs in its own thread."""
+other errors back off exponentially (capped) and retry.  An object whose key cannot be
+read (the key function's InputError: a node without a sound ``metadata.name``) is
+reported in one line, naming where it was and its uid, and ignored, as the objects the
+callbacks cannot read are.  Runs in its own thread."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cassini.errors import InputError
+from cassini.schema import kind_of
+from cassini.service.cluster import CONTROL_CHARS
 from cassini.service.kube.client import list_all
 
 
@@ -37,7 +43,8 @@ class Gone(Exception):
 class ListWatch:
     """Keeps ``on_list(objects)`` (key -> object JSON, after each full list) and
     ``on_event(type, key, object)`` (after each change) called for one kind of object;
-    ``call`` is the client's list function (``CoreV1Api.list_node``...)."""
+    ``call`` is the client's list function (``CoreV1Api.list_node``...); ``key`` may
+    raise InputError naming the field (the object is then reported and left out)."""
 
     def __init__(
         self,
@@ -115,7 +122,11 @@ class ListWatch:
 
     def _list(self) -> None:
         result = list_all(self.call)
-        objects = {self.key(o): o for o in result.items}
+        objects = {}
+        for i, o in enumerate(result.items):
+            key = self._key(o, f"items[{i}]")
+            if key is not None:
+                objects[key] = o
         self.resource_version = result.resource_version or None
         self.lists += 1
         self.on_list(objects)
@@ -144,15 +155,43 @@ class ListWatch:
             self._resp = None
             resp.release_conn()
 
-    def _event(self, ev: dict[str, Any]) -> None:
+    def _key(self, obj: Any, where: str) -> str | None:
+        """``key(obj)``, or None after reporting (one line) why the object has none."""
+        try:
+            return self.key(obj)
+        except InputError as e:
+            field = f"{where}.{e.field}" if e.field else where
+            self.log(f"cassini serve: watch {self.name}: {field}: {e.problem}{_uid(obj)}; "
+                     "object ignored")
+            return None
+
+    def _event(self, ev: Any) -> None:
+        if not isinstance(ev, dict):
+            self.log(f"cassini serve: watch {self.name}: an event must be a JSON object, got "
+                     f"{kind_of(ev)[:80]}; ignored")
+            return
         kind = ev.get("type")
         obj = ev.get("object") or {}
+        if not isinstance(obj, dict):
+            obj = {}
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise Gone(obj.get("message") or "410 Gone")
             raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        meta = obj.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if kind in ("ADDED", "MODIFIED", "DELETED"):
-            self.on_event(kind, self.key(obj), obj)
+            key = self._key(ev.get("object"), f"{kind} event's object")
+            if key is not None:
+                self.on_event(kind, key, obj)
         if rv:
             self.resource_version = rv
+
+
+def _uid(obj: Any) -> str:
+    """`` (uid U)`` for an object whose ``metadata.uid`` can be printed, else ''."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    if not isinstance(uid, str) or not uid or len(uid) > 64 or CONTROL_CHARS.search(uid):
+        return ""
+    return f" (uid {uid})"
