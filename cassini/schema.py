@@ -47,18 +47,69 @@ def number(
     *,
     positive: bool = False,
     non_negative: bool = False,
+    minimum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
 ) -> float:
-    """A finite number (bools are not numbers; numpy's are), optionally > 0 or >= 0."""
+    """A finite number (bools are not numbers; numpy's are), optionally > 0
+    (``positive``), >= 0 (``non_negative``), >= ``minimum``, > ``above`` and < ``below``.
+    A string that reads as a number gets a hint (YAML 1.1 reads ``2e8`` as a string)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(field, f"must be a number, got {kind_of(value)}")
-    value = float(value)
+        raise InputError(field, _not_a_number(value, "a number"))
+    try:
+        value = float(value)
+    except OverflowError:
+        raise InputError(field, "must be finite, got an integer too large for a float") from None
     if not math.isfinite(value):
         raise InputError(field, f"must be finite, got {value}")
-    if positive and value <= 0:
-        raise InputError(field, f"must be > 0, got {value:g}")
-    if non_negative and value < 0:
-        raise InputError(field, f"must be >= 0, got {value:g}")
+    if positive:
+        above = 0.0 if above is None else max(above, 0.0)
+    if non_negative:
+        minimum = 0.0 if minimum is None else max(minimum, 0.0)
+    if above is not None and value <= above:
+        raise InputError(field, f"must be > {above:g}, got {value:g}")
+    if minimum is not None and value < minimum:
+        raise InputError(field, f"must be >= {minimum:g}, got {value:g}")
+    if below is not None and value >= below:
+        raise InputError(field, f"must be < {below:g}, got {value:g}")
     return value
+
+
+def integer(
+    value: Any, field: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """A whole number (``4`` or ``4.0``, not ``4.5``; bools are not numbers) in ``minimum
+    .. maximum`` where given; strings get :func:`number`'s hint."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(field, _not_a_number(value, "an integer"))
+    if not isinstance(value, numbers.Integral):
+        value = float(value)
+        if not (math.isfinite(value) and value.is_integer()):
+            raise InputError(field, f"must be an integer, got {value!r}")
+    out = int(value)
+    if minimum is not None and out < minimum:
+        raise InputError(field, f"must be >= {minimum}, got {out}")
+    if maximum is not None and out > maximum:
+        shown = out if len(str(out)) <= 30 else "a larger integer"
+        raise InputError(field, f"must be <= {maximum}, got {shown}")
+    return out
+
+
+def _not_a_number(value: Any, what: str) -> str:
+    """``must be <what>, got ...``, with a hint where a string reads as a number."""
+    problem = f"must be {what}, got {kind_of(value)}"
+    if isinstance(value, str):
+        try:
+            parsed = float(value)
+        except ValueError:
+            parsed = math.nan
+        if "e" in value.lower() and math.isfinite(parsed):
+            # YAML 1.1 reads a float only with a dot and a signed exponent
+            plain = f" or {int(parsed)}" if parsed.is_integer() else ""
+            problem += f" (YAML reads {value} as a string: write {parsed:.1e}{plain}, unquoted)"
+        elif math.isfinite(parsed):
+            problem += " (a quoted number is a string: write it without quotes)"
+    return problem
 
 
 def identifier(value: Any, field: str) -> str:

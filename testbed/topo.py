@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cassini.errors import InputError
+from cassini.schema import integer, number
 from testbed.fabric import FABRICS, Fabric
-from testbed.fields import integer, number
 
 
 class LinkDirection(str):

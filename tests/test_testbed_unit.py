@@ -161,7 +161,7 @@ LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 
         # unclear: a doubled "topology: topology:" prefix and no field
         (_topology(bottleneck_bps="2e8"), "topology.bottleneck_bps",
          "must be a number, got the string '2e8' (YAML reads 2e8 as a string: write "
-         "2.0e+08 or 200000000)"),
+         "2.0e+08 or 200000000, unquoted)"),
         (_topology(pairs="2"), "topology.pairs", "must be an integer, got the string '2'"),
         ({**EXAMPLE, "topology": {**LEAF_SPINE, "leaves": 2.5}}, "topology.leaves",
          "must be an integer, got 2.5"),

@@ -92,10 +92,10 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
         jobs=jobs,
         schemes=schemes,
         cc=_cc(raw.get("cc", topo.fabric.regime.default_cc), "cc"),
-        seed=_field(fields.integer, raw.get("seed", 0), "seed", minimum=0, maximum=SEED_MAX),
+        seed=_field(schema.integer, raw.get("seed", 0), "seed", minimum=0, maximum=SEED_MAX),
         **_agent(raw.get("agent") or {}),
         profile_iterations=_field(
-            fields.integer,
+            schema.integer,
             raw.get("profile_iterations", 12),
             "profile_iterations",
             minimum=MIN_ITERATIONS,
@@ -123,7 +123,7 @@ def _agent(agent: Any) -> dict[str, Any]:
     return {
         "agent_slack": _slack(agent.get("slack", "auto")),
         "drift_tolerance": _field(
-            fields.number,
+            schema.number,
             agent.get("drift_tolerance", 0.05),
             "agent.drift_tolerance",
             above=0,
@@ -138,7 +138,7 @@ SEED_MAX = 2**63 - 1  # seed: numpy's generators take no negative seed, torch's 
 
 
 def _field(read: Callable[..., Any], value: Any, name: str, **bounds: Any) -> Any:
-    """``read`` (:func:`testbed.fields.number` or ``integer``) of config field ``name``;
+    """``read`` (:func:`cassini.schema.number` or ``integer``) of config field ``name``;
     a ConfigError naming the field when it is not a number within ``bounds``."""
     try:
         return read(value, name, **bounds)
@@ -157,7 +157,7 @@ def _cc(value: Any, name: str) -> str:
 def _slack(raw: Any) -> float | None:
     if raw == "auto":
         return None
-    return _field(fields.number, raw, "agent.slack", minimum=0)
+    return _field(schema.number, raw, "agent.slack", minimum=0)
 
 
 def _profiles(raw: Any, job_ids: set[str]) -> dict[str, Any]:
@@ -216,7 +216,7 @@ def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
         shift = obj.get("shift")
         if shift is not None and shift != "auto":
             shift = schema.number(shift, f"{where}.shift", non_negative=True)
-        iterations = fields.integer(
+        iterations = schema.integer(
             obj["iterations"], f"{where}.iterations", minimum=MIN_ITERATIONS,
             maximum=MAX_ITERATIONS,
         )
@@ -225,7 +225,7 @@ def _job(raw: Any, index: int, topo: TestbedTopology) -> TestbedJob:
             return schema.number(obj.get(name, default), f"{where}.{name}", **bounds)
 
         def whole(name: str, default: int) -> int:
-            return fields.integer(obj.get(name, default), f"{where}.{name}", minimum=1)
+            return schema.integer(obj.get(name, default), f"{where}.{name}", minimum=1)
 
         jitter = num("jitter", 0.0, non_negative=True)
         if jitter >= 1:
@@ -308,7 +308,7 @@ def _model_job(
         calibration=path,
         scale=scale,
         nic_bps=nic,
-        batch=_field(fields.integer, batch, f"{where}.batch", minimum=1),
+        batch=_field(schema.integer, batch, f"{where}.batch", minimum=1),
     )
 
 
@@ -353,7 +353,7 @@ def _mltcp_options(
             if key not in takes:
                 raise ConfigError(field_name, only_for(key))
             if key != "scale_cut":
-                rule[key] = _field(fields.number, raw[key], field_name)
+                rule[key] = _field(schema.number, raw[key], field_name)
             elif isinstance(raw[key], bool):
                 rule[key] = raw[key]
             else:
