@@ -355,3 +355,21 @@ class GroupRelease:
             self.reported = True
             return True
         return False
+
+
+def replayed_realignments(durations_s: Sequence[float], period_s: float, **options: float) -> int:
+    """How often an agent holding a job to ``period_s`` (seconds) would re-align it (a
+    release counting as one) if its iterations took ``durations_s`` (seconds each, from
+    start to done, in order): the agent's own decisions (:meth:`TimeShiftAgent.plan`) on
+    an injected clock, each iteration starting at its slot or when the last one ended.
+    ``options``: the agent's ``drift_tolerance``, ``patience``, ``max_realignments`` and
+    ``window``."""
+    now = [0.0]
+    agent = TimeShiftAgent(
+        0.0, period_s, 0.0, clock=lambda: now[0], sleep=lambda _s: None, **options
+    )
+    for duration in durations_s:
+        if agent.released:
+            break
+        now[0] = max(now[0], agent.plan().target_s) + duration
+    return agent.realignments

@@ -200,7 +200,9 @@ EXPERIMENT = Experiment(
             "--jitter",
             default="stdev",
             help="how the held period's jitter slack is read (agent.jitter): stdev (the "
-            "default), robust (median absolute deviation), none (the agent's slack alone); "
+            "default), robust (median absolute deviation), trimmed (stdev without outliers, "
+            "raised until a replay of the iterations never re-aligns), none (the agent's "
+            "slack alone); "
             "a comma-separated list (e.g. stdev,none) or both (stdev,robust) alternates "
             "them in each run",
         ),

@@ -13,7 +13,7 @@ from helpers.gloo_util import leave_process_group
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cassini.agent import SlotDecision, TimeShiftAgent
+from cassini.agent import SlotDecision, TimeShiftAgent, replayed_realignments
 from cassini.torch.timeshift import (
     ENV_EPOCH_S,
     ENV_PERIOD_S,
@@ -375,3 +375,24 @@ def test_from_env_resolves_on_rank_0_for_the_whole_job(tmp_path):
     assert ranks[0]["realignments"] == ranks[1]["realignments"] == REALIGNMENTS_AFTER_IT
     bad = _spawn_two({ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.05"}, tmp_path)
     assert ENV_EPOCH_S in bad[0]["error"] and "error" in bad[1]
+
+
+@given(
+    st.floats(0.01, 1.0),
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=60),
+)
+def test_a_replay_whose_iterations_fit_their_period_never_realigns(period, fractions):
+    """Iterations that never take longer than the period start on their slots."""
+    assert replayed_realignments([period * f for f in fractions], period) == 0
+
+
+def test_a_replay_counts_what_the_agent_does():
+    """The replay is the agent's own decisions: iterations half a period too long
+    re-align at once, and the third within its window releases the job (counted once,
+    and nothing after it)."""
+    assert replayed_realignments([0.16] * 10, 0.1) == 3
+    # one long iteration among short ones is caught up from the slack: no re-alignment
+    assert replayed_realignments([0.09] * 5 + [0.13] + [0.09] * 5, 0.1) == 0
+    # late by more than the tolerance and not catching up within patience: re-aligned
+    assert replayed_realignments([0.104] * 20, 0.1, patience=3) >= 1
+    assert replayed_realignments([0.104] * 8, 0.1, drift_tolerance=0.4) == 0  # within it

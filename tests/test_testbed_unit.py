@@ -639,6 +639,34 @@ def test_jitter_rules_read_a_hiccup_differently():
         load_config({**EXAMPLE, "agent": {"jitter": "iqr"}})
 
 
+def test_the_trimmed_rule_forgives_hiccups_the_agent_absorbs_and_pays_for_the_rest():
+    """``agent.jitter: trimmed``: the normal spread as ``stdev`` reads it; a lone hiccup
+    left out (the agent absorbs it); hiccups back to back that would make the agent
+    re-align paid for, as far as the replay needs (never beyond ``stdev``)."""
+    from cassini.agent import replayed_realignments
+    from testbed.run.profiles import iteration_jitter, without_outliers
+
+    def ideal(times):
+        return SchemeResult("ideal", "ideal", "cubic", "fair", {"a": JobResult("a", times, 0, ())})
+
+    steady = (0.2,) + tuple(0.105 + 0.001 * (i % 7 - 3) for i in range(21))  # +-3 ms
+    assert iteration_jitter(ideal(steady), "trimmed") == iteration_jitter(ideal(steady), "stdev")
+    hiccup = steady[:10] + (0.160,) + steady[11:]  # one 160 ms iteration
+    assert without_outliers(hiccup[1:]) == list(steady[1:10] + steady[11:])
+    assert iteration_jitter(ideal(hiccup), "trimmed") < 0.06 < iteration_jitter(ideal(hiccup))
+    # three 125 ms iterations in a row: at the agent's 3 % plus the spread of the rest
+    # (< 4 %) the agent would re-align...
+    burst = steady[:8] + (0.125,) * 3 + steady[11:]
+    base = statistics.median(burst[1:])  # the profile's iteration time
+    assert 2 * statistics.stdev(without_outliers(burst[1:])) / base < 0.04
+    assert replayed_realignments(burst[1:], base * 1.07) > 0
+    # ...so the rule pays for that burst, though the outliers are left out of its spread
+    trimmed = iteration_jitter(ideal(burst), "trimmed", slack=0.03)
+    assert 0.04 < trimmed < iteration_jitter(ideal(burst), "stdev")
+    assert replayed_realignments(burst[1:], base * (1.03 + trimmed)) == 0
+    assert load_config({**EXAMPLE, "agent": {"jitter": "trimmed"}}).agent_jitter == "trimmed"
+
+
 def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     from testbed.run.profiles import payload_efficiency
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
+from cassini.predict import period_slack
 from cassini.profile import JobProfile
 from mltcp.policy import MltcpOptions
 from testbed.results import JobDirection, JobResult, SchemeResult
@@ -53,7 +54,9 @@ class RunState:
         (profiles given in the config win)."""
         self.profiles = {**alone.profiles, **self.cfg.profiles}
         self.efficiency = profiles.payload_efficiency(self.cfg, alone, self.say)
-        self.jitter = profiles.iteration_jitter(alone, self.cfg.agent_jitter)
+        # the agent's own slack beside the jitter (``auto``: period_slack's, 3 % at any load)
+        slack = self.cfg.agent_slack if self.cfg.agent_slack is not None else period_slack(1.0)
+        self.jitter = profiles.iteration_jitter(alone, self.cfg.agent_jitter, slack)
 
 
 class Scheme(ABC):
