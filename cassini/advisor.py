@@ -361,9 +361,15 @@ def _link_solutions(
     }
 
 
+#: Scores that differ by less than this rank as equal, the scheduler's order deciding: a
+#: perfectly interleaved shared link scores 1 - 6e-16 where its sums round up, and an
+#: unshared one exactly 1; a grid step moves a score by ~1e-3.
+SCORE_TIE = 1e-9
+
+
 def _ranked(results: list[CandidateResult], aggregate: str) -> tuple[CandidateResult, ...]:
-    """Accepted candidates first, by ``aggregate`` score then the other, ties in the
-    scheduler's order; rejected ones last, in that order."""
+    """Accepted candidates first, by ``aggregate`` score then the other (each to
+    :data:`SCORE_TIE`), ties in the scheduler's order; rejected ones last, in that order."""
 
     def rank_key(item: tuple[int, CandidateResult]) -> tuple:
         i, r = item
@@ -377,7 +383,7 @@ def _ranked(results: list[CandidateResult], aggregate: str) -> tuple[CandidateRe
                 r.score,
             )
         )
-        return (0, -first, -second, i)
+        return (0, -round(first / SCORE_TIE), -round(second / SCORE_TIE), i)
 
     return tuple(r for _, r in sorted(enumerate(results), key=rank_key))
 

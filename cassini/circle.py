@@ -208,7 +208,9 @@ MAX_PRECISION_DEG = 180.0
 def n_angles(precision_deg: float) -> int:
     """Number of discrete angles ``|A|`` for a precision in degrees (5 -> 72); the
     precision must be in [:data:`MIN_PRECISION_DEG`, :data:`MAX_PRECISION_DEG`]."""
-    if not (isinstance(precision_deg, int | float) and math.isfinite(precision_deg)):
+    if isinstance(precision_deg, bool) or not (
+        isinstance(precision_deg, int | float) and math.isfinite(precision_deg)
+    ):
         raise InputError("precision_deg", f"must be a number, got {precision_deg!r}")
     if not MIN_PRECISION_DEG <= precision_deg <= MAX_PRECISION_DEG:
         raise InputError(

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cassini import schema
 from cassini.advisor import Advice, Candidate, CandidateResult, Link, advise
 from cassini.errors import InputError
 from cassini.profile import JobProfile
@@ -236,7 +237,7 @@ def _read_candidates(
                     f"{field}.paths.{job}", f"must be a sequence of link ids, got {_kind(path)}"
                 )
             read[str(job)] = tuple(str(link) for link in path)
-        out.append(Candidate(str(cid), read))
+        out.append(Candidate(schema.identifier(cid, f"candidate_ids[{i}]"), read))
     return out
 
 

@@ -71,6 +71,20 @@ def test_ties_keep_scheduler_order():
     assert advise(LINKS, jobs(), [c2, c1]).best == "second"
 
 
+def test_scores_equal_but_for_rounding_keep_scheduler_order():
+    """Two half-duty jobs interleave perfectly on one link (score 1 - 6e-16 after the
+    sums' rounding) or sit on two links (exactly 1): equal, so the first listed wins."""
+    half = [Phase(0.0, 0.05, 1e9)]
+    pair = [JobProfile(j, 0.1, half) for j in ("a", "b")]
+    links = [Link("l1", 1e9), Link("l2", 1e9)]
+    together = Candidate("together", {"a": ("l1",), "b": ("l1",)})
+    apart = Candidate("apart", {"a": ("l1",), "b": ("l2",)})
+    advice = advise(links, pair, [together, apart])
+    assert advice.best == "together"
+    assert {c.score for c in advice.candidates} != {1.0}  # the rounding is there
+    assert advise(links, pair, [apart, together]).best == "apart"
+
+
 def test_parallel_scoring_matches_serial():
     request = example("advise")
     links, js, cands = read_advise_request(request)

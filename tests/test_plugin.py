@@ -141,3 +141,16 @@ def test_themis_example_script_runs():
     )
     assert r.returncode == 0, r.stderr
     assert "<- chosen" in r.stdout and "time-shifts for the agents" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"precision_deg": True}, "precision_deg"),  # a boolean is not a precision
+        ({"candidate_ids": [""]}, "candidate_ids[0]"),  # nor an empty string an id
+    ],
+)
+def test_a_flag_or_an_empty_id_is_refused(kwargs, field):
+    with pytest.raises(InputError) as e:
+        choose_placement(JOBS, LINKS, [COMPATIBLE], **kwargs)
+    assert e.value.field == field
