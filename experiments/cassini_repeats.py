@@ -194,8 +194,10 @@ EXPERIMENT = Experiment(
     run_repeats,
     options=(
         option("config", help="a testbed config (YAML/JSON)"),
-        option("--runs", type=int, default=5),
-        iterations(None, "override every job's iterations"),
+        option(
+            "--runs", type=int, default=5, help="runs, at least 1 (default %(default)s)"
+        ),
+        iterations(None, "override every job's iterations (default: the config's)"),
         option(
             "--jitter",
             default="stdev",

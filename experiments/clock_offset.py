@@ -104,7 +104,14 @@ EXPERIMENT = Experiment(
     __doc__,
     run_offsets,
     options=(
-        option("--offsets-ms", type=float, nargs="+", default=[0, 2, 5, 10, 20]),
+        option(
+            "--offsets-ms",
+            type=float,
+            nargs="+",
+            default=[0, 2, 5, 10, 20],
+            metavar="MS",
+            help="the jobs' clock offsets to run, milliseconds (default 0 2 5 10 20)",
+        ),
         iterations(30),
     ),
     check=check,

@@ -38,7 +38,7 @@ from cassini.sim.engine import run as simulate_run
 from cassini.sim.options import SimOptions
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
-from experiments.harness import Experiment, Run, UsageError, full, option
+from experiments.harness import Experiment, Run, UsageError, at_least, full, option, positive
 
 #: (label, scheduler name) rows, in the table's order
 SCHEMES: tuple[tuple[str, str], ...] = (
@@ -277,14 +277,34 @@ def plot(
 
 OPTIONS = (
     full("1,024 GPUs 2:1 and 2,048 GPUs 4:1 (slow)"),
-    option("--setup", type=int, action="append", help="run only this setup (0, 1; repeatable)"),
+    option(
+        "--setup",
+        type=int,
+        action="append",
+        help="run only this setup (0, 1; repeatable; default: every setup)",
+    ),
     option("--schemes", help="comma-separated scheduler names (default: all rows)"),
-    option("--jobs", type=int, help="override the number of jobs"),
-    option("--load", type=float, default=0.9, help="Poisson load (default 0.9)"),
+    option("--jobs", type=int, help="override the number of jobs (default: the setup's)"),
+    option("--load", type=float, default=0.9, help="Poisson load (default %(default)s)"),
     option("--trace", help="a trace file instead of Poisson arrivals"),
-    option("--routing", default="ecmp", choices=("single", "ecmp", "crux")),
-    option("--priority-levels", type=int, default=8, help="hardware queues for Crux (default 8)"),
-    option("--seed", type=int, default=1),
+    option(
+        "--routing",
+        default="ecmp",
+        choices=("single", "ecmp", "crux"),
+        help="how flows take paths (default %(default)s)",
+    ),
+    option(
+        "--priority-levels",
+        type=int,
+        default=8,
+        help="hardware queues for Crux, at least 1 (default %(default)s)",
+    ),
+    option(
+        "--seed",
+        type=int,
+        default=1,
+        help="random seed of the arrivals and the run (default %(default)s)",
+    ),
     option(
         "--summarise",
         metavar="RESULTS_JSON",
@@ -408,7 +428,11 @@ def _json(value: Any) -> Any:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Refuse a --setup that names no setup (exit status 2)."""
+    """Refuse a --setup that names no setup, and counts and loads no run can take (exit
+    status 2, before anything runs)."""
+    at_least(args.priority_levels, "--priority-levels", 1)
+    at_least(args.jobs, "--jobs", 1)
+    positive(args.load, "--load")
     setups = FULL if args.full else SMALL
     for i in args.setup or ():
         if not 0 <= i < len(setups):

@@ -29,3 +29,9 @@ RELEASED = Column("released", "released", "d")
 NOTE = Column("note", "note")
 # mean and p99 iteration time, and both over the jobs alone (ideal)
 TIMES_VS_IDEAL = (MEAN_MS, P99_MS, MEAN_VS_IDEAL, P99_VS_IDEAL)
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.columns")

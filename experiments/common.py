@@ -394,3 +394,9 @@ def goodput_factor(cfg: RunConfig, profiles: dict[str, JobProfile]) -> float:
 def only_job(cfg: RunConfig, job_id: str) -> RunConfig:
     """``cfg`` with only the job ``job_id``."""
     return RunConfig(**{**cfg.__dict__, "jobs": tuple(j for j in cfg.jobs if j.job_id == job_id)})
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.common")

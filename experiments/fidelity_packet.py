@@ -144,3 +144,9 @@ def packet_iteration_times(
             raise RuntimeError(f"{r.job_id}: ran {len(r.iteration_times_s)} of {count} iterations")
         out[r.job_id] = times
     return out
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.fidelity_packet", "run python -m experiments.sim_fidelity --help")

@@ -235,3 +235,9 @@ def replace_marked(text: str, inline: Mapping[str, str], table: str | None) -> s
 def marked_ids(text: str) -> list[str]:
     """The headline ids the text has inline markers for, in order."""
     return [m.group("id") for m in MARK.finditer(text)]
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.figures", "run python -m experiments.headlines --help")

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from cassini.errors import InputError
+from cassini.outputs import check_output_dir
 from experiments.columns import Column
-from experiments.common import out_dir, require_root, table, write_json
+from experiments.common import RESULTS, out_dir, require_root, table, write_json
 from testbed.run.config import MIN_ITERATIONS
 
 
@@ -40,6 +41,22 @@ def at_least(value: float | None, flag: str, minimum: float = MIN_ITERATIONS) ->
     testbed job runs) or not finite; None (the flag not given) passes."""
     if value is not None and not (math.isfinite(value) and value >= minimum):
         raise UsageError(f"{flag}: at least {minimum:g}, got {value:g}")
+
+
+def positive(value: float | None, flag: str) -> None:
+    """Refuse ``flag``'s ``value`` unless it is finite and above 0; None (the flag not
+    given) passes."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag}: a finite number above 0, got {value:g}")
+
+
+def writable_folder(path: str | Path, flag: str = "--out") -> None:
+    """Refuse ``flag``'s folder ``path`` when it cannot be (made) a folder to write in: it
+    is a file, a folder on its way is a file, or permission is denied."""
+    try:
+        check_output_dir(path)
+    except InputError as e:
+        raise UsageError(f"{flag}: {e}") from None
 
 
 def finite(values: Sequence[float], flag: str) -> None:
@@ -69,7 +86,11 @@ def full(help: str) -> Option:
 
 def iterations(default: int | None, help: str | None = None) -> Option:
     """``--iterations``: iterations per job and scheme (``default``; None: the experiment
-    decides, e.g. from ``--full``)."""
+    decides, e.g. from ``--full``, and ``help`` says how)."""
+    if help is None:
+        if default is None:
+            raise ValueError("iterations(None) needs a help saying what the default is")
+        help = "iterations per job and scheme (default %(default)s)"
     return option("--iterations", type=int, default=default, help=help)
 
 
@@ -134,17 +155,19 @@ class Experiment:
         return ap
 
     def main(self, argv: list[str] | None = None) -> int:
-        """Parse ``argv``, check it, check root, run; the run's exit status.  Bad input
-        met while running (an :class:`~cassini.errors.InputError`, e.g. a testbed config
-        the flags made that ``load_config`` refuses) is one line on stderr and exit
-        status 2, as a bad flag; any other failure propagates."""
+        """Parse ``argv``, check it and the output folder (``--out``), check root, run;
+        the run's exit status.  Bad input met while running (an
+        :class:`~cassini.errors.InputError`, e.g. a testbed config the flags made that
+        ``load_config`` refuses) is one line on stderr and exit status 2, as a bad flag;
+        any other failure propagates."""
         ap = self.parser()
         args = ap.parse_args(argv)
-        if self.check is not None:
-            try:
+        try:
+            if self.check is not None:
                 self.check(args)
-            except UsageError as e:
-                ap.error(str(e))
+            writable_folder(args.out or RESULTS / self.name)
+        except UsageError as e:
+            ap.error(str(e))
         needs_root = self.needs_root(args) if callable(self.needs_root) else self.needs_root
         if needs_root:
             require_root()
@@ -156,3 +179,9 @@ class Experiment:
             print(f"{ap.prog}: input error, the run stopped here: {e}", file=sys.stderr)
             return 2
         return 0 if code is None else code
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.harness")

@@ -714,6 +714,11 @@ def render(text: str, figures: Mapping[str, Mapping[str, Any]]) -> str:
     return replace_marked(text, inline, table(figures))
 
 
+def run_failed(run: Mapping[str, Any]) -> bool:
+    """Whether a recorded run failed: a non-zero exit, a time-out or values not read."""
+    return run.get("returncode") != 0 or bool(run.get("error"))
+
+
 def history_entry(figures: Sequence[Mapping[str, Any]], when: str, allow_busy: bool) -> str:
     """One dated entry of ``docs/results.md`` for a run set."""
     first = figures[0]["runs"][0] if figures and figures[0]["runs"] else {}
@@ -728,7 +733,7 @@ def history_entry(figures: Sequence[Mapping[str, Any]], when: str, allow_busy: b
     for f in figures:
         h = BY_ID[f["id"]]
         busy = sum(bool(r.get("busy")) for r in f["runs"])
-        failed = sum(r.get("returncode") != 0 or bool(r.get("error")) for r in f["runs"])
+        failed = sum(run_failed(r) for r in f["runs"])
         loads = ", ".join(f"{r['load_before']['load_per_core']:.2f}" for r in f["runs"])
         lines.append(
             f"- `{h.id}`: {cell(h, f)}; {len(f['runs'])} runs, {busy} on a busy host, "
@@ -757,7 +762,7 @@ def write_readme(figures: Mapping[str, Mapping[str, Any]]) -> bool:
     return new != old
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m experiments.headlines",
         description=__doc__,
@@ -769,14 +774,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--allow-busy", action="store_true", help="use runs on a busy host (labelled so)"
     )
-    ap.add_argument("--repeats", type=int, help="override every headline's repeats")
     ap.add_argument(
-        "--sample-s", type=float, default=2.0, help="CPU busy sample before/after, seconds"
+        "--repeats", type=int, help="override every headline's repeats (default: its own)"
     )
     ap.add_argument(
-        "--timeout-s", type=float, help="kill a run after this many seconds (recorded as failed)"
+        "--sample-s",
+        type=float,
+        default=2.0,
+        help="the CPUs' busy share is sampled this long before and after each run, seconds, "
+        "above 0 (default %(default)s)",
     )
+    ap.add_argument(
+        "--timeout-s",
+        type=float,
+        help="kill a run after this many seconds, above 0; it is recorded as failed "
+        "(default: no limit)",
+    )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The headlines' command line; exit status 0 only when every run of every chosen
+    headline finished with its values, 2 for bad flags (before anything runs)."""
+    ap = parser()
     args = ap.parse_args(argv)
+    for flag, value in (("--sample-s", args.sample_s), ("--timeout-s", args.timeout_s)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            ap.error(f"{flag}: a finite number of seconds above 0, got {value:g}")
     if args.list:
         for h in HEADLINES:
             root = " (root)" if h.needs_root else ""
@@ -814,7 +838,10 @@ def main(argv: list[str] | None = None) -> int:
         written.append(figure)
     append_history(history_entry(written, started, args.allow_busy))
     write_readme(load_figures())
-    failed = any(f["summary"] is None for f in written)
+    failed = [f"{f['id']} run {r['run']}" for f in written for r in f["runs"] if run_failed(r)]
+    failed += [f"{f['id']} (no usable run)" for f in written if f["summary"] is None]
+    if failed:
+        progress(f"failed: {', '.join(failed)}")
     return 1 if failed else 0
 
 

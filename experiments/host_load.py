@@ -47,3 +47,9 @@ def machine() -> dict[str, object]:
     except OSError:
         pass
     return {"cpu_model": model, "cores": os.cpu_count() or 1, "kernel": platform.release()}
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.host_load", "run python -m experiments.headlines --help")

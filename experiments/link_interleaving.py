@@ -156,7 +156,11 @@ EXPERIMENT = Experiment(
     run_all,
     options=(
         full("fair, ecn and fifo fabrics"),
-        option("--sets", default="pair,trio", help="job sets: pair, trio"),
+        option(
+            "--sets",
+            default="pair,trio",
+            help="comma-separated job sets: pair, trio (default %(default)s)",
+        ),
         option("--fabrics", default=None, help="comma-separated fabrics (default fair)"),
         iterations(30),
         option("--no-mltcp", action="store_true", help="leave the MLTCP schemes out"),

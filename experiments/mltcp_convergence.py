@@ -377,11 +377,16 @@ EXPERIMENT = Experiment(
     run_all,
     options=(
         full("every case, 60 iterations (default: ecn, 30)"),
-        option("--cases", nargs="+", choices=list(CASES), help="run these cases"),
+        option(
+            "--cases",
+            nargs="+",
+            choices=list(CASES),
+            help="run these cases (default ecn, every case with --full)",
+        ),
         option(
             "--repeat", type=int, default=1, help="run every case N times and summarise (default 1)"
         ),
-        iterations(None),
+        iterations(None, "iterations per job and scheme, at least 6 (default 30, 60 with --full)"),
         option("--model-only", action="store_true", help="only the model sweep"),
     ),
     check=check,

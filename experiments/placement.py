@@ -220,11 +220,23 @@ EXPERIMENT = Experiment(
     __doc__,
     run_placements,
     options=(
-        option("--candidates", type=int, default=8),
+        option(
+            "--candidates",
+            type=int,
+            default=8,
+            help=f"placements the scheduler offers, 2 .. {MAX_CANDIDATES} (default %(default)s)",
+        ),
         iterations(25),
-        option("--fabric", default="fair", choices=("fair", "ecn", "fifo")),
+        option(
+            "--fabric",
+            default="fair",
+            choices=("fair", "ecn", "fifo"),
+            help="the fabric's sharing (default %(default)s)",
+        ),
         option("--no-ddp", action="store_true", help="synthetic jobs only"),
-        option("--seed", type=int, default=7),
+        option(
+            "--seed", type=int, default=7, help="random seed of the offers (default %(default)s)"
+        ),
     ),
     check=check,
 )

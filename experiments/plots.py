@@ -92,3 +92,9 @@ def plot_timeline(
             f"{title}: per-job sending rate, bottleneck {BOTTLENECK_BPS / 1e6:.0f} Mbit/s"
         )
         axes[-1].set_xlabel("seconds (a window in the middle of the run)")
+
+
+if __name__ == "__main__":
+    from experiments import not_a_command
+
+    not_a_command("experiments.plots")

@@ -395,7 +395,11 @@ EXPERIMENT = Experiment(
     run_all,
     options=(
         full("pair and trio on fair and ecn, leafspine"),
-        option("--cases", nargs="+", help=" ".join(CASES)),
+        option(
+            "--cases",
+            nargs="+",
+            help=f"of {' '.join(CASES)} (default pair-fair pair-ecn, every case with --full)",
+        ),
         option("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}"),
         option(
             "--nic-gbps",

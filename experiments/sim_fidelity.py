@@ -482,7 +482,12 @@ EXPERIMENT = Experiment(
     run_fidelity,
     options=(
         iterations(30),
-        option("--runs", type=int, default=1, help="repeat every scenario (median, range)"),
+        option(
+            "--runs",
+            type=int,
+            default=1,
+            help="runs of every scenario: median, range (default %(default)s)",
+        ),
         option("--scenarios", default=None, help="comma-separated subset (default: all)"),
         option("--no-packet", action="store_true", help="leave out the packet (ns-3) column"),
         option(

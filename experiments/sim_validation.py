@@ -439,7 +439,9 @@ EXPERIMENT = Experiment(
     __doc__,
     run_validation,
     options=(
-        option("--set", default="pair", choices=sorted(JOB_SETS), help="job set (pair)"),
+        option(
+            "--set", default="pair", choices=sorted(JOB_SETS), help="job set (default %(default)s)"
+        ),
         iterations(None, f"iterations per job and scheme (default {DEFAULT_ITERATIONS})"),
         option(
             "--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations (a shorter run)"

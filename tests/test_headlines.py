@@ -313,3 +313,60 @@ def test_every_table_row_has_four_cells_even_when_a_figure_holds_bars():
     assert any("\\|" in row for row in rows)  # the shipped figures hold such labels
     for row in rows:
         assert len(re.findall(r"(?<!\\)\|", row)) == 5, row
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--sample-s", "-1"], "--sample-s: a finite number of seconds above 0, got -1"),
+        (["--sample-s", "0"], "--sample-s"),
+        (["--sample-s", "nan"], "--sample-s"),
+        (["--timeout-s", "-5"], "--timeout-s: a finite number of seconds above 0, got -5"),
+        (["--timeout-s", "0"], "--timeout-s"),
+        (["--timeout-s", "inf"], "--timeout-s"),
+    ],
+)
+def test_sample_and_timeout_are_refused_in_one_line_before_any_run(
+    argv, named, monkeypatch, capsys
+):
+    """``--sample-s -1`` ran on until ``time.sleep`` refused it (a traceback); ``--timeout-s
+    -5`` was taken, every run then recorded as timed out."""
+
+    def no_run(*args, **kwargs):
+        raise SystemExit("the flags were let through to a run")
+
+    monkeypatch.setattr(headlines, "run_once", no_run)
+    with pytest.raises(SystemExit) as exit_:
+        headlines.main(["--only", "agent_cost", *argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, (exit_.value.code, err)
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    assert line.startswith(f"python -m experiments.headlines: error: {named}"), err
+
+
+def test_a_failed_run_fails_the_command_even_when_others_made_the_figure(
+    tmp_path, monkeypatch, capsys
+):
+    """One run of three failing left a figure from the other two and exit status 0."""
+    h = headlines.BY_ID["agent_cost"]
+    values = {"median_pct": 0.5, "p99_pct": 0.7}
+
+    def run_once(h, k, state, machine, sample_s, timeout_s=None):
+        rec = run(k, {} if k == 2 else values, rc=1 if k == 2 else 0)
+        rec["error"] = "exit 1: boom" if k == 2 else None
+        return {**rec, "load_before": {"load_per_core": 0.1}}
+
+    monkeypatch.setattr(headlines, "run_once", run_once)
+    monkeypatch.setattr(headlines, "git_state", lambda: ("abc", False))
+    monkeypatch.setattr(headlines, "FIGURES", tmp_path)
+    monkeypatch.setattr(headlines, "append_history", lambda entry: None)
+    monkeypatch.setattr(headlines, "write_readme", lambda figures: False)
+    assert headlines.main(["--only", h.id, "--repeats", "3"]) == 1
+    figure = json.loads((tmp_path / f"{h.id}.json").read_text())
+    assert figure["summary"]["n"] == 2 and figure["summary"]["runs_total"] == 3
+    assert "failed: agent_cost run 2" in capsys.readouterr().err
+    # every run finished: exit status 0
+    monkeypatch.setattr(headlines, "run_once", lambda h, k, *a, **kw: {
+        **run(k, values), "load_before": {"load_per_core": 0.1}
+    })  # fmt: skip
+    assert headlines.main(["--only", h.id, "--repeats", "3"]) == 0
