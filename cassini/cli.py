@@ -319,7 +319,9 @@ def _profile_command(args: argparse.Namespace) -> int:
             )
         elif args.source == "worker-log":
             records = measure.read_jsonl(args.file, "log")
-            profile = measure.profile_from_log(args.job_id, records, skip=args.skip)
+            profile = measure.profile_from_log(
+                args.job_id, records, skip=args.skip, communicates=True
+            )
         else:
             log = measure.bucket_records_from_dicts(measure.read_jsonl(args.file, "log"))
             world = args.world_size if args.world_size is not None else log.world_size

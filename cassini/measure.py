@@ -263,7 +263,12 @@ def iteration_starts(lines: Sequence[Any], skip: int = 1, source: str = "log") -
 
 
 def profile_from_log(
-    job_id: str, records: Sequence[Mapping[str, Any]], skip: int = 1, source: str = "log"
+    job_id: str,
+    records: Sequence[Mapping[str, Any]],
+    skip: int = 1,
+    source: str = "log",
+    *,
+    communicates: bool = False,
 ) -> JobProfile:
     """A job's profile from its timing log (one worker): iteration time = median interval
     between iteration ends; one communication phase starting after the median compute
@@ -273,23 +278,60 @@ def profile_from_log(
     profile, and the advice then sees two equal jobs as incompatible (score 0.85 for the
     compatible pair on the testbed, where the medians give 1.0).
 
-    Raises InputError naming the field of a record that lacks a number, or ``source``
-    when there are fewer than ``skip + 2`` iterations."""
+    Raises InputError naming the field of a record that lacks a number, whose times run
+    backwards (``comm_start`` before ``start``, ``end`` before ``comm_start``) or whose
+    ``bytes_sent`` is negative, or ``source`` when there are fewer than ``skip + 2``
+    iterations.  ``communicates``: the job must send (``cassini profile``): no bytes in
+    the profiled iterations is an error too, not a profile without phases (a one-rank
+    testbed job's log legitimately sends none)."""
     for i, r in enumerate(records):
         r = schema.require_object(r, f"{source}[{i}]")
         for name in WORKER_FIELDS:
             if name not in r:
                 raise InputError(f"{source}[{i}].{name}", "missing required field")
             schema.number(r[name], f"{source}[{i}].{name}")
+        if r["comm_start"] < r["start"]:
+            raise InputError(
+                f"{source}[{i}].comm_start",
+                f"{r['comm_start']:g} is before start {r['start']:g}",
+            )
+        if r["end"] < r["comm_start"]:
+            raise InputError(
+                f"{source}[{i}].end", f"{r['end']:g} is before comm_start {r['comm_start']:g}"
+            )
+        if r["bytes_sent"] < 0:
+            raise InputError(f"{source}[{i}].bytes_sent", f"must be >= 0, got {r['bytes_sent']!r}")
     recs = list(records)[skip:]
     if len(recs) < 2:
-        raise InputError(source, f"job {job_id}: need at least {skip + 2} iterations to profile")
+        raise InputError(
+            source,
+            f"need at least {skip + 2} iteration records to profile ({skip} warm-up left out, "
+            f"then 2), got {len(records)}",
+        )
     period = float(np.median(iteration_times(recs)))
     if not period > 0:
         raise InputError(f"{source}.end", "iteration ends do not increase")
     compute = float(np.median([r["comm_start"] - r["start"] for r in recs]))
     comm = float(np.median([r["end"] - r["comm_start"] for r in recs]))
     sent = float(np.median([r["bytes_sent"] for r in recs]))
+    if communicates:
+        if not any(r["bytes_sent"] > 0 for r in recs):
+            raise InputError(
+                f"{source}.bytes_sent",
+                f"no bytes were sent: 0 in every profiled record ({len(recs)} after {skip} "
+                "warm-up); a job that never communicates has no profile to advise on",
+            )
+        if not sent > 0:
+            raise InputError(
+                f"{source}.bytes_sent",
+                f"0 in most profiled iterations ({sum(r['bytes_sent'] == 0 for r in recs)} "
+                f"of {len(recs)}): the median iteration sends nothing",
+            )
+        if not comm > 0:
+            raise InputError(
+                f"{source}.end",
+                "equals comm_start in most profiled iterations: bytes sent in no time",
+            )
     comm = min(comm, period * 0.999)
     start = min(max(compute, 0.0), period * 0.999)
     phases = [Phase(start, comm, sent * 8 / comm)] if sent > 0 and comm > 0 else []

@@ -10,9 +10,10 @@ means its rate at time ``x`` is ``rate((x - t) mod T)``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -543,3 +544,52 @@ def profile_map(jobs: Sequence[JobProfile] | Mapping[str, JobProfile]) -> dict[s
     if isinstance(jobs, Mapping):
         return dict(jobs)
     return {j.job_id: j for j in jobs}
+
+
+# -- model names ------------------------------------------------------------------------
+def model_key(name: str) -> str:
+    """A model name as matched against profile ids: lower case, letters and digits only
+    (``ResNet-50`` -> ``resnet50``, ``VGG16`` -> ``vgg16``)."""
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def model_keys(ids: Collection[str]) -> dict[str, str]:
+    """:func:`model_key` -> profile id, for the keys exactly one id has (a reader looking
+    up many names builds it once)."""
+    by_key: dict[str, list[str]] = {}
+    for m in ids:
+        by_key.setdefault(model_key(m), []).append(m)
+    return {k: ms[0] for k, ms in by_key.items() if len(ms) == 1}
+
+
+def match_model(
+    name: str, ids: Collection[str], keys: Mapping[str, str] | None = None
+) -> str | None:
+    """The profile id ``name`` means: itself when it is one, else the one id with the same
+    :func:`model_key` (case and punctuation ignored); None when none or several match.
+    ``keys``: :func:`model_keys` of ``ids``, when already built."""
+    if name in ids:
+        return name
+    return (model_keys(ids) if keys is None else keys).get(model_key(name))
+
+
+def unknown_model(name: str, ids: Collection[str]) -> str:
+    """Why ``name`` names no profile: the library, and the closest id when one is close."""
+    ids = sorted(ids)
+    key = model_key(name)
+    same = [m for m in ids if model_key(m) == key]
+    if len(same) > 1:
+        return f"model {name!r} is ambiguous: it matches {', '.join(same)} (give one exactly)"
+    keys = {model_key(m): m for m in ids}
+    close = difflib.get_close_matches(key, list(keys), n=1) if key else []
+    hint = f"; did you mean {keys[close[0]]!r}?" if close else ""
+    return f"unknown model {name!r} (library: {', '.join(ids)}){hint}"
+
+
+def library_model(name: str, ids: Collection[str], field: str = "model") -> str:
+    """The profile id ``name`` means (see :func:`match_model`); InputError naming ``field``
+    otherwise, with the closest id when one is close (``did you mean 'vgg16'?``)."""
+    found = match_model(name, ids)
+    if found is None:
+        raise InputError(field, unknown_model(name, ids))
+    return found

@@ -330,3 +330,55 @@ def test_fold_by_iteration_takes_starts_by_iteration_index():
     listed = measure.fold_by_iteration(stamps, sizes, list(starts), 0.001)
     mapped = measure.fold_by_iteration(stamps, sizes, by_index, 0.001)
     assert mapped[1] == listed[1] and np.array_equal(mapped[0], listed[0])
+
+
+def worker_log(path: Path, **change: float) -> Path:
+    """Six iterations of a 0.1 s job sending 5 MB from 0.06 s; ``change`` sets a field in
+    every record (``end_delta`` moves each ``end`` by that much)."""
+    delta = change.pop("end_delta", 0.0)
+    recs = [
+        {
+            "start": k * 0.1,
+            "comm_start": k * 0.1 + 0.06,
+            "end": (k + 1) * 0.1 + delta,
+            "bytes_sent": 5e6,
+        }
+        | change
+        for k in range(6)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"end_delta": -0.11}, "log[0].end: -0.01 is before comm_start 0.06"),
+        ({"bytes_sent": 0}, "log.bytes_sent: no bytes were sent"),
+        ({"bytes_sent": -1}, "log[0].bytes_sent: must be >= 0"),
+    ],
+    ids=["end-before-comm-start", "no-bytes", "negative-bytes"],
+)
+def test_impossible_worker_log_timings_are_errors(tmp_path, capsys, change, message):
+    """They gave exit 0 and ``"phases": []``: a job that never communicates."""
+    log = worker_log(tmp_path / "w.jsonl", **change)
+    code, out, err = run(["profile", "--from", "worker-log", str(log)], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith(f"cassini: error: {message}") and err.count("\n") == 1, err
+
+
+def test_comm_start_before_start_is_an_error(tmp_path):
+    recs = [{"start": 0.0, "comm_start": -0.5, "end": 0.1, "bytes_sent": 1}]
+    with pytest.raises(InputError, match=r"log\[0\].comm_start: -0.5 is before start 0$"):
+        measure.profile_from_log("a", recs)
+
+
+def test_too_few_iterations_says_so_plainly(tmp_path, capsys):
+    log = tmp_path / "w.jsonl"
+    log.write_text("".join(worker_log(tmp_path / "all.jsonl").read_text().splitlines(True)[:2]))
+    code, _, err = run(["profile", "--from", "worker-log", str(log)], capsys)
+    assert code == 2 and "job job" not in err  # was "log: job job: need at least 3 ..."
+    assert err == (
+        "cassini: error: log: need at least 3 iteration records to profile "
+        "(1 warm-up left out, then 2), got 2\n"
+    )

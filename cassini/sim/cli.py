@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from cassini import files, outputs
 from cassini.errors import InputError
@@ -93,9 +95,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="`trace CONFIG --out F`: write the jobs CONFIG's workload generates. "
         "`trace convert IN --format FMT --out F`: read a published trace (philly, helios, "
         "acme, pai2020, lingjun, pollux, tiresias, csv; detected when --format is absent) "
-        "and write our trace (CSV, or JSON when F ends in .json).  Bad rows are skipped, "
-        "each reported as file:line:column, and counted (--strict: stop at the first, "
-        "exit 2); a file not in the named format exits 2 saying what was expected.",
+        "and write our trace (F ends in .csv, or .json for a JSON array).  Bad rows are "
+        "skipped, each reported as file:line:column, and counted (--strict: stop at the "
+        "first, exit 2); a file not in the named format exits 2 saying what was expected.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -212,6 +214,9 @@ def main(args: argparse.Namespace) -> int:
                 cfg = replace(cfg, schedulers=tuple(args.scheduler))
             progress = None if args.quiet else report.stderr_progress
             done = report.simulate_config(cfg, progress=progress, record=True)
+            line = skipped_rows_line(done.workload.summary)
+            if line:  # not progress: printed with --quiet too
+                print(line, file=sys.stderr)
             data = report.write_run(
                 cfg, done.results, out, run=done, timeline_link=args.timeline_link
             )
@@ -251,15 +256,34 @@ def main(args: argparse.Namespace) -> int:
         return 130
 
 
+def skipped_rows_line(summary: Mapping[str, Any]) -> str | None:
+    """One line for stderr on a trace's bad rows that ``bad_rows: skip`` left out: how
+    many, the first two with their position and reason (all are in results.json)."""
+    n = summary.get("bad_rows", 0)
+    if not n:
+        return None
+    shown = "; ".join(summary.get("bad_row_examples", [])[:2])
+    more = f"; and {n - 2} more" if n > 2 else ""
+    rule = sum(summary.get("skipped", {}).values())
+    by_rule = f" ({rule} more skipped by rule)" if rule else ""
+    return (
+        f"workload: skipped {n} bad row{'s' if n != 1 else ''} of "
+        f"{summary.get('trace', summary.get('path'))} (bad_rows: skip){by_rule}: "
+        f"{shown}{more}; all in results.json"
+    )
+
+
 def _convert(args: argparse.Namespace, out: Path) -> int:
     """``trace convert``: a published trace to our CSV; bad rows reported, never dropped
     silently."""
     from cassini.sim.traces import read
-    from cassini.sim.workload import load_library, write_trace
+    from cassini.sim.traces.files import check_not_gzip
+    from cassini.sim.workload import check_trace_suffix, load_library, write_trace
 
     if len(args.what) != 2:
         raise InputError("trace", "usage: cassini sim trace convert IN [--format F] --out FILE")
     if not Path(args.what[1]).is_dir():  # a folder may hold a trace's tables (pai2020, ...)
+        check_not_gzip(Path(args.what[1]))  # before check_text: it would say "binary file"
         files.check_text(args.what[1])
     got = read(
         args.what[1],
@@ -268,6 +292,7 @@ def _convert(args: argparse.Namespace, out: Path) -> int:
         seed=args.seed,
         strict=args.strict,
     )
+    check_trace_suffix(out)  # after the input's own errors, before a line is printed
     for bad in got.bad:
         print(f"bad row: {bad}", file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)

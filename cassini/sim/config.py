@@ -11,7 +11,7 @@ from cassini import schema
 from cassini.circle import n_angles
 from cassini.errors import InputError
 from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
-from cassini.profile import JobProfile
+from cassini.profile import JobProfile, library_model
 from cassini.sim.options import NETWORK_MODELS, SimOptions
 from cassini.sim.parts.routing import ROUTINGS
 from cassini.sim.schedulers import Scheduler
@@ -114,8 +114,7 @@ def read_config(path: Path | str) -> SimConfig:
     path = Path(path)
     obj = files.read_data(path)
     try:
-        cfg = config_from_dict(obj, base=path.parent)
-        check_models(cfg)
+        cfg = check_models(config_from_dict(obj, base=path.parent))
     except InputError as e:
         raise e.in_file(path) from None
     return cfg
@@ -195,18 +194,19 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
     return cfg
 
 
-def check_models(cfg: SimConfig) -> None:
+def check_models(cfg: SimConfig) -> SimConfig:
     """The drawn workload's ``models`` are in the library (its profile files read):
-    named with their field when the config file is read, not later by the draw."""
+    named with their field when the config file is read, not later by the draw.  A name
+    that differs from a profile id only in case and punctuation (``VGG16``, ``vgg-16``)
+    means that profile, as in traces; returns the config with the ids."""
     if cfg.poisson is None or "models" not in cfg.poisson:
-        return
+        return cfg
     library = cfg.library()
-    for i, model in enumerate(cfg.poisson["models"]):
-        if model not in library:
-            raise InputError(
-                f"workload.poisson.models[{i}]",
-                f"unknown model {model!r} (library: {', '.join(sorted(library))})",
-            )
+    models = [
+        library_model(model, library, f"workload.poisson.models[{i}]")
+        for i, model in enumerate(cfg.poisson["models"])
+    ]
+    return replace(cfg, poisson={**cfg.poisson, "models": models})
 
 
 def _profiles(raw: Any) -> tuple[str, list[Any]]:

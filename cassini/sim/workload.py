@@ -13,7 +13,7 @@ import numpy as np
 
 from cassini import files, outputs, schema
 from cassini.errors import InputError
-from cassini.profile import JobProfile, profiles_from_dicts
+from cassini.profile import JobProfile, library_model, profiles_from_dicts
 from cassini.sim.jobspec import JobSpec
 
 TRACE_FIELDS = ("job_id", "arrival_s", "gpus", "iterations", "model")
@@ -56,7 +56,8 @@ def poisson_jobs(
     library : profiles by id.
     gpus : GPU-count distribution, ``{gpus: weight}``.
     iterations : inclusive range of iterations per job, drawn uniformly (paper: 200-1000).
-    models : profile ids drawn uniformly (default: the whole library, as the paper).
+    models : profile ids drawn uniformly (default: the whole library, as the paper); a
+        name differing from an id only in case and punctuation (``VGG16``) means that id.
     seed : random seed.
 
     Returns
@@ -66,12 +67,7 @@ def poisson_jobs(
     if n_jobs < 1:
         raise InputError("n_jobs", f"must be >= 1, got {n_jobs}")
     schema.number(load, "load", positive=True)
-    models = list(models or sorted(library))
-    for m in models:
-        if m not in library:
-            raise InputError(
-                "models", f"unknown model {m!r} (library: {', '.join(sorted(library))})"
-            )
+    models = [library_model(m, library, "models") for m in models or sorted(library)]
     sizes = np.array(sorted(gpus), int)
     weights = np.array([gpus[int(g)] for g in sizes], float)
     if len(sizes) == 0 or (sizes < 1).any() or (weights < 0).any() or weights.sum() <= 0:
@@ -106,10 +102,26 @@ def read_trace(path: Path | str, library: Mapping[str, JobProfile]) -> list[JobS
     return read(path, library, format="csv").jobs
 
 
+#: The trace files :func:`write_trace` writes, by suffix.
+TRACE_SUFFIXES = (".csv", ".json")
+
+
+def check_trace_suffix(path: Path | str) -> None:
+    """InputError naming ``out`` unless ``path`` ends in a suffix :func:`write_trace`
+    knows (``x.jsonl`` was written as CSV)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in TRACE_SUFFIXES:
+        got = f"unknown suffix {suffix!r}" if suffix else "no suffix"
+        raise InputError(
+            "out", f"{path}: {got} (a trace is written as {' or '.join(TRACE_SUFFIXES)})"
+        )
+
+
 def write_trace(jobs: Sequence[JobSpec], path: Path | str) -> None:
-    """Write jobs as a CSV (``.csv``) or JSON trace that :func:`read_trace` reads back.
-    A ``hosts`` column (``host:gpus;host:gpus``) is written only when a job has
-    recorded hosts."""
+    """Write jobs as a CSV (``.csv``) or JSON (``.json``) trace that :func:`read_trace`
+    reads back; another suffix is an InputError.  A ``hosts`` column
+    (``host:gpus;host:gpus``) is written only when a job has recorded hosts."""
+    check_trace_suffix(path)
     path = Path(path)
     with outputs.replaced(path) as tmp:  # never half-written
         _write_trace(jobs, path.suffix.lower(), tmp)

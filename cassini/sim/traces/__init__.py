@@ -10,6 +10,7 @@ from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.sim.traces import acme, helios, lingjun, ours, pai2020, philly, pollux, tiresias
 from cassini.sim.traces.common import BadRow, NotThisFormat, TraceRead
+from cassini.sim.traces.files import check_not_gzip
 
 __all__ = ["READERS", "BadRow", "NotThisFormat", "TraceRead", "detect", "read"]
 
@@ -57,6 +58,8 @@ def read(
     result.  A file that is not in ``format`` raises :class:`NotThisFormat` saying what
     was expected."""
     path = Path(path)
+    if not path.is_dir():
+        check_not_gzip(path)  # else detection reads it as mangled text
     name = format or detect(path)
     if name not in READERS:
         raise InputError("format", f"unknown trace format {name!r} (one of {', '.join(READERS)})")

@@ -12,12 +12,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cassini.errors import InputError
-from cassini.profile import JobProfile
+from cassini.profile import JobProfile, match_model, model_key, model_keys
 from cassini.sim.jobspec import JobSpec
 
 #: Iterations drawn for a job whose trace records neither a duration nor a count
 #: (Pollux): uniform in this inclusive range, as the CASSINI paper's workloads.
 DEFAULT_ITERATIONS = (200, 1000)
+
+#: Bounds on what a trace row may ask for (docs/sim_traces.md): more iterations than
+#: this, or an arrival or run time longer than MAX_SECONDS (about 31.7 years), is a bad
+#: row naming the field, not a job simulated with 300-digit times.
+MAX_ITERATIONS = 10**9
+MAX_SECONDS = 1e9
 
 
 class BadRow(InputError):
@@ -101,7 +107,14 @@ class Row:
             raise self.error(name, "missing value")
         return str(self.raw(name))
 
-    def number(self, name: str, *, positive: bool = False, non_negative: bool = False) -> float:
+    def number(
+        self,
+        name: str,
+        *,
+        positive: bool = False,
+        non_negative: bool = False,
+        maximum: float | None = None,
+    ) -> float:
         value = self.raw(name)
         if not self.present(name):
             raise self.error(name, "missing value")
@@ -115,10 +128,12 @@ class Row:
             raise self.error(name, f"must be > 0, got {value!r}")
         if non_negative and x < 0:
             raise self.error(name, f"must be >= 0, got {value!r}")
+        if maximum is not None and x > maximum:
+            raise self.error(name, f"must be <= {short(maximum)}, got {value!r}")
         return x
 
-    def count(self, name: str, *, positive: bool = False) -> int:
-        x = self.number(name, non_negative=True, positive=positive)
+    def count(self, name: str, *, positive: bool = False, maximum: float | None = None) -> int:
+        x = self.number(name, non_negative=True, positive=positive, maximum=maximum)
         if x != int(x):
             raise self.error(name, f"must be a whole number, got {self.raw(name)!r}")
         return int(x)
@@ -132,6 +147,12 @@ class Row:
         if t is None:
             raise self.error(name, f"not a time: {value!r} (expected e.g. 2017-10-07 01:12:09)")
         return t
+
+
+def short(x: float) -> str:
+    """``1e9`` for 1e9 (not ``1e+09``); other numbers as ``%g``."""
+    text = f"{x:g}"
+    return text.replace("e+0", "e").replace("e+", "e")
 
 
 _ABSENT = frozenset({"", "None", "NULL", "null", "NaN", "nan"})
@@ -163,46 +184,76 @@ def parse_time(value: Any) -> float | None:
     return t.timestamp()
 
 
+@dataclass(frozen=True)
+class JobFields:
+    """A reader's fields that hold a job's id, its arrival and its length, for naming
+    them in the rows :func:`collect` and :func:`finish` reject."""
+
+    id: str
+    arrival: str
+    length: str
+
+
 def collect(
-    rows: Iterator[Row],
+    rows: Iterator[Row | BadRow],
     parse: Callable[[Row], Any],
     out: TraceRead,
     *,
     strict: bool,
+    fields: JobFields | None = None,
 ) -> list[tuple[Row, Any]]:
     """``parse`` every row; malformed ones raise (``strict``) or go to ``out.bad``;
-    :class:`Skip` ones are counted in ``out.skipped``."""
+    :class:`Skip` ones are counted in ``out.skipped``.
+
+    ``rows`` may yield a :class:`BadRow` for a record that could not be read at all (a
+    JSON line that does not parse, an array element that is not an object): it is a bad
+    row on its own and the records after it are read.  An error *raised* by ``rows`` is
+    the file's (it cannot be read on) and always propagates.  With ``fields``, a parsed
+    :class:`JobSpec` whose id an earlier row already gave, or with more than
+    :data:`MAX_ITERATIONS` iterations, is a bad row too."""
     kept = []
-    while True:
+    first_line: dict[str, int] = {}
+    for row in rows:
         try:
-            row = next(rows)
-        except StopIteration:
-            return kept
-        except BadRow as e:  # the file itself is broken here: no row to go on from
-            if strict:
-                raise
-            out.bad.append(e)
-            return kept
-        try:
-            kept.append((row, parse(row)))
+            if isinstance(row, BadRow):
+                raise row
+            value = parse(row)
+            if fields is not None and isinstance(value, JobSpec):
+                check_job(row, value, fields, first_line)
+            kept.append((row, value))
         except Skip as s:
             out.skipped[s.reason] += 1
         except BadRow as e:
             if strict:
                 raise
             out.bad.append(e)
+    return kept
+
+
+def check_job(row: Row, job: JobSpec, fields: JobFields, first_line: dict[str, int]) -> None:
+    """BadRow for a job id seen before (``first_line``: id -> line, updated) or more than
+    :data:`MAX_ITERATIONS` iterations."""
+    if job.job_id in first_line:
+        raise row.error(
+            fields.id,
+            f"duplicate job id {job.job_id!r} (first on line {first_line[job.job_id]})",
+        )
+    if job.iterations > MAX_ITERATIONS:
+        raise row.error(
+            fields.length,
+            f"a run time of {job.iterations:.3g} iterations of {job.model}, more than "
+            f"{short(MAX_ITERATIONS)}",
+        )
+    first_line[job.job_id] = row.line
 
 
 # -- models and iterations ------------------------------------------------------------------
-def _key(name: str) -> str:
-    return "".join(c for c in name.lower() if c.isalnum())
-
-
 class ModelRule:
     """Which library profile a job trains.
 
     A name the trace gives is matched to a profile id ignoring case and punctuation
-    (``GPT-2`` -> ``gpt2``), then through the reader's alias table.  Otherwise — no name,
+    (``GPT-2`` -> ``gpt2``; :func:`cassini.profile.match_model`, as every model name
+    is), then through the reader's alias table.  Otherwise — no name,
     or one the library lacks — the **seeded rule**: the library's ids sorted, index
     ``sha256("<seed>:<job id>") mod count``; the same job gets the same model for the same
     seed and library, whatever else is in the trace."""
@@ -216,17 +267,18 @@ class ModelRule:
         self.library = library
         self.seed = seed
         self.ids = sorted(library)
-        self.by_key = {_key(m): m for m in self.ids}
-        self.aliases = {_key(k): v for k, v in (aliases or {}).items() if v in library}
+        self.by_key = model_keys(self.ids)
+        self.aliases = {model_key(k): v for k, v in (aliases or {}).items() if v in library}
         self.used: Counter[str] = Counter()  # how: named, alias, seeded
         self.unmatched: Counter[str] = Counter()
 
     def choose(self, job_id: str, name: str | None = None) -> str:
         if name:
-            key = _key(name)
-            if key in self.by_key:
+            found = match_model(name, self.library, self.by_key)
+            if found is not None:
                 self.used["named"] += 1
-                return self.by_key[key]
+                return found
+            key = model_key(name)
             if key in self.aliases:
                 self.used["alias"] += 1
                 return self.aliases[key]
@@ -273,8 +325,32 @@ DURATION_NOTE = (
 )
 
 
-def finish(out: TraceRead, jobs: list[JobSpec], *, from_zero: bool = True) -> TraceRead:
-    """Sort by arrival, start arrivals at 0 (``from_zero``), check ids are unique."""
+def finish(
+    out: TraceRead,
+    kept: Sequence[tuple[Row, JobSpec]],
+    *,
+    strict: bool,
+    fields: JobFields,
+    from_zero: bool = True,
+) -> TraceRead:
+    """Sort by arrival, start arrivals at 0 (``from_zero``).  A job arriving more than
+    :data:`MAX_SECONDS` after the first is a bad row naming ``fields.arrival``; ids were
+    made unique by :func:`collect`."""
+    first = min((j.arrival_s for _, j in kept), default=0.0) if from_zero else 0.0
+    jobs = []
+    for row, j in kept:
+        if j.arrival_s - first > MAX_SECONDS:
+            since = " after the first submission" if from_zero else ""
+            e = row.error(
+                fields.arrival,
+                f"arrives {j.arrival_s - first:.3g} s{since}, more than {short(MAX_SECONDS)} s "
+                "(about 31.7 years)",
+            )
+            if strict:
+                raise e
+            out.bad.append(e)
+            continue
+        jobs.append(j)
     if not jobs:
         why = ""
         if out.bad:  # say what was wrong, not only how often (the caller lists them later)
@@ -283,7 +359,6 @@ def finish(out: TraceRead, jobs: list[JobSpec], *, from_zero: bool = True) -> Tr
             why = f"; {len(out.bad)} bad row{'s' if len(out.bad) != 1 else ''}: {shown}{more}"
         skipped = f"; skipped: {dict(out.skipped)}" if out.skipped else ""
         raise InputError("trace", f"{out.path}: no replayable jobs{why}{skipped}")
-    first = min(j.arrival_s for j in jobs) if from_zero else 0.0
     jobs = sorted(
         (replace(j, arrival_s=j.arrival_s - first) for j in jobs),
         key=lambda j: (j.arrival_s, j.job_id),
@@ -292,7 +367,7 @@ def finish(out: TraceRead, jobs: list[JobSpec], *, from_zero: bool = True) -> Tr
         out.notes.append(f"arrivals: seconds after the first submission in the trace ({first:.0f})")
     seen: set[str] = set()
     for j in jobs:
-        if j.job_id in seen:
+        if j.job_id in seen:  # collect(fields=...) makes this unreachable
             raise InputError("job_id", f"{out.path}: duplicate job id {j.job_id!r}")
         seen.add(j.job_id)
     out.jobs = jobs

@@ -8,13 +8,28 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from cassini.errors import InputError
 from cassini.sim.traces.common import BadRow, NotThisFormat, Row
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def check_not_gzip(path: Path) -> None:
+    """InputError for a gzip-compressed file (its first two bytes), which would
+    otherwise read as binary or malformed text: say to decompress it."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(2)
+    except OSError:
+        return  # the caller's own open says why
+    if magic == GZIP_MAGIC:
+        raise InputError("trace", f"{path}: gzip-compressed: decompress it first (gunzip {path})")
+
 
 def read_text(path: Path) -> str:
+    check_not_gzip(path)
     try:
         return path.read_text(encoding="utf-8-sig")
     except OSError as e:
@@ -31,15 +46,17 @@ def csv_rows(
     header: bool = True,
     optional: Sequence[str] = (),
     others: bool = True,
-) -> Iterator[Row]:
+) -> Iterator[Row | BadRow]:
     """Rows of a CSV file as :class:`Row` objects.
 
     ``columns`` must all be in the header (any order, other columns ignored), else
     :class:`NotThisFormat` saying ``expected``.  ``header=False`` for headerless tables
     (PAI's): then ``columns`` is the full column list, in order; a first row equal to it
     is taken as a header all the same.  ``others=False``: a column outside ``columns``
-    and ``optional`` is a bad header cell."""
+    and ``optional`` is a bad header cell.  A row the CSV parser rejects is yielded as
+    a :class:`BadRow` (see :func:`~cassini.sim.traces.common.collect`)."""
     name = str(path)
+    check_not_gzip(path)
     try:
         f = path.open(encoding="utf-8-sig", newline="")
     except OSError as e:
@@ -56,7 +73,7 @@ def _csv_rows(
     header: bool,
     optional: Sequence[str],
     others: bool,
-) -> Iterator[Row]:
+) -> Iterator[Row | BadRow]:
     reader = csv.reader(f)  # streamed: PAI's instance table has millions of rows
     try:
         first = next(reader)
@@ -105,8 +122,14 @@ def _csv_rows(
             values = next(reader)
         except StopIteration:
             return
-        except (csv.Error, UnicodeDecodeError) as e:
+        except UnicodeDecodeError as e:  # the text cannot be read on from here
             raise BadRow(name, start, 1, "row", f"malformed CSV: {e}") from None
+        except csv.Error as e:
+            # the reader starts afresh on the next line: this row is bad, the rest are read
+            yield BadRow(name, start, 1, "row", f"malformed CSV: {e}")
+            if reader.line_num < start:  # nothing consumed: do not loop on it
+                return
+            continue
         if not values or all(not v.strip() for v in values):
             continue
         row = make(values, start)
@@ -117,47 +140,137 @@ def _csv_rows(
         yield row
 
 
-def json_records(path: Path, *, expected: str) -> Iterator[Row]:
+def json_records(path: Path, *, expected: str) -> Iterator[Row | BadRow]:
     """Objects of a JSON array (or of a file with one JSON object per line) with the
-    line and column of each object and of each of its top-level keys."""
+    line and column of each object and of each of its top-level keys.
+
+    A record that is not an object (``null``, ``42``), or a line of a JSON-lines file
+    that does not parse, is yielded as a :class:`BadRow` and the records after it are
+    read.  An array is one JSON document: if it does not parse, that is one BadRow
+    *raised* (file, line and column of the fault), before any record is yielded."""
     text = read_text(path)
     name = str(path)
-    decoder = json.JSONDecoder()
     i = _skip_ws(text, 0)
     if i >= len(text):
         raise NotThisFormat("trace", f"{name}: empty file; expected {expected}")
-    array = text[i] == "["
-    if array:
-        i = _skip_ws(text, i + 1)
-    elif text[i] != "{":
-        raise NotThisFormat("trace", f"{name}: not JSON; expected {expected}")
     lines = _LineIndex(text)
-    first = True
-    while i < len(text):
-        if array and text[i] == "]":
-            return
-        if not first and array:
-            if text[i] != ",":
-                line, col = lines.at(i)
-                raise BadRow(name, line, col, "trace", "expected ',' between objects")
-            i = _skip_ws(text, i + 1)
-        first = False
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError as e:
-            if i == _skip_ws(text, 0) + (1 if array else 0) and e.pos == i:
-                raise NotThisFormat("trace", f"{name}: not JSON; expected {expected}") from None
-            line, col = lines.at(e.pos)
-            raise BadRow(name, line, col, "trace", f"malformed JSON: {e.msg}") from None
-        line, col = lines.at(i)
+    if text[i] == "[":
+        records = _array(text, i, name, expected, lines)
+    elif text[i] == "{":
+        records = _object_lines(text, i, name, expected, lines)
+    else:
+        raise NotThisFormat("trace", f"{name}: not JSON; expected {expected}")
+    for item in records:
+        if isinstance(item, BadRow):
+            yield item
+            continue
+        obj, start, end = item
+        line, col = lines.at(start)
         if not isinstance(obj, dict):
-            raise BadRow(name, line, col, "trace", "expected a JSON object")
+            yield BadRow(name, line, col, "trace", f"expected a JSON object, got {_kind(obj)}")
+            continue
         keys = {}
         for key in obj:
-            at = text.find(json.dumps(key), i, end)
+            at = text.find(json.dumps(key), start, end)
             keys[key] = lines.at(at) if at >= 0 else (line, col)
         yield Row(name, line, obj, keys, column=col)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _decode(text: str, i: int) -> tuple[Any, int]:
+    """One JSON value at ``i``; JSONDecodeError (with a position) for any failure."""
+    try:
+        return _DECODER.raw_decode(text, i)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as e:  # 4300+ digit integers, deep nesting
+        raise json.JSONDecodeError(str(e) or type(e).__name__, text, i) from None
+
+
+def _array(
+    text: str, i: int, name: str, expected: str, lines: _LineIndex
+) -> list[tuple[Any, int, int]]:
+    """The elements of the array at ``i`` with their spans, all parsed before any is
+    returned: a fault anywhere raises one BadRow and nothing is read."""
+
+    def broken(at: int, msg: str) -> BadRow:
+        line, col = lines.at(at)
+        return BadRow(
+            name, line, col, "trace",
+            f"malformed JSON: {msg} (the file is one JSON array, which does not parse: "
+            "nothing was read)",
+        )  # fmt: skip
+
+    items = []
+    i = _skip_ws(text, i + 1)
+    if i < len(text) and text[i] == "]":
+        i += 1
+    else:
+        while True:
+            try:
+                obj, end = _decode(text, i)
+            except json.JSONDecodeError as e:
+                if not items and e.pos == i:
+                    raise NotThisFormat("trace", f"{name}: not JSON; expected {expected}") from None
+                raise broken(e.pos, e.msg) from None
+            items.append((obj, i, end))
+            i = _skip_ws(text, end)
+            if i >= len(text):
+                raise broken(i, "unterminated array: expecting ',' or ']'")
+            if text[i] == "]":
+                i += 1
+                break
+            if text[i] != ",":
+                raise broken(i, "Expecting ',' delimiter")
+            i = _skip_ws(text, i + 1)
+    i = _skip_ws(text, i)
+    if i < len(text):
+        raise broken(i, "Extra data after the array")
+    return items
+
+
+def _object_lines(
+    text: str, i: int, name: str, expected: str, lines: _LineIndex
+) -> Iterator[tuple[Any, int, int] | BadRow]:
+    """Objects one after another (JSON lines, or pretty-printed objects in a row).  One
+    that does not parse is a BadRow; reading goes on at the next line that starts with
+    ``{`` in its first column."""
+    first = True
+    while i < len(text):
+        try:
+            obj, end = _decode(text, i)
+        except json.JSONDecodeError as e:
+            if first and e.pos == i:
+                raise NotThisFormat("trace", f"{name}: not JSON; expected {expected}") from None
+            line, col = lines.at(e.pos)
+            yield BadRow(name, line, col, "trace", f"malformed JSON: {e.msg}")
+            first = False
+            i = _next_record(text, i)
+            continue
+        first = False
+        yield obj, i, end
         i = _skip_ws(text, end)
+
+
+def _next_record(text: str, i: int) -> int:
+    """Where the record after a broken one starting at ``i`` may start: the next line
+    beginning with ``{`` (nested objects of pretty-printed records are indented)."""
+    at = text.find("\n{", i)
+    return len(text) if at < 0 else at + 1
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else type(value).__name__
 
 
 def _skip_ws(text: str, i: int) -> int:

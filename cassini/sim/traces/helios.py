@@ -9,6 +9,8 @@ from cassini.profile import JobProfile
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
+    MAX_SECONDS,
+    JobFields,
     ModelRule,
     Row,
     Skip,
@@ -48,13 +50,14 @@ def read_job_log(
     out = TraceRead(name, str(path), [])
     models = ModelRule(library, seed)
     rows = csv_rows(path, columns, expected=expected)
+    fields = JobFields("job_id", "submit_time", "duration")
 
     def parse(row: Row) -> JobSpec:
         job_id = row.text("job_id")
         gpus = row.count("gpu_num")
         arrival = row.time("submit_time")
         if row.present("duration"):
-            run = row.number("duration")
+            run = row.number("duration", maximum=MAX_SECONDS)
         elif row.present("end_time"):
             run = row.time("end_time") - row.time("start_time")
         else:
@@ -66,13 +69,13 @@ def read_job_log(
         model = models.choose(job_id, row.raw(model_column) if model_column else None)
         return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
 
-    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    kept = collect(rows, parse, out, strict=strict, fields=fields)
     out.notes += [
         "run time: the duration column (end_time - start_time when empty); all final states",
         DURATION_NOTE,
         *models.notes(),
     ]
-    return finish(out, jobs)
+    return finish(out, kept, strict=strict, fields=fields)
 
 
 def read(

@@ -13,6 +13,7 @@ from cassini.profile import JobProfile
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
+    JobFields,
     ModelRule,
     Row,
     Skip,
@@ -117,11 +118,12 @@ def read(
         return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
 
     rows_again = itertools.chain([first] if first else [], job_rows)
-    jobs = [job for _, job in collect(rows_again, parse_job, out, strict=strict)]
+    fields = JobFields("job_name", "gmt_job_submitted", "gmt_job_finished")
+    kept = collect(rows_again, parse_job, out, strict=strict, fields=fields)
     out.notes += [
         "GPUs and placement: each GPU worker's host_ip with its RES GPUs (workers by name)",
         "run time: gmt_job_finished (else gmt_job_stopped) minus gmt_job_running",
         DURATION_NOTE,
         *models.notes(),
     ]
-    return finish(out, jobs)
+    return finish(out, kept, strict=strict, fields=fields)

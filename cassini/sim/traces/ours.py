@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from cassini.profile import JobProfile
+from cassini.profile import JobProfile, match_model, unknown_model
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
+    MAX_ITERATIONS,
+    MAX_SECONDS,
+    JobFields,
     Row,
     TraceRead,
     collect,
     finish,
     iterations_for,
+    short,
 )
 from cassini.sim.traces.files import csv_rows, json_records
 
@@ -68,7 +72,7 @@ def read(
         rows = json_records(path, expected=EXPECTED)
     else:
         rows = csv_rows(path, REQUIRED, expected=EXPECTED, optional=OPTIONAL, others=False)
-    seen: set[str] = set()
+    fields = JobFields("job_id", "arrival_s", "iterations")
 
     def parse(row: Row) -> JobSpec:
         allowed = set(REQUIRED) | set(OPTIONAL)
@@ -76,13 +80,11 @@ def read(
         if extra:
             raise row.error(extra[0], f"unknown field (allowed: {', '.join(sorted(allowed))})")
         job_id = row.text("job_id")
-        if job_id in seen:
-            raise row.error("job_id", f"duplicate job id {job_id!r}")
-        model = row.text("model")
-        if model not in library:
-            known = ", ".join(sorted(library))
-            raise row.error("model", f"unknown model {model!r} (library: {known})")
-        arrival = row.number("arrival_s", non_negative=True)
+        name = row.text("model")
+        model = match_model(name, library)  # case and punctuation ignored, as everywhere
+        if model is None:
+            raise row.error("model", unknown_model(name, library))
+        arrival = row.number("arrival_s", non_negative=True, maximum=MAX_SECONDS)
         gpus = row.count("gpus", positive=True)
         given = [c for c in ("iterations", "duration_s") if row.present(c)]
         if len(given) != 1:
@@ -91,14 +93,20 @@ def read(
                 "give exactly one of iterations and duration_s",
             )
         if given[0] == "iterations":
-            iterations = row.count("iterations", positive=True)
+            iterations = row.count("iterations", positive=True, maximum=MAX_ITERATIONS)
         else:
-            iterations = iterations_for(row.number("duration_s", positive=True), library[model])
+            run = row.number("duration_s", positive=True, maximum=MAX_SECONDS)
+            iterations = iterations_for(run, library[model])
+            if iterations > MAX_ITERATIONS:
+                raise row.error(
+                    "duration_s",
+                    f"{run:g} s is {iterations:.3g} iterations of {model}, more than "
+                    f"{short(MAX_ITERATIONS)}",
+                )
         hosts = parse_hosts(row)
         if hosts and sum(g for _, g in hosts) != gpus:
             raise row.error("hosts", f"hosts hold {sum(g for _, g in hosts)} GPUs, gpus is {gpus}")
-        seen.add(job_id)
         return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
 
-    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
-    return finish(out, jobs, from_zero=False)
+    kept = collect(rows, parse, out, strict=strict, fields=fields)
+    return finish(out, kept, strict=strict, fields=fields, from_zero=False)

@@ -12,6 +12,7 @@ from cassini.profile import JobProfile
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
+    JobFields,
     ModelRule,
     Row,
     Skip,
@@ -49,6 +50,17 @@ def sniff(path: Path, head: str) -> bool:
     return path.name.startswith("pai_job_table")
 
 
+def missing_task_table(task_path: Path, job_path: Path) -> InputError:
+    """The error for a job table without its task table (a gzip'd one named)."""
+    gz = task_path.with_name(task_path.name + ".gz")
+    hint = f" (found {gz.name}: decompress it first: gunzip {gz})" if gz.exists() else ""
+    return InputError(
+        "trace",
+        f"{task_path}: missing; the PAI reader needs pai_task_table.csv beside "
+        f"{job_path.name}{hint}",
+    )
+
+
 def read(
     path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
 ) -> TraceRead:
@@ -56,10 +68,7 @@ def read(
     # the job table's first row says whether this is PAI at all (NotThisFormat if not)
     next(csv_rows(job_path, JOB_COLUMNS, expected=EXPECTED, header=False), None)
     if not task_path.exists():
-        raise InputError(
-            "trace",
-            f"{task_path}: missing; the PAI reader needs pai_task_table.csv beside {job_path.name}",
-        )
+        raise missing_task_table(task_path, job_path)
     out = TraceRead(NAME, str(job_path), [])
     models = ModelRule(library, seed)
 
@@ -114,7 +123,8 @@ def read(
         return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
 
     job_rows = csv_rows(job_path, JOB_COLUMNS, expected=EXPECTED, header=False)
-    jobs = [job for _, job in collect(job_rows, parse_job, out, strict=strict)]
+    fields = JobFields("job_name", "start_time", "end_time")
+    kept = collect(job_rows, parse_job, out, strict=strict, fields=fields)
     out.notes += [
         "GPUs: ceil(plan_gpu / 100) whole GPUs per instance, times inst_num, summed over tasks",
         "run time: latest GPU-task end_time minus earliest GPU-task start_time",
@@ -126,4 +136,4 @@ def read(
         DURATION_NOTE,
         *models.notes(),
     ]
-    return finish(out, jobs)
+    return finish(out, kept, strict=strict, fields=fields)

@@ -9,6 +9,7 @@ from cassini.profile import JobProfile
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
+    JobFields,
     ModelRule,
     Row,
     Skip,
@@ -39,6 +40,7 @@ def read(
     out = TraceRead(NAME, str(path), [])
     models = ModelRule(library, seed)
     rows = json_records(path, expected=EXPECTED)
+    fields = JobFields("jobid", "submitted_time", "attempts")
 
     def parse(row: Row) -> JobSpec:
         for name in ("jobid", "submitted_time", "attempts"):
@@ -89,10 +91,10 @@ def read(
         iterations = iterations_for(t1 - t0, library[model])
         return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
 
-    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    kept = collect(rows, parse, out, strict=strict, fields=fields)
     out.notes += [
         "run time and machines: the last attempt with both start_time and end_time",
         DURATION_NOTE,
         *models.notes(),
     ]
-    return finish(out, jobs)
+    return finish(out, kept, strict=strict, fields=fields)

@@ -9,6 +9,7 @@ from cassini.profile import JobProfile
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DEFAULT_ITERATIONS,
+    JobFields,
     ModelRule,
     Row,
     Skip,
@@ -48,11 +49,12 @@ def read(
         model = models.choose(job_id, app)
         return JobSpec(job_id, arrival, gpus, models.draw(job_id), model)
 
-    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    fields = JobFields("name", "time", "name")
+    kept = collect(rows, parse, out, strict=strict, fields=fields)
     lo, hi = DEFAULT_ITERATIONS
     out.notes += [
         f"iterations: drawn uniformly in [{lo}, {hi}] by sha256('{seed}:<job id>:iterations') "
         "(the workload gives no length)",
         *models.notes(),
     ]
-    return finish(out, jobs)
+    return finish(out, kept, strict=strict, fields=fields)

@@ -10,6 +10,8 @@ from cassini.profile import JobProfile
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
+    MAX_SECONDS,
+    JobFields,
     ModelRule,
     Row,
     Skip,
@@ -44,7 +46,7 @@ def read(
         arrival = row.number("submit_time", non_negative=True)
         row.count("iterations")
         name = row.text("model_name")
-        run = row.number("duration")
+        run = row.number("duration", maximum=MAX_SECONDS)
         if gpus == 0:
             raise Skip("no GPUs (num_gpu 0)")
         if run <= 0:
@@ -52,6 +54,7 @@ def read(
         model = models.choose(job_id, name)
         return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
 
-    jobs = [job for _, job in collect(rows, parse, out, strict=strict)]
+    fields = JobFields("job_id", "submit_time", "duration")
+    kept = collect(rows, parse, out, strict=strict, fields=fields)
     out.notes += [DURATION_NOTE, *models.notes()]
-    return finish(out, jobs)
+    return finish(out, kept, strict=strict, fields=fields)
