@@ -25,6 +25,12 @@ late but catching up fast enough to be back within the tolerance in ``patience``
 iterations is left alone, and so is one late iteration (jitter); a job later than half a
 period skips at once.
 
+Start-up.  A job that starts after its epoch (or on a new grid) is behind slot 0 by
+however long it took to get going.  When its first decision skips (the rules above), it
+goes to the first slot it can still make without counting a re-alignment
+(``startup_skipped_slots`` says how many slots it passed), so the release budget below
+counts only slots missed while the job runs.
+
 Graceful degradation.  A job that cannot hold its period keeps missing slots, and each
 skip costs nearly a whole period.  After ``max_realignments`` re-alignments within
 ``window`` iterations the agent *releases* the job: from then on it runs free (no
@@ -50,6 +56,26 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+
+#: Bounds of a slot grid, the same as ``cassini serve``'s schema (``period_s``,
+#: ``epoch_s``): a period from a microsecond to a week, an epoch in UNIX seconds below
+#: 1e10 (the year 2286; an epoch in milliseconds, ~1.8e12 today, is past it).
+MIN_PERIOD_S = 1e-6
+MAX_PERIOD_S = 7 * 86400.0
+MAX_EPOCH_S = 1e10
+
+
+def epoch_problem(epoch_s: float) -> str | None:
+    """What is wrong with ``epoch_s`` as the UNIX time (seconds) slot 0 counts from, or
+    None: it must be finite, >= 0 and below :data:`MAX_EPOCH_S`."""
+    if not math.isfinite(epoch_s):
+        return f"must be a finite number of UNIX seconds, got {epoch_s!r}"
+    if epoch_s < 0:
+        return f"must be >= 0 (UNIX seconds), got {epoch_s!r}"
+    if epoch_s >= MAX_EPOCH_S:
+        hint = " (seconds, not milliseconds)" if epoch_s < 1000 * MAX_EPOCH_S else ""
+        return f"must be < {MAX_EPOCH_S:g} UNIX seconds{hint}, got {epoch_s!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -105,6 +131,7 @@ class TimeShiftAgent:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     realignments: int = 0
+    startup_skipped_slots: int = 0
     released: bool = False
     release_reason: str | None = None
     released_by_partner: bool = False
@@ -169,10 +196,22 @@ class TimeShiftAgent:
         verdict = self._judge(now - target, self.iteration)
         if verdict == "hold":
             return SlotDecision(target, self.slot)
+        slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
+        if self._starting():  # the start-up catch-up: not a re-alignment
+            return SlotDecision(self.slot_time(slot), slot)
         if verdict == "release":
             return SlotDecision(now, self.slot, realigned=True, released=True)
-        slot = math.ceil((now - self.epoch_s - self.shift_s) / self.period_s)
         return SlotDecision(self.slot_time(slot), slot, realigned=True)
+
+    def _starting(self) -> bool:
+        """True at the job's first decision: a skip then is the start-up catch-up (the job
+        started after its slot, no drift of its own), neither a re-alignment nor a
+        release; the lateness it carried is forgotten (it goes to a slot it can make)."""
+        if self.iteration > 0:
+            return False
+        self.late_streak = 0
+        self.last_late_s = 0.0
+        return True
 
     def _judge(self, late: float, applies_to: int) -> str:
         """The verdict on an iteration ``late`` seconds after its slot: ``hold``,
@@ -203,7 +242,11 @@ class TimeShiftAgent:
         self.iteration += 1
 
     def _record(self, decision: SlotDecision) -> None:
-        """Count a re-alignment or release the decision carries (every rank, both modes)."""
+        """Count a re-alignment or release the decision carries, or the slots its start-up
+        catch-up passed (every rank, both modes: ``self.slot`` is the slot the job would
+        take next without a skip)."""
+        if not (decision.realigned or decision.released) and decision.slot > self.slot:
+            self.startup_skipped_slots += decision.slot - self.slot
         if decision.released and not self.released:
             self.released = True
             self.released_by_partner = decision.by_partner
@@ -293,11 +336,13 @@ class TimeShiftAgent:
         nxt = current + 1
         if verdict == "hold":
             return SlotDecision(self.slot_time(nxt), nxt)
+        # still this late at the next slot: the first slot after it that it can make
+        skip = nxt + max(1, math.ceil(late / self.period_s))
+        if self._starting():  # the start-up catch-up: not a re-alignment
+            return SlotDecision(self.slot_time(skip), skip)
         if verdict == "release":
             return SlotDecision(self.slot_time(nxt), nxt, realigned=True, released=True)
-        # still this late at the next slot: the first slot after it that it can make
-        nxt += max(1, math.ceil(late / self.period_s))
-        return SlotDecision(self.slot_time(nxt), nxt, realigned=True)
+        return SlotDecision(self.slot_time(skip), skip, realigned=True)
 
     def _adopt(self, decision: SlotDecision) -> None:
         """Every rank, ahead mode: this iteration's slot from the decision posted at the
@@ -313,6 +358,7 @@ class TimeShiftAgent:
             "tolerance_s": self.tolerance_s,
             "iterations": self.iteration,
             "realignments": self.realignments,
+            "startup_skipped_slots": self.startup_skipped_slots,
             "released": self.released,
             "released_by_partner": self.released_by_partner,
             "release_reason": self.release_reason,
@@ -361,7 +407,8 @@ def replayed_realignments(durations_s: Sequence[float], period_s: float, **optio
     """How often an agent holding a job to ``period_s`` (seconds) would re-align it (a
     release counting as one) if its iterations took ``durations_s`` (seconds each, from
     start to done, in order): the agent's own decisions (:meth:`TimeShiftAgent.plan`) on
-    an injected clock, each iteration starting at its slot or when the last one ended.
+    an injected clock, each iteration starting at its slot or when the last one ended
+    (the first on its epoch: no start-up catch-up, every skip is a re-alignment).
     ``options``: the agent's ``drift_tolerance``, ``patience``, ``max_realignments`` and
     ``window``."""
     now = [0.0]

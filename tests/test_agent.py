@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 from cassini.agent import SlotDecision, TimeShiftAgent, replayed_realignments
 from cassini.torch.timeshift import (
     ENV_EPOCH_S,
+    ENV_JOB_ID,
     ENV_PERIOD_S,
+    ENV_SHIFT,
     ENV_SHIFT_S,
     ENV_TOLERANCE_S,
+    ENV_URL,
     ShiftSettings,
     TimeShift,
     TimeShiftError,
@@ -210,6 +213,63 @@ def test_agent_keeps_a_job_that_realigns_rarely():
     assert agent.realignments >= 3 and not agent.released
 
 
+def _late_start(start_late_s: float, **kw) -> TimeShiftAgent:
+    """A job held to 0.1 s whose iterations take 0.09 s but for two of 0.2 s (each later
+    than half a period: a re-alignment at once), started ``start_late_s`` after its
+    epoch."""
+    clock = FakeClock(1000.0 + start_late_s)
+    agent = TimeShiftAgent(0.01, 0.1, 1000.0, clock=clock, sleep=clock.sleep, **kw)
+    for i in range(15):
+        agent.step()
+        clock.t += 0.2 if i in (5, 10) else 0.09
+    return agent
+
+
+def test_a_late_start_is_no_realignment_and_spends_no_release_budget():
+    """Starting 5 s after the epoch, the first decision skips 50 slots: the start-up
+    catch-up, counted apart.  The job then misses two slots, as one started on its epoch
+    does, and is not released for a third (the budget is 3 within 20 iterations)."""
+    on_time, late = _late_start(0.0), _late_start(5.0)
+    assert on_time.realignments == late.realignments == 2
+    assert not late.released and late.release_reason is None
+    assert on_time.startup_skipped_slots == 0 and late.startup_skipped_slots == 50
+    assert late.status()["startup_skipped_slots"] == 50
+    assert late.realigned_at == on_time.realigned_at
+    # a budget of one: released at its first real miss, not by the late start
+    one = _late_start(5.0, max_realignments=1)
+    assert one.startup_skipped_slots == 50 and one.released and one.realigned_at == [6]
+
+
+@pytest.mark.parametrize("mode", ["sync", "ahead"])
+def test_every_rank_counts_a_late_start_as_a_startup_skip(mode):
+    """Both modes, every rank: the first decision's skip is counted in
+    startup_skipped_slots (the same on every rank), not as a re-alignment; afterwards
+    the job holds consecutive slots."""
+    clocks, agents = _job(3, [0.0, 0.001, -0.002])
+    for c in clocks:
+        c.t += 5.0
+    if mode == "sync":
+        _run_job(clocks, agents, [0.08] * 10)
+    else:
+        seen = _run_job_ahead(clocks, agents, [0.08] * 10)
+        slots = [s for s, _, _ in seen]
+        assert slots[1:] == list(range(slots[1], slots[1] + 9))
+    for agent in agents:
+        assert agent.realignments == 0 and not agent.released
+        assert agent.startup_skipped_slots == agents[0].startup_skipped_slots >= 49
+
+
+def test_timeshift_status_after_a_late_first_wait():
+    """The reviewer's case: TimeShift.from_env on a job that starts after its epoch said
+    realignments 1 after the first wait()."""
+    clock = FakeClock(2_000_000_000.0)
+    env = {ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.1", ENV_EPOCH_S: repr(clock.t - 5.0)}
+    shift = TimeShift.from_env(environ=env, clock=clock, sleep=clock.sleep)
+    shift.wait()
+    status = shift.status()
+    assert status["realignments"] == 0 and status["startup_skipped_slots"] == 50
+
+
 def test_agent_rejects_bad_parameters():
     with pytest.raises(ValueError, match="shift_s"):
         TimeShiftAgent(0.2, 0.1, 0.0)
@@ -243,6 +303,81 @@ def test_settings_from_env_names_the_missing_variable():
         settings_from_env({**grid, ENV_TOLERANCE_S: "0.06"})
 
 
+NOW_S = 1_767_225_600.0
+GRID = {ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.1", ENV_EPOCH_S: repr(NOW_S - 60)}
+
+
+@pytest.mark.parametrize(
+    "over, variable, words",
+    [
+        ({ENV_EPOCH_S: repr(NOW_S * 1000)}, ENV_EPOCH_S, "seconds, not milliseconds"),
+        ({ENV_EPOCH_S: "1e300"}, ENV_EPOCH_S, "must be < 1e+10"),
+        ({ENV_EPOCH_S: "-1"}, ENV_EPOCH_S, "must be >= 0"),
+        ({ENV_EPOCH_S: "-1e12"}, ENV_EPOCH_S, "must be >= 0"),
+        ({ENV_PERIOD_S: "1e-12", ENV_SHIFT_S: "0"}, ENV_PERIOD_S, "1e-06"),
+        ({ENV_PERIOD_S: "1e7"}, ENV_PERIOD_S, "604800"),
+        ({ENV_EPOCH_S: repr(NOW_S + 2 * 86400)}, ENV_EPOCH_S, "ahead of the clock"),
+        ({ENV_EPOCH_S: repr(NOW_S + 365 * 86400)}, ENV_EPOCH_S, "ahead of the clock"),
+    ],
+)
+def test_settings_from_env_bounds_the_grid_as_the_service_does(over, variable, words):
+    """The service's bounds (period_s >= 1e-6 s, 0 <= epoch_s < 1e10 UNIX seconds), and
+    an epoch at most a day ahead of the clock: a millisecond epoch died in time.sleep
+    (OverflowError), one a year ahead slept silently."""
+    clock = FakeClock(NOW_S)
+    with pytest.raises(TimeShiftError, match=variable) as e:
+        TimeShift.from_env(environ={**GRID, **over}, clock=clock, sleep=clock.sleep)
+    assert words in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(TimeShiftError, match=variable):
+        settings_from_env({**GRID, **over}, now_s=NOW_S)
+
+
+def test_settings_from_env_keeps_an_epoch_within_a_day():
+    for epoch in (0.0, NOW_S - 86400 * 365, NOW_S + 3600, NOW_S + 86400 - 1):
+        got = settings_from_env({**GRID, ENV_EPOCH_S: repr(epoch)}, now_s=NOW_S)
+        assert got is not None and got.epoch_s == epoch
+    from cassini.agent import MAX_PERIOD_S, MIN_PERIOD_S
+    from cassini.service.models import MAX_TIME_S, MIN_TIME_S
+
+    assert (MIN_PERIOD_S, MAX_PERIOD_S) == (MIN_TIME_S, MAX_TIME_S)  # the service's bounds
+
+
+@pytest.mark.parametrize(
+    "env, missing",
+    [
+        ({ENV_JOB_ID: "x"}, ENV_URL),
+        ({ENV_TOLERANCE_S: "0.01"}, ENV_SHIFT_S),
+        ({ENV_SHIFT: "1"}, ENV_SHIFT_S),
+        ({ENV_SHIFT: "true", ENV_TOLERANCE_S: "0.01"}, ENV_PERIOD_S),
+    ],
+)
+def test_partial_settings_name_what_is_missing(env, missing):
+    """Set but incomplete is an error, not a job that silently runs free."""
+    with pytest.raises(TimeShiftError, match=missing):
+        settings_from_env(env)
+    with pytest.raises(TimeShiftError, match=missing):
+        TimeShift.from_env(environ=env)
+
+
+@pytest.mark.parametrize("value", ["disabled", "n", "flase", "2", "y"])
+def test_cassini_shift_refuses_unknown_spellings(value):
+    with pytest.raises(TimeShiftError, match=f"{ENV_SHIFT}: must be one of") as e:
+        settings_from_env({**GRID, ENV_SHIFT: value})
+    assert "false" in str(e.value) and "true" in str(e.value) and repr(value) in str(e.value)
+    with pytest.raises(TimeShiftError, match=ENV_SHIFT):  # before any fetch
+        TimeShift.from_env(environ={ENV_URL: "http://127.0.0.1:1", ENV_JOB_ID: "x",
+                                    ENV_SHIFT: value})
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", "yes", " on "])
+def test_cassini_shift_true_spellings_hold_the_grid(value):
+    got = settings_from_env({**GRID, ENV_SHIFT: value})
+    assert got is not None and got.shift and got.period_s == 0.1
+    for off in ("0", "False", "no", "OFF "):
+        got = settings_from_env({**GRID, ENV_SHIFT: off})
+        assert got is not None and not got.shift
+
+
 def test_timeshift_without_distributed_holds_slots():
     clock = FakeClock(100.0)
     shift = TimeShift(
@@ -258,11 +393,13 @@ def test_timeshift_without_distributed_holds_slots():
 
 class _ShiftServer(BaseHTTPRequestHandler):
     answers: dict = {}
+    #: the 404 body: cassini serve's error object
+    missing = {"error": {"code": 404, "field": "job_id", "message": "job 'nope': not found"}}
 
     def do_GET(self):  # noqa: N802 - http.server's name
         body = self.answers.get(self.path)
         code = 200 if body is not None else 404
-        data = json.dumps(body if body is not None else {"error": "no such job"}).encode()
+        data = json.dumps(body if body is not None else self.missing).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -304,8 +441,11 @@ def test_settings_from_url(shift_server):
         settings_from_url(url, "d")
     off = settings_from_url(url, "b")
     assert not off.shift and off.reason == "shifting does not pay"
-    with pytest.raises(TimeShiftError, match="404"):
+    with pytest.raises(TimeShiftError, match="404") as e:
         settings_from_url(url, "nope")
+    # one readable line, not the error object's Python repr
+    assert str(e.value).endswith("answered 404: job_id: job 'nope': not found")
+    assert "{" not in str(e.value) and "\n" not in str(e.value)
     env = {"CASSINI_URL": url, "CASSINI_JOB_ID": "a"}
     assert settings_from_env(env).shift_s == 0.01
 
@@ -356,7 +496,8 @@ def _spawn_two(env: dict, tmp_path, start_s: float = 0.0) -> list[dict]:
 
 # recorded from this code (virtual clock: deterministic); a change is a behaviour change
 SLOTS_AFTER_A_LATE_START = [4, 5, 6, 7]
-REALIGNMENTS_AFTER_IT = 1  # the late start, once
+REALIGNMENTS_AFTER_IT = 0  # the late start is the start-up catch-up, not a re-alignment
+STARTUP_SKIPPED_SLOTS = 3  # slots 0-2 had passed when the job started
 
 
 def test_from_env_resolves_on_rank_0_for_the_whole_job(tmp_path):
@@ -373,6 +514,8 @@ def test_from_env_resolves_on_rank_0_for_the_whole_job(tmp_path):
     slots = ranks[0]["slots"]  # one re-alignment to a later slot, then consecutive ones
     assert ranks[1]["slots"] == slots == SLOTS_AFTER_A_LATE_START
     assert ranks[0]["realignments"] == ranks[1]["realignments"] == REALIGNMENTS_AFTER_IT
+    assert ranks[0]["startup_skipped_slots"] == ranks[1]["startup_skipped_slots"]
+    assert ranks[0]["startup_skipped_slots"] == STARTUP_SKIPPED_SLOTS
     bad = _spawn_two({ENV_SHIFT_S: "0.01", ENV_PERIOD_S: "0.05"}, tmp_path)
     assert ENV_EPOCH_S in bad[0]["error"] and "error" in bad[1]
 

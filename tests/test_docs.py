@@ -103,3 +103,33 @@ def test_token_review_is_documented_with_its_companion_flag():
         for line in doc.read_text().splitlines():
             if "--token-review URL" in line:
                 assert "--token-review-user" in line, f"{doc.name}: {line.strip()}"
+
+
+def test_service_from_python_snippet_runs_as_a_script(tmp_path):
+    """docs/service.md's "From Python" snippet, pasted into a script file, serves: the
+    worker processes (forkserver) import the script's __main__ again, so it needs the
+    ``if __name__ == "__main__":`` guard (without it every request got 500)."""
+    import subprocess
+    import sys
+
+    text = (ROOT / "docs" / "service.md").read_text()
+    section = text[text.index("### From Python"):]
+    snippet = section[section.index("```python\n") + len("```python\n"):]
+    snippet = snippet[: snippet.index("```")]
+    assert 'if __name__ == "__main__":' in snippet
+    placeholder = re.search(r"^( +)\.\.\. .*$", snippet, re.M)
+    assert placeholder, snippet
+    indent = placeholder.group(1)
+    example = json.dumps(str(ROOT / "cassini" / "data" / "example_score.json"))
+    request = (
+        f"{indent}import urllib.request\n"
+        f"{indent}data = open({example}, 'rb').read()\n"
+        f"{indent}req = urllib.request.Request(srv.url + '/v1/score', data=data, "
+        "headers={'Content-Type': 'application/json'})\n"
+        f"{indent}print('STATUS', urllib.request.urlopen(req, timeout=60).status)"
+    )
+    script = tmp_path / "embed.py"
+    script.write_text(snippet[: placeholder.start()] + request + snippet[placeholder.end():])
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert run.returncode == 0 and "STATUS 200" in run.stdout, run.stdout + run.stderr[-2000:]

@@ -331,11 +331,47 @@ def test_the_agent_reports_its_own_release_with_its_token(tmp_path):
         ({"shift_s": 0.0, "period_s": 1, "epoch_s": "now"}, "epoch_s", 400),
         ({"shift_s": 0.0, "period_s": 1, "extra": 1}, "extra", 400),
         ({"shift": False, "epoch_s": 1.0}, "epoch_s", 400),  # a release has no slots
+        ({"shift_s": 0.01, "period_s": 0.07, "epoch_s": 1e300}, "epoch_s", 400),
+        ({"shift_s": 0.01, "period_s": 0.07, "epoch_s": 1e10}, "epoch_s", 400),
+        ({"shift_s": 0.01, "period_s": 0.07, "epoch_s": EPOCH_S * 1000}, "epoch_s", 400),
+        ({"shift_s": 0.01, "period_s": 0.07, "epoch_s": -1.0}, "epoch_s", 400),
     ],
 )
 def test_bad_put_time_shift_is_refused(served, body, field, status):
     err = error_of(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
     assert err["code"] == status and err["field"] == field
+
+
+def test_an_epoch_in_milliseconds_is_refused_saying_so(served):
+    """UNIX seconds below 1e10: a millisecond epoch (or 1e300) was answered 200 and held
+    the job asleep (or crashed its agent's sleep)."""
+    body = {"shift_s": 0.01, "period_s": 0.07, "epoch_s": 1767225600000}
+    err = error_of(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
+    assert err["field"] == "epoch_s" and "seconds, not milliseconds" in err["message"]
+    body["epoch_s"] = 9_999_999_999.0  # just below the bound: kept
+    assert ok_json(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))["epoch_s"] == (
+        9_999_999_999.0
+    )
+    from cassini.errors import InputError
+    from cassini.service.cluster import read_cluster
+
+    with pytest.raises(InputError, match="epoch_s: .*seconds, not milliseconds"):
+        read_cluster({**two_node_cluster(), "epoch_s": EPOCH_S * 1000})
+
+
+def test_help_and_readme_name_every_time_shift_field():
+    """``cassini serve --help`` and the README list the answer's fields (tolerance_s and
+    released were missing)."""
+    from pathlib import Path
+
+    from cassini.service.models import TimeShift
+    from cassini.service.options import EPILOG
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    listed = readme[readme.index("/v1/jobs/{id}/time_shift` →"):][:200]
+    for name in TimeShift.model_fields:
+        assert f'"{name}"' in EPILOG, name
+        assert f'"{name}"' in listed, name
 
 
 def test_job_routes_answer_405_with_allow(served):

@@ -73,6 +73,18 @@ def test_documented_routes_are_exactly_the_served_ones(served, document):
     assert call(served.port, "GET", "/v1/nothing")[0] == 404
 
 
+def test_every_operation_documents_the_draining_503(document):
+    """A draining server answers 503 (Retry-After) to any request, on every path."""
+    for path, item in document["paths"].items():
+        for method, op in item.items():
+            if method.upper() not in METHODS:
+                continue
+            answer = op["responses"].get("503")
+            assert answer is not None, (path, method)
+            assert "shutting down" in answer["description"], (path, method)
+            assert "replica" not in answer["description"]
+
+
 def schema_of(document, name):
     return {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
 

@@ -101,6 +101,24 @@ def test_tls_cert_without_key_exits_2(tmp_path):
     assert r.returncode == 2 and "--tls-key" in r.stderr
 
 
+def test_audit_log_in_a_missing_directory_exits_2_naming_the_flag(tmp_path):
+    """One line naming --audit-log, exit 2, before anything starts; no directory made."""
+    missing = tmp_path / "nonexistent_dir"
+    for path, words in (
+        (missing / "a.log", "no directory"),
+        (tmp_path, "is a directory"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "cassini.cli", "serve", "--port", "0", "--state",
+             ":memory:", "--audit-log", str(path)],
+            capture_output=True, text=True, timeout=60,
+        )
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert lines[0].startswith(f"cassini: error: --audit-log {path}: ") and words in lines[0]
+    assert not missing.exists()
+
+
 def test_sigterm_drains_in_flight_finish_new_get_503_exit_0():
     proc, port = serve_process("--workers", "1")
     body = json.dumps(api.example("score")).encode()
@@ -117,7 +135,9 @@ def test_sigterm_drains_in_flight_finish_new_get_503_exit_0():
         time.sleep(0.3)
         status, headers, answer = call(port, "GET", "/healthz")
         assert status == 503 and headers["Connection"] == "close"
-        assert "shutting down" in error_of((status, headers, answer))["message"]
+        message = error_of((status, headers, answer))["message"]
+        assert "shutting down" in message and headers["Retry-After"] == "1"
+        assert "replica" not in message  # one replica (docs/service.md): retry it later
         assert proc.poll() is None  # still waiting for the request in flight
         slow.sendall(body[len(body) // 2:])
         reply = b""

@@ -179,6 +179,7 @@ def check_input_files(args: argparse.Namespace) -> str | None:
     state = args.state
     if state and state != ":memory:" and os.path.lexists(state):
         checks.append(("--state", state, files.check_file))
+    checks.append(("--audit-log", getattr(args, "audit_log", None), _appendable))
     for flag, path, check in checks:
         if path is None:
             continue
@@ -197,6 +198,27 @@ def check_input_files(args: argparse.Namespace) -> str | None:
                 f"its private key ({getattr(e, 'reason', None) or e})"
             )
     return None
+
+
+def _appendable(path: str) -> None:
+    """A file the audit log can be appended to, made if absent, in a directory that
+    exists (none is created for it); InputError(path, problem) otherwise.  Nothing is
+    written or made here."""
+    from cassini.errors import InputError
+
+    if os.path.isdir(path):
+        raise InputError(path, "is a directory, expected a file")
+    if os.path.lexists(path):
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+        except OSError as e:
+            raise InputError(path, f"cannot append to it: {e.strerror or e}") from None
+        return
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise InputError(path, f"no directory {folder} (it is not created)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(path, f"cannot create it: directory {folder} is not writable")
 
 
 def _pem(path: str, label: str) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini import schema
+from cassini.agent import epoch_problem
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 
@@ -193,6 +194,9 @@ def read_cluster(obj: Any, field: str = "") -> tuple[ClusterNetwork, list[Runnin
     epoch = None
     if obj.get("epoch_s") is not None:
         epoch = schema.number(obj["epoch_s"], schema.join(field, "epoch_s"), non_negative=True)
+        problem = epoch_problem(epoch)
+        if problem is not None:
+            raise InputError(schema.join(field, "epoch_s"), problem)
     cluster = ClusterNetwork(links, nodes, epoch)
     jobs: list[RunningJob] = []
     seen: set[str] = set()

@@ -1,6 +1,6 @@
 """Graceful stop (SIGTERM): the requests in flight finish, a request that arrives meanwhile
-gets 503 (``Connection: close``, ``Retry-After: 1``) so its client tries another replica,
-then the server stops."""
+gets 503 (``Connection: close``, ``Retry-After: 1``) so its client retries once the service
+is back (the service runs as one replica: docs/service.md), then the server stops."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ class DrainMiddleware:
             await self.app(scope, receive, send)
             return
         if self.drain.draining:
-            err = ShuttingDown("shutting down: retry on another replica", None,
+            err = ShuttingDown("shutting down: retry after Retry-After seconds, once the "
+                               "service is back", None,
                                headers={"Retry-After": "1", "Connection": "close"})
             record = record_of_scope(scope)
             if record is not None:

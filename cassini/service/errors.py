@@ -115,13 +115,17 @@ class Overloaded(ServiceError):
     status = 503
     reason = "overloaded"
     when = (
-        "no worker became free within --timeout-s, or the service is shutting down; "
-        "Retry-After: 1"
+        "no worker became free within --timeout-s, or the service is shutting down "
+        "(draining); Retry-After: 1"
     )
 
 
 class ShuttingDown(Overloaded):
     reason = "draining"
+    when = (
+        "the service is shutting down (draining after SIGTERM/SIGINT): the request was not "
+        "served; retry after Retry-After (1 s), once the service is back; Connection: close"
+    )
 
 
 class ComputeTimeout(ServiceError):

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic.json_schema import models_json_schema
 
+from cassini.agent import MAX_EPOCH_S, epoch_problem
 from cassini.schema import join as _join
 from cassini.schema import kind_of as _kind
 from cassini.service.cluster import MAX_JOB_ID_CHARS, TIME_SHIFT_PATH, unroutable
@@ -75,6 +76,24 @@ PositiveSeconds = Annotated[
     float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds")
 ]
 Bps = Annotated[float, Field(ge=0, le=MAX_RATE_BPS, description="bits per second")]
+
+
+def _epoch(value: float) -> float:
+    """``value``, or ValueError with :func:`cassini.agent.epoch_problem`'s reason (an
+    epoch in milliseconds is said to be one)."""
+    problem = epoch_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: UNIX seconds slot 0 counts from, below :data:`cassini.agent.MAX_EPOCH_S` (the year
+#: 2286): an epoch in milliseconds is refused, not slept on.
+EpochSeconds = Annotated[
+    float,
+    Field(ge=0, json_schema_extra={"exclusiveMaximum": MAX_EPOCH_S}),
+    AfterValidator(_epoch),
+]
 PositiveBps = Annotated[float, Field(ge=1, le=MAX_RATE_BPS, description="bits per second")]
 NumberMap = dict[str, float]
 
@@ -257,9 +276,10 @@ class TimeShiftHold(Strict):
     shift_s: Seconds
     period_s: PositiveSeconds
     epoch_s: Annotated[
-        float | None,
-        Field(default=None, ge=0, description="UNIX seconds slot 0 counts from (null or "
-              "absent: the service's epoch)"),
+        EpochSeconds | None,
+        Field(default=None, description=f"UNIX seconds slot 0 counts from, below "
+              f"{MAX_EPOCH_S:g} (seconds, not milliseconds; null or absent: the service's "
+              "epoch)"),
     ]
 
 

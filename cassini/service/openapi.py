@@ -10,7 +10,7 @@ from typing import Any
 
 import cassini
 from cassini.service.contract import ENDPOINTS, QUERY_OPTIONS, Endpoint, Operation
-from cassini.service.errors import ERRORS
+from cassini.service.errors import ERRORS, ServiceError, ShuttingDown
 from cassini.service.models import component_schemas
 
 
@@ -50,8 +50,11 @@ def _responses(op: Operation) -> dict[str, Any]:
         else:
             responses[str(code)] = success
     for code in op.errors:
+        error: type[ServiceError] = ERRORS[code]
+        if error.status == ShuttingDown.status and 504 not in op.errors:
+            error = ShuttingDown  # no computation to wait for: only a draining server
         responses[str(code)] = {
-            "description": ERRORS[code].when,
+            "description": error.when,
             "content": {"application/json": {"schema": _ref("Error")}},
         }
     return responses

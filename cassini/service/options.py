@@ -49,8 +49,9 @@ endpoints (OpenAPI document: GET /openapi.json, docs/openapi.json):
                     running jobs: {"id", "nodes": [...], "model": LIBRARY_ID} or
                     {"id", "nodes", "iteration_time_s", "phases"}
   GET|PUT /v1/jobs/{id}/time_shift
-                    {"job_id", "shift", "shift_s", "period_s", "epoch_s", "reason"}:
-                    slot k of the job starts at epoch_s + shift_s + k * period_s
+                    {"job_id", "shift", "shift_s", "period_s", "epoch_s", "reason",
+                    "tolerance_s", "released"}: slot k of the job starts at
+                    epoch_s + shift_s + k * period_s (epoch_s: UNIX seconds < 1e10)
   POST /k8s/v1/prioritize, /k8s/v1/filter
                     kube-scheduler extender (urlPrefix http://HOST:PORT/k8s/v1);
                     pod annotations cassini.io/job, cassini.io/profile (JOB JSON)
@@ -64,8 +65,8 @@ errors are JSON {"error": {"code", "field", "message"}}: 400 bad JSON, schema or
 option; 401 no or unknown token; 403 writes disabled; 404 unknown path or job; 405
 wrong method; 408 body too slow; 413 body over --max-body-bytes; 415 wrong
 Content-Type; 429 over --write-rate or --max-jobs; 503 no worker free within
---timeout-s, or shutting down; 504 computation over --timeout-s (its worker process
-is killed and replaced).
+--timeout-s, or shutting down (any request; retry after Retry-After once the service
+is back); 504 computation over --timeout-s (its worker process is killed and replaced).
 
 state (--state, SQLite; default ~/.local/state/cassini/serve.sqlite): the jobs
 registered over HTTP, the shifts set by PUT and the epoch survive a restart;
@@ -316,5 +317,6 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         type=output_path,
         default=None,
-        help="append one JSON line per write here (default: standard error)",
+        help="append one JSON line per write here (default: standard error); its "
+        "directory must exist",
     )

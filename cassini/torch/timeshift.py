@@ -3,9 +3,12 @@
 What the scheduler hands the job (documented in ``docs/agent.md``):
 
 ``CASSINI_SHIFT_S``   the job's time-shift, seconds in [0, period)
-``CASSINI_PERIOD_S``  the period its iterations are held to, seconds
-``CASSINI_EPOCH_S``   the wall-clock time (UNIX seconds) slot 0 counts from, shared by jobs
-``CASSINI_SHIFT``     optional, ``0``/``false``: the advisor recommends no shift (run free)
+``CASSINI_PERIOD_S``  the period its iterations are held to, seconds in [1e-6, one week]
+``CASSINI_EPOCH_S``   the wall-clock time (UNIX seconds, in [0, 1e10), at most a day ahead
+                      of the clock) slot 0 counts from, shared by jobs
+``CASSINI_SHIFT``     optional, ``0``/``false``/``no``/``off``: the advisor recommends no
+                      shift (run free); ``1``/``true``/``yes``/``on``: hold the grid (any
+                      other value is an error)
 ``CASSINI_TOLERANCE_S`` optional, seconds: how late an iteration may start before the
                       agent re-aligns the job (the advisor's slip tolerance,
                       :mod:`cassini.slip`; default 5 % of the period)
@@ -20,7 +23,9 @@ says so: rank 0 sends ``PUT {url}/v1/jobs/{id}/time_shift {"shift": false}`` onc
 the bearer token of ``CASSINI_TOKEN_FILE`` (the first word of its first line that is not
 a comment) when set, and the service answers its partners ``shift: false`` (released with
 its group) at their next re-read.  With none of these variables set the job runs free
-(``TimeShift.enabled`` is False).
+(``TimeShift.enabled`` is False); set but incomplete (``CASSINI_JOB_ID`` without
+``CASSINI_URL``, ``CASSINI_TOLERANCE_S`` or ``CASSINI_SHIFT=1`` without a grid) is a
+:class:`TimeShiftError` naming what is missing.
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
 receive both through ``torch.distributed.broadcast`` (five float64 once, four per
@@ -32,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -39,7 +45,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cassini.agent import GroupRelease, SlotDecision, TimeShiftAgent
+from cassini.agent import (
+    MAX_PERIOD_S,
+    MIN_PERIOD_S,
+    GroupRelease,
+    SlotDecision,
+    TimeShiftAgent,
+    epoch_problem,
+)
 
 ENV_SHIFT_S = "CASSINI_SHIFT_S"
 ENV_PERIOD_S = "CASSINI_PERIOD_S"
@@ -52,6 +65,11 @@ ENV_REFRESH = "CASSINI_REFRESH_ITERATIONS"
 ENV_TOKEN_FILE = "CASSINI_TOKEN_FILE"
 DEFAULT_REFRESH_ITERATIONS = 50
 NUMBERS = (ENV_SHIFT_S, ENV_PERIOD_S, ENV_EPOCH_S)
+SHIFT_OFF = ("0", "false", "no", "off")  # CASSINI_SHIFT's spellings, case-insensitive
+SHIFT_ON = ("1", "true", "yes", "on")
+#: How far ahead of the clock (seconds) CASSINI_EPOCH_S may be: a later epoch would hold
+#: the job asleep until then, which no scheduler means.
+MAX_EPOCH_AHEAD_S = 86400.0
 SETTINGS_FLOATS = 5  # ShiftSettings.to_floats
 UNCHANGED = -3.0  # first float of a refresh broadcast when the settings did not change
 
@@ -77,11 +95,18 @@ class ShiftSettings:
     def __post_init__(self) -> None:
         if not self.shift:
             return
-        for name, value in (("period_s", self.period_s), ("epoch_s", self.epoch_s)):
-            if not math.isfinite(value):
-                raise TimeShiftError(f"{name}: must be a finite number, got {value!r}")
+        if not math.isfinite(self.period_s):
+            raise TimeShiftError(f"period_s: must be a finite number, got {self.period_s!r}")
         if not self.period_s > 0:
             raise TimeShiftError(f"period_s: must be > 0, got {self.period_s!r}")
+        if not MIN_PERIOD_S <= self.period_s <= MAX_PERIOD_S:
+            raise TimeShiftError(
+                f"period_s: must be in [{MIN_PERIOD_S:g}, {MAX_PERIOD_S:g}] seconds, got "
+                f"{self.period_s!r}"
+            )
+        problem = epoch_problem(self.epoch_s)
+        if problem:
+            raise TimeShiftError(f"epoch_s: {problem}")
         if not 0 <= self.shift_s < self.period_s:
             raise TimeShiftError(f"shift_s: must be in [0, period_s), got {self.shift_s!r}")
         tol = self.tolerance_s
@@ -101,19 +126,53 @@ class ShiftSettings:
         return cls(True, shift_s, period_s, epoch_s, None if tol < 0 else tol, source=source)
 
 
-def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings | None:
+def shift_flag(env: Mapping[str, str]) -> bool | None:
+    """``CASSINI_SHIFT``: False (run free), True (hold), None (unset or blank); any other
+    value is a :class:`TimeShiftError` listing the accepted ones."""
+    text = env.get(ENV_SHIFT, "").strip().lower()
+    if not text:
+        return None
+    if text in SHIFT_OFF:
+        return False
+    if text in SHIFT_ON:
+        return True
+    raise TimeShiftError(
+        f"{ENV_SHIFT}: must be one of {', '.join(SHIFT_ON)} (hold the grid) or "
+        f"{', '.join(SHIFT_OFF)} (run free), got {env[ENV_SHIFT]!r}"
+    )
+
+
+def settings_from_env(
+    environ: Mapping[str, str] | None = None, now_s: float | None = None
+) -> ShiftSettings | None:
     """The settings in ``environ`` (default ``os.environ``); None when no CASSINI_
-    variable is set.  Raises :class:`TimeShiftError` naming a missing or bad variable."""
+    variable is set.  Raises :class:`TimeShiftError` naming a missing or bad variable,
+    an epoch more than a day ahead of ``now_s`` (UNIX seconds, default the clock)
+    included."""
     env = os.environ if environ is None else environ
-    flag = env.get(ENV_SHIFT, "").strip().lower()
-    if flag in ("0", "false", "no", "off"):
+    flag = shift_flag(env)
+    if flag is False:
         return ShiftSettings(False, reason=f"{ENV_SHIFT}={env[ENV_SHIFT]}")
     if env.get(ENV_URL):
         if not env.get(ENV_JOB_ID):
             raise TimeShiftError(f"{ENV_JOB_ID}: missing (needed with {ENV_URL})")
-        return settings_from_url(env[ENV_URL], env[ENV_JOB_ID])
+        settings = settings_from_url(env[ENV_URL], env[ENV_JOB_ID])
+        _check_epoch_ahead(settings, f"{ENV_URL}: epoch_s", now_s)
+        return settings
+    if env.get(ENV_JOB_ID):
+        raise TimeShiftError(f"{ENV_URL}: missing (needed with {ENV_JOB_ID})")
     present = [name for name in NUMBERS if env.get(name, "").strip()]
     if not present:
+        partial = [
+            f"{name}={env[name].strip()}"
+            for name in (ENV_SHIFT, ENV_TOLERANCE_S)
+            if env.get(name, "").strip()
+        ]
+        if partial:
+            raise TimeShiftError(
+                f"{ENV_SHIFT_S}, {ENV_PERIOD_S}, {ENV_EPOCH_S}: missing (set with "
+                f"{', '.join(partial)}; or give {ENV_URL} and {ENV_JOB_ID})"
+            )
         return None
     missing = [name for name in NUMBERS if name not in present]
     if missing:
@@ -121,7 +180,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings
     values = {name: _env_number(env, name) for name in NUMBERS}
     tolerance = _env_number(env, ENV_TOLERANCE_S) if env.get(ENV_TOLERANCE_S, "").strip() else None
     try:
-        return ShiftSettings(
+        settings = ShiftSettings(
             True,
             values[ENV_SHIFT_S],
             values[ENV_PERIOD_S],
@@ -132,6 +191,22 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ShiftSettings
     except TimeShiftError as e:  # name the variable, not the field
         field, _, message = str(e).partition(": ")
         raise TimeShiftError(f"CASSINI_{field.upper()}: {message}") from None
+    _check_epoch_ahead(settings, ENV_EPOCH_S, now_s)
+    return settings
+
+
+def _check_epoch_ahead(settings: ShiftSettings, name: str, now_s: float | None) -> None:
+    """A held grid whose epoch is more than a day ahead of ``now_s`` (UNIX seconds,
+    default the clock): a TimeShiftError naming ``name``, not a job asleep until then."""
+    if not settings.shift:
+        return
+    now = time.time() if now_s is None else now_s
+    ahead = settings.epoch_s - now
+    if ahead > MAX_EPOCH_AHEAD_S:
+        raise TimeShiftError(
+            f"{name}: {settings.epoch_s!r} is {ahead / 86400:.1f} days ahead of the clock "
+            f"(at most {MAX_EPOCH_AHEAD_S / 86400:g} day): the job would sleep until then"
+        )
 
 
 def _env_number(env: Mapping[str, str], name: str) -> float:
@@ -311,10 +386,17 @@ def refresh_iterations(env: Mapping[str, str]) -> int:
 
 
 def _error_text(e: urllib.error.HTTPError) -> str:
+    """The service's error as one line (``field: message`` of its JSON error), else the
+    HTTP reason."""
     try:
-        return json.loads(e.read().decode()).get("error", "")
+        error = json.loads(e.read().decode()).get("error", "")
     except (ValueError, AttributeError, OSError):
-        return e.reason
+        return str(e.reason)
+    if isinstance(error, dict):
+        message = str(error.get("message") or e.reason)
+        field = error.get("field")
+        return f"{field}: {message}" if field else message
+    return str(error or e.reason)
 
 
 class TimeShift:
@@ -382,15 +464,16 @@ class TimeShift:
         """Settings from the environment (see the module docstring), resolved on rank 0
         and broadcast, so every rank runs the same grid (and re-reads it together)."""
         env = os.environ if environ is None else environ
+        clock = agent_options.get("clock", time.time)
         if _world(process_group) <= 1:
-            settings, source, refresh = _resolve(env)
+            settings, source, refresh = _resolve(env, clock())
             return cls(settings, process_group, source=source, refresh_every=refresh,
                        **agent_options)
         error, settings, source = "", None, None
         if _rank(process_group) == 0:
             refresh = 0
             try:
-                settings, source, refresh = _resolve(env)
+                settings, source, refresh = _resolve(env, clock())
             except TimeShiftError as e:
                 error = str(e)
             if error:
@@ -497,15 +580,19 @@ class TimeShift:
         return out
 
 
-def _resolve(env: Mapping[str, str]) -> tuple[ShiftSettings | None, ShiftSource | None, int]:
-    """(settings, the source to re-read them from, iterations between re-reads)."""
-    flag = env.get(ENV_SHIFT, "").strip().lower()
-    if env.get(ENV_URL) and env.get(ENV_JOB_ID) and flag not in ("0", "false", "no", "off"):
+def _resolve(
+    env: Mapping[str, str], now_s: float | None = None
+) -> tuple[ShiftSettings | None, ShiftSource | None, int]:
+    """(settings, the source to re-read them from, iterations between re-reads);
+    ``now_s``: the agent's clock (UNIX seconds), against which the epoch is checked."""
+    if env.get(ENV_URL) and env.get(ENV_JOB_ID) and shift_flag(env) is not False:
         refresh = refresh_iterations(env)
         source = ShiftSource(env[ENV_URL], env[ENV_JOB_ID],
                              token_file=env.get(ENV_TOKEN_FILE) or None)
-        return source.first(), source, refresh
-    return settings_from_env(env), None, 0
+        settings = source.first()
+        _check_epoch_ahead(settings, f"{ENV_URL}: epoch_s", now_s)
+        return settings, source, refresh
+    return settings_from_env(env, now_s), None, 0
 
 
 def _world(group: Any) -> int:
