@@ -396,6 +396,17 @@ def test_without_cluster_jobs_need_no_nodes():
         srv.stop()
 
 
+def test_a_model_is_named_as_loosely_as_elsewhere_and_a_typo_gets_a_suggestion():
+    srv = start(workers=1, quiet=True)
+    try:
+        ok_json(call(srv.port, "POST", "/v1/jobs", {"id": "j", "model": "BERT"}), 201)
+        assert shift_of(srv, "j")["period_s"] == library()["bert"].iteration_time_s
+        err = error_of(call(srv.port, "POST", "/v1/jobs", {"id": "k", "model": "bertt"}))
+        assert err["field"] == "model" and "did you mean 'bert'?" in err["message"]
+    finally:
+        srv.stop()
+
+
 # -- the cluster file and SIGHUP -------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from cassini import schema
 from cassini.agent import epoch_problem
 from cassini.errors import InputError
-from cassini.profile import JobProfile
+from cassini.profile import JobProfile, library_model
 
 #: Extender score of a node the service cannot judge (unknown node, pod without a profile,
 #: server without a cluster): the middle of kube-scheduler's 0..10, the same for every node.
@@ -122,7 +122,9 @@ def read_job(obj: Any, field: str = "", *, job_id: str | None = None) -> Running
     )
     if len(set(nodes)) != len(nodes):
         raise InputError(schema.join(field, "nodes"), "names a node more than once")
-    return RunningJob(profile_of(obj, field, jid), nodes, obj.get("model"))
+    profile = profile_of(obj, field, jid)
+    model = library_model(obj["model"], library()) if "model" in obj else None  # its id
+    return RunningJob(profile, nodes, model)
 
 
 def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
@@ -136,12 +138,7 @@ def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
             )
         model = schema.identifier(obj["model"], schema.join(field, "model"))
         known = library()
-        if model not in known:
-            raise InputError(
-                schema.join(field, "model"),
-                f"unknown model {model!r} (library: {', '.join(sorted(known))})",
-            )
-        base = known[model]
+        base = known[library_model(model, known, schema.join(field, "model"))]
         return JobProfile(job_id, base.iteration_time_s, base.phases)
     for name in ("iteration_time_s", "phases"):
         if name not in obj:

@@ -13,7 +13,7 @@ import numpy as np
 
 from cassini.errors import InputError
 from cassini.nic_scale import on_link
-from cassini.profile import JobProfile
+from cassini.profile import JobProfile, unknown_model
 from cassini.sim.network import NETWORKS, NetworkModel
 from cassini.sim.network.windows import DEFAULT_WINDOW, NetworkWindow
 from cassini.sim.options import SimOptions
@@ -82,8 +82,8 @@ class Simulation(Routes):
         self.seed = seed
         self.priority_rng = np.random.default_rng([seed, 1])
         for j in self.jobs:  # InputError: `cassini sim` exits 2 naming the job's field
-            if j.model not in self.library:
-                raise InputError(f"jobs.{j.job_id}.model", f"unknown model {j.model!r}")
+            if j.model not in self.library:  # the readers give library ids: say which is near
+                raise InputError(f"jobs.{j.job_id}.model", unknown_model(j.model, self.library))
             if j.gpus > cluster.gpus:
                 raise InputError(
                     f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
