@@ -12,7 +12,7 @@ Units: seconds, bits per second."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -46,12 +46,21 @@ MAX_RATE_BPS = 1e15
 Id = Annotated[str, Field(min_length=1)]
 
 
-def _routable(job_id: str) -> str:
-    """``job_id``, or ValueError with :func:`cassini.service.cluster.unroutable`'s reason."""
-    problem = unroutable(job_id)
-    if problem is not None:
-        raise ValueError(problem)
-    return job_id
+def _refusing(problem_of: Callable[[Any], str | None]) -> Callable[[Any], Any]:
+    """A validator passing a value on, or raising ValueError with ``problem_of``'s reason
+    when it gives one."""
+
+    def check(value: Any) -> Any:
+        problem = problem_of(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    return check
+
+
+#: ``job_id``, or ValueError with :func:`cassini.service.cluster.unroutable`'s reason
+_routable = _refusing(unroutable)
 
 
 #: A job id the job routes can name (:func:`cassini.service.cluster.unroutable` is the
@@ -78,13 +87,9 @@ PositiveSeconds = Annotated[
 Bps = Annotated[float, Field(ge=0, le=MAX_RATE_BPS, description="bits per second")]
 
 
-def _epoch(value: float) -> float:
-    """``value``, or ValueError with :func:`cassini.agent.epoch_problem`'s reason (an
-    epoch in milliseconds is said to be one)."""
-    problem = epoch_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
+#: an epoch, or ValueError with :func:`cassini.agent.epoch_problem`'s reason (an epoch in
+#: milliseconds is said to be one)
+_epoch = _refusing(epoch_problem)
 
 
 #: UNIX seconds slot 0 counts from, below :data:`cassini.agent.MAX_EPOCH_S` (the year
