@@ -178,10 +178,9 @@ def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from cassini.sim.config import read_config
+    from cassini.sim.config import check_schedulers, read_config, unused_settings
     from cassini.sim.report import run as report
     from cassini.sim.report import sweep
-    from cassini.sim.schedulers import Scheduler
     from cassini.sim.workload import write_trace
 
     if args.sim_command == "topo":
@@ -191,11 +190,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.sim_command != "trace":
             cfg = read_config(args.config)
+            if args.sim_command == "run" and args.scheduler:
+                check_schedulers(tuple(args.scheduler), "--scheduler")
+                cfg = replace(cfg, schedulers=tuple(args.scheduler))
         out = Path(args.out)
         if args.sim_command == "trace":  # a file; run and sweep write a folder
             outputs.check_output_file(out)
         else:
             outputs.check_output_dir(out)
+            for line in unused_settings(cfg):  # not errors; results.json has them too
+                print(f"sim {args.sim_command}: {line}", file=sys.stderr)
         if args.sim_command == "trace":
             if args.what[0] == "convert":
                 return _convert(args, out)
@@ -208,10 +212,6 @@ def main(args: argparse.Namespace) -> int:
             print(f"wrote {len(jobs)} jobs to {out}", file=sys.stderr)
             return 0
         if args.sim_command == "run":
-            if args.scheduler:
-                for s in args.scheduler:
-                    Scheduler.parse(s)
-                cfg = replace(cfg, schedulers=tuple(args.scheduler))
             progress = None if args.quiet else report.stderr_progress
             done = report.simulate_config(cfg, progress=progress, record=True)
             line = skipped_rows_line(done.workload.summary)

@@ -51,6 +51,15 @@ class SimConfig:
     name: str = "sim"
     sweep: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     options: SimOptions = field(default_factory=SimOptions)
+    #: the keys the config file set (top level, and ``cluster.spines``): the settings
+    #: :func:`unused_settings` may say no scheduler of the run uses
+    given: frozenset[str] = frozenset()
+
+    def settings(self) -> dict[str, Any]:
+        """The run's network settings, defaults filled in (``results.json``'s
+        ``settings``): network model, routing, priority levels, MLTCP, defrag and
+        CASSINI's angle step."""
+        return self.options.to_dict() | {"precision_deg": self.precision_deg}
 
     def library(self) -> dict[str, JobProfile]:
         return load_library(self.profiles)
@@ -148,8 +157,7 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         schema.identifier(s, f"schedulers[{i}]")
         for i, s in enumerate(schema.array(obj["schedulers"], "schedulers", non_empty=True))
     )
-    for s in schedulers:
-        Scheduler.parse(s)
+    check_schedulers(schedulers, "schedulers")
     workload = schema.require_object(obj["workload"], "workload")
     schema.check_fields(workload, "workload", (), ("poisson", "trace", "format", "bad_rows"))
     if ("poisson" in workload) == ("trace" in workload):
@@ -190,8 +198,56 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         name=str(obj.get("name", "sim")),
         sweep=sweep,
         options=replace(_options(obj), profiles=profile_rule),
+        given=frozenset(obj) | {f"cluster.{k}" for k in obj["cluster"] if k == "spines"},
     )
     return cfg
+
+
+def check_schedulers(names: tuple[str, ...], field_name: str) -> None:
+    """Every name parses and none repeats an earlier one (results are keyed by name: a
+    second ``themis`` ran again and replaced the first); InputError names
+    ``field_name[i]``."""
+    for i, name in enumerate(names):
+        where = f"{field_name}[{i}]"
+        if name in names[:i]:
+            raise InputError(
+                where,
+                f"{name!r} repeats {field_name}[{names.index(name)}]; name each scheduler once",
+            )
+        try:
+            Scheduler.parse(name)
+        except InputError as e:
+            raise InputError(where, e.problem) from None
+
+
+def unused_settings(cfg: SimConfig) -> list[str]:
+    """One line per setting the config gave that no scheduler of the run uses (the
+    sweep's scheduler axis when it has one): ignored, not an error."""
+    names = cfg.sweep.get("scheduler") or cfg.schedulers
+    run = [Scheduler.parse(n) for n in names]
+    racks = cfg.cluster.racks
+    uses = {
+        "routing": (
+            any(s.routing is None and not s.dedicated_network for s in run),
+            "every scheduler of this run names its own routing part (single, ecmp, crux) "
+            "or is ideal",
+        ),
+        "priority_levels": (
+            any(s.priority for s in run),
+            "no scheduler of this run uses priority classes (crux, priority)",
+        ),
+        "mltcp": (any(s.mltcp for s in run), "no scheduler of this run uses MLTCP (mltcp)"),
+        "defrag": (any(s.defrag for s in run), "no scheduler of this run migrates jobs (defrag)"),
+        "precision_deg": (
+            any(s.placement == "cassini" for s in run),
+            "no scheduler of this run consults CASSINI (cassini)",
+        ),
+        "cluster.spines": (
+            (racks if isinstance(racks, int) else len(racks)) > 1,
+            "a one-rack cluster sends no traffic through spines",
+        ),
+    }
+    return [f"{k}: {why}; ignored" for k, (use, why) in uses.items() if k in cfg.given and not use]
 
 
 def check_models(cfg: SimConfig) -> SimConfig:
@@ -237,9 +293,11 @@ def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:
         for k, v in enumerate(sweep[axis]):
             f = f"sweep.{axis}[{k}]"
             if axis == "scheduler":
-                Scheduler.parse(schema.identifier(v, f))
+                schema.identifier(v, f)
             else:
                 schema.number(v, f, positive=axis != "seed", non_negative=True)
+        if axis == "scheduler":
+            check_schedulers(sweep[axis], f"sweep.{axis}")
     return sweep
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from cassini.nic_scale import DEFAULT_PROFILE_RULE
 from mltcp.policy import MltcpParams
@@ -38,6 +39,18 @@ class SimOptions:
     cooldown_s: float = 300.0
     network: str = "windows"
     profiles: str = DEFAULT_PROFILE_RULE
+
+    def to_dict(self) -> dict[str, Any]:
+        """The network settings as the config keys name them, every default filled in
+        (``results.json``'s ``settings``): which model ran and with what."""
+        m = self.mltcp
+        return {
+            "network": self.network,
+            "routing": self.routing,
+            "priority_levels": self.priority_levels,
+            "mltcp": {"slope": m.slope, "intercept": m.intercept, "scale_cut": m.scale_cut},
+            "defrag": {"migration_s": self.migration_s, "cooldown_s": self.cooldown_s},
+        }
 
 
 #: the network models a run can use (``SimOptions.network``)

@@ -86,8 +86,17 @@ class Scheduler:
             raise _unknown(name, policy, "queue policy first")
         chosen: dict[str, set[str]] = {}
         bundled: dict[str, set[str]] = {}  # the bundles' parts of BUNDLE_DEFAULTS kinds
-        for token in tokens[1:]:
-            token = PLACEMENT_ALIASES.get(token, token)
+        named: dict[str, str] = {}  # part -> the token that named it (``first``: packed)
+        for raw in tokens[1:]:
+            token = PLACEMENT_ALIASES.get(raw, raw)
+            if token in named:  # themis+crux+crux: ran as themis+crux, unsaid
+                raise InputError(
+                    "schedulers",
+                    f"scheduler {name!r} names part {token!r} twice"
+                    + (f" (as {named[token]!r} and {raw!r})" if named[token] != raw else "")
+                    + "; give each part once",
+                )
+            named[token] = raw
             bundle = BUNDLES.get(token, ())
             parts = bundle or tuple(
                 (kind, token) for kind, table in KINDS.items() if kind != "queue" and token in table

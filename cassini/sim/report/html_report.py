@@ -175,6 +175,31 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
     return parts
 
 
+def _settings_lines(data: Mapping[str, Any]) -> list[str]:
+    """Under the title: the network settings the run resolved (which model ran, with
+    what) and a line per setting the config gave that no scheduler used."""
+    settings = dict(data.get("settings", {}))
+    if "profiles" in data:
+        settings["profiles"] = data["profiles"]
+
+    def text(value: Any) -> str:
+        if isinstance(value, Mapping):
+            return "{" + ", ".join(f"{k}: {text(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, bool):
+            return str(value).lower()
+        return number(value) if isinstance(value, int | float) else str(value)
+
+    parts = []
+    if settings:
+        cells = " · ".join(
+            f'<span data-key="{html.escape(k)}">{html.escape(k)}: {html.escape(text(v))}</span>'
+            for k, v in settings.items()
+        )
+        parts.append(f'<p id="settings">{cells}</p>')
+    parts += [f'<p class="warning">{html.escape(w)}</p>' for w in data.get("warnings", [])]
+    return parts
+
+
 def write(
     path: Path,
     data: Mapping[str, Any],
@@ -186,6 +211,7 @@ def write(
     ``busiest``: per scheme, rows of the busiest-links table."""
     parts = [
         f"<h1>Simulation report: {html.escape(str(data.get('name', 'sim')))}</h1>",
+        *_settings_lines(data),
         *_summary_section(data),
         "<h2>Pictures</h2>",
         *(_figure(p, caption) for p, caption in pictures),

@@ -16,7 +16,7 @@ import numpy as np
 from cassini import outputs
 from cassini.errors import InputError
 from cassini.profile import JobProfile
-from cassini.sim.config import SimConfig, Workload
+from cassini.sim.config import SimConfig, Workload, unused_settings
 from cassini.sim.engine import SimResult, run
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
@@ -123,6 +123,10 @@ def results_json(
         "candidates": cfg.candidates,
         # how the library's profiles met the server links (cassini.nic_scale)
         "profiles": cfg.options.profiles,
+        # which network model ran and with what, defaults filled in; settings the config
+        # gave that no scheduler of the run uses (ignored)
+        "settings": cfg.settings(),
+        "warnings": unused_settings(cfg),
         **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
         "ratios": ratios(summaries),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from cassini import outputs
-from cassini.sim.config import SimConfig
+from cassini.sim.config import SimConfig, unused_settings
 from cassini.sim.report.run import ratios, run_config
 
 BACKENDS = ("auto", "ray", "pool")
@@ -161,6 +161,9 @@ def write_sweep(
         "name": cfg.name,
         "backend": backend,
         "axes": {a: list(v) for a, v in cfg.sweep.items()},
+        "profiles": cfg.options.profiles,
+        "settings": cfg.settings(),  # every point's (the axes change none of them)
+        "warnings": unused_settings(cfg),
         "rows": rows,
         "aggregate": aggregate(rows, by),
         "ratios": sweep_ratios(rows, axes),
