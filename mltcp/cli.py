@@ -1,6 +1,6 @@
 """``mltcp`` command line: load, parameterise, select, inspect and unload the MLTCP
-congestion controls.  Exit status 2 for bad parameters, 1 for any other problem, each with
-one line saying what to do."""
+congestion controls.  Exit status 2 for bad parameters, 1 for any other problem (not root
+included), each with one line saying what to do.  Every command needs root."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from cassini.files import input_dir
 from mltcp import variants
-from mltcp.policy import MltcpParams
+from mltcp.policy import RESOLUTION_TEXT, MltcpParams, stored_as_zero
 
 DEFAULTS = MltcpParams()
+PARAMS = ("slope", "intercept", "idle_ms", "mode", "scale_cut")  # MltcpParams' fields
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,9 +28,15 @@ def build_parser() -> argparse.ArgumentParser:
         "into an interleaved schedule.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    load = sub.add_parser("load", help="build and register (idempotent); allow in namespaces")
+    load = sub.add_parser(
+        "load",
+        help="build and register (idempotent); allow in namespaces",
+        description="Build and register the congestion controls and allow them in network "
+        "namespaces.  Idempotent: run again, it changes only the parameters given (a first "
+        "load starts from the defaults).",
+    )
     load.add_argument("--variant", default="all", choices=(*variants.NAMES, "all"))
-    _add_params(load, defaults=True)
+    _add_params(load, load=True)
     _add_params(sub.add_parser("set", help="change parameters at run time (no reload)"), False)
     _add_select(
         sub.add_parser(
@@ -52,45 +60,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_params(sp: argparse.ArgumentParser, defaults: bool) -> None:
-    """The rule's parameters; with ``defaults``, MltcpParams' defaults, else None (keep:
-    ``set`` changes only what it is given, and its help says so)."""
-    d = DEFAULTS if defaults else None
+def _add_params(sp: argparse.ArgumentParser, load: bool) -> None:
+    """The rule's parameters, None when not given: ``set`` changes only what it is given
+    (its help says so), and so does ``load``, which starts from MltcpParams' defaults
+    when nothing is loaded and from the loaded values on a reload."""
 
     def said(value: object) -> str:
-        if d is not None:
+        if load:
             return f"default {value}"
         return f"unset: keeps the loaded value; load's default {value}"
 
     sp.add_argument(
         "--slope",
         type=float,
-        default=d.slope if d else None,
-        help=f"F's slope, >= 0 ({said(DEFAULTS.slope)})",
+        help=f"F's slope, >= 0, in steps of 1/1024 ({said(DEFAULTS.slope)})",
     )
     sp.add_argument(
         "--intercept",
         type=float,
-        default=d.intercept if d else None,
-        help=f"F's intercept, > 0 ({said(DEFAULTS.intercept)})",
+        help=f"F's intercept, > 0, in steps of 1/1024 ({said(DEFAULTS.intercept)})",
     )
     sp.add_argument(
         "--idle-ms",
         type=float,
-        default=d.idle_ms if d else None,
-        help=f"idle gap that ends an iteration, ms ({said(DEFAULTS.idle_ms)})",
+        help=f"idle gap that ends an iteration, ms, in steps of 1 µs ({said(DEFAULTS.idle_ms)})",
     )
     sp.add_argument(
         "--mode",
         choices=("idle", "exact"),
-        default=d.mode if d else None,
         help=f"iteration boundaries: idle gaps, or marks from the trainer ({said(DEFAULTS.mode)})",
     )
     scale = "on" if DEFAULTS.scale_cut else "off"
     sp.add_argument(
         "--scale-cut",
         action=argparse.BooleanOptionalAction,
-        default=d.scale_cut if d else None,
+        default=None,
         help="mltcp_dctcp: divide the window cut on ECN marks by F too, so a flow further "
         "through its iteration backs off less (beyond the paper's rule; "
         f"{said(scale)}; --no-scale-cut for the paper's rule)",
@@ -121,20 +125,37 @@ def _add_select(sel: argparse.ArgumentParser) -> None:
     )
 
 
-def _params(args: argparse.Namespace) -> MltcpParams:
-    """The parameters ``load`` or ``set`` asks for (``set``: unset ones stay as loaded)."""
-    if args.command == "load":
-        return MltcpParams(args.slope, args.intercept, args.idle_ms, args.mode, args.scale_cut)
+def _given(args: argparse.Namespace) -> dict[str, object]:
+    """The parameters given on the command line, by MltcpParams' field names."""
+    return {f: getattr(args, f) for f in PARAMS if getattr(args, f) is not None}
+
+
+def _params(args: argparse.Namespace) -> MltcpParams | None:
+    """The parameters ``load`` or ``set`` asks for: the loaded ones with those given
+    changed (``load`` with nothing loaded: the defaults with them changed; with none given:
+    None, the loaded ones kept).  ValueError naming the field where they are not valid."""
     from mltcp import admin
 
-    current = admin.get_params()
-    return MltcpParams(
-        args.slope if args.slope is not None else current.slope,
-        args.intercept if args.intercept is not None else current.intercept,
-        args.idle_ms if args.idle_ms is not None else current.idle_ms,
-        args.mode or current.mode,
-        current.scale_cut if args.scale_cut is None else args.scale_cut,
-    )
+    given = _given(args)
+    if args.command == "load":
+        if not given:
+            return None
+        return replace(_loaded_or_defaults(), **given)
+    return replace(admin.get_params(), **given)
+
+
+def _loaded_or_defaults() -> MltcpParams:
+    """What a reload keeps: the parameters in the config map, or the defaults when there is
+    none (nothing loaded) or no one has written it yet."""
+    from mltcp import admin
+    from mltcp.admin.params import read_config
+    from mltcp.pinned import MltcpError
+
+    try:
+        written = any(read_config())
+    except MltcpError:  # no config map (or one load will replace)
+        return DEFAULTS
+    return admin.get_params() if written else DEFAULTS
 
 
 def _load_or_set(args: argparse.Namespace) -> int:
@@ -145,25 +166,20 @@ def _load_or_set(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
         return 2
-    said = (
-        f"slope {params.slope}, intercept {params.intercept}, idle {params.idle_ms} ms, "
-        f"mode {params.mode}" + (", cut scaled by 1/F" if params.scale_cut else "")
-    )
+    names: list[str] = []
     if args.command == "load":
         names = admin.load(args.variant, params)
-        print(f"loaded {', '.join(names)} ({said})")
     else:
-        admin.set_params(params)
-        print(f"set {said}")
+        admin.set_params(params or admin.get_params())
+    p = admin.get_params()  # as the kernel holds them (fixed point), not as typed
+    said = f"slope {p.slope}, intercept {p.intercept}, idle {p.idle_ms} ms, mode {p.mode}" + (
+        ", cut scaled by 1/F" if p.scale_cut else ""
+    )
+    print(f"loaded {', '.join(names)} ({said})" if args.command == "load" else f"set {said}")
     return 0
 
 
 def _select(args: argparse.Namespace) -> int:
-    if args.cgroup is not None:  # checked before anything touches the kernel
-        problem = _cgroup_problem(args.cgroup)
-        if problem:
-            print(f"mltcp: --cgroup {problem}", file=sys.stderr)
-            return 2
     from mltcp import admin
 
     admin.select(
@@ -253,14 +269,52 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+def bad_argument(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments themselves, in one line naming the flag or
+    argument (exit 2, before root is checked or anything touches the kernel), or None."""
+    for name in ("slope", "intercept", "idle_ms"):
+        value = getattr(args, name, None)
+        if value is not None and stored_as_zero(name, value):
+            flag = "--" + name.replace("_", "-")
+            return (
+                f"{flag} {value} is under the kernel's resolution, {RESOLUTION_TEXT[name]}: "
+                "it would be stored as 0"
+            )
+    if args.command in ("mark", "assign-port") and not args.job.strip():
+        return "JOB must not be empty"
+    if args.command == "assign-port" and not 0 < args.port < 65536:
+        return f"PORT must be in 1..65535, got {args.port}"
+    if args.command == "select":
+        if args.cgroup is not None and (problem := _cgroup_problem(args.cgroup)):
+            return f"--cgroup {problem}"
+        if args.job is not None and args.cgroup is None:
+            return "--job goes with --cgroup (or use `mltcp assign-port`)"
+        if args.job is not None and not args.job.strip():
+            return "--job must not be empty"
+        if args.ecn is not None and args.cgroup is None:
+            flag = "--ecn" if args.ecn else "--no-ecn"
+            return f"{flag} goes with --cgroup (elsewhere net.ipv4.tcp_ecn decides)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mltcp.pinned import MltcpError
 
+    problem = bad_argument(args)
+    if problem:
+        print(f"mltcp: {problem}", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:  # before anything: the bpf(2) calls and sysctl writes need it
+        print(f"mltcp: {args.command} needs root: run with sudo", file=sys.stderr)
+        return 1
     try:
         return COMMANDS[args.command](args)
     except MltcpError as e:
         print(f"mltcp: {e}", file=sys.stderr)
+        return 1
+    except PermissionError as e:  # root without the capability (a container, lockdown)
+        print(f"mltcp: {args.command}: {e} (root, yet not permitted here)", file=sys.stderr)
         return 1
 
 

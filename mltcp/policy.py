@@ -22,6 +22,19 @@ MODES = ("idle", "exact")
 FLAG_SCALE_CUT = 0x1  # MLTCP_FLAG_SCALE_CUT in ebpf/mltcp_maps.h
 
 
+# what one step of each parameter is as the kernel stores it (MltcpParams.fixed): slope and
+# intercept in Q10, the idle gap in whole microseconds
+SCALE = {"slope": ONE, "intercept": ONE, "idle_ms": 1000}
+RESOLUTION_TEXT = {"slope": "1/1024", "intercept": "1/1024", "idle_ms": "0.001 ms (1 µs)"}
+
+
+def stored_as_zero(name: str, value: float) -> bool:
+    """Would the kernel store a positive ``value`` of parameter ``name`` (slope, intercept,
+    idle_ms) as 0, it being under half a step (:data:`SCALE`), rounded as :meth:`fixed`
+    rounds?"""
+    return math.isfinite(value) and value > 0 and int(round(value * SCALE[name])) == 0
+
+
 @dataclass(frozen=True)
 class MltcpParams:
     """MLTCP parameters; the defaults are the one table every part reads (the loader,

@@ -318,7 +318,7 @@ def test_select_needs_a_target_and_a_loaded_cc(kernel):
     r = cli("select", "mltcp_reno", "--cgroup", "/tmp")
     assert r.returncode == 2 and "not a cgroup directory" in r.stderr  # a bad path: usage
     r = cli("select", "mltcp_reno", "--netns", "x", "--job", "j")
-    assert r.returncode == 1 and "--job goes with --cgroup" in r.stderr
+    assert r.returncode == 2 and "--job goes with --cgroup" in r.stderr  # a bad parameter
 
 
 ECN_SERVER = textwrap.dedent("""

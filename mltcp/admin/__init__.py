@@ -7,6 +7,7 @@ cgroups), inspect and unload the congestion controls.  Needs root and runs ``mak
 - :mod:`~mltcp.admin.register`: ``load``, ``unload``, moving sockets to their base;
 - :mod:`~mltcp.admin.params`: the rule's parameters in the config map;
 - :mod:`~mltcp.admin.cgroup`: ``select``;
+- :mod:`~mltcp.admin.netns`: named network namespaces and the control each selects;
 - :mod:`~mltcp.admin.status`: ``status`` and ``problems``;
 - :mod:`~mltcp.admin.state`: what ``load``/``select`` changed, for ``unload``.
 """

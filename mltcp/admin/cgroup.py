@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mltcp import layout, variants
+from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, run, verifier_lines
 from mltcp.admin.state import LoaderState, read_state, save_state
 from mltcp.marks import job_key
@@ -27,7 +28,8 @@ def select(
     job: int | str | None = None,
     ecn: bool | None = None,
 ) -> None:
-    """Make ``cc`` the congestion control of a named network namespace, of the host, or of
+    """Make ``cc`` the congestion control of a named network namespace (recorded, so
+    ``unload`` puts back what it selected before), of the host, or of
     the TCP sockets of one cgroup v2 (a sock_ops program; with ``job``, those sockets are
     also tied to the job for exact mode).  For a cgroup, ECN is negotiated per socket
     (``BPF_SOCK_OPS_NEEDS_ECN``) when ``ecn`` says so, by default when ``cc`` needs it."""
@@ -35,21 +37,34 @@ def select(
         raise MltcpError(f"{cc} is not loaded: run `mltcp load` first")
     if job is not None and cgroup is None:
         raise MltcpError("--job goes with --cgroup (or use `mltcp assign-port`)")
-    if cc not in allowed():
-        (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
     if ecn is not None and cgroup is None:
         raise MltcpError("--ecn goes with --cgroup (elsewhere net.ipv4.tcp_ecn decides)")
+    if cc not in allowed():
+        (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
     if cgroup is not None:
         _select_cgroup(cc, Path(cgroup), job, variants.needs_ecn(cc) if ecn is None else ecn)
     elif netns:
-        sysctl = ["sysctl", "-qw", f"net.ipv4.tcp_congestion_control={cc}"]
-        r = run(["ip", "netns", "exec", netns, *sysctl])
-        if r.returncode != 0:
-            raise MltcpError(f"cannot select {cc} in netns {netns}: {r.stderr.strip()}")
+        _select_netns(cc, netns)
     elif default:
         (SYSCTL / "tcp_congestion_control").write_text(cc)
     else:
         raise MltcpError("say where: --netns NAME, --cgroup PATH or --default")
+
+
+def _select_netns(cc: str, ns: str) -> None:
+    """``cc`` for namespace ``ns``, what it selected before recorded first (once: the value
+    before mltcp changed it), so ``unload`` can put it back."""
+    state = read_state()
+    before = state.netns_before()
+    if ns not in before:
+        was = namespaces.selected(ns)
+        if was is None:
+            raise MltcpError(
+                f"cannot select {cc} in netns {ns}: cannot read what it selects "
+                "(is it one of `ip netns list`?)"
+            )
+        save_state(replace(state, netns=tuple(sorted({**before, ns: was}.items()))))
+    namespaces.select(ns, cc)
 
 
 def _select_cgroup(cc: str, path: Path, job: int | str | None, ecn: bool) -> None:

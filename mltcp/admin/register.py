@@ -11,6 +11,7 @@ import re
 from dataclasses import replace
 
 from mltcp import variants
+from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, check_prerequisites, run, verifier_lines
 from mltcp.admin.cgroup import unselect_cgroups
 from mltcp.admin.params import read_config, set_params
@@ -76,15 +77,31 @@ def _drop_stale_pins() -> None:
 
 
 def unload(force: bool = False) -> list[str]:
-    """Unregister every variant and put the kernel back as ``load`` found it.  With
-    ``force``, sockets still using one are first moved to its base algorithm."""
+    """Unregister every variant and put the kernel back as ``load`` found it, named network
+    namespaces included: one given to ``select --netns`` gets back what it selected
+    before (its variant's base if that was one of ours).  Refused while sockets use one,
+    or while a namespace ``select`` did not record (set by hand) selects one; with
+    ``force``, those sockets are first moved to their base algorithm and such a
+    namespace is given its base."""
     check_prerequisites()
     state = read_state()
     ours = loaded()
     busy = {n: c for n in ours if (c := sockets_using(n))}
-    if busy and not force:
-        detail = ", ".join(f"{c} socket(s) on {n}" for n, c in busy.items())
-        raise MltcpError(f"still in use: {detail}; close them first or use --force")
+    selecting = netns_selecting_ours()
+    recorded = state.netns_before()
+    by_hand = {ns: cc for ns, cc in selecting.items() if ns not in recorded}
+    if (busy or by_hand) and not force:
+        detail = [f"{c} socket(s) on {n}" for n, c in busy.items()]
+        detail += [f"netns {ns} selects {cc} (not by `mltcp select`)" for ns, cc in by_hand.items()]
+        what = "close them" if busy else "select another there"
+        if busy and by_hand:
+            what = "close them and select another there"
+        raise MltcpError(f"still in use: {', '.join(detail)}; {what} first or use --force")
+    bases = {v.cc: v.base for v in variants.VARIANTS}
+    for ns, cc in selecting.items():
+        before = recorded.get(ns)
+        gone = before is None or before in bases or before not in available()
+        namespaces.select(ns, bases[cc] if gone else before)
     if busy:
         switch_sockets()
     default = (SYSCTL / "tcp_congestion_control").read_text().strip()
@@ -141,8 +158,14 @@ def switch_sockets() -> list[tuple[int, int, str]]:
 
 
 def _netns() -> list[str]:
-    out = run(["ip", "netns", "list"]).stdout
-    return [line.split()[0] for line in out.splitlines() if line.split()]
+    return namespaces.names()
+
+
+def netns_selecting_ours() -> dict[str, str]:
+    """Each named network namespace that selects one of our congestion controls (loaded
+    or not), with it."""
+    found = {ns: namespaces.selected(ns) for ns in namespaces.names()}
+    return {ns: cc for ns, cc in found.items() if cc in variants.CCS}
 
 
 def sockets_using(name: str) -> int:

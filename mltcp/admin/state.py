@@ -17,12 +17,19 @@ STATE = Path("/run/mltcp/state.json")
 class LoaderState:
     """``allowed_before`` / ``default_before``: the allowed list and the default congestion
     control found by the first ``load`` (None until then); ``loaded``: the congestion
-    controls ``load`` registered; ``cgroups``: the cgroup directories given to ``select``."""
+    controls ``load`` registered; ``cgroups``: the cgroup directories given to ``select``;
+    ``netns``: (namespace, the congestion control it selected before ``select --netns``
+    first changed it) for every named namespace given to ``select``, sorted."""
 
     allowed_before: tuple[str, ...] | None = None
     default_before: str | None = None
     loaded: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()
+    netns: tuple[tuple[str, str], ...] = ()
+
+    def netns_before(self) -> dict[str, str]:
+        """Each namespace given to ``select --netns``: the control it selected before."""
+        return dict(self.netns)
 
     @classmethod
     def from_json(cls, raw: Any) -> LoaderState:
@@ -39,6 +46,7 @@ class LoaderState:
             default,
             _names(raw.get("loaded", []), "loaded"),
             _names(raw.get("cgroups", []), "cgroups"),
+            _netns(raw.get("netns", {})),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -47,6 +55,8 @@ class LoaderState:
             out["allowed_before"] = list(self.allowed_before)
         if self.default_before is not None:
             out["default_before"] = self.default_before
+        if self.netns:
+            out["netns"] = dict(self.netns)
         return out
 
 
@@ -54,6 +64,14 @@ def _names(value: Any, name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise MltcpError(f"{STATE}: {name} must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _netns(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise MltcpError(f"{STATE}: netns must map namespace names to strings, got {value!r}")
+    return tuple(sorted(value.items()))
 
 
 def read_state() -> LoaderState:

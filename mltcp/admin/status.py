@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mltcp import layout
+from mltcp import layout, variants
 from mltcp.admin.cgroup import SELECT_PROG, attached
 from mltcp.admin.params import get_params
+from mltcp.admin.register import netns_selecting_ours
 from mltcp.admin.state import read_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
 from mltcp.pinned import MAPS, PIN_DIR, SHARED_MAPS, SYSCTL, allowed, loaded, open_map
@@ -82,9 +83,15 @@ def repair_log(repairs: int) -> list[dict[str, int]]:
     return rows
 
 
+def _base(cc: str) -> str:
+    v = variants.by_cc(cc)
+    return v.base if v else "cubic"
+
+
 def problems(ours: list[str] | None = None) -> list[str]:
     """What is broken in MLTCP's kernel state, one line each: pinned maps missing or of
-    another layout, selected cgroups that are gone or lost their program."""
+    another layout, a named network namespace selecting one of our controls that is not
+    loaded, selected cgroups that are gone or lost their program."""
     ours = loaded() if ours is None else ours
     out = []
     if ours:
@@ -97,6 +104,13 @@ def problems(ours: list[str] | None = None) -> list[str]:
                 PinnedMap(str(path), *MAPS[name]).close()
             except LayoutMismatch as e:
                 out.append(f"pinned map of another layout: {e}")
+    for ns, cc in netns_selecting_ours().items():
+        if cc not in ours:  # unregistered: new connections there still get it
+            out.append(
+                f"netns {ns} selects {cc}, which is not loaded: `mltcp load` it, or select "
+                f"another there (`ip netns exec {ns} sysctl -w "
+                f"net.ipv4.tcp_congestion_control={_base(cc)}`)"
+            )
     for cg in read_state().cgroups:
         if not Path(cg).is_dir():
             out.append(f"cgroup {cg} was selected but no longer exists")
