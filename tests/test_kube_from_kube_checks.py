@@ -87,7 +87,7 @@ def test_a_left_out_node_is_dropped_from_its_job_and_serve_reads_the_file(tmp_pa
     assert err.count("node-00 left out") == 1 and "node node-00:" not in err
     assert (
         "node node-00 left out: annotation cassini.io/nic-bps: must be a number of "
-        "bits/s > 0, got 'fast'"
+        "bits/s > 0 (1.0e+11) or a Kubernetes quantity (100G, 400M, 100Gi), got 'fast'"
     ) in err
     assert (
         "job bert-a: node-00 (left out of the model) dropped from its nodes; kept on node-09"

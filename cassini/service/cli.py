@@ -142,7 +142,8 @@ def _kube_options(args: argparse.Namespace) -> Any:
 
 def _stop_on_kube_failure(service: Any, server: Any, failures: list[str]) -> None:
     """With ``--kube``: a fatal error of its first model (``--oversubscription`` with more
-    values than the topology's tiers) stops ``server``, its line kept in ``failures``.
+    values than the topology's tiers, no topology, no node in the model) stops ``server``,
+    its line kept in ``failures``.
     Called once the service started (``service.kube`` is set then)."""
     if service.kube is None:
         return

@@ -187,7 +187,8 @@ def _unusable_shift(registry: Registry, job_id: str) -> JobShift | None:
     if job is not None:
         period = job.profile.iteration_time_s
     else:
-        period = registry.unreadable[job_id][1] or 0.0
+        row = registry.unreadable.get(job_id)  # else a job its cluster source left out
+        period = (row[1] if row is not None else None) or 0.0
         own = registry.explicit.get(job_id)
         if own is not None and own.shift:
             period = own.period_s

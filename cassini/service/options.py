@@ -79,8 +79,9 @@ cluster file (--cluster, YAML or JSON; reloaded on SIGHUP):
   epoch_s: 1767225600.0                                                  (optional)
 
 or --kube (the [kube] extra): the cluster from the API server's Nodes and a Kueue
-  Topology, Volcano HyperNodes or --topology-labels; the running jobs from Pods with
-  cassini.io/job; both kept up to date by watches ('cassini cluster --help', docs/service.md).
+  Topology, Volcano HyperNodes or --topology-labels (else the nodes' region/zone labels;
+  no node in the first model: exit 2); the running jobs from Pods with cassini.io/job;
+  both kept up to date by watches ('cassini cluster --help', docs/service.md).
 
 example:
   cassini serve --port 8080 --cluster deploy/cluster-example.yaml &

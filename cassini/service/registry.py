@@ -10,6 +10,8 @@ listed by :meth:`Registry.unusable`, left out of every computation and answered
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cassini.service.cluster import ClusterNetwork, RunningJob
 from cassini.service.errors import NotFound, TooManyJobs
 from cassini.service.scoring import State
@@ -38,6 +40,8 @@ class Registry:
         self.api_jobs: dict[str, RunningJob] = {j.job_id: j for j in stored.jobs}
         #: rows kept in the state file that no longer read: id -> (why, iteration time s)
         self.unreadable: dict[str, tuple[str, float | None]] = dict(stored.unreadable)
+        #: jobs the cluster source left out (``--kube``: pods in conflict): id -> why
+        self.file_left_out: dict[str, str] = {}
         self.explicit: dict[str, JobShift] = {s.job_id: s for s in store.shifts()}
         self._version = 0
         self._state: State | None = None
@@ -71,6 +75,9 @@ class Registry:
         """Registered jobs kept but not used: id -> why (their rows stay in the file)."""
         if self._unusable is None:
             out = {jid: why for jid, (why, _) in self.unreadable.items()}
+            for jid, why in self.file_left_out.items():
+                if jid not in self.api_jobs:  # registered over HTTP: that one is used
+                    out.setdefault(jid, why)
             for jid, job in self.api_jobs.items():
                 why = self.stale_reason(job)
                 if why is not None:
@@ -134,9 +141,17 @@ class Registry:
         self.store.set_shift(shift)
         self.explicit[shift.job_id] = shift
 
-    def replace_file(self, cluster: ClusterNetwork, file_jobs: list[RunningJob]) -> None:
+    def replace_file(
+        self,
+        cluster: ClusterNetwork,
+        file_jobs: list[RunningJob],
+        left_out: Mapping[str, str] | None = None,
+    ) -> None:
+        """The cluster and its own jobs, new (the cluster file, or ``--kube``'s model);
+        ``left_out``: the source's jobs it could not give (id -> why), listed unusable."""
         self.cluster = cluster
         self.file_jobs = {j.job_id: j for j in file_jobs}
+        self.file_left_out = dict(left_out or {})
         keep = set(self.jobs()) | set(self.unreadable)
         if any(j not in keep for j in self.explicit):
             self.store.forget_shifts(keep)

@@ -17,12 +17,15 @@ topology, in order of what exists (unless --topology-labels is given):
   a Kueue Topology (kueue.x-k8s.io: spec.levels[].nodeLabel, top level first),
   Volcano HyperNodes (topology.volcano.sh: tiers, members), or
   --topology-labels A,B,C (node labels, top tier first; a last kubernetes.io/hostname
-  is the node itself).
-links: each node's NIC (node annotation cassini.io/nic-bps, bits/s, else --nic-bps)
+  is the node itself), else the well-known labels topology.kubernetes.io/region,zone
+  (those the nodes carry).
+links: each node's NIC (node annotation cassini.io/nic-bps, bits/s: 1.0e+11 or a
+Kubernetes quantity such as 100G, 400M, 100Gi; else --nic-bps)
 and the uplink/downlink of every domain above it: the sum of the capacities below it
 divided by the tier's --oversubscription (top tier first; default 1).
 what cannot be modelled is reported once (stderr and the file's header): nodes left
-out, nodes listed twice, jobs' nodes not in the model (dropped), jobs not registered.
+out, nodes listed twice, jobs' nodes not in the model (dropped), jobs not registered, job
+ids that pods of two namespaces (or with two profiles) carry (left out, never merged).
 examples:
   cassini cluster from-kube --oversubscription 2,4 --out cluster.yaml
   cassini cluster show cluster.yaml
@@ -68,7 +71,7 @@ def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--topology-labels", type=_labels, default=(), metavar="A,B,C",
         help="node labels of the tiers, top first (default: a Kueue Topology, else Volcano "
-        "HyperNodes)",
+        "HyperNodes, else the labels topology.kubernetes.io/region,zone the nodes carry)",
     )
     parser.add_argument(
         "--kueue-topology", metavar="NAME", default=None,
@@ -180,6 +183,8 @@ def _from_kube(args: argparse.Namespace) -> int:
                else "the API server lists no node")
         print(f"cassini: error: no node in the model: {why}; nothing written", file=sys.stderr)
         return 2
+    for job, why in sorted(pod_jobs.conflicts.items()):
+        reports.append(f"job {job} left out: {why}")
     for job, why in sorted(pod_jobs.problems.items()):
         reports.append(f"job {job} not registered: {why}")
     for job, why in sorted(pod_jobs.dropped.items()):

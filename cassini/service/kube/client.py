@@ -21,6 +21,7 @@ from cassini.service.kube.topology import (
     hierarchy_from_hypernodes,
     hierarchy_from_kueue,
     hierarchy_from_labels,
+    hierarchy_from_well_known_labels,
 )
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -159,7 +160,8 @@ def _list_custom(api: Any, group: str, version: str, plural: str) -> list[dict[s
 @dataclass(frozen=True)
 class TopologySource:
     """Where the tiers come from: node labels (``labels``), a Kueue ``Topology``
-    (``kueue``) or Volcano ``HyperNode`` objects (``hypernodes``)."""
+    (``kueue``), Volcano ``HyperNode`` objects (``hypernodes``), else the well-known
+    region and zone labels the nodes carry (none of these given)."""
 
     labels: tuple[str, ...] = ()
     kueue: dict[str, Any] | None = None
@@ -170,7 +172,9 @@ class TopologySource:
             return hierarchy_from_kueue(self.kueue, nodes)
         if self.hypernodes:
             return hierarchy_from_hypernodes(self.hypernodes, nodes)
-        return hierarchy_from_labels(nodes, self.labels)
+        if self.labels:
+            return hierarchy_from_labels(nodes, self.labels)
+        return hierarchy_from_well_known_labels(nodes)
 
 
 def _name(obj: Any) -> Any:
@@ -184,7 +188,8 @@ def discover_source(
 ) -> TopologySource:
     """The topology to use: ``labels`` when given; else a Kueue ``Topology`` (the one
     named ``kueue_topology``, else the only one, else ``default``); else Volcano
-    ``HyperNode`` objects; else InputError."""
+    ``HyperNode`` objects; else the well-known region and zone node labels (the nodes
+    decide which: :func:`hierarchy_from_well_known_labels`)."""
     if labels:
         return TopologySource(labels=tuple(labels))
     for version in KUEUE_VERSIONS:
@@ -216,11 +221,7 @@ def discover_source(
     hypernodes = _list_custom(api, VOLCANO_GROUP, VOLCANO_VERSION, "hypernodes")
     if hypernodes:
         return TopologySource(hypernodes=tuple(hypernodes))
-    raise InputError(
-        "topology",
-        "no Kueue Topology and no Volcano HyperNode in the cluster: give "
-        "--topology-labels (node labels, top tier first)",
-    )
+    return TopologySource()
 
 
 def model_from_kube(

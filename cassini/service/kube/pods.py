@@ -4,7 +4,9 @@ made it (a PodGroup, a JobSet, a PyTorchJob...).  A job runs while at least one 
 pods is bound to a node (``spec.nodeName``) and not finished (phase neither
 ``Succeeded`` nor ``Failed``); its nodes are those pods' nodes, its profile the
 ``cassini.io/model`` or ``cassini.io/profile`` annotation of its first pod (by namespace
-and name) that has one."""
+and name) that has one.  A job id that running pods of two namespaces carry, or whose pods
+give different profiles, is two jobs under one name: left out and reported
+(``PodJobs.conflicts``), never merged."""
 
 from __future__ import annotations
 
@@ -13,8 +15,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cassini.errors import InputError
+from cassini.profile import JobProfile
 from cassini.service.cluster import RunningJob, unroutable
-from cassini.service.k8s import ANNOTATION_JOB, ANNOTATION_MODEL, ExtenderArgs, pod_profile
+from cassini.service.k8s import (
+    ANNOTATION_JOB,
+    ANNOTATION_MODEL,
+    ANNOTATION_PROFILE,
+    ExtenderArgs,
+    pod_profile,
+)
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -59,45 +68,77 @@ def job_pod(obj: Any) -> JobPod | None:
 @dataclass(frozen=True)
 class PodJobs:
     """The running jobs the pods give (id -> job), the jobs named by running pods that
-    could not be registered (id -> why), and the registered jobs some of whose nodes were
-    dropped (id -> which and why; see :func:`jobs_on_nodes`)."""
+    could not be registered (id -> why), the registered jobs some of whose nodes were
+    dropped (id -> which and why; see :func:`jobs_on_nodes`), and the job ids left out
+    because pods of different jobs carry them (id -> which namespaces or profiles)."""
 
     jobs: dict[str, RunningJob]
     problems: dict[str, str]
     dropped: dict[str, str] = field(default_factory=dict)
+    conflicts: dict[str, str] = field(default_factory=dict)
 
 
 def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
-    """Group the running pods by job; one :class:`RunningJob` per job."""
+    """Group the running pods by job; one :class:`RunningJob` per job (an id carried by
+    pods of two namespaces, or with two profiles, in ``conflicts`` instead)."""
     by_job: dict[str, list[JobPod]] = {}
     for pod in pods:
         if pod.running:
             by_job.setdefault(pod.job_id, []).append(pod)
     jobs: dict[str, RunningJob] = {}
     problems: dict[str, str] = {}
+    conflicts: dict[str, str] = {}
     for job_id in sorted(by_job):
         bad_id = unroutable(job_id)
         if bad_id is not None:
             problems[job_id] = f"its id {bad_id}"
             continue
         members = sorted(by_job[job_id], key=lambda p: p.key)
-        profile, model, why = None, None, "no cassini.io/model or cassini.io/profile on its pods"
-        for pod in members:
-            ann = pod.annotations | {ANNOTATION_JOB: job_id}  # the job a label named
-            try:
-                profile = pod_profile(ExtenderArgs(pod.key, ann, (), None), {})
-            except InputError as e:
-                why = f"pod {pod.key}: {e}"
-                continue
-            if profile is not None:
-                model = pod.annotations.get(ANNOTATION_MODEL)
-                break
-        if profile is None:
+        spaces = sorted({p.key.split("/", 1)[0] for p in members})
+        if len(spaces) > 1:
+            conflicts[job_id] = (
+                f"pods of namespaces {_and(spaces)} carry this {ANNOTATION_JOB} (two jobs "
+                "under one id: give each its own)"
+            )
+            continue
+        profiles, why = _profiles(job_id, members)
+        if not profiles:
             problems[job_id] = why
             continue
+        if len(profiles) > 1:
+            given = [f"{what} ({pod.key})" for pod, what, _ in profiles.values()]
+            conflicts[job_id] = f"its pods give different profiles: {_and(given)}"
+            continue
+        ((profile, (_, _, model)),) = profiles.items()
         nodes = tuple(sorted({p.node for p in members if p.node is not None}))
         jobs[job_id] = RunningJob(profile, nodes, model)
-    return PodJobs(jobs, problems)
+    return PodJobs(jobs, problems, conflicts=conflicts)
+
+
+def _profiles(
+    job_id: str, members: list[JobPod]
+) -> tuple[dict[JobProfile, tuple[JobPod, str, str | None]], str]:
+    """The distinct profiles the pods give, in pod order: profile -> (the first pod
+    giving it, what it says, its model or None); and why there is none (when empty)."""
+    found: dict[JobProfile, tuple[JobPod, str, str | None]] = {}
+    why = "no cassini.io/model or cassini.io/profile on its pods"
+    for pod in members:
+        ann = pod.annotations | {ANNOTATION_JOB: job_id}  # the job a label named
+        try:
+            profile = pod_profile(ExtenderArgs(pod.key, ann, (), None), {})
+        except InputError as e:
+            why = f"pod {pod.key}: {e}"
+            continue
+        if profile is not None and profile not in found:
+            model = pod.annotations.get(ANNOTATION_MODEL)
+            what = f"model {model}" if model is not None else ANNOTATION_PROFILE
+            found[profile] = (pod, what, model)
+    return found, why
+
+
+def _and(words: list[str]) -> str:
+    """``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def jobs_on_nodes(
@@ -125,4 +166,4 @@ def jobs_on_nodes(
             dropped[job_id] = f"{why} dropped from its nodes; kept on {', '.join(kept)}"
         else:
             problems[job_id] = f"none of its nodes is in the model: {why}"
-    return PodJobs(jobs, problems, dropped)
+    return PodJobs(jobs, problems, dropped, dict(pod_jobs.conflicts))

@@ -8,7 +8,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import yaml
+
 from cassini.service.cluster import ClusterNetwork, RunningJob
+
+#: PyYAML's implicit typing of plain scalars (what safe_load and safe_dump use)
+_RESOLVER = yaml.resolver.Resolver()
+_STR = "tag:yaml.org,2002:str"
 
 
 def yaml_float(x: float) -> str:
@@ -21,10 +27,29 @@ def yaml_float(x: float) -> str:
 
 
 def _scalar(s: str) -> str:
-    """A string as a YAML flow scalar (JSON quoting when plain text could mislead)."""
-    plain = s and all(c.isalnum() or c in "-_./" for c in s) and not s[0].isdigit()
-    return s if plain and s.lower() not in ("true", "false", "null", "yes", "no", "on", "off") \
-        else json.dumps(s)
+    """A string as a YAML flow scalar: plain when YAML reads it back as this string (and
+    no reader takes it for a number), else JSON-quoted: ``.inf``, ``-1``, ``1_000``,
+    ``true``, ``0x1f``, ``null``, ``~``, ``1e3`` would read as another type."""
+    plain = (
+        s
+        and (s[0].isalnum() or s[0] in "_./")
+        and all(c.isalnum() or c in "-_./" for c in s)
+        and _RESOLVER.resolve(yaml.nodes.ScalarNode, s, (True, False)) == _STR
+        and not _numeric(s)
+    )
+    return s if plain else json.dumps(s)
+
+
+def _numeric(s: str) -> bool:
+    """Whether ``s`` reads as a number somewhere (YAML 1.2 reads ``1e3`` and ``0o17`` as
+    numbers, where PyYAML's YAML 1.1 does not): quoted too, for other readers."""
+    for parse in (float, lambda x: int(x, 0)):
+        try:
+            parse(s)
+            return True
+        except ValueError:
+            pass
+    return False
 
 
 #: What a YAML comment cannot hold: line breaks and what PyYAML refuses to read.

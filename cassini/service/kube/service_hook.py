@@ -1,7 +1,8 @@
 """The seam between ``cassini serve`` and :mod:`cassini.service.kube`: started with the
 serving event loop (:func:`start_kube`), stopped with the service.  The model and the
 pods' jobs reach the service only through ``Registry.replace_file``, called on its event
-loop; the publisher reads the registry's state snapshot there too."""
+loop (with the pods' conflicting job ids, which it lists as unusable); the publisher
+reads the registry's state snapshot there too."""
 
 from __future__ import annotations
 
@@ -57,8 +58,8 @@ def start_kube(service: Any) -> KubeRunning:
     loop = service.loop
     options = service.config.kube
 
-    def apply(cluster: ClusterNetwork, jobs: list[RunningJob]) -> None:
-        loop.call_soon_threadsafe(service.registry.replace_file, cluster, jobs)
+    def apply(cluster: ClusterNetwork, jobs: list[RunningJob], left_out: dict[str, str]) -> None:
+        loop.call_soon_threadsafe(service.registry.replace_file, cluster, jobs, left_out)
 
     running = KubeRunning()
     sync = running.sync = KubeSync(options, apply, service.log, fatal=running.fail).start()

@@ -7,11 +7,14 @@ shifts and the epoch stay in the state file).
 
 Nodes and Pods are each listed then watched (:class:`~.watch.ListWatch`).  The topology
 source (Kueue ``Topology``, Volcano ``HyperNode``, or ``--topology-labels``) is looked up
-again at every full list of the nodes.  A node added, relabelled or removed rebuilds the
-model; a job whose pods sit on a node no longer in the model is kept and reported (its
-other nodes still count).  A model that cannot be built is logged and the previous one
-kept, except when there is none yet and ``--oversubscription`` gives more values than
-the topology has tiers: that is fatal (``fatal(line)``), not an empty cluster served."""
+again at every full list of the nodes (none found: the well-known region and zone node
+labels), and the source used is logged when it changes.  A node added, relabelled or
+removed rebuilds the model; a job whose pods sit on a node no longer in the model is kept
+and reported (its other nodes still count); a job id that pods of two namespaces (or
+with two profiles) carry is left out and reported, and handed to ``apply`` as such.  A
+model that cannot be built is logged and the previous one kept; when there is none yet
+(the first model), a model that cannot be built or holds no node is fatal
+(``fatal(line)``), not an empty cluster served."""
 
 from __future__ import annotations
 
@@ -44,12 +47,15 @@ class KubeOptions:
     backoff: Backoff = field(default_factory=Backoff)
 
 
-Apply = Callable[[ClusterNetwork, list[RunningJob]], None]
+#: ``apply(cluster, jobs, left_out)``: the model, the pods' jobs, and the job ids left
+#: out for a conflict (id -> why)
+Apply = Callable[[ClusterNetwork, list[RunningJob], dict[str, str]], None]
 
 
 class KubeSync:
     """Watches Nodes and Pods; after both first lists, and after every change that
-    matters, builds the model and calls ``apply(cluster, jobs)`` (from a watch thread)."""
+    matters, builds the model and calls ``apply(cluster, jobs, left_out)`` (from a watch
+    thread)."""
 
     def __init__(self, options: KubeOptions, apply: Apply, log: Callable[[str], None],
                  api: Any = None, fatal: Callable[[str], None] | None = None) -> None:
@@ -60,6 +66,7 @@ class KubeSync:
         self.fatal = fatal  # called once, from a watch thread, with the line to exit on
         self.failed: str | None = None  # that line: the watches stopped, nothing applied
         self.source: Any = None
+        self.source_error: str | None = None  # why the topology could not be read
         self.nodes: dict[str, KubeNode] = {}
         self.pods: dict[str, JobPod] = {}
         self.cluster = ClusterNetwork()
@@ -104,11 +111,14 @@ class KubeSync:
         o = self.options
         try:
             self.source = discover_source(self.api, o.topology_labels, o.kueue_topology)
+            self.source_error = None
         except InputError as e:
+            self.source_error = str(e)
             self.log(f"cassini serve: kube: {e}" + ("; keeping the previous topology"
                                                     if self.source is not None else ""))
         except Exception as e:
-            self.log(f"cassini serve: kube: cannot read the topology objects: {e}")
+            self.source_error = f"cannot read the topology objects: {e}"
+            self.log(f"cassini serve: kube: {self.source_error}")
         nodes = {}
         for name, obj in objects.items():
             try:
@@ -158,21 +168,12 @@ class KubeSync:
     def _rebuild(self) -> None:
         if self.failed is not None or not self._ready():  # both first lists: no half model
             return
-        nodes = list(self.nodes.values())
-        if self.source is not None:
-            try:
-                hierarchy = self.source.hierarchy(nodes)
-                built = build_cluster(nodes, hierarchy, self.options.links)
-                self.cluster, self.hierarchy = built.cluster, hierarchy
-                self._report("left out", built.left_out, "node {} left out of the model: {}")
-            except InputError as e:
-                if e.field == "oversubscription" and self.hierarchy is None:
-                    self._fail(f"--oversubscription: {e.problem}")
-                    return
-                self.log(f"cassini serve: kube: topology: {e}; keeping the previous model")
+        if not self._build_model():
+            return
         pod_jobs = jobs_from_pods(self.pods.values())
         self._report("problems", pod_jobs.problems, "job {} not registered: {}")
-        for job_id in sorted(set(self.jobs) - set(pod_jobs.jobs)):
+        self._report("conflicts", pod_jobs.conflicts, "job {} left out: {}")
+        for job_id in sorted(set(self.jobs) - set(pod_jobs.jobs) - set(pod_jobs.conflicts)):
             self.log(f"cassini serve: kube: job {job_id} removed (its last pod ended)")
         for job_id, job in sorted(pod_jobs.jobs.items()):
             if job_id not in self.jobs:
@@ -187,8 +188,42 @@ class KubeSync:
         self._report("missing", missing,
                      "job {} runs on nodes no longer in the model (kept; its other nodes "
                      "count): {}")
-        self.apply(self.cluster, list(self.jobs.values()))
+        self.apply(self.cluster, list(self.jobs.values()), dict(pod_jobs.conflicts))
         self.synced.set()
+
+    def _build_model(self) -> bool:
+        """Build the model from the nodes and the topology source; False when the
+        service must stop (the first model cannot be built, or holds no node: fatal)."""
+        first = self.hierarchy is None
+        nodes = list(self.nodes.values())
+        if self.source is None:
+            if first:
+                self._fail(f"no node in the model: {self.source_error or 'no topology'}")
+                return False
+            return True
+        try:
+            hierarchy = self.source.hierarchy(nodes)
+            built = build_cluster(nodes, hierarchy, self.options.links)
+        except InputError as e:
+            if first and e.field == "oversubscription":
+                self._fail(f"--oversubscription: {e.problem}")
+                return False
+            if first:
+                self._fail(f"no node in the model: {e}")
+                return False
+            self.log(f"cassini serve: kube: topology: {e}; keeping the previous model")
+            return True
+        tiers = ", ".join(hierarchy.tiers) or "(none)"
+        self._report("source", {"topology": f"{hierarchy.source}; tiers (top first): {tiers}"},
+                     "{}: {}")
+        self._report("left out", built.left_out, "node {} left out of the model: {}")
+        if first and not built.cluster.nodes:
+            why = (f"all {len(built.left_out)} nodes left out (logged above)" if built.left_out
+                   else "the API server lists no node")
+            self._fail(f"no node in the model: {why}")
+            return False
+        self.cluster, self.hierarchy = built.cluster, hierarchy
+        return True
 
     def _fail(self, line: str) -> None:
         """Stop for good: the watches end, nothing is applied; ``fatal(line)`` (without

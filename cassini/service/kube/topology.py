@@ -11,10 +11,12 @@ Where a node sits (:class:`Hierarchy`) comes from one of:
   the lowest), ``spec.members[]`` of type ``Node`` (selector ``exactMatch.name``,
   ``regexMatch.pattern`` or ``labelMatch``) or ``HyperNode`` (exact or regex on names)
   (schema: volcano-sh/apis ``pkg/apis/topology/v1alpha1/hypernode_types.go``);
-- plain node labels, top first (``--topology-labels block,rack``).
+- plain node labels, top first (``--topology-labels block,rack``); with none of these,
+  the well-known ``topology.kubernetes.io/region`` and ``zone`` labels the nodes carry.
 
 Links (:func:`build_cluster`): every node sends through its NIC (``<node>-nic``, the
-node's annotation ``cassini.io/nic-bps`` in bits/s, else ``--nic-bps``) and through the
+node's annotation ``cassini.io/nic-bps`` in bits/s, a number or a Kubernetes quantity
+such as ``100G``, else ``--nic-bps``) and through the
 uplink and downlink of each domain above it (``<domain path joined by />-up`` and
 ``-down``), whose capacity is the sum of the capacities below it divided by that tier's
 oversubscription.  A job crosses the links of all its nodes, as with a cluster file.
@@ -34,6 +36,9 @@ from cassini.service.cluster import CONTROL_CHARS, ClusterNetwork
 
 ANNOTATION_NIC_BPS = "cassini.io/nic-bps"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: the tiers used when the cluster publishes no topology and --topology-labels is not
+#: given: those of these well-known node labels the nodes carry, top first
+WELL_KNOWN_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
 
 
 def object_name(obj: Any, where: str = "") -> str:
@@ -85,6 +90,13 @@ class Hierarchy:
     tiers: tuple[str, ...]
     paths: dict[str, tuple[str, ...]]
     unplaced: dict[str, str] = field(default_factory=dict)
+    #: the tier (0: top) of a domain whose depth in its path does not say it (a Volcano
+    #: rack HyperNode with no parent sits in the rack tier, not the top one)
+    domain_tiers: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def tier_index(self, path: tuple[str, ...]) -> int:
+        """The tier (0: top) of the domain ``path`` (top first)."""
+        return self.domain_tiers.get(path, len(path) - 1)
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,26 @@ def hierarchy_from_labels(
         else:
             paths[node.name] = tuple(node.labels[label] for label in tiers)
     return Hierarchy(source or f"labels {','.join(labels)}", tuple(tiers), paths, unplaced)
+
+
+def hierarchy_from_well_known_labels(nodes: Iterable[KubeNode]) -> Hierarchy:
+    """Tiers from :data:`WELL_KNOWN_LABELS`, those some node carries (the fallback when
+    there is no Kueue Topology, no Volcano HyperNode and no ``--topology-labels``);
+    InputError when no node carries either."""
+    nodes = list(nodes)
+    carried = [x for x in WELL_KNOWN_LABELS if any(n.labels.get(x) for n in nodes)]
+    if nodes and not carried:
+        raise InputError(
+            "topology",
+            "no Kueue Topology and no Volcano HyperNode in the cluster, and no node carries "
+            f"the label {' or '.join(WELL_KNOWN_LABELS)}: give --topology-labels (node "
+            "labels, top tier first)",
+        )
+    labels = carried or list(WELL_KNOWN_LABELS)
+    return hierarchy_from_labels(
+        nodes, labels, f"labels {','.join(labels)} (the well-known node labels: no Kueue "
+        "Topology, no Volcano HyperNode, no --topology-labels)",
+    )
 
 
 def kueue_levels(topology: Any, where: str = "Topology") -> tuple[str, ...]:
@@ -209,10 +241,11 @@ def _label_selector_matches(sel: Mapping[str, Any], labels: Mapping[str, str], w
     return ok
 
 
-def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNode]) -> Hierarchy:
-    """Tiers from Volcano ``HyperNode`` objects: a node's path is the chain of HyperNodes
-    that contain it, from the highest tier down to the lowest."""
-    nodes = list(nodes)
+def _read_hypernodes(
+    hypernodes: Sequence[Any],
+) -> tuple[dict[str, int], dict[int, str], dict[str, list[Any]]]:
+    """Each HyperNode's tier, the tiers' names (``spec.tierName``) and each HyperNode's
+    members, checked; InputError naming the HyperNode's field."""
     tier_of: dict[str, int] = {}
     tier_name: dict[int, str] = {}
     specs: dict[str, list[Any]] = {}
@@ -237,8 +270,16 @@ def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNod
         if spec.get("tierName"):
             tier_name.setdefault(tier, str(spec["tierName"]))
         specs[name] = schema.array(spec.get("members") or [], f"{where}.spec.members")
-    parent: dict[str, str] = {}
-    home: dict[str, str] = {}  # node -> the lowest-tier HyperNode holding it
+    return tier_of, tier_name, specs
+
+
+def _hypernode_members(
+    specs: Mapping[str, list[Any]], tier_of: Mapping[str, int], nodes: Sequence[KubeNode]
+) -> tuple[dict[str, list[str]], dict[str, dict[int, list[str]]]]:
+    """Who lists whom: each HyperNode's parents (the HyperNodes listing it, sorted) and
+    each node's HyperNodes by tier (sorted names)."""
+    parents: dict[str, list[str]] = {}
+    holders: dict[str, dict[int, list[str]]] = {}
     for name in sorted(specs, key=lambda n: (tier_of[n], n)):
         for j, member in enumerate(specs[name]):
             where = f"HyperNode {name}.spec.members[{j}]"
@@ -247,47 +288,85 @@ def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNod
             selector = schema.require_object(member.get("selector") or {}, f"{where}.selector")
             if kind == "HyperNode":
                 for child in specs:
-                    if child != name and child not in parent and _selects(
-                        selector, child, None, f"{where}.selector"
-                    ):
-                        parent[child] = name
+                    if child != name and _selects(selector, child, None, f"{where}.selector"):
+                        listed = parents.setdefault(child, [])
+                        if name not in listed:
+                            listed.append(name)
             elif kind == "Node":
                 for node in nodes:
-                    if node.name not in home and _selects(
-                        selector, node.name, node.labels, f"{where}.selector"
-                    ):
-                        home[node.name] = name
+                    if _selects(selector, node.name, node.labels, f"{where}.selector"):
+                        listed = holders.setdefault(node.name, {}).setdefault(tier_of[name], [])
+                        if name not in listed:
+                            listed.append(name)
             else:
                 raise InputError(f"{where}.type", f"must be Node or HyperNode, got {kind!r}")
-    _check_no_cycle(parent)
+    return parents, holders
+
+
+def hierarchy_from_hypernodes(hypernodes: Sequence[Any], nodes: Iterable[KubeNode]) -> Hierarchy:
+    """Tiers from Volcano ``HyperNode`` objects: a node's path is the chain of HyperNodes
+    that contain it, from the highest tier down to the lowest HyperNode listing it.  A
+    domain keeps its own tier's place (a rack HyperNode with no parent is in the rack tier,
+    not the top one).  A node listed by two HyperNodes of one tier, or under a HyperNode
+    that two HyperNodes list, is not placed (``unplaced``, naming them)."""
+    nodes = list(nodes)
+    tier_of, tier_name, specs = _read_hypernodes(hypernodes)
+    parents, holders = _hypernode_members(specs, tier_of, nodes)
+    _check_no_cycle(parents)
+    levels = sorted(set(tier_of.values()), reverse=True)
+    rank = {t: i for i, t in enumerate(levels)}  # 0: the top tier
     paths: dict[str, tuple[str, ...]] = {}
     unplaced: dict[str, str] = {}
+    domain_tiers: dict[tuple[str, ...], int] = {}
     for node in nodes:
-        if node.name not in home:
+        by_tier = holders.get(node.name)
+        if not by_tier:
             unplaced[node.name] = "in no HyperNode"
             continue
-        chain = [home[node.name]]
-        while chain[-1] in parent:
-            chain.append(parent[chain[-1]])
-        paths[node.name] = tuple(reversed(chain))
-    levels = sorted(set(tier_of.values()), reverse=True)
+        twice = [(t, hs) for t, hs in sorted(by_tier.items()) if len(hs) > 1]
+        if twice:
+            t, hs = twice[0]
+            unplaced[node.name] = (
+                f"in {len(hs)} HyperNodes of tier {t}: {', '.join(hs)} (one per tier)"
+            )
+            continue
+        chain = [by_tier[min(by_tier)][0]]
+        while len(parents.get(chain[-1], ())) == 1:
+            chain.append(parents[chain[-1]][0])
+        if len(parents.get(chain[-1], ())) > 1:
+            above = parents[chain[-1]]
+            unplaced[node.name] = (
+                f"under HyperNode {chain[-1]}, a member of {len(above)} HyperNodes: "
+                f"{', '.join(above)} (one parent each)"
+            )
+            continue
+        path = tuple(reversed(chain))
+        paths[node.name] = path
+        for k in range(1, len(path) + 1):
+            if rank[tier_of[path[k - 1]]] != k - 1:
+                domain_tiers[path[:k]] = rank[tier_of[path[k - 1]]]
     tiers = tuple(tier_name.get(t, f"tier {t}") for t in levels)
-    return Hierarchy("Volcano HyperNodes", tiers, paths, unplaced)
+    return Hierarchy("Volcano HyperNodes", tiers, paths, unplaced, domain_tiers)
 
 
-def _check_no_cycle(parent: Mapping[str, str]) -> None:
-    """InputError naming the HyperNodes that contain each other (child -> parent)."""
-    for start in sorted(parent):
-        chain = [start]
-        while chain[-1] in parent:
-            up = parent[chain[-1]]
+def _check_no_cycle(parents: Mapping[str, Sequence[str]]) -> None:
+    """InputError naming the HyperNodes that contain each other (child -> parents)."""
+    done: set[str] = set()
+
+    def walk(chain: list[str]) -> None:
+        for up in parents.get(chain[-1], ()):
             if up in chain:
                 cycle = list(reversed(chain[chain.index(up):] + [up]))
                 raise InputError(
                     f"HyperNodes {', '.join(sorted(set(cycle)))}",
                     f"members of each other in a cycle ({' contains '.join(cycle)})",
                 )
-            chain.append(up)
+            if up not in done:
+                walk([*chain, up])
+        done.add(chain[-1])
+
+    for start in sorted(parents):
+        walk([start])
 
 
 def nic_link(node: str) -> str:
@@ -300,19 +379,40 @@ def domain_links(path: Sequence[str]) -> tuple[str, str]:
     return f"{base}-up", f"{base}-down"
 
 
+#: Kubernetes quantity suffixes a NIC annotation may carry (bits/s): decimal and binary
+QUANTITY_SUFFIXES = {
+    "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
+}
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T|P)")
+
+
+def bits_per_s(raw: str) -> float:
+    """A NIC capacity in bits/s: a plain number (``1.0e+11``) or a Kubernetes quantity
+    (``100G``, ``400M``, ``100Gi``: decimal k, M, G, T, P; binary Ki, Mi, Gi, Ti); NaN
+    when it is neither."""
+    text = raw.strip()
+    m = _QUANTITY.fullmatch(text)
+    if m is not None:
+        return float(m.group(1)) * QUANTITY_SUFFIXES[m.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def nic_capacity(node: KubeNode, default_bps: float | None) -> float | None:
-    """The node's NIC capacity (bits/s): its annotation, else ``default_bps``;
-    InputError naming the annotation (the caller names the node)."""
+    """The node's NIC capacity (bits/s): its annotation (:func:`bits_per_s`), else
+    ``default_bps``; InputError naming the annotation (the caller names the node)."""
     raw = node.annotations.get(ANNOTATION_NIC_BPS)
     if raw is None:
         return default_bps
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
+    value = bits_per_s(raw)
     if not (value > 0 and math.isfinite(value)):
         raise InputError(
-            f"annotation {ANNOTATION_NIC_BPS}", f"must be a number of bits/s > 0, got {raw!r}"
+            f"annotation {ANNOTATION_NIC_BPS}",
+            f"must be a number of bits/s > 0 (1.0e+11) or a Kubernetes quantity (100G, "
+            f"400M, 100Gi), got {raw!r}",
         )
     return value
 
@@ -391,7 +491,7 @@ def build_cluster(
     depth = max((len(p) for p in pending), default=0)
     while depth > 0:
         for path in [p for p in pending if len(p) == depth]:
-            cap = pending.pop(path) / options.of_tier(depth - 1)
+            cap = pending.pop(path) / options.of_tier(hierarchy.tier_index(path))
             capacity[path] = cap
             up = path[:-1]
             if up:
