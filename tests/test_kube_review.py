@@ -10,25 +10,22 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
-from helpers.kube_replay import ReplayApiServer, event
-from helpers.service_util import call, ok_json, start
+from helpers.kube_replay import ReplayApiServer, event, serve_kube, until
+from helpers.service_util import call, ok_json
 
 from cassini.cli import main
 from cassini.errors import InputError
 from cassini.service.cluster import load_cluster_file
 from cassini.service.kube.pods import job_pod, jobs_from_pods
 from cassini.service.kube.render import cluster_file_text
-from cassini.service.kube.sync import KubeOptions
 from cassini.service.kube.topology import (
     KubeNode,
     LinkOptions,
     build_cluster,
     hierarchy_from_hypernodes,
 )
-from cassini.service.kube.watch import Backoff
 
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
 HYPERNODES = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
@@ -79,21 +76,6 @@ def from_kube(api, tmp_path, capsys, *args):
         rc = main(["cluster", "from-kube", "--kubeconfig", api.kubeconfig(tmp_path),
                    "--out", str(out), *args])
     return rc, out, capsys.readouterr().err
-
-
-def serve_kube(api, tmp_path, lines, links=None):
-    opts = KubeOptions(kubeconfig=api.kubeconfig(tmp_path), watch_timeout_s=5,
-                       links=links or LinkOptions(), backoff=Backoff(first_s=0.05, max_s=1.0))
-    return start(kube=opts, workers=1, quiet=True, log=lines.append)
-
-
-def until(check, what, timeout_s=10.0):
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # 1. a plain cluster: the well-known region/zone labels, else stop with one line

@@ -8,11 +8,11 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from helpers.kube_replay import ReplayApiServer, bookmark, event, gone
+from helpers import kube_replay
+from helpers.kube_replay import ReplayApiServer, bookmark, event, gone, until
 from helpers.service_util import call, ok_json, start
 
 from cassini.service.cluster import load_cluster_file
@@ -37,19 +37,7 @@ def replay():
 
 
 def serve_kube(api, tmp_path, lines):
-    opts = KubeOptions(kubeconfig=api.kubeconfig(tmp_path), watch_timeout_s=5,
-                       links=LinkOptions(oversubscription=(2.0, 8.0)),
-                       backoff=Backoff(first_s=0.05, max_s=1.0))
-    return start(kube=opts, workers=1, quiet=True, log=lines.append)
-
-
-def until(check, what, timeout_s=20.0):
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return kube_replay.serve_kube(api, tmp_path, lines, LinkOptions(oversubscription=(2.0, 8.0)))
 
 
 def pod(name, job, node, model="gpt2", phase="Running"):

@@ -188,3 +188,29 @@ class ReplayApiServer:
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
+
+
+def serve_kube(api: ReplayApiServer, tmp_path: Path, lines: list[str], links: Any = None) -> Any:
+    """``cassini serve --kube`` in a thread against the replayed ``api``: short watches
+    and backoff, its log lines appended to ``lines`` (``links``: the LinkOptions)."""
+    from cassini.service.kube.sync import KubeOptions
+    from cassini.service.kube.topology import LinkOptions
+    from cassini.service.kube.watch import Backoff
+    from helpers.service_util import start
+
+    opts = KubeOptions(kubeconfig=api.kubeconfig(tmp_path), watch_timeout_s=5,
+                       links=links or LinkOptions(), backoff=Backoff(first_s=0.05, max_s=1.0))
+    return start(kube=opts, workers=1, quiet=True, log=lines.append)
+
+
+def until(check: Any, what: str, timeout_s: float = 20.0) -> None:
+    """Wait (polling every 20 ms) until ``check()``; AssertionError naming ``what`` after
+    ``timeout_s``."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
