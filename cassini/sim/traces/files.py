@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cassini.errors import InputError
+from cassini.schema import kind_of
 from cassini.sim.traces.common import BadRow, NotThisFormat, Row
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -167,7 +168,7 @@ def json_records(path: Path, *, expected: str) -> Iterator[Row | BadRow]:
         obj, start, end = item
         line, col = lines.at(start)
         if not isinstance(obj, dict):
-            yield BadRow(name, line, col, "trace", f"expected a JSON object, got {_kind(obj)}")
+            yield BadRow(name, line, col, "trace", f"expected a JSON object, got {kind_of(obj)}")
             continue
         keys = {}
         for key in obj:
@@ -259,18 +260,6 @@ def _next_record(text: str, i: int) -> int:
     beginning with ``{`` (nested objects of pretty-printed records are indented)."""
     at = text.find("\n{", i)
     return len(text) if at < 0 else at + 1
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else type(value).__name__
 
 
 def _skip_ws(text: str, i: int) -> int:
