@@ -7,12 +7,10 @@ would read as other types."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 
 import pytest
-from helpers.kube_replay import ReplayApiServer, event, serve_kube, until
+from helpers.kube_replay import ReplayApiServer, event, serve_kube, serve_main, until
 from helpers.service_util import call, ok_json
 
 from cassini.cli import main
@@ -142,14 +140,9 @@ def test_serve_kube_stops_when_its_first_model_has_no_node(tmp_path, nodes, line
 
 def test_serve_kube_exits_2_with_one_line_on_a_cluster_without_topology(tmp_path, capsys):
     with replay(listed("NodeList", [node("n0")])) as api:
-        timer = threading.Timer(30, os.kill, (os.getpid(), signal.SIGTERM))  # old: forever
-        timer.start()
-        try:
-            rc = main(["serve", "--kube", "--kubeconfig", api.kubeconfig(tmp_path),
-                       "--host", "127.0.0.1", "--port", "0", "--state", ":memory:",
-                       "--workers", "1", "--nic-bps", "1.0e+11"])  # fmt: skip
-        finally:
-            timer.cancel()
+        rc = serve_main(["--kube", "--kubeconfig", api.kubeconfig(tmp_path),
+                         "--host", "127.0.0.1", "--port", "0", "--state", ":memory:",
+                         "--workers", "1", "--nic-bps", "1.0e+11"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2, err
     assert err.splitlines()[-1] == f"cassini: error: {NO_LABELS}"

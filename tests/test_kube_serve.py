@@ -264,20 +264,11 @@ def test_too_many_oversubscriptions_for_the_first_model_stop_the_service(tmp_pat
 
 
 def test_serve_exits_2_when_its_first_model_has_too_many_oversubscriptions(tmp_path, capsys):
-    import os
-    import signal
-
-    from cassini.cli import main
-
     with replay() as api:
-        timer = threading.Timer(30, os.kill, (os.getpid(), signal.SIGTERM))  # old: forever
-        timer.start()
-        try:
-            rc = main(["serve", "--kube", "--kubeconfig", api.kubeconfig(tmp_path),
-                       "--oversubscription", "2,8,4", "--host", "127.0.0.1", "--port", "0",
-                       "--state", ":memory:", "--workers", "1"])  # fmt: skip
-        finally:
-            timer.cancel()
+        rc = kube_replay.serve_main([
+            "--kube", "--kubeconfig", api.kubeconfig(tmp_path), "--oversubscription", "2,8,4",
+            "--host", "127.0.0.1", "--port", "0", "--state", ":memory:", "--workers", "1",
+        ])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2, err
     assert err.splitlines()[-1] == (

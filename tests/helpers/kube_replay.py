@@ -214,3 +214,20 @@ def until(check: Any, what: str, timeout_s: float = 20.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def serve_main(argv: list[str], deadline_s: float = 30.0) -> int:
+    """``cassini serve ARGV`` run as the CLI runs it, in this process; its exit status.
+    A SIGTERM after ``deadline_s`` stops a server that would otherwise serve forever
+    (what these tests guard against), and the test then fails on the status."""
+    import os
+    import signal
+
+    from cassini.cli import main
+
+    timer = threading.Timer(deadline_s, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        return main(["serve", *argv])
+    finally:
+        timer.cancel()
