@@ -5,6 +5,7 @@ included), each with one line saying what to do.  Every command needs root."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -16,7 +17,7 @@ from mltcp import variants
 from mltcp.policy import RESOLUTION_TEXT, MltcpParams, stored_as_zero
 
 DEFAULTS = MltcpParams()
-PARAMS = ("slope", "intercept", "idle_ms", "mode", "scale_cut")  # MltcpParams' fields
+PARAMS = tuple(f.name for f in dataclasses.fields(MltcpParams))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,15 +148,14 @@ def _params(args: argparse.Namespace) -> MltcpParams | None:
 def _loaded_or_defaults() -> MltcpParams:
     """What a reload keeps: the parameters in the config map, or the defaults when there is
     none (nothing loaded) or no one has written it yet."""
-    from mltcp import admin
-    from mltcp.admin.params import read_config
+    from mltcp.admin.params import params_from, read_config
     from mltcp.pinned import MltcpError
 
     try:
-        written = any(read_config())
+        raw = read_config()
     except MltcpError:  # no config map (or one load will replace)
         return DEFAULTS
-    return admin.get_params() if written else DEFAULTS
+    return params_from(raw) if any(raw) else DEFAULTS
 
 
 def _load_or_set(args: argparse.Namespace) -> int:
@@ -170,7 +170,7 @@ def _load_or_set(args: argparse.Namespace) -> int:
     if args.command == "load":
         names = admin.load(args.variant, params)
     else:
-        admin.set_params(params or admin.get_params())
+        admin.set_params(params)  # never None for set: _params read the loaded ones
     p = admin.get_params()  # as the kernel holds them (fixed point), not as typed
     said = f"slope {p.slope}, intercept {p.intercept}, idle {p.idle_ms} ms, mode {p.mode}" + (
         ", cut scaled by 1/F" if p.scale_cut else ""

@@ -74,6 +74,15 @@ def by_cc(cc: str) -> Variant | None:
     return next((v for v in VARIANTS if v.cc == cc), None)
 
 
+def base_of(cc: str) -> str:
+    """The kernel's congestion control our variant ``cc`` builds on (``mltcp_reno`` ->
+    ``reno``); ValueError for a control that is not ours."""
+    v = by_cc(cc)
+    if v is None:
+        raise ValueError(f"{cc!r} is not one of our congestion controls")
+    return v.base
+
+
 def needs_ecn(cc: str) -> bool:
     """Does congestion control ``cc`` (ours or the kernel's) need ECN negotiated?"""
     v = by_cc(cc)

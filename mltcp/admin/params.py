@@ -22,7 +22,13 @@ def read_config() -> tuple[int, int, int, int, int]:
 
 
 def get_params() -> MltcpParams:
-    slope_q, intercept_q, idle_us, mode, flags = read_config()
+    """The parameters the loaded controls run with (the pinned config map)."""
+    return params_from(read_config())
+
+
+def params_from(raw: tuple[int, int, int, int, int]) -> MltcpParams:
+    """:class:`MltcpParams` of the config map's raw fields (fixed point, as stored)."""
+    slope_q, intercept_q, idle_us, mode, flags = raw
     return MltcpParams(
         slope_q / ONE,
         max(intercept_q, 1) / ONE,

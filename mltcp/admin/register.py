@@ -97,11 +97,10 @@ def unload(force: bool = False) -> list[str]:
         if busy and by_hand:
             what = "close them and select another there"
         raise MltcpError(f"still in use: {', '.join(detail)}; {what} first or use --force")
-    bases = {v.cc: v.base for v in variants.VARIANTS}
     for ns, cc in selecting.items():
         before = recorded.get(ns)
-        gone = before is None or before in bases or before not in available()
-        namespaces.select(ns, bases[cc] if gone else before)
+        gone = before is None or before in variants.CCS or before not in available()
+        namespaces.select(ns, variants.base_of(cc) if gone else before)
     if busy:
         switch_sockets()
     default = (SYSCTL / "tcp_congestion_control").read_text().strip()
@@ -143,7 +142,7 @@ def switch_sockets() -> list[tuple[int, int, str]]:
     moved = []
     try:
         outputs = [SWITCH_ITER.read_text()]
-        for ns in _netns():
+        for ns in namespaces.names():
             # nsenter, not `ip netns exec`: that remounts /sys and hides the bpf pin
             outputs.append(
                 run(["nsenter", f"--net=/run/netns/{ns}", "cat", str(SWITCH_ITER)]).stdout
@@ -157,10 +156,6 @@ def switch_sockets() -> list[tuple[int, int, str]]:
     return moved
 
 
-def _netns() -> list[str]:
-    return namespaces.names()
-
-
 def netns_selecting_ours() -> dict[str, str]:
     """Each named network namespace that selects one of our congestion controls (loaded
     or not), with it."""
@@ -172,7 +167,7 @@ def sockets_using(name: str) -> int:
     """TCP sockets using congestion control ``name`` in the init namespace and in every
     named namespace (``ip netns``)."""
     count = _count_in(["ss", "-Htin"], name)
-    for ns in _netns():
+    for ns in namespaces.names():
         count += _count_in(["ip", "netns", "exec", ns, "ss", "-Htin"], name)
     return count
 

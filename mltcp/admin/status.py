@@ -83,11 +83,6 @@ def repair_log(repairs: int) -> list[dict[str, int]]:
     return rows
 
 
-def _base(cc: str) -> str:
-    v = variants.by_cc(cc)
-    return v.base if v else "cubic"
-
-
 def problems(ours: list[str] | None = None) -> list[str]:
     """What is broken in MLTCP's kernel state, one line each: pinned maps missing or of
     another layout, a named network namespace selecting one of our controls that is not
@@ -109,7 +104,7 @@ def problems(ours: list[str] | None = None) -> list[str]:
             out.append(
                 f"netns {ns} selects {cc}, which is not loaded: `mltcp load` it, or select "
                 f"another there (`ip netns exec {ns} sysctl -w "
-                f"net.ipv4.tcp_congestion_control={_base(cc)}`)"
+                f"net.ipv4.tcp_congestion_control={variants.base_of(cc)}`)"
             )
     for cg in read_state().cgroups:
         if not Path(cg).is_dir():
