@@ -122,14 +122,20 @@ def read_job(obj: Any, field: str = "", *, job_id: str | None = None) -> Running
     )
     if len(set(nodes)) != len(nodes):
         raise InputError(schema.join(field, "nodes"), "names a node more than once")
-    profile = profile_of(obj, field, jid)
-    model = library_model(obj["model"], library()) if "model" in obj else None  # its id
+    profile, model = profile_and_model(obj, field, jid)
     return RunningJob(profile, nodes, model)
 
 
 def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
     """The profile a job object gives: ``model`` (library id) or its own
     ``iteration_time_s`` and ``phases``."""
+    return profile_and_model(obj, field, job_id)[0]
+
+
+def profile_and_model(
+    obj: Mapping[str, Any], field: str, job_id: str
+) -> tuple[JobProfile, str | None]:
+    """:func:`profile_of`, and the library id its ``model`` names (None without one)."""
     has_own = "iteration_time_s" in obj or "phases" in obj
     if "model" in obj:
         if has_own:
@@ -138,8 +144,9 @@ def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
             )
         model = schema.identifier(obj["model"], schema.join(field, "model"))
         known = library()
-        base = known[library_model(model, known, schema.join(field, "model"))]
-        return JobProfile(job_id, base.iteration_time_s, base.phases)
+        model = library_model(model, known, schema.join(field, "model"))
+        base = known[model]
+        return JobProfile(job_id, base.iteration_time_s, base.phases), model
     for name in ("iteration_time_s", "phases"):
         if name not in obj:
             raise InputError(
@@ -147,7 +154,7 @@ def profile_of(obj: Mapping[str, Any], field: str, job_id: str) -> JobProfile:
             )
     mine = {"id": job_id, "iteration_time_s": obj["iteration_time_s"], "phases": obj["phases"]}
     try:
-        return JobProfile.from_dict(mine, field or "job")
+        return JobProfile.from_dict(mine, field or "job"), None
     except InputError as e:
         if field:
             raise

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.json_schema import models_json_schema
 
-from cassini.agent import MAX_EPOCH_S, epoch_problem
+from cassini.agent import MAX_EPOCH_S, MAX_PERIOD_S, MIN_PERIOD_S, epoch_problem
 from cassini.schema import join as _join
 from cassini.schema import kind_of as _kind
 from cassini.service.cluster import MAX_JOB_ID_CHARS, TIME_SHIFT_PATH, unroutable
@@ -39,8 +39,8 @@ M = TypeVar("M", bound=BaseModel)
 #: iteration, a phase, a period, in seconds) and a rate up to 1 Pb/s.  Past them the
 #: unified circle's arithmetic overflows (1e308 s) or its period error is infinite (5e-324
 #: s), and no training job is there.
-MIN_TIME_S = 1e-6
-MAX_TIME_S = 7 * 86400.0
+MIN_TIME_S = MIN_PERIOD_S  # the agent's slot grid and the service: one pair of bounds
+MAX_TIME_S = MAX_PERIOD_S
 MAX_RATE_BPS = 1e15
 
 Id = Annotated[str, Field(min_length=1)]

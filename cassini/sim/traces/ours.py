@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from cassini.profile import JobProfile, match_model, unknown_model
+from cassini.profile import JobProfile, match_model, model_keys, unknown_model
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     MAX_ITERATIONS,
@@ -73,6 +73,7 @@ def read(
     else:
         rows = csv_rows(path, REQUIRED, expected=EXPECTED, optional=OPTIONAL, others=False)
     fields = JobFields("job_id", "arrival_s", "iterations")
+    keys = model_keys(library)  # once, not per row
 
     def parse(row: Row) -> JobSpec:
         allowed = set(REQUIRED) | set(OPTIONAL)
@@ -81,7 +82,7 @@ def read(
             raise row.error(extra[0], f"unknown field (allowed: {', '.join(sorted(allowed))})")
         job_id = row.text("job_id")
         name = row.text("model")
-        model = match_model(name, library)  # case and punctuation ignored, as everywhere
+        model = match_model(name, library, keys)  # case and punctuation ignored, as everywhere
         if model is None:
             raise row.error("model", unknown_model(name, library))
         arrival = row.number("arrival_s", non_negative=True, maximum=MAX_SECONDS)
