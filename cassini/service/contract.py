@@ -124,7 +124,7 @@ class Operation:
     status: int = 200
     answer: str | None = None
     media_type: str = "application/json"
-    errors: tuple[int, ...] = (400, 404, 405, 500, 503)
+    errors: tuple[int, ...] = (400, 404, 405, 500)  # and DRAINING: every operation
     also: tuple[int, ...] = ()  # other success statuses
     write: bool = False  # changes the registry: needs a bearer token, audited, rate-limited
 
@@ -158,12 +158,13 @@ class Endpoint:
         return re.sub(r"\{(\w+):\w+\}", r"{\1}", self.path)
 
 
-#: 503 is in every operation's errors: a draining server (SIGTERM) answers every request
-#: that arrives meanwhile with it (:mod:`cassini.service.drain`); an operation that
-#: computes (504 too) also gets it when no worker becomes free in time.
+#: Every operation answers 503 while the server drains (SIGTERM: :mod:`cassini.service.drain`
+#: answers every request that arrives meanwhile), so the document adds it to each
+#: operation's ``errors``; an operation that computes (504 too) also gets it when no worker
+#: becomes free in time.
 DRAINING = 503
-BODY_ERRORS = (400, 404, 405, 408, 413, 415, 422, 500, DRAINING)
-COMPUTE_ERRORS = BODY_ERRORS + (504,)
+BODY_ERRORS = (400, 404, 405, 408, 413, 415, 422, 500)
+COMPUTE_ERRORS = BODY_ERRORS + (DRAINING, 504)
 WRITE_ERRORS = (401, 403, 429)
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -222,7 +223,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 "The job's time-shift: slot k starts at epoch_s + shift_s + k * period_s; "
                 "ETag names its version (If-None-Match: 304 when unchanged)",
                 answer="TimeShift",
-                errors=(400, 404, 405, 500, DRAINING, 504),
+                errors=(400, 404, 405, 500, DRAINING, 504),  # busy: no free worker
                 also=(304,),
             ),
             Operation(
@@ -246,7 +247,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 handlers.delete_job,
                 "Remove a running job",
                 answer="RunningJob",
-                errors=(400, 404, 405, 500, DRAINING) + WRITE_ERRORS,
+                errors=(400, 404, 405, 500) + WRITE_ERRORS,
                 write=True,
             ),
         ),
@@ -279,11 +280,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         "/healthz",
-        (
-            Operation(
-                "GET", handlers.health, "Liveness", answer="Health", errors=(400, 405, DRAINING)
-            ),
-        ),
+        (Operation("GET", handlers.health, "Liveness", answer="Health", errors=(400, 405)),),
     ),
     Endpoint(
         "/metrics",
@@ -293,16 +290,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 handlers.metrics,
                 "Prometheus metrics (text format 0.0.4)",
                 media_type="text/plain; version=0.0.4; charset=utf-8",
-                errors=(400, 405, DRAINING),
+                errors=(400, 405),
             ),
         ),
     ),
     Endpoint(
         "/openapi.json",
-        (
-            Operation(
-                "GET", handlers.openapi_document, "This document", errors=(400, 405, DRAINING)
-            ),
-        ),
+        (Operation("GET", handlers.openapi_document, "This document", errors=(400, 405)),),
     ),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import cassini
-from cassini.service.contract import ENDPOINTS, QUERY_OPTIONS, Endpoint, Operation
+from cassini.service.contract import DRAINING, ENDPOINTS, QUERY_OPTIONS, Endpoint, Operation
 from cassini.service.errors import ERRORS, ServiceError, ShuttingDown
 from cassini.service.models import component_schemas
 
@@ -49,7 +49,9 @@ def _responses(op: Operation) -> dict[str, Any]:
             responses["304"] = {"description": "not modified: If-None-Match names the ETag"}
         else:
             responses[str(code)] = success
-    for code in op.errors:
+    # every operation answers DRAINING while the server drains (contract.DRAINING)
+    codes = op.errors if DRAINING in op.errors else (*op.errors, DRAINING)
+    for code in codes:
         error: type[ServiceError] = ERRORS[code]
         if error.status == ShuttingDown.status and 504 not in op.errors:
             error = ShuttingDown  # no computation to wait for: only a draining server
