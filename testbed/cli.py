@@ -104,7 +104,7 @@ def _add_launch(sub: argparse._SubParsersAction) -> None:
     launch.add_argument(
         "--compute",
         choices=("replay", "cpu"),
-        default=None,
+        default="cpu",
         help="with --model: cpu (default) runs real forward and backward passes on each "
         "rank's device (the node's GPU under NCCL; the name comes from the emulated testbed, "
         "where that device is the CPU); replay sleeps the calibration's per-layer times",

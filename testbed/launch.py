@@ -55,7 +55,7 @@ def node_names(nodes: str) -> list[str]:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse ``testbed launch`` flags that would fail on the nodes or mean something
-    else, with an InputError naming the flag; ``--compute`` defaults to ``cpu``."""
+    else, with an InputError naming the flag."""
     from testbed.host import known_congestion_control
     from testbed.model_names import MODEL_NAMES
 
@@ -71,7 +71,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("--model", f"one of {', '.join(MODEL_NAMES)}, got {args.model!r}")
     if args.compute == "replay" and args.model is None:
         raise InputError("--compute", "replay needs --model (the MLP has no calibration)")
-    args.compute = args.compute or "cpu"
     if not (math.isfinite(args.scale) and 0 < args.scale <= 1):
         raise InputError("--scale", f"a share of the parameters in (0, 1], got {args.scale:g}")
     for flag, value in (("--shift-s", args.shift_s), ("--period-s", args.period_s)):
