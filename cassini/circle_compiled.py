@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from cassini import kernel_cache
+
 try:  # numba is in the [sim] extra
     from numba import njit
 except ImportError:  # pragma: no cover - exercised where numba is absent
@@ -38,6 +40,8 @@ def _identity(f):
     return f
 
 
+if AVAILABLE:  # drop cached code another changed source made stale
+    kernel_cache.ensure_fresh()
 _jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
 
 

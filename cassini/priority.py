@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
+from cassini import kernel_cache
+
 #: random topological orders tried by the max-K-cut (Crux: m = 10)
 ORDERS = 10
 
@@ -98,6 +100,8 @@ def _cut_programme(within: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 try:  # the same steps compiled where numba is installed (the [sim] extra)
     from numba import njit
+
+    kernel_cache.ensure_fresh()  # drop cached code another changed source made stale
 
     @njit(cache=True)
     def _cut_programme_compiled(within, k):  # pragma: no cover - compiled

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from cassini import kernel_cache
 from mltcp.policy import ONE, SHIFT
 
 try:  # numba is in the [sim] extra; without it these run as plain Python
@@ -25,6 +26,8 @@ def _identity(f):
     return f
 
 
+if AVAILABLE:  # drop cached code another changed source made stale
+    kernel_cache.ensure_fresh()
 _jit = njit(cache=True, nogil=True) if AVAILABLE else _identity
 
 
