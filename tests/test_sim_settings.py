@@ -146,11 +146,15 @@ def test_repeated_schedulers_and_parts_are_refused(config, field) -> None:
 
 
 def test_a_part_named_twice_is_refused_like_two_routing_parts() -> None:
-    for name in ("themis+crux+crux", "themis+cassini+mltcp+cassini", "pollux+first+packed"):
+    names = ("themis+crux+crux", "themis+cassini+mltcp+cassini", "pollux+first+packed",
+             "themis+crux+priority", "themis+priority+crux", "themis+cassini+crux+priority")
+    for name in names:
         with pytest.raises(InputError, match=r"twice( \(.*\))?; give each part once"):
             Scheduler.parse(name)
     with pytest.raises(InputError, match="2 routing parts"):
         Scheduler.parse("themis+ecmp+crux")
+    with pytest.raises(InputError, match=r"sharing part 'priority' twice \(bundle 'crux' incl"):
+        Scheduler.parse("themis+priority+crux")
     # a bundle's default part named again stays allowed, as documented
     assert Scheduler.parse("themis+cassini+held").canonical == "themis+cassini"
 

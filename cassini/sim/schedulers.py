@@ -105,6 +105,8 @@ class Scheduler:
                 raise _unknown(name, token, "not a part")
             for kind, entry in parts:
                 into = bundled if bundle and kind in BUNDLE_DEFAULTS else chosen
+                if into is chosen and entry in chosen.get(kind, ()):  # themis+crux+priority
+                    raise _given_twice(name, kind, entry, named)
                 into.setdefault(kind, set()).add(entry)
         for kind, entries in bundled.items():
             chosen.setdefault(kind, entries)
@@ -159,6 +161,16 @@ class Scheduler:
         if self.timing != TIMINGS["held" if cassini else "free"]:
             parts.append(self.timing.name)
         return "+".join(parts)
+
+
+def _given_twice(name: str, kind: str, entry: str, named: dict[str, str]) -> InputError:
+    """A part named on its own that a bundle of the same name already gives."""
+    bundles = [t for t, parts in BUNDLES.items() if (kind, entry) in parts and t in named]
+    return InputError(
+        "schedulers",
+        f"scheduler {name!r} gives {kind} part {entry!r} twice (bundle "
+        f"{' and '.join(map(repr, bundles))} includes it); give each part once",
+    )
 
 
 def _unknown(name: str, part: str, why: str) -> InputError:
