@@ -188,12 +188,14 @@ def _choice(
 
 def _read_jobs(jobs: Mapping[str, JobProfile]) -> dict[str, JobProfile]:
     if not isinstance(jobs, Mapping):
-        raise InputError("jobs", f"must be a mapping job id -> JobProfile, got {_kind(jobs)}")
+        raise InputError(
+            "jobs", f"must be a mapping job id -> JobProfile, got {schema.kind_of(jobs)}"
+        )
     out: dict[str, JobProfile] = {}
     for key, profile in jobs.items():
         field = f"jobs[{key!r}]"
         if not isinstance(profile, JobProfile):
-            raise InputError(field, f"must be a JobProfile, got {_kind(profile)}")
+            raise InputError(field, f"must be a JobProfile, got {schema.kind_of(profile)}")
         if str(key) != profile.job_id:
             raise InputError(field, f"key differs from the profile's job_id {profile.job_id!r}")
         out[profile.job_id] = profile
@@ -202,7 +204,9 @@ def _read_jobs(jobs: Mapping[str, JobProfile]) -> dict[str, JobProfile]:
 
 def _read_links(links: Mapping[str, float]) -> list[Link]:
     if not isinstance(links, Mapping):
-        raise InputError("links", f"must be a mapping link id -> capacity_bps, got {_kind(links)}")
+        raise InputError(
+            "links", f"must be a mapping link id -> capacity_bps, got {schema.kind_of(links)}"
+        )
     out = []
     for key, capacity in links.items():
         try:
@@ -217,7 +221,8 @@ def _read_candidates(
 ) -> list[Candidate]:
     if isinstance(candidates, str | bytes | Mapping) or not isinstance(candidates, Sequence):
         raise InputError(
-            "candidates", f"must be a sequence of mappings job id -> links, got {_kind(candidates)}"
+            "candidates",
+            f"must be a sequence of mappings job id -> links, got {schema.kind_of(candidates)}",
         )
     if ids is None:
         ids = [str(i) for i in range(len(candidates))]
@@ -229,19 +234,16 @@ def _read_candidates(
     for i, (cid, paths) in enumerate(zip(ids, candidates, strict=True)):
         field = f"candidates[{i}]"
         if not isinstance(paths, Mapping):
-            raise InputError(field, f"must be a mapping job id -> links, got {_kind(paths)}")
+            raise InputError(
+                field, f"must be a mapping job id -> links, got {schema.kind_of(paths)}"
+            )
         read: dict[str, tuple[str, ...]] = {}
         for job, path in paths.items():
             if isinstance(path, str | bytes) or not isinstance(path, Sequence):
                 raise InputError(
-                    f"{field}.paths.{job}", f"must be a sequence of link ids, got {_kind(path)}"
+                    f"{field}.paths.{job}",
+                    f"must be a sequence of link ids, got {schema.kind_of(path)}",
                 )
             read[str(job)] = tuple(str(link) for link in path)
         out.append(Candidate(schema.identifier(cid, f"candidate_ids[{i}]"), read))
     return out
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, str | int | float):
-        return f"{type(value).__name__} {value!r}"
-    return type(value).__name__

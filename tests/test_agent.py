@@ -18,8 +18,10 @@ from cassini.torch.timeshift import (
     ENV_EPOCH_S,
     ENV_JOB_ID,
     ENV_PERIOD_S,
+    ENV_REFRESH,
     ENV_SHIFT,
     ENV_SHIFT_S,
+    ENV_TOKEN_FILE,
     ENV_TOLERANCE_S,
     ENV_URL,
     ShiftSettings,
@@ -357,6 +359,23 @@ def test_partial_settings_name_what_is_missing(env, missing):
         settings_from_env(env)
     with pytest.raises(TimeShiftError, match=missing):
         TimeShift.from_env(environ=env)
+
+
+@pytest.mark.parametrize("variable", [ENV_REFRESH, ENV_TOKEN_FILE])
+@pytest.mark.parametrize("rest", [{}, GRID, {ENV_TOLERANCE_S: "0.01"}])
+def test_service_only_settings_alone_name_what_they_need(variable, rest):
+    """CASSINI_REFRESH_ITERATIONS and CASSINI_TOKEN_FILE steer only the service path:
+    without CASSINI_URL and CASSINI_JOB_ID they are an error, not silently ignored."""
+    env = {**rest, variable: "5"}
+    with pytest.raises(TimeShiftError, match=f"^{variable}: ") as e:
+        settings_from_env(env, now_s=NOW_S)
+    assert ENV_URL in str(e.value) and ENV_JOB_ID in str(e.value)
+    assert "\n" not in str(e.value)
+    clock = FakeClock(NOW_S)
+    with pytest.raises(TimeShiftError, match=f"^{variable}: "):
+        TimeShift.from_env(environ=env, clock=clock, sleep=clock.sleep)
+    off = settings_from_env({**env, ENV_SHIFT: "0"})  # an explicit "run free" still wins
+    assert off is not None and not off.shift
 
 
 @pytest.mark.parametrize("value", ["disabled", "n", "flase", "2", "y"])

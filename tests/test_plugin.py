@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cassini import plugin
+from cassini import plugin, schema
 from cassini.advisor import CandidateResult
 from cassini.errors import InputError
 from cassini.plugin import PlacementChoice, choose_placement
@@ -154,3 +154,26 @@ def test_a_flag_or_an_empty_id_is_refused(kwargs, field):
     with pytest.raises(InputError) as e:
         choose_placement(JOBS, LINKS, [COMPATIBLE], **kwargs)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "value"),
+    [
+        ({"jobs": [half_duty("a")]}, "jobs", [half_duty("a")]),
+        ({"jobs": {"a": "not a profile"}}, "jobs['a']", "not a profile"),
+        ({"links": ["l1"]}, "links", ["l1"]),
+        ({"candidates": COMPATIBLE}, "candidates", COMPATIBLE),
+        ({"candidates": [["l1"]]}, "candidates[0]", ["l1"]),
+        ({"candidates": [{"a": "l1"}]}, "candidates[0].paths.a", "l1"),
+        ({"candidates": [{"a": 3}]}, "candidates[0].paths.a", 3),
+    ],
+)
+def test_bad_input_names_the_value_as_the_schema_does(kwargs, field, value):
+    """The wrong value is named by cassini.schema.kind_of, as every other input error."""
+    args = {"jobs": JOBS, "links": LINKS, "candidates": [COLLIDE, COMPATIBLE]} | kwargs
+    with pytest.raises(InputError) as e:
+        choose_placement(**args)
+    assert e.value.field == field
+    assert e.value.problem.endswith(f", got {schema.kind_of(value)}"), e.value.problem
+    assert "\n" not in str(e.value)
+    assert not hasattr(plugin, "_kind")

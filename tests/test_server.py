@@ -468,6 +468,8 @@ def test_serve_help_explains_endpoints():
         "--max-body-bytes",
     ):
         assert text in r.stdout
+    words = " ".join(r.stdout.split())  # argparse wraps a flag's help where it likes
+    assert "its parent folder is made if missing" in words  # --state's (store._connect)
 
 
 @pytest.mark.parametrize(

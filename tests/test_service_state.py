@@ -227,6 +227,18 @@ def test_an_older_schema_is_migrated(tmp_path):
         assert [r[0] for r in db.execute("SELECT id FROM jobs")] == ["m"]
 
 
+def test_a_state_file_in_a_missing_folder_makes_the_folder(tmp_path):
+    """``--state`` makes its file's parent folders (its --help says so)."""
+    path = tmp_path / "not" / "yet" / "state.sqlite"
+    proc, port = serve_process("--state", str(path), "--workers", "1", "--quiet")
+    try:
+        ok_json(call(port, "POST", "/v1/jobs", job("kept")), 201)
+    finally:
+        kill9(proc)
+    with sqlite3.connect(path) as db:
+        assert [r[0] for r in db.execute("SELECT id FROM jobs")] == ["kept"]
+
+
 def test_memory_state_forgets_on_restart():
     proc, port = serve_process("--state", ":memory:", "--workers", "1", "--quiet")
     try:

@@ -124,6 +124,32 @@ def test_sim_run_prints_the_skipped_bad_rows(
     assert f"{tmp_path / 't.csv'}:3:4: duration_s" in lines[0] and "and 1 more" in lines[0]
 
 
+
+def test_sim_sweep_prints_the_skipped_bad_rows_once_per_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sweep`` says what ``bad_rows: skip`` left out as ``run`` does: the same line, once
+    for the trace however many grid points (seeds) read it."""
+    (tmp_path / "t.csv").write_text(
+        "job_id,arrival_s,gpus,duration_s,model\na,0,8,-5,vgg16\nb,0,8,10,vgg16\n"
+    )
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "cluster: {racks: 2, servers_per_rack: 2, gpus_per_server: 8}\n"
+        "workload: {trace: t.csv, format: csv, bad_rows: skip}\n"
+        "schedulers: [themis]\nsweep: {seed: [0, 1]}\n"
+    )
+    assert cli.main(["sim", "run", str(cfg), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    ran = [x for x in capsys.readouterr().err.splitlines() if "bad row" in x]
+    argv = ["sim", "sweep", str(cfg), "--out", str(tmp_path / "sweep"), "--quiet"]
+    assert cli.main([*argv, "--backend", "pool", "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if "bad row" in x]
+    assert len(ran) == 1 and len(lines) == 1, err
+    said, _, listed = lines[0].rpartition("; ")  # sweep.json keeps no rows: not "results"
+    assert said == ran[0].rpartition("; ")[0] and "trace convert" in listed, err
+    assert f"{tmp_path / 't.csv'}:2:4: duration_s: must be > 0" in lines[0]
+
 # -- 3: a duplicate id is a bad row in every reader -------------------------------------------
 HELIOS = (
     "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,"

@@ -254,7 +254,8 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         type=input_file,
         default=None,
-        help="SQLite file keeping registered jobs, shifts and the epoch across restarts "
+        help="SQLite file keeping registered jobs, shifts and the epoch across restarts; "
+        "its parent folder is made if missing "
         "(default ~/.local/state/cassini/serve.sqlite; ':memory:' keeps nothing)",
     )
     parser.add_argument(

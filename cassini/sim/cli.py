@@ -7,11 +7,14 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cassini import files, outputs
 from cassini.errors import InputError
 from cassini.files import input_file, output_path, positive_int
+
+if TYPE_CHECKING:
+    from cassini.sim.config import SimConfig
 
 DESCRIPTION = (
     "Trace-driven simulation of a GPU cluster: jobs arrive (Poisson or a trace), a "
@@ -179,8 +182,6 @@ def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from cassini.sim.config import check_schedulers, read_config, unused_settings
-    from cassini.sim.report import run as report
-    from cassini.sim.report import sweep
     from cassini.sim.workload import write_trace
 
     if args.sim_command == "topo":
@@ -211,40 +212,7 @@ def main(args: argparse.Namespace) -> int:
             write_trace(jobs, out)
             print(f"wrote {len(jobs)} jobs to {out}", file=sys.stderr)
             return 0
-        if args.sim_command == "run":
-            progress = None if args.quiet else report.stderr_progress
-            done = report.simulate_config(cfg, progress=progress, record=True)
-            line = skipped_rows_line(done.workload.summary)
-            if line:  # not progress: printed with --quiet too
-                print(line, file=sys.stderr)
-            data = report.write_run(
-                cfg, done.results, out, run=done, timeline_link=args.timeline_link
-            )
-            if args.format == "json":
-                print(outputs.json_text({k: data[k] for k in ("summaries", "ratios")}))
-            else:
-                print(report.table(data["summaries"]))
-                print(f"results: {out / 'results.json'}, report: {out / 'report.html'}")
-            return 0
-
-        def tick(done: int, total: int) -> None:
-            if not args.quiet:
-                print(f"  sweep: {done}/{total} points done", file=sys.stderr, flush=True)
-
-        rows, backend = sweep.run_sweep(
-            cfg,
-            backend=args.backend,
-            address=args.address,
-            workers=args.workers,
-            progress=tick,
-        )
-        data = sweep.write_sweep(cfg, rows, backend, out)
-        if args.format == "json":
-            print(outputs.json_text({k: data[k] for k in ("aggregate", "ratios", "backend")}))
-        else:
-            print(sweep.sweep_table(data))
-            print(f"backend: {backend}; results: {out / 'sweep.json'}, plot: {out / 'sweep.png'}")
-        return 0
+        return _run(args, cfg, out) if args.sim_command == "run" else _sweep(args, cfg, out)
     except InputError as e:
         print(f"cassini sim: error: {e}", file=sys.stderr)
         return 2
@@ -256,9 +224,71 @@ def main(args: argparse.Namespace) -> int:
         return 130
 
 
-def skipped_rows_line(summary: Mapping[str, Any]) -> str | None:
+def _run(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
+    """``sim run``: every scheduler on the same jobs; results.json and report.html."""
+    from cassini.sim.report import run as report
+
+    progress = None if args.quiet else report.stderr_progress
+    done = report.simulate_config(cfg, progress=progress, record=True)
+    line = skipped_rows_line(done.workload.summary)
+    if line:  # not progress: printed with --quiet too
+        print(line, file=sys.stderr)
+    data = report.write_run(cfg, done.results, out, run=done, timeline_link=args.timeline_link)
+    if args.format == "json":
+        print(outputs.json_text({k: data[k] for k in ("summaries", "ratios")}))
+    else:
+        print(report.table(data["summaries"]))
+        print(f"results: {out / 'results.json'}, report: {out / 'report.html'}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
+    """``sim sweep``: the grid's points in parallel; sweep.json and sweep.png."""
+    from cassini.sim.report import sweep
+
+    for line in sweep_skipped_rows(cfg):  # not progress: printed with --quiet too
+        print(line, file=sys.stderr)
+
+    def tick(done: int, total: int) -> None:
+        if not args.quiet:
+            print(f"  sweep: {done}/{total} points done", file=sys.stderr, flush=True)
+
+    rows, backend = sweep.run_sweep(
+        cfg, backend=args.backend, address=args.address, workers=args.workers, progress=tick
+    )
+    data = sweep.write_sweep(cfg, rows, backend, out)
+    if args.format == "json":
+        print(outputs.json_text({k: data[k] for k in ("aggregate", "ratios", "backend")}))
+    else:
+        print(sweep.sweep_table(data))
+        print(f"backend: {backend}; results: {out / 'sweep.json'}, plot: {out / 'sweep.png'}")
+    return 0
+
+
+def sweep_skipped_rows(cfg: SimConfig) -> list[str]:
+    """:func:`skipped_rows_line` for each distinct trace the sweep's points read with
+    ``bad_rows: skip``, once each: the axes (seed among them) change which model a row
+    gets, never which rows are bad.  sweep.json keeps no rows, so the line points to
+    ``trace convert``, which lists every one."""
+    from cassini.sim.report.sweep import grid
+
+    lines: dict[tuple[Any, ...], str | None] = {}
+    for point in grid(cfg):
+        v = cfg.variant(**point)
+        key = (v.trace, v.trace_format)
+        if v.trace is None or v.bad_rows != "skip" or key in lines:
+            continue
+        summary = v.read_workload(v.library()).summary
+        lines[key] = skipped_rows_line(summary, listed="cassini sim trace convert lists each")
+    return [line for line in lines.values() if line]
+
+
+def skipped_rows_line(
+    summary: Mapping[str, Any], listed: str = "all in results.json"
+) -> str | None:
     """One line for stderr on a trace's bad rows that ``bad_rows: skip`` left out: how
-    many, the first two with their position and reason (all are in results.json)."""
+    many, the first two with their position and reason, then ``listed``: where the
+    others are (results.json for ``run``)."""
     n = summary.get("bad_rows", 0)
     if not n:
         return None
@@ -269,7 +299,7 @@ def skipped_rows_line(summary: Mapping[str, Any]) -> str | None:
     return (
         f"workload: skipped {n} bad row{'s' if n != 1 else ''} of "
         f"{summary.get('trace', summary.get('path'))} (bad_rows: skip){by_rule}: "
-        f"{shown}{more}; all in results.json"
+        f"{shown}{more}; {listed}"
     )
 
 

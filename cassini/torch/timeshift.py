@@ -24,8 +24,9 @@ the bearer token of ``CASSINI_TOKEN_FILE`` (the first word of its first line tha
 a comment) when set, and the service answers its partners ``shift: false`` (released with
 its group) at their next re-read.  With none of these variables set the job runs free
 (``TimeShift.enabled`` is False); set but incomplete (``CASSINI_JOB_ID`` without
-``CASSINI_URL``, ``CASSINI_TOLERANCE_S`` or ``CASSINI_SHIFT=1`` without a grid) is a
-:class:`TimeShiftError` naming what is missing.
+``CASSINI_URL``, ``CASSINI_TOLERANCE_S`` or ``CASSINI_SHIFT=1`` without a grid,
+``CASSINI_REFRESH_ITERATIONS`` or ``CASSINI_TOKEN_FILE`` without ``CASSINI_URL`` and
+``CASSINI_JOB_ID``) is a :class:`TimeShiftError` naming what is missing.
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
 receive both through ``torch.distributed.broadcast`` (five float64 once, four per
@@ -161,6 +162,9 @@ def settings_from_env(
         return settings
     if env.get(ENV_JOB_ID):
         raise TimeShiftError(f"{ENV_URL}: missing (needed with {ENV_JOB_ID})")
+    for name in (ENV_REFRESH, ENV_TOKEN_FILE):  # used on the service path only
+        if env.get(name, "").strip():
+            raise TimeShiftError(f"{name}: needs {ENV_URL} and {ENV_JOB_ID} (missing)")
     present = [name for name in NUMBERS if env.get(name, "").strip()]
     if not present:
         partial = [
