@@ -205,11 +205,10 @@ class KubeSync:
             hierarchy = self.source.hierarchy(nodes)
             built = build_cluster(nodes, hierarchy, self.options.links)
         except InputError as e:
-            if first and e.field == "oversubscription":
-                self._fail(f"--oversubscription: {e.problem}")
-                return False
             if first:
-                self._fail(f"no node in the model: {e}")
+                oversubscription = e.field == "oversubscription"
+                self._fail(f"--oversubscription: {e.problem}" if oversubscription
+                           else f"no node in the model: {e}")  # fmt: skip
                 return False
             self.log(f"cassini serve: kube: topology: {e}; keeping the previous model")
             return True
