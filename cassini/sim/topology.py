@@ -148,6 +148,12 @@ class Cluster:
             "spines",
         )
         schema.check_fields(obj, field, required, optional)
+        if "pod_oversubscription" in obj and "racks_per_pod" not in obj:
+            raise InputError(
+                schema.join(field, "pod_oversubscription"),
+                "needs a pod tier: give racks_per_pod (racks under each aggregation switch); "
+                "without it the cluster is two-tier",
+            )
         kwargs: dict[str, Any] = {}
         for name in required + ("racks_per_pod", "spines"):
             if name in obj:

@@ -112,10 +112,19 @@ def three_tier(
     return b.build("three-tier", source)
 
 
-def from_cluster(cluster: Cluster, *, spines: int = 1) -> Topology:
+def from_cluster(cluster: Cluster, *, spines: int | None = None) -> Topology:
     """The generated fabric equivalent to a uniform :class:`Cluster` (``spines`` spines,
-    or one aggregation switch per pod under one core): same racks, same links per ring
-    job, same capacities."""
+    the cluster's own by default, or one aggregation switch per pod under one core):
+    same racks, same links per ring job, same capacities.  A cluster with pods and more
+    than one spine has no such equivalent: InputError names ``spines``."""
+    spines = cluster.spines if spines is None else spines
+    if cluster.racks_per_pod is not None and spines > 1:
+        raise InputError(
+            "spines",
+            f"{spines} spines with racks_per_pod: the generated fabric of a cluster with "
+            "pods has one aggregation switch per pod under one core (give spines: 1, or "
+            "describe the fabric with generate: three-tier)",
+        )
     common = {
         "racks": cluster.racks,
         "servers_per_rack": cluster.servers_per_rack,

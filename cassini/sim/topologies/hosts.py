@@ -27,6 +27,8 @@ PARAMETER_COLUMN = {
     "pod_oversubscription": "agg_uplink_bps",
 }
 DEFAULTS = {"server_link_bps": 50e9, "oversubscription": 2.0, "pod_oversubscription": 1.0}
+#: The switch each per-switch column gives a value of, as its errors name it.
+SWITCH_OF_COLUMN = {"tor_uplink_bps": "ToR", "agg_uplink_bps": "aggregation switch"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,12 @@ def read_host_table(
             check_int(name, value)
         else:
             check_positive(name, value)
+        if name == "pod_oversubscription" and "agg" not in roles:
+            raise InputError(
+                name,
+                f"needs a pod tier: {path} has no agg column (aggregation switches), "
+                "so its fabric is two-tier",
+            )
     if "gpus" not in roles and gpus_per_server is None:
         raise InputError("gpus_per_server", f"required: {path} has no gpus column")
     given = {k: v for k, v in params.items() if v is not None}
@@ -152,6 +160,12 @@ def _our_roles(path: Path, names: list[str]) -> list[str]:
             raise InputError(f"{path}:1:1", f"missing column {name!r} (host,tor are required)")
     if "core" in seen and "agg" not in seen:
         raise InputError(f"{path}:1:{names.index('core') + 1}", "a core column needs an agg column")
+    if "agg_uplink_bps" in seen and "agg" not in seen:
+        raise InputError(
+            f"{path}:1:{names.index('agg_uplink_bps') + 1}",
+            "agg_uplink_bps: needs a pod tier: an agg column (aggregation switches); "
+            "without one the fabric is two-tier",
+        )
     return names
 
 
@@ -187,7 +201,7 @@ def _agreed(path: Path, rows: list[HostRow], role: str, group: Any) -> dict[Any,
             raise InputError(
                 f"{path}:{row.line}:{row.cells[role][1]}",
                 f"{role}: {value:g} differs from {first_value:g} on line {first_line} "
-                f"for the same switch {'/'.join(k for k in key if k)}",
+                f"for the same {SWITCH_OF_COLUMN[role]} {'/'.join(k for k in key if k)!r}",
             )
         out.setdefault(key, (value, row.line))
     return {k: v for k, (v, _) in out.items()}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from cassini import schema
 from cassini.errors import InputError
 
 
@@ -16,11 +16,6 @@ def check_int(name: str, value: Any, minimum: int = 1) -> int:
 
 
 def check_positive(name: str, value: Any) -> float:
-    """A finite number > 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value > 0)
-    ):
-        raise InputError(name, f"must be a finite number > 0, got {value!r}")
-    return float(value)
+    """A finite number > 0, checked as the plain ``cluster:`` form checks one
+    (:func:`cassini.schema.number`: a string such as YAML's ``5e10`` gets a hint)."""
+    return schema.number(value, name, positive=True)

@@ -51,7 +51,9 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
     from cassini.sim.topology import Cluster
 
     notes.append("today's uniform Cluster form, shown as the equivalent generated fabric")
-    return from_cluster(Cluster.from_dict(cluster, field or "cluster")), notes
+    uniform = Cluster.from_dict(cluster, field or "cluster")
+    # the fabric the run builds from it (cassini.packet.plan.as_topology), spines and all
+    return from_cluster(uniform), notes
 
 
 def _link_tier(topo: Topology, lower: str, upper: str) -> str:
