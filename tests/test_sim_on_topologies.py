@@ -3,6 +3,7 @@ same run on the equivalent generated fabric agree exactly; irregular host tables
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -27,6 +28,7 @@ from cassini.sim.parts.routing import (
 from cassini.sim.report import sweep
 from cassini.sim.report.utilisation import link_weights, utilisation
 from cassini.sim.topologies.clos import from_cluster, three_tier, two_tier
+from cassini.sim.topologies.fabric import physical_link
 from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topologies.hosts import read_host_table
 from cassini.sim.topologies.rail import rail_optimised
@@ -128,7 +130,8 @@ def test_collisions_on_a_fabric_count_busy_uplinks_with_an_idle_sibling() -> Non
     c = Cluster(racks=3, servers_per_rack=2, gpus_per_server=1, spines=2)
     topo = two_tier(3, 2, 1, spines=2)
     cluster_load = {"tor0s0": 5.0, "tor1s0": 5.0, "tor1s1": 5.0}
-    fabric_load = {"tor0-spine0": 5.0, "tor1-spine0": 5.0, "tor1-spine1": 5.0}
+    fabric_load = {f"{link}:{d}": 5.0 for link in ("tor0-spine0", "tor1-spine0", "tor1-spine1")
+                   for d in ("up", "down")}  # fmt: skip
     for k in range(2):
         expected = collisions(c, [0, 1, 2], k, cluster_load)
         assert collisions(topo, [0, 1, 2], k, fabric_load) == expected
@@ -194,15 +197,18 @@ def test_utilisation_spreads_a_job_over_its_equal_cost_paths() -> None:
     topo = two_tier(2, 2, 4, spines=4)
     weights = link_weights(topo, [0, 2])
     assert weights["srv0"] == weights["srv2"] == pytest.approx(1.0)
-    for k in range(4):
-        assert weights[f"tor0-spine{k}"] == weights[f"tor1-spine{k}"] == pytest.approx(0.25)
+    for k, d in itertools.product(range(4), ("up", "down")):  # both ways: a two-rack ring
+        assert weights[f"tor0-spine{k}:{d}"] == weights[f"tor1-spine{k}:{d}"] == pytest.approx(0.25)
     # the same per-capacity view as the Cluster's summed uplinks
     c = Cluster(racks=4, servers_per_rack=4, gpus_per_server=4)
     jobs = uniform_jobs(c.gpus, n=20)
     a = utilisation(run(c, jobs, LIBRARY, "themis", seed=2), c, LIBRARY)
     t = from_cluster(c)
     b = utilisation(run(t, jobs, LIBRARY, "themis", seed=2), t, LIBRARY)
-    assert sorted(a.link_share.sum(axis=1)) == pytest.approx(sorted(b.link_share.sum(axis=1)))
+    per_link = dict(zip(map(physical_link, b.links), b.link_share.sum(axis=1), strict=False))
+    for link, total in zip(b.links, b.link_share.sum(axis=1), strict=True):
+        assert total == pytest.approx(per_link[physical_link(link)])  # each way the same
+    assert sorted(a.link_share.sum(axis=1)) == pytest.approx(sorted(per_link.values()))
     assert np.array_equal(a.gpu_allocated, b.gpu_allocated)
 
 

@@ -16,6 +16,7 @@ from cassini.errors import InputError
 from cassini.sim.config import config_from_dict, read_config
 from cassini.sim.topologies import GENERATORS, Topology, build
 from cassini.sim.topologies.clos import from_cluster, three_tier, two_tier
+from cassini.sim.topologies.fabric import physical_link
 from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topologies.hosts import read_host_table
 from cassini.sim.topologies.rail import rail_optimised
@@ -68,7 +69,8 @@ def test_lingjun_link_counts_and_capacities() -> None:
     tor = links_between(topo, "tor", "agg")
     agg = links_between(topo, "agg", "core")
     assert (len(host), len(tor), len(agg)) == (16, 5, 3)
-    assert len(topo.links) == 24 and set(host.values()) == {bps}
+    assert len(topo.fabric_links) == 24 and set(host.values()) == {bps}
+    assert len(topo.links) == 16 + 2 * 8  # a switch link is a resource per direction
     up = {name: topo.uplink_bps[tor_named(topo, name)] for name in ("G1/P1/S1", "G1/P2/S1")}
     assert up == {"G1/P1/S1": 3 * bps / over, "G1/P2/S1": 5 * bps / over}
     aggs = {s.name: topo.uplink_bps[s.id] for s in topo.switches_in("agg")}
@@ -84,11 +86,14 @@ def test_lingjun_paths_cross_the_tiers_they_must() -> None:
     assert set(same_rack) == {"srv0", "srv1"}
     a, b = tor_named(topo, "G1/P1/S1"), tor_named(topo, "G1/P2/S1")
     cross_pod = set(topo.path([h("h01"), h("h06")]))
-    assert {f"{a}-agg0", f"{b}-agg1", "agg0-core0", "agg1-core0"} <= cross_pod
+    # a two-rack ring on the only path: every link in both directions
+    for link in (f"{a}-agg0", f"{b}-agg1", "agg0-core0", "agg1-core0"):
+        assert {f"{link}:up", f"{link}:down"} <= cross_pod
     alternatives = topo.paths(topo.rack_of(h("h01")), topo.rack_of(h("h15")))
     assert alternatives == (
-        (f"{a}-agg0", "agg0-core0", "agg2-core0", f"{tor_named(topo, 'G1/P3/S1')}-agg2"),
-    )
+        (f"{a}-agg0:up", "agg0-core0:up", "agg2-core0:down",
+         f"{tor_named(topo, 'G1/P3/S1')}-agg2:down"),
+    )  # fmt: skip
 
 
 def test_our_header_per_tier_speeds_and_gpus() -> None:
@@ -165,7 +170,8 @@ def test_fat_tree_counts_paths_and_radix(k: int) -> None:
     assert topo.servers == k**3 // 4 and topo.gpus == 8 * k**3 // 4
     counts = {t: len(topo.switches_in(t)) for t in topo.tiers}
     assert counts == {"tor": k * half, "agg": k * half, "core": half * half}
-    assert len(topo.links) == 3 * k**3 // 4
+    assert len(topo.fabric_links) == 3 * k**3 // 4
+    assert len(topo.links) == k**3 // 4 + 2 * (k**3 // 2)  # switch links once per direction
     assert all(len(r) == half for r in topo.racks) and topo.pods == k
     # every switch uses all k ports (cores: k pods below; others: k/2 below + k/2 above)
     ports = Counter()
@@ -207,7 +213,8 @@ def test_two_tier_counts_and_ecmp_paths(racks: int, spr: int, spines: int, over:
         assert len({p[0].split("-")[1] for p in alternatives}) == spines  # distinct spines
         # a route callback picks the spine of every ring hop
         last = topo.servers - 1
-        chosen = set(topo.path([0, last], route=lambda s, d, alts: len(alts) - 1))
+        route = topo.path([0, last], route=lambda s, d, alts: len(alts) - 1)
+        chosen = {physical_link(link) for link in route}
         assert {f"tor0-spine{spines - 1}", f"tor{racks - 1}-spine{spines - 1}"} <= chosen
         assert not any(link.endswith("-spine0") for link in chosen) or spines == 1
 
@@ -236,7 +243,8 @@ def test_rail_optimised_puts_each_gpu_on_its_own_rail() -> None:
     shares = topo.path_shares([0, 5])  # servers in groups 0 and 1
     assert sum(v for k, v in shares.items() if k.startswith("srv0.")) == pytest.approx(1.0)
     rails = {k for k in shares if "-spine" in k}
-    assert len(rails) == 2 * 8  # each rail's ToR uplink in both groups
+    assert len({physical_link(k) for k in rails}) == 2 * 8  # each rail's ToR uplink, both groups
+    assert len(rails) == 2 * 2 * 8  # in both directions
     assert set(shares.values()) == {1 / 8}
     # the engine compares full job rates with `links`: physical capacity x 8 planes
     assert topo.links["srv0.3"] == 8 * topo.link_bps["srv0.3"] == 8 * 400e9
@@ -269,11 +277,15 @@ def test_one_spine_fabrics_route_like_the_uniform_cluster(
     topo = from_cluster(cluster)
     servers = data.draw(st.sets(st.integers(0, cluster.servers - 1), min_size=1, max_size=8))
     ours = topo.path(servers)
-    mapped = {_cluster_link(link) for link in ours}
-    assert len(mapped) == len(ours)
+    physical = {physical_link(link) for link in ours}
+    # one spine: the ring crosses every switch link it touches in both directions, which
+    # is what the Cluster's one resource per uplink stands for
+    assert len(ours) == len(physical) + sum(1 for link in physical if not link.startswith("srv"))
+    mapped = {_cluster_link(link) for link in physical}
+    assert len(mapped) == len(physical)
     assert mapped == set(cluster.path(servers))
     for link in ours:
-        assert topo.links[link] == pytest.approx(cluster.links[_cluster_link(link)])
+        assert topo.links[link] == pytest.approx(cluster.links[_cluster_link(physical_link(link))])
     for s in servers:
         assert (topo.rack_of(s), topo.pod_of(s)) == (cluster.rack_of(s), cluster.pod_of(s))
 

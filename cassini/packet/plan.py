@@ -29,7 +29,7 @@ import networkx as nx
 from cassini.errors import InputError
 from cassini.sim.parts.routing import crux_paths, ecmp_spine, path_count
 from cassini.sim.topologies.clos import from_cluster
-from cassini.sim.topologies.fabric import Topology
+from cassini.sim.topologies.fabric import Topology, physical_link
 from cassini.sim.topology import Cluster
 
 #: the largest cluster run at packet level (issue 33)
@@ -43,7 +43,7 @@ def as_topology(cluster: Cluster | Topology) -> Topology:
     and rail-optimised fabrics (several planes)."""
     topo = cluster
     if isinstance(cluster, Cluster):
-        topo = from_cluster(cluster, spines=cluster.spines)
+        topo = from_cluster(cluster)
     if topo.servers > MAX_HOSTS:
         raise InputError(
             "cluster",
@@ -160,6 +160,7 @@ def ring_hops(
         options = topo.tor_paths(ta, tb)
         middle = options[path_index % len(options)]
         nodes, node = [f"host{a}", ta], ta
+        middle = tuple(physical_link(d) for d in middle)  # ns-3 routes on the links
         for link in middle:
             lo, up = ends[link]
             node = up if node == lo else lo

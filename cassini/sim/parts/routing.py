@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cassini.sim.topologies.fabric import Route, Topology
+from cassini.sim.topologies.fabric import Route, Topology, directed, physical_link
 from cassini.sim.topology import Cluster
 
 #: what routing runs on: the uniform cluster or a general fabric
@@ -104,16 +104,23 @@ def collisions(cluster: Fabric, racks: Sequence[int], spine: int, load: Mapping[
                 if k != spine
             )
         )
+    # per physical link, carrying traffic in either direction (paths are directed)
     lower = _lower_switch(cluster)
+
+    def links_of(k: int) -> list[str]:
+        return list(dict.fromkeys(physical_link(d) for d in uplinks(cluster, racks, k)))
+
+    def carried(link: str) -> float:
+        return max(load.get(directed(link, up), 0.0) for up in (True, False))
+
     siblings: dict[str, set[str]] = {}
     for k in range(path_count(cluster, racks)):
-        for link in uplinks(cluster, racks, k):
+        for link in links_of(k):
             siblings.setdefault(lower[link], set()).add(link)
     return sum(
         1
-        for link in uplinks(cluster, racks, spine)
-        if load.get(link, 0.0) > 0
-        and any(load.get(o, 0.0) <= 0 for o in siblings[lower[link]] if o != link)
+        for link in links_of(spine)
+        if carried(link) > 0 and any(carried(o) <= 0 for o in siblings[lower[link]] if o != link)
     )
 
 

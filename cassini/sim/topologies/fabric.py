@@ -15,8 +15,25 @@ import networkx as nx
 from cassini.errors import InputError
 
 #: ``route(src_tor, dst_tor, alternatives) -> index`` picks one of the equal-cost paths
-#: (each a tuple of link ids) for a ring hop between two ToRs (switch ids).
+#: (each a tuple of directed link ids) for a ring hop between two ToRs (switch ids).
 Route = Callable[[str, str, tuple[tuple[str, ...], ...]], int]
+#: A switch-to-switch link is two resources of the network model, one per direction:
+#: ``<link id>:up`` (from its lower switch) and ``<link id>:down``.  A server's link is
+#: one (every job on a server both sends and receives on it).
+UP, DOWN = ":up", ":down"
+
+
+def directed(link_id: str, up: bool) -> str:
+    """The id of ``link_id``'s direction: up (from its lower end) or down."""
+    return link_id + (UP if up else DOWN)
+
+
+def physical_link(resource_id: str) -> str:
+    """The link id a resource id names (a switch link's direction, or a server link)."""
+    for suffix in (UP, DOWN):
+        if resource_id.endswith(suffix):
+            return resource_id[: -len(suffix)]
+    return resource_id
 
 
 @dataclass(frozen=True)
@@ -159,13 +176,27 @@ class Topology:
         direction) times ``planes``.  Every job puts ``1 / planes`` of its rate on each
         link of its route (:meth:`path_shares`), so a link of C bits/s is, for all of
         them alike, a link of ``C * planes`` carrying their full rates; with one plane
-        these are the physical capacities."""
-        return {link.id: float(link.bps) * self.planes for link in self.fabric_links}
+        these are the physical capacities.  A switch-to-switch link appears once per
+        direction (:func:`directed`), a server's link once."""
+        return {
+            rid: float(link.bps) * self.planes
+            for link in self.fabric_links
+            for rid in self._resource_ids(link)
+        }
+
+    def _resource_ids(self, link: Link) -> tuple[str, ...]:
+        if link.lower in self.graph:  # between two switches: one resource per direction
+            return directed(link.id, True), directed(link.id, False)
+        return (link.id,)
 
     @cached_property
     def link_bps(self) -> dict[str, float]:
-        """Every link id with its physical capacity in bits/s (each direction)."""
-        return {link.id: float(link.bps) for link in self.fabric_links}
+        """Every link id, and every direction's id of a switch-to-switch link, with its
+        physical capacity in bits/s (each direction)."""
+        out = {link.id: float(link.bps) for link in self.fabric_links}
+        for link in self.fabric_links:
+            out |= dict.fromkeys(self._resource_ids(link), float(link.bps))
+        return out
 
     @property
     def rack_servers(self) -> tuple[range, ...]:
@@ -206,7 +237,7 @@ class Topology:
             g.add_node(s.id, tier=s.tier)
         for link in self.fabric_links:
             if link.lower in g:
-                g.add_edge(link.lower, link.upper, id=link.id, bps=link.bps)
+                g.add_edge(link.lower, link.upper, id=link.id, bps=link.bps, lower=link.lower)
         return g
 
     @cached_property
@@ -215,7 +246,8 @@ class Topology:
 
     def paths(self, src_rack: int, dst_rack: int, plane: int = 0) -> tuple[tuple[str, ...], ...]:
         """The equal-cost (fewest-hop) paths from ``src_rack``'s ToR to ``dst_rack``'s in
-        ``plane``, each as the link ids it crosses, sorted; ``((),)`` within one rack."""
+        ``plane``, each as the directed link ids it crosses (:func:`directed`), in the
+        order of their link ids; ``((),)`` within one rack."""
         return self.tor_paths(self.rack_tors[src_rack][plane], self.rack_tors[dst_rack][plane])
 
     def tor_paths(self, src: str, dst: str) -> tuple[tuple[str, ...], ...]:
@@ -228,13 +260,15 @@ class Topology:
                 g = self.graph
                 try:
                     routes = nx.all_shortest_paths(g, src, dst)
-                    found = sorted(
-                        tuple(g.edges[a, b]["id"] for a, b in itertools.pairwise(nodes))
+                    hops = [
+                        [(g.edges[a, b]["id"], g.edges[a, b]["lower"] == a)
+                         for a, b in itertools.pairwise(nodes)]
                         for nodes in routes
-                    )
+                    ]  # fmt: skip
                 except nx.NetworkXNoPath:
                     raise InputError("topology", f"no path from {src} to {dst}") from None
-                self._paths[key] = tuple(found)
+                hops.sort(key=lambda path: [link for link, _ in path])
+                self._paths[key] = tuple(tuple(directed(*h) for h in path) for path in hops)
         return self._paths[key]
 
     def path_shares(self, servers: Iterable[int], route: Route | None = None) -> dict[str, float]:
