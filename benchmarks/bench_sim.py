@@ -10,7 +10,9 @@ target, to ``ideal`` (the same scheduling work without a network model) and, wit
 the same process (``ref/cpu``: the reference run's CPU time over this one's, CPU time
 because wall time swings with other users of the machine); and the network model's
 events per second and simulated seconds of network windows.  A
-progress bar with ETA runs on stderr.
+progress bar with ETA runs on stderr.  First every kernel is loaded and every scheduler
+runs once, untimed, on the first 30 jobs, so that no timed run pays for loading or
+compiling the kernels it uses.
 
     .venv/bin/python benchmarks/bench_sim.py [--config C] [--jobs N] \\
         [--schedulers ideal,themis,...] [--reference] [--target S]
@@ -34,10 +36,12 @@ from cassini.sim.report.run import ProgressBar
 
 CONFIG = Path(__file__).resolve().parent.parent / "experiments/configs/sim_1024.yaml"
 TARGETS_S = {"sim_1024": 20.0, "sim_16k": 600.0}
+WARM_UP_JOBS = 30
 
 
-def timed(cfg, jobs, library, name: str, *, reference: bool = False) -> dict:
-    """One simulation: wall and CPU seconds and the network model's counters."""
+def timed(cfg, jobs, library, name: str, *, reference: bool = False, quiet: bool = False) -> dict:
+    """One simulation: wall and CPU seconds and the network model's counters
+    (``quiet``: no progress bar)."""
     clear_link_cache()
     sim = engine.Simulation(
         cfg.cluster,
@@ -49,7 +53,8 @@ def timed(cfg, jobs, library, name: str, *, reference: bool = False) -> dict:
         options=cfg.options,
     )
     label = name + (" (ref)" if reference else "")
-    sim.progress = ProgressBar(label, clock=lambda: sim.now)
+    if not quiet:
+        sim.progress = ProgressBar(label, clock=lambda: sim.now)
     wall, cpu = time.perf_counter(), time.process_time()
     if reference:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -72,6 +77,23 @@ def timed(cfg, jobs, library, name: str, *, reference: bool = False) -> dict:
         "mean_slowdown": s["mean_slowdown"],
         "p99_slowdown": s["p99_slowdown"],
     }
+
+
+def warm_up(cfg, jobs, library, names, *, reference: bool = False) -> None:
+    """Load every compiled kernel (:func:`cassini.sim.jit_warmup.warm`), then run every
+    scheduler once, untimed, on the first :data:`WARM_UP_JOBS` jobs: the kernels (the
+    network loop, the advisor's searches) are loaded from numba's cache, or compiled,
+    here and not inside the first timed run.
+    Without it the first scheduler that uses the network model paid ~0.4 s more than
+    the others on a warm cache (tens of seconds on a cold one)."""
+    from cassini.sim.jit_warmup import warm
+
+    warm()  # every kernel of both network models and the advisor (a short run may miss some)
+    few = jobs[:WARM_UP_JOBS]
+    for name in names:
+        timed(cfg, few, library, name, quiet=True)
+        if reference and name != "ideal":
+            timed(cfg, few, library, name, reference=True, quiet=True)
 
 
 def main() -> None:
@@ -109,7 +131,9 @@ def main() -> None:
     library = cfg.library()
     jobs = cfg.jobs(library)
     rows = {}
-    for name in args.schedulers.split(","):
+    names = args.schedulers.split(",")
+    warm_up(cfg, jobs, library, names, reference=args.reference)
+    for name in names:
         rows[name] = timed(cfg, jobs, library, name)
         if args.reference and name != "ideal":
             rows[name]["reference"] = timed(cfg, jobs, library, name, reference=True)
