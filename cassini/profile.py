@@ -553,6 +553,11 @@ def model_key(name: str) -> str:
     return "".join(c for c in name.lower() if c.isalnum())
 
 
+#: Other names of library profiles, as :func:`model_key`s: the testbed's model names
+#: (``testbed.model_names``) where the profile measured from that model has another id.
+MODEL_ALIASES = {"bertbase": "bert"}
+
+
 def model_keys(ids: Collection[str]) -> dict[str, str]:
     """:func:`model_key` -> profile id, for the keys exactly one id has (a reader looking
     up many names builds it once)."""
@@ -566,11 +571,15 @@ def match_model(
     name: str, ids: Collection[str], keys: Mapping[str, str] | None = None
 ) -> str | None:
     """The profile id ``name`` means: itself when it is one, else the one id with the same
-    :func:`model_key` (case and punctuation ignored); None when none or several match.
-    ``keys``: :func:`model_keys` of ``ids``, when already built."""
+    :func:`model_key` (case and punctuation ignored), else the id :data:`MODEL_ALIASES`
+    gives (``bert_base`` -> ``bert``); None when none or several match.  ``keys``:
+    :func:`model_keys` of ``ids``, when already built."""
     if name in ids:
         return name
-    return (model_keys(ids) if keys is None else keys).get(model_key(name))
+    key = model_key(name)
+    found = (model_keys(ids) if keys is None else keys).get(key)
+    alias = MODEL_ALIASES.get(key)
+    return found if found is not None or alias not in ids else alias
 
 
 def unknown_model(name: str, ids: Collection[str]) -> str:

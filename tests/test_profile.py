@@ -293,3 +293,22 @@ def test_aperiodic_bursts_are_rarely_called_periodic():
         except InputError:
             pass
     assert called <= 4  # 2 %
+
+
+def test_every_testbed_model_name_finds_the_profile_measured_from_it() -> None:
+    """``bert_base`` (the testbed's, the README's) was answered "did you mean 'bert'?"."""
+    from cassini.profile import match_model
+    from cassini.sim.workload import load_library
+    from testbed.model_names import MODEL_NAMES
+
+    library = load_library()
+    measured_from = {
+        p["provenance"]["model"]: p["id"]
+        for p in json.loads((Path(__file__).parents[1] / "cassini/data/profiles.json").read_text())
+        if "model" in p.get("provenance", {})
+    }
+    assert set(measured_from) == set(MODEL_NAMES)
+    for name in MODEL_NAMES:
+        assert match_model(name, library) == measured_from[name]
+        assert match_model(name.upper().replace("_", "-"), library) == measured_from[name]
+    assert match_model("bert", library) == "bert" and match_model("bertt", library) is None
