@@ -357,18 +357,36 @@ def plot_runs(runs: dict[str, Any], path: Path) -> None:
 
 
 def plot_sweep(s: dict[str, Any], path: Path) -> None:
+    """Iterations to interleave per (slope, intercept), one panel per start offset, on
+    one colour scale; a grey cell never interleaved within the iterations modelled."""
     k = np.array(s["iterations_to_interleave"], float)
-    k[k < 0] = np.nan
+    never = k < 0
+    k[never] = np.nan
     n = len(s["offsets"])
-    with figure(path, 1, n, figsize=(4 * n, 3.2)) as (fig, axes):
-        for i, (ax, x0) in enumerate(zip(axes, s["offsets"], strict=True)):
-            im = ax.imshow(k[:, :, i].T, origin="lower", aspect="auto", cmap="viridis")
+    finite = k[np.isfinite(k)]
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    cmap = plt_colormap("viridis")
+    cmap.set_bad("0.85")
+    ratios = {"width_ratios": [1.0] * n + [0.06]}  # the last column: the shared colour bar
+    with figure(path, 1, n + 1, figsize=(4 * n + 1, 3.4), gridspec_kw=ratios) as (fig, axes):
+        for i, (ax, x0) in enumerate(zip(axes[:n], s["offsets"], strict=True)):
+            im = ax.imshow(k[:, :, i].T, origin="lower", aspect="auto", cmap=cmap,
+                           vmin=vmin, vmax=vmax)  # fmt: skip
             ax.set_xticks(range(len(s["slopes"])), s["slopes"])
             ax.set_yticks(range(len(s["intercepts"])), s["intercepts"])
             ax.set_xlabel("slope")
             ax.set_ylabel("intercept")
             ax.set_title(f"start offset {x0}")
-            fig.colorbar(im, ax=ax, label="iterations to interleave")
+        fig.colorbar(im, cax=axes[n], label="iterations to interleave")
+        if never.any():
+            fig.suptitle("grey: never interleaved within the iterations modelled", fontsize=9)
+
+
+def plt_colormap(name: str) -> Any:
+    """A copy of matplotlib's colormap ``name`` (safe to change its bad colour)."""
+    import matplotlib
+
+    return matplotlib.colormaps[name].copy()
 
 
 EXPERIMENT = Experiment(

@@ -72,24 +72,31 @@ def plot_timeline(
 ) -> None:
     """Each job's sending rate over a window in the middle of the run, one panel per
     scheme (``schemes``, default the same-start baseline, CASSINI and MLTCP ones), from
-    the rank-0 workers' logs: bytes of each communication phase spread over its duration."""
+    the rank-0 workers' logs: each communication phase drawn at its mean rate (its bytes
+    over its duration), the jobs overlaid, not stacked (two phases that overlap for a
+    millisecond each show their own mean, not a sum above the bottleneck that the
+    logs cannot tell), on one rate scale for every panel."""
     import numpy as np
 
     wanted = schemes or ["baseline", "cassini", "mltcp-reno", "mltcp-dctcp"]
     shown = [s for s in wanted if s in res.schemes]
     if not shown:
         raise ValueError(f"none of {wanted} in this run (have {sorted(res.schemes)})")
-    with figure(path, len(shown), 1, figsize=(8, 2.2 * len(shown)), sharex=True) as (_, axes):
+    size = (8, 2.2 * len(shown))
+    with figure(path, len(shown), 1, figsize=size, sharex=True, sharey=True) as (_, axes):
         axes = np.atleast_1d(axes)
         grid = np.arange(0, window_s, 0.001)
         for ax, name in zip(axes, shown, strict=True):
             logs = {j: r.records(0) for j, r in res.schemes[name].jobs.items()}
-            ax.stackplot(grid, sending_rates(logs, grid, window_s), labels=list(logs), alpha=0.8)
+            for job, rate in zip(logs, sending_rates(logs, grid, window_s), strict=True):
+                ax.fill_between(grid, rate, step="post", alpha=0.55, label=job)
             ax.axhline(BOTTLENECK_BPS / 1e6, color="k", lw=0.8, ls="--")
             ax.set_ylabel(f"{name}\nMbit/s")
-        axes[0].legend(fontsize=7, loc="upper right")
+        axes[0].set_ylim(0, 1.15 * BOTTLENECK_BPS / 1e6)
+        axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         axes[0].set_title(
-            f"{title}: per-job sending rate, bottleneck {BOTTLENECK_BPS / 1e6:.0f} Mbit/s"
+            f"{title}: each job's phases at their mean rate, bottleneck "
+            f"{BOTTLENECK_BPS / 1e6:.0f} Mbit/s (dashed)"
         )
         axes[-1].set_xlabel("seconds (a window in the middle of the run)")
 
