@@ -3,11 +3,14 @@
 For each candidate: build the affinity graph, score every shared link with the
 geometric abstraction, derive one time-shift per job with Algorithm 1 (repairing loops),
 aggregate the link scores those shifts achieve (mean, as the paper; min on request) and
-rank.  A loop that still costs a link score is handled by ``loops``: "reject" drops the
-candidate with the reason (the paper drops every loop), "score" keeps it and ranks it by
-the scores its shifts really achieve.  The same (link capacity, set of jobs) recurs across
-candidates, so each distinct link problem is solved once per call; distinct problems run
-in a process pool when there are enough of them to pay for it.
+rank.  A link that one job crosses alone is scored too when that job's peak phase rate
+exceeds the link's capacity (:func:`_scored_links`): its score is the same excess over
+capacity, and the prediction slows the job there.  A loop that still costs a link score
+is handled by ``loops``: "reject" drops the candidate with the reason (the paper drops
+every loop), "score" keeps it and ranks it by the scores its shifts really achieve.  The
+same (link capacity, set of jobs) recurs across candidates, so each distinct link problem
+is solved once per call; distinct problems run in a process pool when there are enough
+of them to pay for it.
 
 Advice knows its cost (:mod:`cassini.predict`): for the best candidate (or every one) it
 predicts each job's iteration time with the shifts (held by the agent to the period the
@@ -103,7 +106,11 @@ class Prediction:
 @dataclass(frozen=True)
 class CandidateResult:
     """How one candidate scored.  ``score`` aggregates ``link_scores`` (1.0 when no link is
-    shared); ``status`` is "ok" or "rejected" with a ``reason``."""
+    scored); ``status`` is "ok" or "rejected" with a ``reason``.  ``link_scores`` holds
+    every shared link and every link one job crosses alone above its capacity (that
+    link's own score: no shift changes it).  A score is at most 1 and has no lower bound:
+    ``1 - mean excess / capacity``, below 0 where demand exceeds the link's capacity by
+    more than the capacity on average."""
 
     candidate_id: str
     status: str
@@ -136,7 +143,13 @@ class CandidateResult:
 @dataclass(frozen=True)
 class Advice:
     """Result of :func:`advise`: the best candidate (None when all were rejected), its
-    per-job time-shifts in seconds, and every candidate ranked best first."""
+    per-job time-shifts in seconds, and every candidate ranked best first.
+
+    ``link_solutions`` are the best candidate's scored links (:func:`_scored_links`), in
+    link id order: each shared link, and each link one job crosses alone at a peak rate
+    above its capacity, as a :class:`LinkSolution` with that one job in ``job_ids``
+    (its shift 0; it scores the excess over capacity).  Such a one-job link has nothing
+    to interleave: it holds no agent period and does not make its job "sharing"."""
 
     best: str | None
     time_shifts_s: dict[str, float]
@@ -159,7 +172,9 @@ class Advice:
         pred = self.prediction
         if pred is not None:
             return dict(pred.shift)
-        sharing = {j for sol in self.link_solutions.values() for j in sol.job_ids}
+        sharing = {
+            j for sol in self.link_solutions.values() if len(sol.job_ids) > 1 for j in sol.job_ids
+        }
         return {j: j in sharing for j in self.time_shifts_s}
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,6 +233,9 @@ def advise(
         iteration time - 1) is under this fraction is advised not to shift.
     agent_slack : the agent's period margin for jitter (see
         :func:`cassini.predict.agent_period_s`), used in the prediction.
+
+    Links scored: every link 2+ jobs cross, and one a job crosses alone above its
+    capacity (:func:`_scored_links`; scores at most 1, no lower bound).
 
     Returns
     -------
@@ -345,9 +363,11 @@ def _link_solutions(
     resolution_s: float,
     workers: int | None,
 ) -> dict[str, dict[str, LinkSolution]]:
-    """Candidate id -> shared link id -> its solution; each distinct link problem
-    (capacity, jobs) across all candidates is solved once."""
-    shared = [_shared_links(cand) for cand in candidates]
+    """Candidate id -> scored link id (:func:`_scored_links`) -> its solution; each
+    distinct link problem (capacity, jobs) across all candidates is solved once."""
+    capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
+    peak: dict[str, float] = {}  # the jobs found alone on a link, by id
+    shared = [_scored_links(cand, capacity, job_map, peak) for cand in candidates]
     problems: dict[tuple[float, tuple[str, ...]], None] = {}
     for links in shared:
         for link, job_ids in links.items():
@@ -400,13 +420,44 @@ def _check_paths(
                 raise InputError(f"{field_name}[{k}]", f"unknown link {link!r} (not in links)")
 
 
-def _shared_links(cand: Candidate) -> dict[str, tuple[str, ...]]:
-    """Link id -> sorted ids of the jobs crossing it, for links carrying 2+ jobs."""
+def _jobs_on(cand: Candidate) -> dict[str, set[str]]:
+    """Link id -> the jobs crossing it."""
     on: dict[str, set[str]] = {}
     for job, path in cand.paths.items():
         for link in path:
             on.setdefault(link, set()).add(job)
-    return {link: tuple(sorted(js)) for link, js in sorted(on.items()) if len(js) > 1}
+    return on
+
+
+def _shared_links(cand: Candidate) -> dict[str, tuple[str, ...]]:
+    """Link id -> sorted ids of the jobs crossing it, for links carrying 2+ jobs."""
+    return {link: tuple(sorted(js)) for link, js in sorted(_jobs_on(cand).items()) if len(js) > 1}
+
+
+def _scored_links(
+    cand: Candidate,
+    capacity_bps: Mapping[str, float],
+    job_map: Mapping[str, JobProfile],
+    peak_bps: dict[str, float] | None = None,
+) -> dict[str, tuple[str, ...]]:
+    """The links a candidate is scored on, in link id order: link id -> sorted ids of the
+    jobs crossing it, for links carrying 2+ jobs (:func:`_shared_links`) and for links
+    one job crosses alone at a peak phase rate above the capacity (``peak_rate_bps >
+    capacity_bps``; a lone job within the capacity is left out: nothing slows it).
+    ``peak_bps`` keeps the jobs' peak rates across candidates."""
+    peak = peak_bps if peak_bps is not None else {}
+    out: dict[str, tuple[str, ...]] = {}
+    for link, js in sorted(_jobs_on(cand).items()):
+        if len(js) > 1:
+            out[link] = tuple(sorted(js))
+            continue
+        (job,) = js
+        rate = peak.get(job)
+        if rate is None:
+            rate = peak[job] = job_map[job].peak_rate_bps
+        if rate > capacity_bps[link]:
+            out[link] = (job,)
+    return out
 
 
 def _solve_one(
@@ -483,13 +534,19 @@ def predict_candidate(
     its :func:`cassini.predict.agent_period_s`.  A job whose gain (same start / advised)
     is under ``1 + threshold`` is declined (runs free from 0) and the remaining jobs are
     predicted again, until no job is declined: declining one job can take the gain of
-    its neighbours away."""
+    its neighbours away.
+
+    Every link of ``solutions`` is simulated, a link with one job (crossed alone above
+    its capacity) included: it slows its job.  Only the links with 2+ jobs share: they
+    make a job held, give its agent period and count in ``gain``; a job on one-job links
+    only runs free ("shares no link with another job")."""
     links = {link: (capacity_bps[link], sol.job_ids) for link, sol in solutions.items()}
-    shared = sorted({j for sol in solutions.values() for j in sol.job_ids})
-    every = agent_periods_s(job_map, solutions.values(), slack=slack)
+    pairs = {link: sol for link, sol in solutions.items() if len(sol.job_ids) > 1}
+    shared = sorted({j for sol in pairs.values() for j in sol.job_ids})
+    every = agent_periods_s(job_map, pairs.values(), slack=slack)
     periods = {j: every[j] for j in shared if j in every}
 
-    stretch = _bytes_stretches(periods, solutions, job_map)
+    stretch = _bytes_stretches(periods, pairs, job_map)
 
     def slots_of(held: Iterable[str]) -> dict[str, Slot]:
         return {
@@ -502,7 +559,7 @@ def predict_candidate(
     same = predict_iteration_times(job_map, links)
     shifted = predict_iteration_times(job_map, links, slots_of(shared))
     held, advised, reasons = set(shared), shifted, {}
-    partners = _link_partners(shared, solutions)
+    partners = _link_partners(shared, pairs)
     for _ in range(len(shared) + 1):  # each pass removes a job, the last confirms
         declined = [j for j in sorted(held) if same[j] < advised[j] * (1.0 + threshold)]
         for j in declined:
@@ -598,9 +655,14 @@ def _evaluate(
     loops: str,
     repair: bool = True,
 ) -> CandidateResult:
-    graph = affinity_graph(cand.paths, sols)
+    graph = affinity_graph(cand.paths, sols)  # links with 2+ jobs only
     assignment = time_shifts(graph, sols, job_map, repair=repair)
     link_scores = assignment.link_scores
+    # a link one job crosses alone (above its capacity) scores its own optimum: its
+    # excess is the same at every shift of that job
+    lone = {link: sol.score for link, sol in sols.items() if len(sol.job_ids) < 2}
+    if lone:
+        link_scores = dict(sorted({**link_scores, **lone}.items()))
     shifts = {j: assignment.time_shifts_s.get(j, 0.0) for j in job_map}
     reason = "; ".join(assignment.conflicts) or None
     if reason and loops == "reject":

@@ -61,8 +61,13 @@ class PlacementChoice:
         for every job in ``jobs`` (0.0 for a job sharing no link).  All zeros in the
         fallback.
     score : float or None
-        The chosen candidate's aggregate compatibility score in [0, 1] (1.0 when it shares
-        no link); None in the fallback, when CASSINI accepted no candidate.
+        The chosen candidate's aggregate compatibility score: at most 1, with no lower
+        bound.  Each link scores ``1 - sum Excess / (|A| C)``, i.e. 1 minus its mean
+        excess of demand over capacity divided by the capacity, so an overloaded link
+        scores below 0 (a job alone sending 4x a link's capacity half the time: -0.5;
+        4x all the time: -2.0).  1.0 when no link is scored (none shared, and no job
+        alone on a link above its capacity); None in the fallback, when CASSINI
+        accepted no candidate.
     ranked : tuple of :class:`cassini.advisor.CandidateResult`
         Every candidate as the advisor scored it, best first; rejected ones last with
         their ``reason``.  Their ``candidate_id`` is the id described above.

@@ -146,9 +146,13 @@ def requested_periods_s(
     """What each job's own links ask of its held period (seconds, before slack): the
     longest ``P / repeats`` over its links, ``P`` the link's circle stretched by its
     :func:`bytes_stretch`, never under the job's own stretched iteration time.  The
-    first pass of :func:`held_periods_s`."""
+    first pass of :func:`held_periods_s`.  A link with one job (the advisor's link that
+    a job crosses alone above its capacity) asks nothing: there is nothing to interleave
+    with, so no agent holds the job for it."""
     period: dict[str, float] = {}
     for sol in link_solutions:
+        if len(sol.job_ids) < 2:
+            continue
         stretch = bytes_stretch((profiles[j] for j in sol.job_ids), sol.capacity_bps)
         reps = sol.unified.repeats
         need = max(
@@ -179,8 +183,9 @@ def held_periods_s(
     no common period exists and every revisit would stretch the loop further (periods of
     10^5 s on a 1,024-GPU simulation); so a revisit may raise a job's period by at most
     :data:`MAX_PROPAGATED_STRETCH` over what its own links ask, and past that the job keeps
-    its period and drifts on the link that asked for more."""
-    sols = list(link_solutions)
+    its period and drifts on the link that asked for more.  Links with one job are
+    ignored (:func:`requested_periods_s`): a job on such links only is not held."""
+    sols = [sol for sol in link_solutions if len(sol.job_ids) > 1]
     period = requested_periods_s(profiles, sols)
     ceiling = {j: p * (1 + MAX_PROPAGATED_STRETCH) for j, p in period.items()}
     for _ in range(4 * len(sols) + 1):
@@ -286,10 +291,12 @@ def predict_iteration_times(
     slots: Mapping[str, Slot | None] | None = None,
     **kwargs: object,
 ) -> dict[str, float]:
-    """Each job's predicted iteration time (s): the largest over the links it shares
+    """Each job's predicted iteration time (s): the largest over the links given
     (``links[link] = (capacity_bps, job ids)``, each simulated on its own by
-    :func:`simulate_link`); a job that shares no link keeps its own iteration time, or
-    its slot period when held to a longer one."""
+    :func:`simulate_link`); a job on none of them keeps its own iteration time, or its
+    slot period when held to a longer one.  A link may carry one job: the advisor
+    passes the links one job crosses alone at a peak rate above the capacity, where the
+    job alone is slowed (4e9 bits per iteration at 1e10 bit/s take 0.4 s)."""
     slots = slots or {}
     out = {}
     for job_id, p in profiles.items():
