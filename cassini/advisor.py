@@ -234,8 +234,7 @@ def advise(
     agent_slack : the agent's period margin for jitter (see
         :func:`cassini.predict.agent_period_s`), used in the prediction.
 
-    Links scored: every link 2+ jobs cross, and one a job crosses alone above its
-    capacity (:func:`_scored_links`; scores at most 1, no lower bound).
+    Links scored: 2+ jobs, or one job above the capacity (:func:`_scored_links`).
 
     Returns
     -------
