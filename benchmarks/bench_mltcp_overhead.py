@@ -7,8 +7,10 @@ the kernel's `reno` and `cubic`, our `mltcp_reno`, `mltcp_cubic`, `dctcp_bpf` an
 mltcp_cubic/cubic, dctcp_bpf/reno and mltcp_dctcp/dctcp_bpf (target >= 0.97), and the BPF
 run time per call of each BPF congestion control's programs (kernel.bpf_stats_enabled).
 
-    sudo python benchmarks/bench_mltcp_overhead.py [--flows 100] [--rate-mbps 500]
+    sudo .venv/bin/python benchmarks/bench_mltcp_overhead.py [--flows 100] [--rate-mbps 500]
         [--seconds 4] [--rounds 3] [--json]
+
+Needs root (network namespaces, BPF); the flags are checked before anything is set up.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cassini.files import positive_int  # noqa: E402
 from mltcp import admin  # noqa: E402
 
 A, B = "mlt_bench_a", "mlt_bench_b"
@@ -114,16 +117,51 @@ def prog_stats(prefix: str) -> tuple[int, int]:
     return ns, cnt
 
 
-def main() -> int:
+def non_negative_int(text: str) -> int:
+    """argparse ``type`` of ``--rate-mbps``: an integer >= 0 (0: unshaped)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--flows", type=int, default=100)
-    ap.add_argument("--rate-mbps", type=int, default=500)
-    ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--flows",
+        type=positive_int,
+        default=100,
+        help="parallel iperf3 flows (one iperf3 process), >= 1 (default 100)",
+    )
+    ap.add_argument(
+        "--rate-mbps",
+        type=non_negative_int,
+        default=500,
+        help="HTB rate of the link in Mbit/s, 0 for an unshaped link (default 500)",
+    )
+    ap.add_argument(
+        "--seconds",
+        type=positive_int,
+        default=4,
+        help="seconds of each iperf3 run, >= 1 (default 4)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=3,
+        help="rounds over every congestion control, >= 1 (the mean is reported; default 3)",
+    )
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)  # every flag checked before any network setup
     admin.load("all")
     teardown()
     server = None

@@ -31,6 +31,8 @@ The first prioritize request for a model computes the link scores it needs in ea
 the measured runs.
 
     .venv/bin/python benchmarks/bench_service.py [--seconds 5] [--clients 1 4 16 64] [--workers 2]
+
+Progress goes to stderr, one line per stage; stdout carries only the figures (``--json``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -49,6 +52,8 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+
+from cassini.files import positive_int
 
 RACKS, NODES_PER_RACK = 125, 8
 NIC_BPS, UPLINK_BPS = 100e9, 400e9
@@ -268,18 +273,87 @@ def send_once(port: int, req: bytes) -> tuple[int, float]:
     return int(head.split(b" ", 2)[1]), time.perf_counter() - t0
 
 
-def parse_args() -> argparse.Namespace:
+def library_models() -> list[str]:
+    """The profile ids of the shipped library, in its order."""
+    text = resources.files("cassini").joinpath("data/profiles.json").read_text()
+    return [m["id"] for m in json.loads(text)]
+
+
+def non_negative_int(text: str) -> int:
+    """argparse ``type``: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse ``type`` of ``--seconds``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be seconds above 0, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be seconds above 0, got {text}")
+    return value
+
+
+def model_count(text: str) -> int:
+    """argparse ``type`` of ``--models``: 1 up to the profiles the library has."""
+    value = positive_int(text)
+    have = len(library_models())
+    if value > have:
+        raise argparse.ArgumentTypeError(
+            f"the profile library has {have} models, got {value} (at most {have})"
+        )
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--seconds", type=float, default=5.0, help="per client count and endpoint")
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
-    ap.add_argument("--workers", type=int, default=2, help="cassini serve --workers")
-    ap.add_argument("--jobs", type=int, default=200, help="running jobs in the cluster")
-    ap.add_argument("--models", type=int, default=4, help="distinct pod profiles sent")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--seconds",
+        type=positive_seconds,
+        default=5.0,
+        help="seconds per client count and endpoint, above 0 (default 5)",
+    )
+    ap.add_argument(
+        "--clients",
+        type=positive_int,
+        nargs="+",
+        default=[1, 4, 16, 64],
+        help="concurrent client counts, each >= 1 (default: 1 4 16 64)",
+    )
+    ap.add_argument(
+        "--workers", type=positive_int, default=2, help="cassini serve --workers, >= 1 (default 2)"
+    )
+    ap.add_argument(
+        "--jobs",
+        type=non_negative_int,
+        default=200,
+        help="running jobs in the cluster, >= 0 (default 200)",
+    )
+    ap.add_argument(
+        "--models",
+        type=model_count,
+        default=4,
+        help="distinct pod profiles sent, 1 up to the library's models (default 4)",
+    )
+    ap.add_argument(
+        "--seed", type=non_negative_int, default=1, help="random seed, >= 0 (default 1)"
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    return ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def progress(text: str) -> None:
+    """One progress line on stderr (stdout carries only the figures: ``--json``)."""
+    print(f"bench_service: {text}", file=sys.stderr, flush=True)
 
 
 TOKEN = "bench-token-0123456789abcdef"
@@ -326,6 +400,7 @@ def measure_http(port: int, args: argparse.Namespace, advise_body: bytes,
                  prio_bodies: list[bytes], figures: dict) -> None:
     """Cold first prioritize requests, then every endpoint at every client count."""
     # cold: the first request of each model in each worker computes its link scores
+    progress(f"prioritize: first requests of {len(prio_bodies)} model(s) in each worker")
     cold = []
     for body in prio_bodies:
         for _ in range(args.workers):
@@ -342,10 +417,12 @@ def measure_http(port: int, args: argparse.Namespace, advise_body: bytes,
     prio_reqs = [http_request("/k8s/v1/prioritize", b) for b in prio_bodies]
     figures["http"] = {"advise": [], "prioritize": [], "writes": []}
     for clients in args.clients:
+        progress(f"advise and prioritize, {clients} client(s), {args.seconds:g} s each")
         figures["http"]["advise"].append(load(port, advise_reqs, clients, args.seconds))
         figures["http"]["prioritize"].append(load(port, prio_reqs, clients, args.seconds))
     # last: a write changes the registry, and the next read would pay for the new state
     for clients in args.clients:
+        progress(f"writes, {clients} client(s), {args.seconds:g} s")
         figures["http"]["writes"].append(load(port, "writes", clients, args.seconds))
 
 
@@ -403,8 +480,8 @@ def print_figures(figures: dict, workers: int) -> None:
     for ep in ("advise", "prioritize", "writes"):
         for r in figures["http"][ep]:
             print(
-                f"{ep:<12} {r['clients']:>7} {r['req_per_s']:>8.1f} {r['p50_ms']:>8.2f} "
-                f"{r['p99_ms']:>8.2f} {r['errors']:>6}"
+                f"{ep:<12} {r['clients']:>7} {r['req_per_s']:>8.1f} {_ms(r['p50_ms'])} "
+                f"{_ms(r['p99_ms'])} {r['errors']:>6}"
             )
         if ep not in figures["in_process"]:
             continue
@@ -415,16 +492,19 @@ def print_figures(figures: dict, workers: int) -> None:
         )
 
 
-def main() -> None:
-    args = parse_args()
+def _ms(value: float | None) -> str:
+    """A latency column: ``-`` when no request completed in the time given."""
+    return f"{value:>8.2f}" if value is not None else f"{'-':>8}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     from cassini import api
 
+    progress(f"cluster: {RACKS * NODES_PER_RACK} nodes, {args.jobs} running jobs")
     doc = make_cluster(args.jobs, args.seed)
     node_names = list(doc["nodes"])
-    models = [
-        m["id"]
-        for m in json.loads(resources.files("cassini").joinpath("data/profiles.json").read_text())
-    ][: args.models]
+    models = library_models()[: args.models]
     advise_body = json.dumps(api.example("advise")).encode()
     prio_bodies = [json.dumps(prioritize_body(m, node_names)).encode() for m in models]
     figures: dict = {
@@ -438,12 +518,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.json"
         path.write_text(json.dumps(doc))
+        progress(f"starting cassini serve --workers {args.workers}")
         proc, port = start_server(Path(tmp), path, args.workers)
         try:
             measure_http(port, args, advise_body, prio_bodies, figures)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
+    progress("the same computations in this process")
     measure_in_process(doc, prio_bodies, figures)
     if args.json:
         print(json.dumps(figures, indent=2))

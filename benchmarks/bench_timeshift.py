@@ -7,12 +7,17 @@ up) is the agent's cost, against the step in the same run.  Target: under 1 % of
 iteration ahead) and ``sync`` (a broadcast every step before anyone starts).
 
     .venv/bin/python benchmarks/bench_timeshift.py [--iterations 100] [--step-ms 100] [--json]
+
+The first 5 iterations of each exchange are start-up and left out of the figures, so
+``--iterations`` must be at least 6.  Printed per rank and exchange: the median and p99
+of the cost in microseconds and as a percentage of the step.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -39,6 +44,8 @@ def _rank(rank: int, port: int, args: argparse.Namespace, out: str) -> None:
 
 
 MODES = ("ahead", "sync")
+#: iterations at the start of each exchange left out of the figures (start-up)
+START_UP = 5
 
 
 def _costs(args: argparse.Namespace, ahead: bool) -> list[float]:
@@ -69,27 +76,79 @@ def _costs(args: argparse.Namespace, ahead: bool) -> list[float]:
         costs.append(spent - sum(slept[before:]))
         time.sleep(args.step_ms / 1e3)  # the training step
     shift.close()
-    return costs[5:]  # after start-up
+    return costs[START_UP:]  # after start-up
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--iterations", type=int, default=100)
-    ap.add_argument("--step-ms", type=float, default=100.0)
+def iterations(text: str) -> int:
+    """argparse ``type`` of ``--iterations``: more than the start-up iterations dropped."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value <= START_UP:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {START_UP + 1} (the first {START_UP} are start-up and left "
+            f"out), got {value}"
+        )
+    return value
+
+
+def step_ms(text: str) -> float:
+    """argparse ``type`` of ``--step-ms``: milliseconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be milliseconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds above 0, got {text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--iterations",
+        type=iterations,
+        default=100,
+        help=f"training steps per exchange, at least {START_UP + 1}; the first {START_UP} "
+        "(start-up) are left out (default 100)",
+    )
+    ap.add_argument(
+        "--step-ms",
+        type=step_ms,
+        default=100.0,
+        help="length of the simulated training step in milliseconds, above 0 (default 100)",
+    )
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args()
+    return ap
+
+
+def _spawn(port: int, args: argparse.Namespace, out: str) -> None:
+    """Both ranks, to the end: each writes its costs to ``out.RANK``."""
     import torch.multiprocessing as mp
 
+    mp.spawn(_rank, args=(port, args, out), nprocs=2, join=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out = os.path.join(tempfile.mkdtemp(), "costs")
-    mp.spawn(_rank, args=(port, args, out), nprocs=2, join=True)
+    # the ranks' result files live in a folder removed at the end, also on failure
+    with tempfile.TemporaryDirectory(prefix="bench_timeshift-") as tmp:
+        out = os.path.join(tmp, "costs")
+        _spawn(port, args, out)
+        by_rank = {}
+        for rank in (0, 1):
+            with open(f"{out}.{rank}") as f:
+                by_rank[rank] = json.load(f)
     step_s = args.step_ms / 1e3
     figures: dict[str, dict[str, dict[str, float]]] = {}
     for rank in (0, 1):
-        with open(f"{out}.{rank}") as f:
-            by_mode = json.load(f)
+        by_mode = by_rank[rank]
         for mode in MODES:
             costs = by_mode[mode]
             med = statistics.median(costs)

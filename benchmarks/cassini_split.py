@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from cassini import advisor, circle
+from cassini.errors import InputError
+from cassini.files import positive_int
 from cassini.sim import engine
-from cassini.sim.config import read_config
+from cassini.sim.config import check_schedulers, read_config
 from cassini.sim.network import windows
 from cassini.sim.parts import placement
 
@@ -76,17 +78,41 @@ def timed_parts() -> tuple[dict[str, float], Counter]:
     return seconds, calls
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default=str(CONFIG), help="simulation config")
-    parser.add_argument("--scheduler", default="themis+cassini")
-    parser.add_argument("--jobs", type=int, help="override the number of jobs")
-    args = parser.parse_args()
-    cfg = read_config(args.config)
-    if args.jobs:
-        cfg = replace(cfg, poisson={**(cfg.poisson or {}), "jobs": args.jobs})
-    library = cfg.library()
-    jobs = cfg.jobs(library)
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config",
+        default=str(CONFIG),
+        help="simulation config (default experiments/configs/sim_1024.yaml)",
+    )
+    parser.add_argument(
+        "--scheduler", default="themis+cassini", help="the scheduler run (default themis+cassini)"
+    )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        help="override the number of jobs of the config's poisson workload, >= 1",
+    )
+    args = parser.parse_args(argv)
+    try:
+        check_schedulers((args.scheduler,), "--scheduler")
+    except InputError as e:
+        parser.error(f"argument --scheduler: {e.problem}")
+    try:
+        cfg = read_config(args.config)
+    except InputError as e:
+        parser.error(f"argument --config: {e}")
+    if args.jobs is not None:
+        if cfg.poisson is None:
+            parser.error(f"argument --jobs: config {args.config} has no poisson workload")
+        cfg = replace(cfg, poisson={**cfg.poisson, "jobs": args.jobs})
+    try:
+        library = cfg.library()
+        jobs = cfg.jobs(library)
+    except InputError as e:
+        parser.error(f"argument --config: {e}")
     seconds, calls = timed_parts()
     advisor.clear_link_cache()
     sim = engine.Simulation(

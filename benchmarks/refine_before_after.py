@@ -3,6 +3,8 @@ on bench_advisor.py's candidates (1,024 and 16,384 GPUs), CPU ms per candidate, 
 output required bit-identical to the before tree's.
 
     .venv/bin/python benchmarks/refine_before_after.py BEFORE_TREE [AFTER_TREE] [--rounds 3]
+
+A tree is a checkout of this repository: its ``cassini/refine.py`` is loaded.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_advisor as bench  # noqa: E402
 
 from cassini import advisor, affinity  # noqa: E402
+from cassini.files import positive_int  # noqa: E402
 
 
 def load(tree: Path, name: str) -> ModuleType:
@@ -51,12 +54,29 @@ def cases(scale: int) -> tuple[list[tuple], dict]:
     return out, jobs
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("before", type=Path)
-    ap.add_argument("after", type=Path, nargs="?", default=Path("."))
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("before", type=Path, metavar="BEFORE_TREE", help="the tree before")
+    ap.add_argument(
+        "after",
+        type=Path,
+        nargs="?",
+        default=Path("."),
+        metavar="AFTER_TREE",
+        help="the tree after (default: the current folder)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=3,
+        help="alternations of the trees, >= 1 (the median is printed; default 3)",
+    )
+    args = ap.parse_args(argv)
+    for metavar, tree in (("BEFORE_TREE", args.before), ("AFTER_TREE", args.after)):
+        if not (tree / "cassini" / "refine.py").is_file():
+            ap.error(f"argument {metavar}: {tree}: no cassini/refine.py there (not a tree)")
     trees = {name: load(tree, f"refine_{name}") for name, tree in
              (("before", args.before), ("after", args.after))}  # fmt: skip
     for scale in (1, 16):

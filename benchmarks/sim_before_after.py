@@ -12,6 +12,11 @@ child's user + system time.  ``results.json`` of each run is stored with every
 
     .venv/bin/python benchmarks/sim_before_after.py --tree before=/tmp/simcore-base \\
         --tree after=. --out /tmp/simcore-ba [--rounds 3] [--only sim_1024]
+
+Every tree and flag is checked before anything is written.  When a run fails, its last
+lines of stderr are printed with a line naming the run and the tree, the scratch folder
+``OUT/work`` is removed (and ``OUT`` itself when this invocation created it), and the
+exit status is 1.
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from cassini.files import positive_int
 
 CLI = "from cassini.cli import entry; entry()"
 RUNS = {
@@ -39,6 +48,28 @@ RUNS = {
 }  # fmt: skip
 #: runs only named with ``--only`` (sim_16k takes ~7 minutes per tree on 2 cores)
 OPT_IN = frozenset({"sim_16k"})
+#: what a tree needs for each run (paths inside it); sim_1024_continuous's config is
+#: written from this checkout's configs
+NEEDS = {
+    "sim_1024": ("cassini", "experiments/configs/sim_1024.yaml"),
+    "sim_1024_continuous": ("cassini",),
+    "cluster_scale": ("cassini", "experiments/cluster_scale.py"),
+    "sim_16k": ("cassini", "experiments/configs/sim_16k.yaml"),
+}
+#: lines of a failed run's stderr printed
+TAIL_LINES = 20
+
+
+class RunFailed(Exception):
+    """A run's child process exited non-zero; ``tail`` is the end of its stderr; the
+    run's name, tree label and tree are filled in by the caller that knows them."""
+
+    def __init__(self, returncode: int, tail: str) -> None:
+        super().__init__(f"exit status {returncode}")
+        self.returncode = returncode
+        self.tail = tail
+        self.name = self.label = ""
+        self.tree: Path | None = None
 
 
 def continuous_config(out: Path) -> Path:
@@ -66,28 +97,37 @@ def masked(value: Any) -> Any:
     return value
 
 
-def run_once(tree: Path, name: str, out: Path, work: Path, continuous: Path) -> dict[str, float]:
+def run_once(
+    tree: Path, name: str, out: Path, work: Path, continuous: Path | None
+) -> dict[str, float]:
     """One run of ``name`` from ``tree`` in ``work`` (the same folder for every tree, as
     results.json records the command line); its masked results.json written under
     ``out``; wall and CPU seconds returned."""
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(tree), "MPLBACKEND": "Agg"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            *(a.format(continuous=continuous) for a in RUNS[name]),
-            "--out",
-            str(work),
-        ],
-        cwd=tree,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wall = time.perf_counter() - wall
+    # the child's stderr goes to a file (not a pipe: nothing to read while it runs),
+    # read back only when it fails
+    with tempfile.TemporaryFile("w+", errors="replace") as stderr:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.perf_counter()
+        child = subprocess.run(
+            [
+                sys.executable,
+                *(a.format(continuous=continuous) for a in RUNS[name]),
+                "--out",
+                str(work),
+            ],
+            cwd=tree,
+            env=env,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        wall = time.perf_counter() - wall
+        if child.returncode != 0:
+            stderr.seek(0)
+            tail = "\n".join(stderr.read().splitlines()[-TAIL_LINES:])
+            raise RunFailed(child.returncode, tail)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     data = masked(json.loads((work / "results.json").read_text()))
@@ -100,31 +140,116 @@ def summary(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} [{min(xs):.2f}, {max(xs):.2f}]"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", action="append", required=True, help="LABEL=PATH")
-    parser.add_argument("--out", required=True, type=Path, help="output directory")
-    parser.add_argument("--rounds", type=int, default=1, help="alternations of the trees")
+def tree_arg(text: str) -> tuple[str, Path]:
+    """argparse ``type`` of ``--tree``: ``LABEL=PATH``, PATH a folder with ``cassini/``."""
+    label, sep, path = text.partition("=")
+    if not sep or not label or not path:
+        raise argparse.ArgumentTypeError(f"must be LABEL=PATH, got {text!r}")
+    where = Path(path).resolve()
+    if not where.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    if not (where / "cassini").is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a tree of this repository (no cassini/)")
+    return label, where
+
+
+def out_arg(text: str) -> Path:
+    """argparse ``type`` of ``--out``: a folder, or a name not taken yet."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: exists and is not a directory")
+    return path
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        required=True,
+        type=tree_arg,
+        help="LABEL=PATH: a checkout to run (repeat the flag, one label per tree); the "
+        "first tree's results are the ones the others' are compared with",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=out_arg,
+        help="output directory (created; an existing one is written into)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="alternations of the trees, >= 1 (default 1)",
+    )
     parser.add_argument(
         "--only",
-        help=f"comma-separated runs of {', '.join(RUNS)} (default: all but "
+        help=f"comma-separated runs of {', '.join(RUNS)}, each once (default: all but "
         f"{', '.join(sorted(OPT_IN))})",
     )
-    args = parser.parse_args(argv)
-    trees = {t.split("=", 1)[0]: Path(t.split("=", 1)[1]).resolve() for t in args.tree}
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser_ = parser()
+    args = parser_.parse_args(argv)
+    trees: dict[str, Path] = {}
+    for label, tree in args.tree:
+        if label in trees:
+            parser_.error(f"argument --tree: label {label!r} given twice; give each tree once")
+        trees[label] = tree
     names = args.only.split(",") if args.only else [n for n in RUNS if n not in OPT_IN]
     unknown = sorted(set(names) - set(RUNS))
     if unknown:
-        parser.error(f"unknown run(s) {', '.join(unknown)}; runs: {', '.join(RUNS)}")
+        parser_.error(
+            f"argument --only: unknown run(s) {', '.join(unknown)}; runs: {', '.join(RUNS)}"
+        )
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        parser_.error(f"argument --only: {', '.join(repeated)} named twice; name each run once")
+    for label, tree in trees.items():
+        for name in names:
+            missing = [need for need in NEEDS[name] if not (tree / need).exists()]
+            if missing:
+                parser_.error(
+                    f"argument --tree: {label}={tree}: no {', '.join(missing)} "
+                    f"(needed by run {name})"
+                )
+    created = not args.out.exists()
+    try:
+        return compare(args, trees, names)
+    except RunFailed as e:
+        # the scratch folder, and the output folder when this invocation made it
+        shutil.rmtree(args.out if created else args.out / "work", ignore_errors=True)
+        if e.tail:
+            print(e.tail, file=sys.stderr)
+        print(
+            f"{parser_.prog}: error: run {e.name} of tree {e.label} ({e.tree}) failed "
+            f"with exit status {e.returncode}; its last stderr lines are above",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def compare(args: argparse.Namespace, trees: dict[str, Path], names: list[str]) -> int:
+    """Every run of ``names`` from every tree, ``args.rounds`` times; the comparison."""
     times: dict[str, dict[str, list[dict[str, float]]]] = {
         n: {label: [] for label in trees} for n in names
     }
-    continuous = continuous_config(args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    continuous = continuous_config(args.out) if "sim_1024_continuous" in names else None
     for r in range(args.rounds):
         for name in names:
             for label, tree in trees.items():
                 out = args.out / label / name
-                t = run_once(tree, name, out, args.out / "work" / name, continuous)
+                try:
+                    t = run_once(tree, name, out, args.out / "work" / name, continuous)
+                except RunFailed as e:
+                    e.name, e.label, e.tree = name, label, tree
+                    raise
                 times[name][label].append(t)
                 print(f"round {r} {name} {label}: wall {t['wall_s']:.2f} s, cpu {t['cpu_s']:.2f} s")
     (args.out / "times.json").write_text(json.dumps(times, indent=1) + "\n")
