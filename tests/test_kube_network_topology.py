@@ -33,12 +33,15 @@ def job(jid, nodes):
 
 def test_weights_between_regions_and_zones_with_repeated_zone_names():
     h = Hierarchy("labels", ("block", "rack"), {
-        "a0": ("A", "r0"), "a1": ("A", "r1"), "b0": ("B", "r0"), "b1": ("B", "r1")})
+        "a0": ("A", "r0"), "a1": ("A", "r1"), "a2": ("A", "r1"), "b0": ("B", "r0"),
+        "b1": ("B", "r1"), "b2": ("B", "r0")})
     links = {f"{p}-{d}": 1e9 for p in ("A", "B", "A/r0", "A/r1", "B/r0", "B/r1")
              for d in ("up", "down")}
     nodes = {n: (f"{'/'.join(p)}-up", f"{p[0]}-up") for n, p in h.paths.items()}
-    state = State(1, ClusterNetwork(links, nodes),
-                  {"j1": job("j1", ["b0"]), "j2": job("j2", ["b0"]), "j3": job("j3", ["a1"])})
+    # each job on two nodes of one rack (a job on one node crosses no link)
+    state = State(1, ClusterNetwork(links, nodes), {
+        "j1": job("j1", ["b0", "b2"]), "j2": job("j2", ["b0", "b2"]),
+        "j3": job("j3", ["a1", "a2"])})
 
     def score(jobs, capacity):  # a stand-in: each extra job on a link costs a quarter
         assert capacity == 1e9
@@ -68,11 +71,14 @@ def test_with_entry_keeps_the_other_weights():
 
 def test_serve_publishes_the_weights(tmp_path):
     pods = json.loads((DATA / "pods.json").read_text())
-    extra = copy.deepcopy(pods["items"][2])  # a gpt2 pod beside vgg16-b's node-33
-    extra["metadata"].update(name="gpt2-g-0", uid="uid-g",
-                             annotations={"cassini.io/job": "gpt2-g", "cassini.io/model": "gpt2"})
-    extra["spec"]["nodeName"] = "node-34"
-    pods["items"].append(extra)
+    # a gpt2 job on two nodes beside vgg16-b's node-33 (a job on one node crosses no link)
+    for i, node in enumerate(("node-34", "node-35")):
+        extra = copy.deepcopy(pods["items"][2])
+        extra["metadata"].update(
+            name=f"gpt2-g-{i}", uid=f"uid-g{i}",
+            annotations={"cassini.io/job": "gpt2-g", "cassini.io/model": "gpt2"})
+        extra["spec"]["nodeName"] = node
+        pods["items"].append(extra)
     lines = []
     with ReplayApiServer() as api:
         api.add_list("/api/v1/nodes", json.loads((DATA / "nodes-64.json").read_text()))

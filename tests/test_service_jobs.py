@@ -18,6 +18,7 @@ from helpers.service_util import (
     error_of,
     metric,
     ok_json,
+    pair,
     serve_process,
     start,
     two_node_cluster,
@@ -31,8 +32,8 @@ EPOCH_S = 1_767_225_600.0
 def cluster_doc():
     doc = two_node_cluster(epoch_s=EPOCH_S)
     doc["jobs"] += [
-        {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]},
-        {"id": "b", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]},
+        {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": pair("n3")},
+        {"id": "b", "iteration_time_s": 0.1, "phases": HALF, "nodes": pair("n3")},
     ]
     return doc
 
@@ -101,8 +102,8 @@ def test_registry_round_trip(served):
     listed = ok_json(call(port, "GET", "/v1/jobs"))["jobs"]
     assert [j["id"] for j in listed] == sorted(["half", "most", "a", "b", "ns/train-1"])
     # registering it again replaces it: 200
-    job2 = {"id": "ns/train-1", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n1"]}
-    assert ok_json(call(port, "POST", "/v1/jobs", job2))["nodes"] == ["n1"]
+    job2 = {"id": "ns/train-1", "iteration_time_s": 0.1, "phases": HALF, "nodes": pair("n1")}
+    assert ok_json(call(port, "POST", "/v1/jobs", job2))["nodes"] == pair("n1")
     # it shares l1 with "half", and they interleave: both now get shifts
     assert shift_of(served, "ns/train-1")["shift"] is True
     assert shift_of(served, "half")["shift"] is True
@@ -116,7 +117,7 @@ def test_registry_round_trip(served):
 def test_a_shift_the_advisor_predicts_no_gain_for_is_not_applied(served):
     # vgg16 sends 40 Gb/s for half of its iteration on l1's 1 Gb/s: the link is saturated
     # whatever the shifts, and the advisor's prediction declines them (with its reason)
-    job = {"id": "big", "model": "vgg16", "nodes": ["n1"]}
+    job = {"id": "big", "model": "vgg16", "nodes": pair("n1")}
     ok_json(call(served.port, "POST", "/v1/jobs", job), 201)
     s = shift_of(served, "big")
     assert s["shift"] is False and s["shift_s"] == 0.0 and s["reason"]
@@ -124,7 +125,7 @@ def test_a_shift_the_advisor_predicts_no_gain_for_is_not_applied(served):
 
 
 def test_registering_with_an_own_profile(served):
-    job = {"id": "own", "iteration_time_s": 0.2, "phases": HALF, "nodes": ["n2"]}
+    job = {"id": "own", "iteration_time_s": 0.2, "phases": HALF, "nodes": pair("n2")}
     out = ok_json(call(served.port, "POST", "/v1/jobs", job), 201)
     assert out["iteration_time_s"] == 0.2 and "model" not in out
     s = shift_of(served, "own")
@@ -221,7 +222,7 @@ def test_a_slow_job_does_not_break_the_others_time_shifts(served):
     slow = {
         "id": "slow",
         "iteration_time_s": 100.0,
-        "nodes": ["n3"],
+        "nodes": pair("n3"),
         "phases": [{"start_s": 0.0, "duration_s": 1.0, "rate_bps": 1e9}],
     }
     ok_json(call(served.port, "POST", "/v1/jobs", slow), 201)
@@ -270,7 +271,7 @@ def test_put_time_shift_sets_it_until_the_job_is_registered_again(served):
     body = {"shift_s": 0.01, "period_s": 0.1, "epoch_s": 1000.0}
     assert ok_json(call(port, "PUT", "/v1/jobs/half/time_shift", body))["epoch_s"] == 1000.0
     # a job registered again loses its explicit shift
-    job = {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n3"]}
+    job = {"id": "a", "iteration_time_s": 0.1, "phases": HALF, "nodes": pair("n3")}
     ok_json(call(port, "POST", "/v1/jobs", job))
     assert shift_of(served, "a")["period_s"] == 0.1
 
@@ -348,9 +349,12 @@ def test_an_epoch_in_milliseconds_is_refused_saying_so(served):
     body = {"shift_s": 0.01, "period_s": 0.07, "epoch_s": 1767225600000}
     err = error_of(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
     assert err["field"] == "epoch_s" and "seconds, not milliseconds" in err["message"]
-    body["epoch_s"] = 9_999_999_999.0  # just below the bound: kept
+    body["epoch_s"] = 9_999_999_999.0  # just below the bound, but centuries ahead: 422
+    err = error_of(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))
+    assert err["code"] == 422 and err["field"] == "epoch_s" and "ahead" in err["message"]
+    body["epoch_s"] = round(time.time()) + 3600.0  # within a day of the clock: kept
     assert ok_json(call(served.port, "PUT", "/v1/jobs/a/time_shift", body))["epoch_s"] == (
-        9_999_999_999.0
+        body["epoch_s"]
     )
     from cassini.errors import InputError
     from cassini.service.cluster import read_cluster
@@ -422,7 +426,7 @@ def test_sighup_reloads_the_cluster_file(tmp_path):
             call(port, "POST", "/v1/jobs", {"id": "api", "model": "bert", "nodes": ["n3"]}), 201
         )
         # the file gains a job on n1 and loses "most"
-        new = {"id": "new", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n1"]}
+        new = {"id": "new", "iteration_time_s": 0.1, "phases": HALF, "nodes": pair("n1")}
         doc["jobs"] = [doc["jobs"][0], new]
         path.write_text(json.dumps(doc))
         proc.send_signal(signal.SIGHUP)
@@ -460,7 +464,7 @@ def shift_of_port(port, job_id):
 @pytest.mark.parametrize(
     "content, words",
     [
-        ("links: [", "not YAML/JSON"),
+        ("links: [", "c.yaml:1:9: malformed YAML: expected the node content"),
         ("links: []\nnodes: {n1: [nope]}\n", "nodes.n1[0]"),
         ("links: []\nnodes: {}\njobs: [{id: j, model: bert, nodes: [n9]}]\n", "jobs[0].nodes[0]"),
         ("links: [{id: l, capacity_bps: 50e9}]\nnodes: {}\n", "links[0].capacity_bps"),

@@ -227,8 +227,8 @@ def test_filter_at_min_score_0_drops_no_node(tmp_path):
     hog = [{"start_s": 0.0, "duration_s": 0.1, "rate_bps": 1e10}]  # the whole iteration
     cluster = {
         "links": [{"id": "l1", "capacity_bps": 1e9}],
-        "nodes": {"n1": ["l1"]},
-        "jobs": [{"id": "hog", "iteration_time_s": 0.1, "phases": hog, "nodes": ["n1"]}],
+        "nodes": {"n1": ["l1"], "n1b": ["l1"]},  # a job on one node crosses no link
+        "jobs": [{"id": "hog", "iteration_time_s": 0.1, "phases": hog, "nodes": ["n1", "n1b"]}],
     }
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(cluster))

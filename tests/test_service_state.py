@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from helpers.service_util import HALF, call, ok_json, serve_process, two_node_cluster
+from helpers.service_util import HALF, call, ok_json, pair, serve_process, two_node_cluster
 
 from cassini.service.store import SCHEMA_VERSION
 
@@ -49,9 +49,9 @@ def test_acknowledged_writes_and_the_epoch_survive_kill_9(tmp_path, token_file):
             "--workers", "1", "--quiet")
     proc, port = serve_process(*args)
     try:
-        ok_json(call(port, "POST", "/v1/jobs", job("a", ["n1"]), headers=AUTH), 201)
-        ok_json(call(port, "POST", "/v1/jobs", job("b", ["n3"]), headers=AUTH), 201)
-        ok_json(call(port, "POST", "/v1/jobs", job("c", ["n3"]), headers=AUTH), 201)
+        ok_json(call(port, "POST", "/v1/jobs", job("a", pair("n1")), headers=AUTH), 201)
+        ok_json(call(port, "POST", "/v1/jobs", job("b", pair("n3")), headers=AUTH), 201)
+        ok_json(call(port, "POST", "/v1/jobs", job("c", pair("n3")), headers=AUTH), 201)
         released = ok_json(call(port, "PUT", "/v1/jobs/c/time_shift",
                                 {"shift": False, "reason": "drained"}, headers=AUTH))
         put = {"shift_s": 0.02, "period_s": 0.1}

@@ -16,8 +16,10 @@ Cluster file (YAML or JSON)::
       - {id: mine, iteration_time_s: 0.2,
          phases: [{start_s: 0.1, duration_s: 0.1, rate_bps: 4.0e+10}], nodes: [gpu-0-2]}
 
-A job crosses the links of all its nodes.  ``model`` names a profile of the library
-(``cassini/data/profiles.json``); otherwise the job carries its own profile.
+A job on two or more nodes crosses the links of all its nodes; a job on one node crosses
+no link (:meth:`cassini.service.scoring.State.job_links`).  ``model`` names a profile of
+the library (``cassini/data/profiles.json``); otherwise the job carries its own profile.
+The file is read with :func:`cassini.files.parse_yaml`: a key given twice is refused.
 """
 
 from __future__ import annotations
@@ -217,20 +219,14 @@ def read_cluster(obj: Any, field: str = "") -> tuple[ClusterNetwork, list[Runnin
 
 
 def load_cluster_file(path: str | Path) -> tuple[ClusterNetwork, list[RunningJob]]:
-    """Read a cluster file (YAML or JSON; JSON is YAML); InputError names the problem."""
-    import yaml  # a core dependency; imported here to keep `import cassini` light
-
+    """Read a cluster file (YAML or JSON; JSON is YAML, whatever the file's name: ``cassini
+    cluster from-kube --out`` writes YAML) with the shared reader of :mod:`cassini.files`
+    (:func:`~cassini.files.read_data`'s YAML parser, as sim configs): a syntax error, or a
+    key given twice in one mapping (a node listed twice would silently keep the last),
+    names its line and column; InputError names the problem."""
     from cassini import files
 
-    text = files.read_text(path)
-    try:
-        obj = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise InputError(str(path), f"not YAML/JSON{where}: {problem}") from None
-    return read_cluster(obj)
+    return read_cluster(files.parse_yaml(files.read_text(path), str(path)))
 
 
 def check_nodes(cluster: ClusterNetwork, job: RunningJob, field: str) -> None:

@@ -24,7 +24,11 @@ class State:
     jobs: dict[str, RunningJob]
 
     def job_links(self, job: RunningJob) -> tuple[str, ...]:
-        """The links a job crosses: those of all its (known) nodes."""
+        """The links a job crosses: those of all its (known) nodes; none on one node (a
+        data-parallel job within one node sends nothing over the network, as the
+        simulator's job on one server crosses no link)."""
+        if len(job.nodes) < 2:
+            return ()
         out: dict[str, None] = {}
         for node in job.nodes:
             for lid in self.cluster.nodes.get(node, ()):
@@ -109,6 +113,12 @@ class Prepared:
             self.by_pod.move_to_end(key)
         return hit
 
+    def stays_on(self, job_id: str, node: str) -> bool:
+        """Whether the running job ``job_id`` runs on ``node`` alone: its pod placed there
+        keeps it on one node, where it crosses no link."""
+        job = self.state.jobs.get(job_id)
+        return job is not None and job.nodes == (node,)
+
     def link_score(
         self, lid: str, pod: JobProfile, pod_shape: tuple, precision_deg: float
     ) -> float | None:
@@ -148,8 +158,10 @@ def score_nodes(
 ) -> list[NodeScore]:
     """Score each node for the pod's job: the mean compatibility over the node's links
     that carry other running jobs (1.0 when none does), scaled to 0..10.  A node the
-    cluster does not know, or a pod without a profile, gets :data:`NEUTRAL_SCORE`.
-    Each link group is scored once per pod shape (and link problems are cached)."""
+    cluster does not know, or a pod without a profile, gets :data:`NEUTRAL_SCORE`; the
+    node a running job runs on alone gets 1.0 for that job's pod (the job stays on one
+    node and crosses no link).  Each link group is scored once per pod shape (and link
+    problems are cached)."""
     if pod is None:
         return [NodeScore(node, None, NEUTRAL_SCORE) for node in nodes]
     pod_shape = _shape(pod)
@@ -199,6 +211,8 @@ def _node_by_links(
 ) -> NodeScore:
     if links is None:
         return NodeScore(node, None, NEUTRAL_SCORE)
+    if prepared.stays_on(pod.job_id, node):
+        return _node_score(prepared, node, [], None)
     scores, worst, worst_score = [], None, math.inf
     for lid in links:
         s = prepared.link_score(lid, pod, pod_shape, precision_deg)

@@ -88,7 +88,7 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
     for jid, job in state.jobs.items():
         period = job.profile.iteration_time_s
         if jid not in paths:
-            out[jid] = JobShift(jid, False, 0.0, period, "runs on no node of the cluster")
+            out[jid] = JobShift(jid, False, 0.0, period, why_no_links(state, job.nodes))
             continue
         if jid not in sharing:
             out[jid] = JobShift(jid, False, 0.0, period, NO_SHARED_LINK)
@@ -119,6 +119,16 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
         for j, s in shifted.items():
             out[j] = replace(s, tolerance_s=tolerances[j])
     return out
+
+
+def why_no_links(state: State, nodes: tuple[str, ...]) -> str:
+    """Why a job on ``nodes`` crosses no link (:meth:`State.job_links` is empty)."""
+    known = [n for n in nodes if n in state.cluster.nodes]
+    if not known:
+        return "runs on no node of the cluster"
+    if not any(state.cluster.nodes[n] for n in known):
+        return "its nodes have no links: it shares no link"
+    return "runs on one node: it sends nothing over the network"
 
 
 _groups_cache: dict[str, Any] = {}  # the held groups of the latest state seen

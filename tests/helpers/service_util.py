@@ -73,15 +73,24 @@ def metric(port, name, **labels):
     return 0.0
 
 
+def pair(node: str) -> list[str]:
+    """The two nodes under ``node``'s link in :func:`two_node_cluster` (``n1`` and ``n1b``
+    send through ``l1``): a job on them crosses that link alone.  A job on one node crosses
+    no link (it sends nothing over the network), so a job meant to load a link runs on
+    both."""
+    return [node, f"{node}b"]
+
+
 def two_node_cluster(**extra: Any) -> dict[str, Any]:
     """Nodes n1 (link l1, where job ``half`` runs) and n2 (link l2, where ``most`` runs),
-    plus n3 (link l3, idle); every link 1 Gb/s."""
+    plus n3 (link l3, idle); every link 1 Gb/s.  Each has a twin under its link (n1b, n2b,
+    n3b, :func:`pair`), the second node of the jobs there."""
     cluster = {
         "links": [{"id": f"l{i}", "capacity_bps": 1e9} for i in (1, 2, 3)],
-        "nodes": {"n1": ["l1"], "n2": ["l2"], "n3": ["l3"]},
+        "nodes": {n: [f"l{i}"] for i in (1, 2, 3) for n in pair(f"n{i}")},
         "jobs": [
-            {"id": "half", "iteration_time_s": 0.1, "phases": HALF, "nodes": ["n1"]},
-            {"id": "most", "iteration_time_s": 0.1, "phases": MOST, "nodes": ["n2"]},
+            {"id": "half", "iteration_time_s": 0.1, "phases": HALF, "nodes": pair("n1")},
+            {"id": "most", "iteration_time_s": 0.1, "phases": MOST, "nodes": pair("n2")},
         ],
     }
     cluster.update(extra)
