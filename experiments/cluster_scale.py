@@ -212,7 +212,7 @@ def table(rows: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> s
     head = (
         f"{'scheme':<34} {'mean x':>7} {'p99 x':>7} {'JCT s':>8} {'mkspan s':>9} {'GPU util':>8} "
         f"{'worst x':>8} {'low10 x':>8} {'low10 loss':>10} {'migr':>5} {'advice':>6} "
-        f"{'excess s':>9} {'collis':>6} {'wall s':>7}"
+        f"{'excess l·s':>10} {'collis':>6} {'wall s':>7}"
     )
     lines = [head]
     for name, r in rows.items():
@@ -221,7 +221,7 @@ def table(rows: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> s
             f"{r['mean_jct_s']:>8.0f} {r['makespan_s']:>9.0f} {r['gpu_utilisation']:>8.3f} "
             f"{r['worst_job_slowdown']:>8.2f} {r['low_decile_slowdown']:>8.3f} "
             f"{r['low_decile_loss_vs_themis']:>10.1%} {r['migrations']:>5} {r['advisor_calls']:>6} "
-            f"{r['link_excess_s']:>9.0f} {r['ecmp_collisions']:>6} {r['wall_s']:>7.1f}"
+            f"{r['link_excess_s']:>10.0f} {r['ecmp_collisions']:>6} {r['wall_s']:>7.1f}"
         )
     return "\n".join(lines)
 

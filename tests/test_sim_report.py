@@ -19,8 +19,9 @@ from conftest import require
 
 from cassini.sim.config import config_from_dict
 from cassini.sim.report.html_report import number
+from cassini.sim.report.page import most_congested_link
 from cassini.sim.report.recording import link_timeline
-from cassini.sim.report.run import most_congested_link, simulate_config
+from cassini.sim.report.run import simulate_config
 from cassini.sim.report.utilisation import utilisation
 
 CONFIG = {

@@ -233,7 +233,10 @@ def _run(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
     line = skipped_rows_line(done.workload.summary)
     if line:  # not progress: printed with --quiet too
         print(line, file=sys.stderr)
-    data = report.write_run(cfg, done.results, out, run=done, timeline_link=args.timeline_link)
+    data = report.write_run(
+        cfg, done.results, out, run=done, timeline_link=args.timeline_link,
+        config_path=args.config,
+    )
     if args.format == "json":
         print(outputs.json_text({k: data[k] for k in ("summaries", "ratios")}))
     else:

@@ -195,8 +195,8 @@ def scheduler_names(draw: st.DrawFn, *, recorded: bool) -> str:
     timing = draw(st.sampled_from(TIMING_PARTS))
     if "cassini" in placement and timing == "free":
         timing = ""  # cassini brings held timing: free would be a second timing part
-    if routing == "crux" and sharing not in ("", "priority"):
-        sharing = ""  # crux brings priority sharing
+    if routing == "crux" and sharing:
+        sharing = ""  # crux brings priority sharing (naming it again is refused)
     return "+".join(p for p in (queue, placement, routing, sharing, timing) if p)
 
 

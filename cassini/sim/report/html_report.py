@@ -9,6 +9,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+#: Excess demand's one label and unit, wherever it is shown (page, terminal table): the
+#: seconds a link's demand exceeded its capacity, summed over links (link-seconds).
+EXCESS_LABEL = "excess demand"
+EXCESS_UNIT = "link·s"
+
 #: Summary columns: (key in a scheme's summary, header, scale, unit).
 SUMMARY_COLUMNS = (
     ("jobs", "jobs", 1, ""),
@@ -19,7 +24,7 @@ SUMMARY_COLUMNS = (
     ("mean_jct_s", "mean JCT", 1, "s"),
     ("p99_jct_s", "p99 JCT", 1, "s"),
     ("makespan_s", "makespan", 1, "s"),
-    ("excess_demand_s_total", "excess demand", 1, "link·s"),
+    ("excess_demand_s_total", EXCESS_LABEL, 1, EXCESS_UNIT),
     ("wall_s", "wall time", 1, "s"),
 )
 
@@ -56,11 +61,25 @@ def number(value: Any) -> str:
     return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
+def text(value: Any) -> str:
+    """A value as people read it (never a Python repr): numbers by :func:`number`,
+    mappings as ``key: value, ...``, lists as ``a, b``, booleans in lower case."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {text(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(text(v) for v in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None or isinstance(value, int | float):
+        return number(value)
+    return str(value)
+
+
 def _cell(value: Any, key: str | None = None) -> str:
     attr = f' data-key="{html.escape(key)}"' if key else ""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return f'<td class="num"{attr}>{number(value)}</td>'
-    return f"<td{attr}>{html.escape(str(value))}</td>"
+    return f"<td{attr}>{html.escape(text(value))}</td>"
 
 
 def _table(head: Sequence[str], rows: Sequence[str], table_id: str) -> str:
@@ -91,23 +110,36 @@ def _summary_section(data: Mapping[str, Any]) -> list[str]:
     parts = [
         "<h2>Schemes</h2>",
         "<p>Iteration times over every iteration of every job; slowdown = iteration time "
-        "over the job's dedicated iteration time; excess demand: seconds a link's demand "
-        "exceeded its capacity, summed over links.</p>",
+        f"over the job's dedicated iteration time; {EXCESS_LABEL} ({EXCESS_UNIT}): seconds "
+        "a link's demand exceeded its capacity, summed over links.</p>",
         _table(head, rows, "summary"),
     ]
     if data.get("ratios"):
-        metrics = sorted({m for r in data["ratios"].values() for m in r})
-        rows = [
-            f'<tr data-pair="{html.escape(pair)}">{_cell(pair)}'
-            + "".join(_cell(r.get(m), m) for m in metrics)
-            + "</tr>"
-            for pair, r in data["ratios"].items()
-        ]
-        parts += [
-            "<h2>Baseline over CASSINI</h2><p>&gt; 1: CASSINI is better.</p>",
-            _table(["pair", *metrics], rows, "ratios"),
-        ]
+        parts += _ratios_section(data["ratios"])
     return parts
+
+
+def _ratios_section(ratios: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Baseline over CASSINI per pair, headed as the summary; a metric CASSINI brought to
+    0 (``cassini_zero``: its ratio is infinite) reads "0 of X: all removed"."""
+    labels = {key: label for key, label, _, _ in SUMMARY_COLUMNS}
+    metrics = [m for m in labels if any(m in r for r in ratios.values())]
+    rows = []
+    for pair, r in ratios.items():
+        zero = r.get("cassini_zero", {})
+        cells = "".join(
+            f'<td data-key="{html.escape(m)}">0 of {number(zero[m])}: all removed</td>'
+            if m in zero
+            else _cell(r.get(m), m)
+            for m in metrics
+        )
+        rows.append(f'<tr data-pair="{html.escape(pair)}">{_cell(pair)}{cells}</tr>')
+    return [
+        "<h2>Baseline over CASSINI</h2><p>Each metric of the baseline over CASSINI's: "
+        "&gt; 1: CASSINI is better; \u2013: both 0, nothing to compare; \u201c0 of X\u201d: "
+        "CASSINI brought to 0 what the baseline had X of (an infinite ratio).</p>",
+        _table(["pair", *(labels[m] for m in metrics)], rows, "ratios"),
+    ]
 
 
 def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
@@ -132,7 +164,7 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
                     "capacity (Gbit/s)",
                     "mean utilisation",
                     "peak utilisation (bin)",
-                    "excess demand (s)",
+                    f"{EXCESS_LABEL} ({EXCESS_UNIT})",
                 ],
                 rows,
                 f"links-{html.escape(name)}",
@@ -141,8 +173,30 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
     return parts
 
 
+def _poisson_rows(p: Mapping[str, Any]) -> dict[str, str]:
+    """A drawn workload's parameters as the workload table shows them."""
+    weights = {int(g): float(w) for g, w in p.get("gpus", {}).items()}
+    total = sum(weights.values()) or 1.0
+    mix = ", ".join(
+        f"{g} GPU{'s' if g != 1 else ''}: {100 * w / total:.3g} %"
+        for g, w in sorted(weights.items())
+    )
+    rows = {
+        "arrivals": "Poisson",
+        "jobs": number(p.get("jobs")),
+        "load": number(p.get("load")),
+        "GPUs per job": mix,
+    }
+    if "iterations" in p:
+        lo, hi = p["iterations"]
+        rows["iterations per job"] = f"{number(lo)}–{number(hi)}"
+    rows["models"] = text(p["models"]) if p.get("models") else "every model of the library"
+    return rows
+
+
 def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
-    """The cluster, the workload and every note on how the workload was read."""
+    """The cluster, the workload (a trace's summary, or a drawn workload's parameters)
+    and every note on how the workload was read."""
     parts = ["<h2>Cluster and workload</h2>"]
     cluster = data.get("cluster", {})
     parts.append(
@@ -153,7 +207,10 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
         )
     )
     workload = data.get("workload", {})
-    flat = {k: v for k, v in workload.items() if not isinstance(v, list | dict)}
+    if isinstance(workload.get("poisson"), Mapping):
+        flat: Mapping[str, Any] = _poisson_rows(workload["poisson"])
+    else:
+        flat = {k: v for k, v in workload.items() if not isinstance(v, list | dict)}
     parts.append(
         _table(
             ["workload", "value"],
@@ -167,37 +224,49 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
         *(f"assumed: {a}" for a in workload.get("assumptions", [])),
         *notes,
     ]
-    if "poisson" in workload:
-        lists.append(f"poisson workload: {workload['poisson']}")
     if lists:
         parts.append('<ul class="notes">' + "".join(
             f"<li>{html.escape(str(x))}</li>" for x in lists) + "</ul>")  # fmt: skip
     return parts
 
 
+def _routing(data: Mapping[str, Any]) -> str | None:
+    """The config's routing, said to be the default, and each scheme that ran another."""
+    default = data.get("settings", {}).get("routing")
+    if default is None:
+        return None
+    by_scheme = data.get("routing_by_scheme", {})
+    own = {name: r for name, r in by_scheme.items() if r is not None and r != default}
+    return f"{default} (the config's default)" + "".join(
+        f"; {name}: {r}" for name, r in own.items()
+    )
+
+
 def _settings_lines(data: Mapping[str, Any]) -> list[str]:
-    """Under the title: the network settings the run resolved (which model ran, with
-    what) and a line per setting the config gave that no scheduler used."""
-    settings = dict(data.get("settings", {}))
+    """Under the title: where the run came from (config file, seed, candidate
+    placements), the network settings it resolved (which model ran, with what; the
+    routing per scheme where it is not the config's) and a line per setting the config
+    gave that no scheduler used."""
+    settings = {k: data[k] for k in ("config", "seed", "candidates") if data.get(k) is not None}
+    settings |= dict(data.get("settings", {}))
     if "profiles" in data:
         settings["profiles"] = data["profiles"]
-
-    def text(value: Any) -> str:
-        if isinstance(value, Mapping):
-            return "{" + ", ".join(f"{k}: {text(v)}" for k, v in value.items()) + "}"
-        if isinstance(value, bool):
-            return str(value).lower()
-        return number(value) if isinstance(value, int | float) else str(value)
-
+    routing = _routing(data)
+    if routing is not None:
+        settings["routing"] = routing
     parts = []
     if settings:
         cells = " · ".join(
-            f'<span data-key="{html.escape(k)}">{html.escape(k)}: {html.escape(text(v))}</span>'
+            f'<span data-key="{html.escape(k)}">{html.escape(k)}: {html.escape(_setting(v))}</span>'
             for k, v in settings.items()
         )
         parts.append(f'<p id="settings">{cells}</p>')
     parts += [f'<p class="warning">{html.escape(w)}</p>' for w in data.get("warnings", [])]
     return parts
+
+
+def _setting(value: Any) -> str:
+    return "{" + text(value) + "}" if isinstance(value, Mapping) else text(value)
 
 
 def write(

@@ -1,9 +1,11 @@
 """The pictures of a run's report, as PNG files: per-link utilisation heat map, one
-link's timeline of who sends when, per-job slowdown CDF, GPU utilisation over time.
-Each takes the schemes' results side by side (one panel or line per scheme)."""
+link's timeline of who sends when, per-job slowdown CDF, iteration-time and JCT CDFs
+(``cdf.png``), GPU utilisation over time.  Each takes the schemes' results side by side
+(one panel or line per scheme); legends stand beside the panels, never over the data."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,16 +70,28 @@ def heatmap(util: Mapping[str, Utilisation], path: Path, title: str = "") -> Pat
     return path
 
 
+def _beside(ax, **kwargs) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """The axes' legend outside it, on the right: it covers no data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def _wrapped(text: str, width: int = 90) -> str:
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
 def timeline(lines: Mapping[str, LinkTimeline | str], link: str, path: Path) -> Path:
     """Who sends when on ``link``: stacked rates per job over the window in which the
     link was most congested, one panel per scheme (a string: why there is none)."""
     plt = _pyplot()
-    fig, axes = plt.subplots(len(lines), 1, figsize=(11, 2.8 * len(lines)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(lines), 1, figsize=(11, 2.8 * len(lines)), squeeze=False, layout="constrained"
+    )
+    drawn = []
     for ax, (name, tl) in zip(axes[:, 0], lines.items(), strict=True):
         if isinstance(tl, str) or not tl.steps:
             ax.set_title(f"{name}: {link}")
             why = tl if isinstance(tl, str) else "no traffic in the window"
-            ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True, transform=ax.transAxes)
+            ax.text(0.5, 0.5, _wrapped(why), ha="center", va="center", transform=ax.transAxes)
             ax.set_xticks([])
             ax.set_yticks([])
             continue
@@ -88,52 +102,120 @@ def timeline(lines: Mapping[str, LinkTimeline | str], link: str, path: Path) -> 
         ax.axvspan(0, tl.warmup_s, color="0.85", zorder=0, label="warm-up (not measured)")
         ax.set_xlim(t[0], t[-1])
         ax.set_ylabel("Gbit/s")
-        ax.set_title(f"{name}: {link}, {len(tl.jobs)} jobs, window from t = {tl.start_s:.1f} s")
+        drawn.append(ax)
+        jobs = f"{len(tl.jobs)} job{'s' if len(tl.jobs) != 1 else ''}"
+        ax.set_title(f"{name}: {link}, {jobs}, window from t = {tl.start_s:.1f} s")
         handles, labels = ax.get_legend_handles_labels()
         keep = [k for k, lab in enumerate(labels) if k < LEGEND_JOBS or lab in
                 ("capacity", "warm-up (not measured)")]  # fmt: skip
         ax.legend([handles[k] for k in keep], [labels[k] for k in keep], fontsize=7,
-                  loc="upper right", ncol=2)  # fmt: skip
-    axes[-1, 0].set_xlabel("seconds into the window")
-    fig.tight_layout()
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # fmt: skip
+    if drawn:
+        drawn[-1].set_xlabel("seconds into the window")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+#: CDFs of at most this many points mark each point (a single job's is one point).
+MARKED_POINTS = 30
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def cdf_steps(
+    ax,  # noqa: ANN001 - a matplotlib Axes
+    values: np.ndarray | list[float],
+    k: int,
+    label: str,
+    weights: np.ndarray | None = None,
+) -> None:
+    """The empirical CDF of ``values`` (weighted by ``weights``) as steps rising from 0 at
+    the smallest value, so that even one value draws a visible rise; with few values
+    each is marked (hollow, one shape per scheme ``k``: schemes that coincide show)."""
+    x = np.asarray(values, float)
+    if not len(x):
+        ax.plot([], [], color=f"C{k}", label=label)
+        return
+    order = np.argsort(x, kind="stable")
+    cum = np.cumsum(np.ones(len(x)) if weights is None else np.asarray(weights, float)[order])
+    x, y = x[order], cum / cum[-1]
+    marks = {}
+    if len(x) <= MARKED_POINTS:
+        marks = {"marker": MARKERS[k % len(MARKERS)], "markevery": list(range(1, len(x) + 1)),
+                 "markerfacecolor": "none", "markersize": 7 + 2 * (k % 3)}  # fmt: skip
+    ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", color=f"C{k}", label=label, **marks)
+    ax.set_ylim(-0.02, 1.04)
 
 
 def slowdown_cdf(results: Mapping[str, SimResult], path: Path) -> Path:
     """CDF over jobs of each job's slowdown (mean iteration time / dedicated)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, r in results.items():
-        x = np.sort([j.slowdown for j in r.jobs])
-        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=name)
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    for k, (name, r) in enumerate(results.items()):
+        cdf_steps(ax, [j.slowdown for j in r.jobs], k, name)
     ax.set_xlabel("job slowdown (mean iteration time / dedicated)")
     ax.set_ylabel("CDF over jobs")
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    _beside(ax)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
 
-def gpu_utilisation(util: Mapping[str, Utilisation], path: Path) -> Path:
-    """Effective (solid) and allocated (dashed) GPU utilisation per scheme."""
+def plot_cdfs(results: Mapping[str, SimResult], out_dir: Path, title: str = "") -> list[Path]:
+    """``cdf.png``: iteration-time (over dedicated) and JCT CDFs, one line per scheme,
+    one legend beside both panels."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(11, 3.8))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+    for k, (name, r) in enumerate(results.items()):
+        cdf_steps(ax1, r.normalised_samples, k, name, weights=r.iteration_weights)
+        cdf_steps(ax2, [j.jct_s for j in r.jobs], k, name)
+    ax1.set_xlabel("iteration time / dedicated iteration time")
+    ax1.set_ylabel("CDF over iterations")
+    ax2.set_xlabel("job completion time (s)")
+    ax2.set_xscale("log")
+    _plain_log_ticks(ax2)
+    ax2.set_ylabel("CDF over jobs")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+    _beside(ax2)
+    fig.suptitle(title)
+    path = out_dir / "cdf.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def _plain_log_ticks(ax) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """A log x axis labelled 1, 2, 5, 10, 20, ... in plain numbers (no crowded
+    ``3 x 10^1`` minor labels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def gpu_utilisation(util: Mapping[str, Utilisation], path: Path) -> Path:
+    """Effective (solid) and allocated (dashed) GPU utilisation per scheme; the legend
+    beside the panel names each scheme's colour once and the two line styles."""
+    from matplotlib.lines import Line2D
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 3.8), layout="constrained")
     for k, (name, u) in enumerate(util.items()):
         mid = (u.edges[:-1] + u.edges[1:]) / 2
         color = f"C{k}"
-        ax.plot(mid, 100 * u.gpu_effective, color=color, label=f"{name}: computing")
-        ax.plot(mid, 100 * u.gpu_allocated, color=color, ls="--", lw=1,
-                label=f"{name}: allocated")  # fmt: skip
+        ax.plot(mid, 100 * u.gpu_effective, color=color, label=name)
+        ax.plot(mid, 100 * u.gpu_allocated, color=color, ls="--", lw=1)
+    styles = [Line2D([], [], color="0.3", label="computing"),
+              Line2D([], [], color="0.3", ls="--", lw=1, label="allocated")]  # fmt: skip
+    handles, _ = ax.get_legend_handles_labels()
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("% of the cluster's GPUs")
     ax.set_ylim(0, 105)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
+    _beside(ax, handles=[*handles, *styles], fontsize=8)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -3,23 +3,22 @@ for people."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from cassini import outputs
-from cassini.errors import InputError
-from cassini.profile import JobProfile
-from cassini.sim.config import SimConfig, Workload, unused_settings
+from cassini.sim.config import SimConfig, unused_settings
 from cassini.sim.engine import SimResult, run
+from cassini.sim.report.html_report import EXCESS_LABEL, EXCESS_UNIT
+from cassini.sim.report.page import Run, write_page, write_report
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
+from cassini.sim.workload import poisson_jobs
 
 RATIO_METRICS = (
     "mean_iteration_s",
@@ -29,16 +28,6 @@ RATIO_METRICS = (
     "mean_jct_s",
     "excess_demand_s_total",
 )
-
-
-@dataclass
-class Run:
-    """Every scheme's result on the same jobs, with what the report needs besides."""
-
-    results: dict[str, SimResult]
-    workload: Workload
-    library: dict[str, JobProfile]
-    recorders: dict[str, NetworkRecorder] = field(default_factory=dict)
 
 
 def simulate_config(
@@ -82,15 +71,34 @@ def run_config(
     return simulate_config(cfg, progress=progress).results
 
 
-def ratios(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """``{"themis/themis+cassini": {metric: baseline / cassini}}`` for every pair present."""
-    out = {}
+def ratios(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{"themis/themis+cassini": {metric: baseline / cassini}}`` for every pair present
+    (> 1: CASSINI better).  A metric CASSINI brought to 0 while the baseline's is above 0
+    (excess demand: CASSINI removed all of it) has no finite ratio: inf (``null`` in
+    JSON), and the pair's ``cassini_zero`` maps it to the baseline's value (the report
+    shows "0 of X").  Both 0: NaN (``null``), nothing to compare."""
+    out: dict[str, dict[str, Any]] = {}
     for name, s in summaries.items():
         partner = f"{name}+cassini"
         if "+" in name or partner not in summaries:
             continue
         c = summaries[partner]
-        out[f"{name}/{partner}"] = {m: (s[m] / c[m] if c[m] else math.nan) for m in RATIO_METRICS}
+        pair: dict[str, Any] = {
+            m: s[m] / c[m] if c[m] else (math.inf if s[m] > 0 else math.nan) for m in RATIO_METRICS
+        }
+        zero = {m: float(s[m]) for m in RATIO_METRICS if not c[m] and s[m] > 0}
+        out[f"{name}/{partner}"] = pair | ({"cassini_zero": zero} if zero else {})
+    return out
+
+
+def routing_by_scheme(cfg: SimConfig, names: Sequence[str]) -> dict[str, str | None]:
+    """The routing each scheme ran with: its own routing part, else the config's
+    ``routing`` (None: a dedicated network, nothing routed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        scheduler = Scheduler.parse(name)
+        own = scheduler.routing or cfg.options.routing
+        out[name] = None if scheduler.dedicated_network else own
     return out
 
 
@@ -111,12 +119,20 @@ def results_json(
     cfg: SimConfig,
     results: Mapping[str, SimResult],
     workload: Mapping[str, Any] | None = None,
+    config_path: Path | str | None = None,
 ) -> dict[str, Any]:
+    """What ``results.json`` holds; ``config_path``: the file the config was read from
+    (``config``: null when not given)."""
     summaries = {name: r.summary() for name, r in results.items()}
     if workload is None:
         workload = {"trace": str(cfg.trace)} if cfg.trace else {"poisson": cfg.poisson}
+    drawn = workload.get("poisson")
+    if isinstance(drawn, Mapping) and "iterations" not in drawn:  # the range it drew from
+        default = inspect.signature(poisson_jobs).parameters["iterations"].default
+        workload = {**workload, "poisson": {**drawn, "iterations": list(default)}}
     return {
         "name": cfg.name,
+        "config": str(config_path) if config_path is not None else None,
         "cluster": cfg.cluster.to_dict() | {"gpus": cfg.cluster.gpus},
         "workload": dict(workload),
         "seed": cfg.seed,
@@ -126,6 +142,8 @@ def results_json(
         # which network model ran and with what, defaults filled in; settings the config
         # gave that no scheduler of the run uses (ignored)
         "settings": cfg.settings(),
+        # each scheme's routing: its own part, else the config's (None: dedicated network)
+        "routing_by_scheme": routing_by_scheme(cfg, list(results)),
         "warnings": unused_settings(cfg),
         **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
@@ -144,15 +162,21 @@ def results_json(
     }
 
 
+def _digits(value: float) -> str:
+    """Three significant digits below 100 (0.00287, 12.3), whole numbers above."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     width = max([18, *map(len, summaries)])  # composed names grow long
+    excess = len(EXCESS_LABEL)
     head = (
         f"{'scheduler':<{width}} {'mean it':>8} {'p99 it':>8} {'mean x':>7} {'p99 x':>7} "
-        f"{'mean JCT':>9} {'makespan':>9} {'excess':>8} {'wall':>6}"
+        f"{'mean JCT':>9} {'makespan':>9} {EXCESS_LABEL:>{excess}} {'wall':>8}"
     )
     units = (  # each unit right-aligned under its column, as the values are
         f"{'':<{width}} {'(ms)':>8} {'(ms)':>8} {'(over dedicated)':>15} "
-        f"{'(s)':>9} {'(s)':>9} {'(s)':>8} {'(s)':>6}"
+        f"{'(s)':>9} {'(s)':>9} {f'({EXCESS_UNIT})':>{excess}} {'(s)':>8}"
     )
     lines = [head, units]
     for name, s in summaries.items():
@@ -160,7 +184,8 @@ def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             f"{name:<{width}} {s['mean_iteration_s'] * 1e3:>8.1f} "
             f"{s['p99_iteration_s'] * 1e3:>8.1f} "
             f"{s['mean_slowdown']:>7.3f} {s['p99_slowdown']:>7.3f} {s['mean_jct_s']:>9.1f} "
-            f"{s['makespan_s']:>9.1f} {s['excess_demand_s_total']:>8.1f} {s['wall_s']:>6.1f}"
+            f"{s['makespan_s']:>9.1f} {s['excess_demand_s_total']:>{excess}.1f} "
+            f"{_digits(s['wall_s']):>8}"
         )
     for pair, r in ratios(summaries).items():
         lines.append(
@@ -170,37 +195,6 @@ def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot_cdfs(results: Mapping[str, SimResult], out_dir: Path, title: str = "") -> list[Path]:
-    """Iteration-time (over dedicated) and JCT CDFs, one line per scheduler."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, r in results.items():
-        order = np.argsort(r.normalised_samples, kind="stable")
-        if len(order):
-            cum = np.cumsum(r.iteration_weights[order])
-            ax1.plot(r.normalised_samples[order], cum / cum[-1], label=name)
-        jct = np.sort([j.jct_s for j in r.jobs])
-        ax2.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=name)
-    ax1.set_xlabel("iteration time / dedicated iteration time")
-    ax1.set_ylabel("CDF over iterations")
-    ax2.set_xlabel("job completion time (s)")
-    ax2.set_xscale("log")
-    ax2.set_ylabel("CDF over jobs")
-    for ax in (ax1, ax2):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = out_dir / "cdf.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
-
-
 def write_run(
     cfg: SimConfig,
     results: Mapping[str, SimResult],
@@ -208,125 +202,25 @@ def write_run(
     *,
     run: Run | None = None,
     timeline_link: str | None = None,
+    config_path: Path | str | None = None,
 ) -> dict[str, Any]:
     """Write ``results.json`` and ``cdf.png`` under ``out_dir`` — and, given ``run``, the
     report's pictures and ``report.html`` — and return the JSON.  Every file is written
     aside and moved in once all are (:func:`cassini.outputs.staged`): an interrupted
     write leaves ``out_dir`` as it was.  ``results.json`` is strict JSON (a ratio of
-    nothing, a job without an intensity: ``null``)."""
+    nothing, a job without an intensity: ``null``); ``config_path``: the config's file,
+    named in both."""
+    from cassini.sim.report.pictures import plot_cdfs
+
     with outputs.staged(out_dir) as stage:
-        data = results_json(cfg, results, run.workload.summary if run else None)
+        data = results_json(cfg, results, run.workload.summary if run else None, config_path)
         if run is not None:
             data["report"] = write_report(cfg, run, data, stage, timeline_link)
         (stage / "results.json").write_text(outputs.json_text(data))
         plot_cdfs(results, stage, title=cfg.name)
         if run is not None:
-            _html(cfg, data, stage)
+            write_page(data, stage)
     return data
-
-
-#: Rows of each scheme's busiest-links table in the report.
-BUSIEST_LINKS = 10
-
-
-def most_congested_link(cfg: SimConfig, run: Run) -> str | None:
-    """The link with the most excess demand summed over the schemes; without any, the
-    busiest link (highest mean utilisation) of the first scheme that used one."""
-    excess: dict[str, float] = {}
-    for r in run.results.values():
-        for link, s in r.excess_s.items():
-            excess[link] = excess.get(link, 0.0) + s
-    if any(v > 0 for v in excess.values()):
-        return max(sorted(excess), key=lambda link: excess[link])
-    return None
-
-
-def write_report(
-    cfg: SimConfig, run: Run, data: Mapping[str, Any], out_dir: Path, timeline_link: str | None
-) -> dict[str, Any]:
-    """The pictures; returns what ``report.html`` will show besides results.json."""
-    from cassini.sim.recorded import mapping_rule
-    from cassini.sim.report import pictures
-    from cassini.sim.report.recording import link_timeline
-    from cassini.sim.report.utilisation import utilisation
-
-    if timeline_link is not None and timeline_link not in cfg.cluster.links:
-        fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
-        raise InputError(
-            "--timeline-link",
-            f"no link {timeline_link!r} (srv<i> is server i's link; switch links are "
-            f"named like {', '.join(fabric) or 'tor<r>'})",
-        )
-    end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
-    util = {
-        name: utilisation(r, cfg.cluster, run.library, end_s=end) for name, r in run.results.items()
-    }
-    link = timeline_link or most_congested_link(cfg, run)
-    how = "given with --timeline-link" if timeline_link else "the most congested"
-    if link is None:  # nothing congested: the busiest link
-        link = next((u.links[0] for u in util.values() if u.links), None)
-        how = "the busiest (no link was ever congested)"
-    files = [
-        (pictures.heatmap(util, out_dir / "link_heatmap.png", cfg.name),
-         "Per-link utilisation over time, the busiest links on top (ideal: the demand a "
-         "dedicated network would carry; colours stop at 1)"),
-        (pictures.slowdown_cdf(run.results, out_dir / "slowdown_cdf.png"),
-         "Per-job slowdown (mean iteration time over dedicated), CDF per scheme"),
-        (pictures.gpu_utilisation(util, out_dir / "gpu_utilisation.png"),
-         "GPU utilisation over time: computing (solid) and allocated (dashed)"),
-    ]  # fmt: skip
-    if link is not None:
-        lines: dict[str, Any] = {}
-        for name, rec in run.recorders.items():
-            scheduler = Scheduler.parse(name)
-            tolerance = scheduler.timing.tolerance
-            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=tolerance)
-            if scheduler.dedicated_network:
-                tl = f"{name} runs every job on a dedicated network: no network model to draw"
-            elif tl is None:
-                tl = (
-                    f"no network window crossed {link} under {name}: its jobs' summed peak "
-                    "demand never exceeded its capacity, so it never slowed anyone"
-                )
-            lines[name] = tl
-        path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
-        files.insert(1, (path, f"Who sends when on link {link} ({how}), in the network "
-                               "window where it was most congested"))  # fmt: skip
-    files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))
-    busiest = {
-        name: [
-            {
-                "link": lk,
-                "capacity_gbps": cfg.cluster.links[lk] / 1e9,
-                "mean_utilisation": mean,
-                "peak_utilisation": peak,
-                "excess_s": run.results[name].excess_s.get(lk, 0.0),
-            }
-            for lk, mean, peak in u.busiest(BUSIEST_LINKS)
-        ]
-        for name, u in util.items()
-    }
-    notes = []
-    if any(name.startswith("recorded") for name in run.results):
-        notes.append(mapping_rule(cfg.cluster))
-    return {
-        "timeline_link": link,
-        "timeline_link_chosen": how,
-        "pictures": [[p.name, caption] for p, caption in files],
-        "busiest_links": busiest,
-        "notes": notes,
-    }
-
-
-def _html(cfg: SimConfig, data: Mapping[str, Any], out_dir: Path) -> Path:
-    from cassini.sim.report import html_report
-
-    rep = data["report"]
-    pictures = [(out_dir / name, caption) for name, caption in rep["pictures"]]
-    notes = [f"timeline link: {rep['timeline_link']} ({rep['timeline_link_chosen']})"]
-    return html_report.write(
-        out_dir / "report.html", data, pictures, rep["busiest_links"], notes + rep["notes"]
-    )
 
 
 class ProgressBar:

@@ -4,6 +4,7 @@ instance, or the cluster at ``address``), else in a local process pool."""
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -60,8 +61,12 @@ def run_sweep(
     address: str | None = None,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ray_logs: bool = False,
 ) -> tuple[list[dict[str, Any]], str]:
-    """Run every grid point; return the rows and the backend used ("ray" or "pool")."""
+    """Run every grid point; return the rows and the backend used ("ray" or "pool").
+    On Ray, its own log lines below errors (a local instance started, token
+    authentication set up) are shown only with ``ray_logs``: ``progress`` and the
+    backend returned say what a sweep needs to say."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     points = grid(cfg)
@@ -69,7 +74,7 @@ def run_sweep(
         cfg.variant(**p)  # speeds and an oversubscription axis) fails here, not in a worker
     use_ray = backend == "ray" or (backend == "auto" and (address or ray_available()))
     if use_ray:
-        rows = _on_ray(cfg, points, address, progress)
+        rows = _on_ray(cfg, points, address, progress, ray_logs=ray_logs)
         return rows, "ray"
     workers = workers or min(len(points), os.cpu_count() or 1)
     rows: list[dict[str, Any]] = []
@@ -94,6 +99,8 @@ def _on_ray(
     points: Sequence[Mapping[str, Any]],
     address: str | None,
     progress: Callable[[int, int], None] | None,
+    *,
+    ray_logs: bool = False,
 ) -> list[dict[str, Any]]:
     try:
         import ray
@@ -103,7 +110,8 @@ def _on_ray(
         ) from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        level = logging.INFO if ray_logs else logging.ERROR  # Ray's "ray" logger
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=level)
     try:
         remote = ray.remote(run_point)
         refs = [remote.remote(cfg, p) for p in points]
@@ -196,32 +204,88 @@ def sweep_table(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _value(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+
+
+def _series(
+    agg: Sequence[Mapping[str, Any]], by: Sequence[str]
+) -> tuple[str | None, dict[str, list[Mapping[str, Any]]]]:
+    """The x axis (the non-seed axis with the most values; None: only seeds or nothing
+    swept) and the aggregated rows of each line, sorted along x: one line per scheme
+    and per value of every other axis, labelled "themis, oversubscription 4"."""
+    axes = [a for a in by if a != "scheduler"]
+    counts = {a: len({r[a] for r in agg}) for a in axes}
+    x_axis = max(axes, key=lambda a: counts[a]) if axes else None
+    rest = [a for a in axes if a != x_axis]
+    lines: dict[str, list[Mapping[str, Any]]] = {}
+    for r in agg:
+        label = ", ".join([str(r["scheduler"]), *(f"{a} {_value(r[a])}" for a in rest)])
+        lines.setdefault(label, []).append(r)
+    if x_axis:
+        for rows in lines.values():
+            rows.sort(key=lambda r: r[x_axis])
+    return x_axis, lines
+
+
+def _errors(rows: Sequence[Mapping[str, Any]], metric: str) -> list[list[float]]:
+    """Below and above each mean: its range over seeds (0 where there is none)."""
+    spans = [r.get(f"{metric}_range") or [r[metric], r[metric]] for r in rows]
+    return [[r[metric] - lo for r, (lo, _) in zip(rows, spans, strict=True)],
+            [hi - r[metric] for r, (_, hi) in zip(rows, spans, strict=True)]]  # fmt: skip
+
+
 def _plot(data: Mapping[str, Any], by: Sequence[str], path: Path) -> None:
+    """Mean and p99 slowdown: along the swept x axis, a line per scheme and per value of
+    each other axis; without one (only seeds swept) a point per scheme.  Bars: the
+    range over seeds; one legend beside both panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    agg = data["aggregate"]
-    x_axis = next((a for a in by if a != "scheduler"), None)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    x_axis, lines = _series(data["aggregate"], by)
+    schemes = list(dict.fromkeys(r["scheduler"] for r in data["aggregate"]))
+    rest = [a for a in by if a not in ("scheduler", x_axis)]
+    combos = list(dict.fromkeys(tuple(rows[0][a] for a in rest) for rows in lines.values()))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
     for ax, metric in zip(axes, ("mean_slowdown", "p99_slowdown"), strict=True):
-        for name in dict.fromkeys(r["scheduler"] for r in agg):
-            rows = [r for r in agg if r["scheduler"] == name]
-            if x_axis:
-                rows.sort(key=lambda r: r[x_axis])
-                xs = [r[x_axis] for r in rows]
-            else:
-                xs = [0] * len(rows)
-            ys = [r[metric] for r in rows]
-            lo = [y - r[f"{metric}_range"][0] for y, r in zip(ys, rows, strict=True)]
-            hi = [r[f"{metric}_range"][1] - y for y, r in zip(ys, rows, strict=True)]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=name)
-        ax.set_xlabel(x_axis or "")
+        for label, rows in lines.items():
+            scheme = schemes.index(rows[0]["scheduler"])
+            # colour and marker size: the scheme (hollow: points that coincide show);
+            # marker and dashes: the other axes' values
+            k = combos.index(tuple(rows[0][a] for a in rest))
+            style = {"color": f"C{scheme % 10}", "capsize": 3, "label": label,
+                     "marker": "osD^v"[k % 5], "ls": ("-", "--", ":", "-.")[k % 4],
+                     "markerfacecolor": "none", "markersize": 5 + 2 * (scheme % 4)}  # fmt: skip
+            xs = [r[x_axis] for r in rows] if x_axis else [scheme] * len(rows)
+            if not x_axis:  # a point per scheme, named under it
+                style |= {"ls": "none", "markersize": 8, "markerfacecolor": style["color"]}
+            ax.errorbar(xs, [r[metric] for r in rows], yerr=_errors(rows, metric), **style)
+        if x_axis:
+            ax.set_xlabel(x_axis)
+        else:
+            ax.set_xticks(range(len(schemes)), schemes, rotation=15 if len(schemes) > 3 else 0)
+            ax.set_xlim(-0.5, len(schemes) - 0.5)
+            ax.set_xlabel("scheme")
         ax.set_ylabel(metric.replace("_", " ") + " (over dedicated)")
         ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"{data['name']} (mean over seeds, bars: range)")
-    fig.tight_layout()
+    if x_axis:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    fig.suptitle(f"{data['name']}: {_description(data, x_axis, rest)}", fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _description(data: Mapping[str, Any], x_axis: str | None, rest: Sequence[str]) -> str:
+    """What the picture's axes and lines are, and what each point averages."""
+    seeds = data["axes"].get("seed")
+    if seeds and len(seeds) > 1:
+        over = f"mean over seeds {', '.join(map(_value, seeds))} (bars: min to max)"
+    else:
+        over = f"one run per point (seed {_value(seeds[0])})" if seeds else "the config's seed"
+    if x_axis is None:
+        return f"each scheme, {over}"
+    lines = " and ".join(["scheme", *rest])
+    return f"x: {x_axis}; one line per {lines}; {over}"

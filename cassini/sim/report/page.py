@@ -1,0 +1,142 @@
+"""A run's report beside its ``results.json``: the pictures (which link the timeline
+draws, and why), each scheme's busiest links, and ``report.html``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cassini.errors import InputError
+from cassini.profile import JobProfile
+from cassini.sim.config import SimConfig, Workload
+from cassini.sim.engine import SimResult
+from cassini.sim.report.recording import NetworkRecorder
+from cassini.sim.schedulers import Scheduler
+
+
+@dataclass
+class Run:
+    """Every scheme's result on the same jobs, with what the report needs besides."""
+
+    results: dict[str, SimResult]
+    workload: Workload
+    library: dict[str, JobProfile]
+    recorders: dict[str, NetworkRecorder] = field(default_factory=dict)
+
+
+#: Rows of each scheme's busiest-links table in the report.
+BUSIEST_LINKS = 10
+
+
+def most_congested_link(cfg: SimConfig, run: Run) -> str | None:
+    """The link with the most excess demand summed over the schemes; None without any."""
+    excess: dict[str, float] = {}
+    for r in run.results.values():
+        for link, s in r.excess_s.items():
+            excess[link] = excess.get(link, 0.0) + s
+    if any(v > 0 for v in excess.values()):
+        return max(sorted(excess), key=lambda link: excess[link])
+    return None
+
+
+def timeline_choice(
+    cfg: SimConfig, run: Run, util: Mapping[str, Any], given: str | None
+) -> tuple[str | None, str, str]:
+    """The link the timeline draws, how it was chosen, and which of its windows: the
+    given link, else the most congested, else (nothing congested) the busiest; the
+    window where the link was most congested, or the one with the most jobs on it."""
+    link = given or most_congested_link(cfg, run)
+    how = "given with --timeline-link" if given else "the most congested"
+    if link is None:  # nothing congested: the busiest link
+        link = next((u.links[0] for u in util.values() if u.links), None)
+        how = "the busiest; no link was ever congested"
+    if any(r.excess_s.get(link, 0.0) > 0 for r in run.results.values()):
+        return link, how, "the network window where it was most congested"
+    never = "; it was never congested" if given else ""
+    return link, how, f"the network window with the most jobs on it{never}"
+
+
+def write_report(
+    cfg: SimConfig, run: Run, data: Mapping[str, Any], out_dir: Path, timeline_link: str | None
+) -> dict[str, Any]:
+    """The pictures; returns what ``report.html`` will show besides results.json."""
+    from cassini.sim.recorded import mapping_rule
+    from cassini.sim.report import pictures
+    from cassini.sim.report.recording import link_timeline
+    from cassini.sim.report.utilisation import utilisation
+
+    if timeline_link is not None and timeline_link not in cfg.cluster.links:
+        fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
+        raise InputError(
+            "--timeline-link",
+            f"no link {timeline_link!r} (srv<i> is server i's link; switch links are "
+            f"named like {', '.join(fabric) or 'tor<r>'})",
+        )
+    end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
+    util = {
+        name: utilisation(r, cfg.cluster, run.library, end_s=end) for name, r in run.results.items()
+    }
+    link, how, window = timeline_choice(cfg, run, util, timeline_link)
+    files = [
+        (pictures.heatmap(util, out_dir / "link_heatmap.png", cfg.name),
+         "Per-link utilisation over time, the busiest links on top (ideal: the demand a "
+         "dedicated network would carry; colours stop at 1)"),
+        (pictures.slowdown_cdf(run.results, out_dir / "slowdown_cdf.png"),
+         "Per-job slowdown (mean iteration time over dedicated), CDF per scheme"),
+        (pictures.gpu_utilisation(util, out_dir / "gpu_utilisation.png"),
+         "GPU utilisation over time: computing (solid) and allocated (dashed)"),
+    ]  # fmt: skip
+    if link is not None:
+        lines: dict[str, Any] = {}
+        for name, rec in run.recorders.items():
+            scheduler = Scheduler.parse(name)
+            tolerance = scheduler.timing.tolerance
+            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=tolerance)
+            if scheduler.dedicated_network:
+                tl = f"{name} runs every job on a dedicated network: no network model to draw"
+            elif tl is None:
+                tl = (
+                    f"no network window crossed {link} under {name}: its jobs' summed peak "
+                    "demand never exceeded its capacity, so it never slowed anyone"
+                )
+            lines[name] = tl
+        path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
+        files.insert(1, (path, f"Who sends when on link {link} ({how}), in {window}"))
+    files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))
+    busiest = {
+        name: [
+            {
+                "link": lk,
+                "capacity_gbps": cfg.cluster.links[lk] / 1e9,
+                "mean_utilisation": mean,
+                "peak_utilisation": peak,
+                "excess_s": run.results[name].excess_s.get(lk, 0.0),
+            }
+            for lk, mean, peak in u.busiest(BUSIEST_LINKS)
+        ]
+        for name, u in util.items()
+    }
+    notes = []
+    if any(name.startswith("recorded") for name in run.results):
+        notes.append(mapping_rule(cfg.cluster))
+    return {
+        "timeline_link": link,
+        "timeline_link_chosen": how,
+        "pictures": [[p.name, caption] for p, caption in files],
+        "busiest_links": busiest,
+        "notes": notes,
+    }
+
+
+def write_page(data: Mapping[str, Any], out_dir: Path) -> Path:
+    """``report.html`` from ``results.json``'s data and the pictures in ``out_dir``."""
+    from cassini.sim.report import html_report
+
+    rep = data["report"]
+    pictures = [(out_dir / name, caption) for name, caption in rep["pictures"]]
+    notes = [f"timeline link: {rep['timeline_link']} ({rep['timeline_link_chosen']})"]
+    return html_report.write(
+        out_dir / "report.html", data, pictures, rep["busiest_links"], notes + rep["notes"]
+    )
