@@ -63,6 +63,9 @@ from dataclasses import dataclass, field
 MIN_PERIOD_S = 1e-6
 MAX_PERIOD_S = 7 * 86400.0
 MAX_EPOCH_S = 1e10
+#: How far ahead of the clock (seconds) an epoch may be: a later one would hold the job
+#: asleep until then, which no scheduler means (``cassini.torch`` and the service refuse it).
+MAX_EPOCH_AHEAD_S = 86400.0
 
 
 def epoch_problem(epoch_s: float) -> str | None:
@@ -256,7 +259,7 @@ class TimeShiftAgent:
             else:
                 self.release_reason = (
                     f"missed its slot {len(recent) + 1} times within {self.window} "
-                    f"iterations: cannot hold a {self.period_s * 1e3:.1f} ms period"
+                    f"iterations: cannot hold a {self.period_s * 1e3:.3g} ms period"
                 )
         if decision.realigned:
             self.realignments += 1

@@ -10,12 +10,14 @@ raised, not returned: the app's exception handlers turn them into the JSON error
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.responses import Response
 
+from cassini.agent import MAX_EPOCH_AHEAD_S
 from cassini.circle import n_angles
 from cassini.errors import InputError
 from cassini.service import k8s, models
@@ -198,10 +200,16 @@ def _unusable_shift(registry: Registry, job_id: str) -> JobShift | None:
 
 
 def read_time_shift_put(
-    obj: Any, job_id: str, default_epoch_s: float, iteration_time_s: float
+    obj: Any,
+    job_id: str,
+    default_epoch_s: float,
+    iteration_time_s: float,
+    now_s: float | None = None,
 ) -> JobShift:
     """``{"shift_s", "period_s", "epoch_s"?}`` (seconds) as the job's explicit shift,
-    ``shift_s`` in [0, ``period_s``) (else 422); or ``{"shift": false, "reason"?}``: run
+    ``shift_s`` in [0, ``period_s``) and ``epoch_s`` at most a day ahead of ``now_s``
+    (UNIX seconds, default the clock), else 422, as ``cassini.torch`` refuses such an
+    epoch (the job would sleep until then); or ``{"shift": false, "reason"?}``: run
     free, at the job's own ``iteration_time_s`` (seconds).  The ``shift`` field picks the
     model (the schema's ``oneOf``)."""
     if isinstance(obj, dict) and obj.get("shift") is False:
@@ -212,6 +220,14 @@ def read_time_shift_put(
         raise InputError(
             "shift_s", f"must be in [0, period_s = {hold.period_s:g}), got {hold.shift_s:g}"
         )
+    if hold.epoch_s is not None:
+        ahead = hold.epoch_s - (time.time() if now_s is None else now_s)
+        if ahead > MAX_EPOCH_AHEAD_S:
+            raise InputError(
+                "epoch_s",
+                f"{hold.epoch_s!r} is {ahead / 86400:.1f} days ahead of the service's clock "
+                f"(at most {MAX_EPOCH_AHEAD_S / 86400:g} day): the job would sleep until then",
+            )
     epoch = default_epoch_s if hold.epoch_s is None else hold.epoch_s
     return JobShift(job_id, True, hold.shift_s, hold.period_s, None, None, epoch)
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.json_schema import models_json_schema
 
-from cassini.agent import MAX_EPOCH_S, MAX_PERIOD_S, MIN_PERIOD_S, epoch_problem
+from cassini.agent import MAX_EPOCH_AHEAD_S, MAX_EPOCH_S, MAX_PERIOD_S, MIN_PERIOD_S, epoch_problem
 from cassini.schema import join as _join
 from cassini.schema import kind_of as _kind
 from cassini.service.cluster import MAX_JOB_ID_CHARS, TIME_SHIFT_PATH, unroutable
@@ -271,7 +271,8 @@ class JobRegistration(Strict):
 
 class TimeShiftHold(Strict):
     """An explicit time-shift: slot k starts at epoch_s + shift_s + k * period_s, with
-    shift_s in [0, period_s) (422 otherwise)."""
+    shift_s in [0, period_s) and epoch_s at most a day ahead of the service's clock (422
+    otherwise)."""
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"shift_s": 0.03, "period_s": 0.12}]}
@@ -283,8 +284,9 @@ class TimeShiftHold(Strict):
     epoch_s: Annotated[
         EpochSeconds | None,
         Field(default=None, description=f"UNIX seconds slot 0 counts from, below "
-              f"{MAX_EPOCH_S:g} (seconds, not milliseconds; null or absent: the service's "
-              "epoch)"),
+              f"{MAX_EPOCH_S:g} (seconds, not milliseconds) and at most "
+              f"{MAX_EPOCH_AHEAD_S:g} s ahead of the service's clock (null or absent: the "
+              "service's epoch)"),
     ]
 
 

@@ -16,12 +16,22 @@ What the scheduler hands the job (documented in ``docs/agent.md``):
 or, instead of the three numbers, ``CASSINI_URL`` (a ``cassini serve`` base URL) and
 ``CASSINI_JOB_ID``: rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift``, and again
 every ``CASSINI_REFRESH_ITERATIONS`` iterations (default 50; 0: never) with
-``If-None-Match`` (a 304 when nothing changed).  A changed shift, period or epoch, or a
+``If-None-Match`` (a 304 when nothing changed).  A re-read never holds up an iteration:
+rank 0 starts it in a background thread one iteration before the refresh iteration and
+takes its answer there if it has arrived (waiting for it at most until shortly before
+that iteration's slot, time the job would sleep anyway; a job running free waits at most
+``FREE_GRACE_S``); an answer that is late is taken at a later refresh iteration, and a
+failed one is counted in ``status()`` (``refresh_late``, ``refresh_errors``,
+``refresh_error``) while the job keeps its grid.  A changed shift, period or epoch, or a
 release, is broadcast to every rank at that iteration and every rank moves to the new
-grid at its next slot, together.  A job that releases itself (it cannot hold its period)
-says so: rank 0 sends ``PUT {url}/v1/jobs/{id}/time_shift {"shift": false}`` once, with
+grid at its next slot, together; an answer whose epoch is more than a day ahead of the
+clock is refused (the job keeps its grid, ``status()["refresh_refused"]`` says why, one
+warning on stderr).  A job that releases itself (it cannot hold its period)
+says so: rank 0 sends ``PUT {url}/v1/jobs/{id}/time_shift {"shift": false}`` once (in a
+background thread), with
 the bearer token of ``CASSINI_TOKEN_FILE`` (the first word of its first line that is not
-a comment) when set, and the service answers its partners ``shift: false`` (released with
+a comment; the file is read at start-up, an unreadable one is an error there) when set,
+and the service answers its partners ``shift: false`` (released with
 its group) at their next re-read.  With none of these variables set the job runs free
 (``TimeShift.enabled`` is False); set but incomplete (``CASSINI_JOB_ID`` without
 ``CASSINI_URL``, ``CASSINI_TOLERANCE_S`` or ``CASSINI_SHIFT=1`` without a grid,
@@ -29,8 +39,9 @@ its group) at their next re-read.  With none of these variables set the job runs
 ``CASSINI_JOB_ID``) is a :class:`TimeShiftError` naming what is missing.
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
-receive both through ``torch.distributed.broadcast`` (five float64 once, four per
-iteration), so the job takes each decision once.
+receive both through ``torch.distributed.broadcast`` (six float64 once, five at each
+refresh iteration, four per iteration; and the reason, as bytes, when the job runs free
+or rank 0's settings were refused), so the job takes each decision once.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -47,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cassini.agent import (
+    MAX_EPOCH_AHEAD_S,
     MAX_PERIOD_S,
     MIN_PERIOD_S,
     GroupRelease,
@@ -68,11 +82,15 @@ DEFAULT_REFRESH_ITERATIONS = 50
 NUMBERS = (ENV_SHIFT_S, ENV_PERIOD_S, ENV_EPOCH_S)
 SHIFT_OFF = ("0", "false", "no", "off")  # CASSINI_SHIFT's spellings, case-insensitive
 SHIFT_ON = ("1", "true", "yes", "on")
-#: How far ahead of the clock (seconds) CASSINI_EPOCH_S may be: a later epoch would hold
-#: the job asleep until then, which no scheduler means.
-MAX_EPOCH_AHEAD_S = 86400.0
 SETTINGS_FLOATS = 5  # ShiftSettings.to_floats
 UNCHANGED = -3.0  # first float of a refresh broadcast when the settings did not change
+REFUSED = -1.0  # first float of the start-up broadcast: rank 0's settings are an error
+NO_SETTINGS = -2.0  # first float of the start-up broadcast: no CASSINI_ variable set
+TEXT_BYTES = 1024  # a reason or error sent from rank 0 to the other ranks (UTF-8, cut)
+#: How long (seconds) a job running free waits at a refresh iteration for a re-read that
+#: has not answered yet (once per re-read); a held job waits at most until shortly before
+#: its slot, time it would sleep anyway.
+FREE_GRACE_S = 0.01
 
 
 class TimeShiftError(ValueError):
@@ -120,10 +138,14 @@ class ShiftSettings:
         return (float(self.shift), self.shift_s, self.period_s, self.epoch_s, tol)
 
     @classmethod
-    def from_floats(cls, values: Sequence[float], source: str) -> ShiftSettings:
+    def from_floats(
+        cls, values: Sequence[float], source: str, reason: str | None = None
+    ) -> ShiftSettings:
+        """The settings of :meth:`to_floats`; ``reason``: why the job runs free (sent
+        apart, as text)."""
         flag, shift_s, period_s, epoch_s, tol = (float(v) for v in values)
         if flag < 0.5:
-            return cls(False, reason="rank 0 runs this job free", source=source)
+            return cls(False, reason=reason or "rank 0 runs this job free", source=source)
         return cls(True, shift_s, period_s, epoch_s, None if tol < 0 else tol, source=source)
 
 
@@ -157,6 +179,7 @@ def settings_from_env(
     if env.get(ENV_URL):
         if not env.get(ENV_JOB_ID):
             raise TimeShiftError(f"{ENV_JOB_ID}: missing (needed with {ENV_URL})")
+        check_token_file(env)
         settings = settings_from_url(env[ENV_URL], env[ENV_JOB_ID])
         _check_epoch_ahead(settings, f"{ENV_URL}: epoch_s", now_s)
         return settings
@@ -319,6 +342,15 @@ def read_token(path: str) -> str:
     raise TimeShiftError(f"{ENV_TOKEN_FILE}: {path} holds no token")
 
 
+def check_token_file(env: Mapping[str, str]) -> None:
+    """``CASSINI_TOKEN_FILE``, when set, must hold a token now: a missing, unreadable or
+    empty file is a one-line :class:`TimeShiftError` naming the variable at start-up, not
+    a refused release report hours later."""
+    path = env.get(ENV_TOKEN_FILE, "").strip()
+    if path:
+        read_token(path)
+
+
 class ShiftSource:
     """Rank 0's link to ``cassini serve``: the job's time-shift, re-read cheaply (a
     conditional GET; 304 when unchanged), and the report of its own release (a PUT).
@@ -334,6 +366,7 @@ class ShiftSource:
         self.partners: frozenset[str] = frozenset()
         self.etag: str | None = None
         self.errors = 0  # refreshes that failed (the job kept its grid)
+        self.last_error: str | None = None  # why the last failed refresh failed
         self.report_error: str | None = None  # why the release report failed, if it did
 
     def released(self) -> Iterable[str]:
@@ -369,8 +402,9 @@ class ShiftSource:
         try:
             settings, self.etag = fetch_settings(self.url, self.job_id, self.etag,
                                                  self.timeout_s, self.opener)
-        except TimeShiftError:
+        except TimeShiftError as e:
             self.errors += 1
+            self.last_error = str(e)
             return None
         return settings
 
@@ -412,10 +446,11 @@ class TimeShift:
     (:meth:`cassini.agent.TimeShiftAgent.step_ahead`), so no rank waits for a message
     between iterations; ``ahead=False`` broadcasts it synchronously at every step.  Extra
     keyword arguments go to :class:`cassini.agent.TimeShiftAgent` (``drift_tolerance``,
-    ``patience``, ``max_realignments``, ``window``, ``clock``, ``sleep``).  ``channel``
-    (rank 0; default the ``cassini serve`` source when there is one) is where the job
-    learns that its group was released and reports its own release
-    (:class:`cassini.agent.GroupRelease`).
+    ``patience``, ``max_realignments``, ``window``, ``clock``, ``sleep``).  ``source``
+    (rank 0) is what ``refresh_every`` iterations re-read, in a background thread (its
+    ``poll()``: new settings or None).  ``channel`` (rank 0; default the ``cassini serve``
+    source when there is one) is where the job learns that its group was released and
+    reports its own release (:class:`cassini.agent.GroupRelease`).
     """
 
     def __init__(
@@ -443,9 +478,13 @@ class TimeShift:
             else None
         )
         self.changes = 0  # new settings applied since the start
+        self.refused: str | None = None  # the last re-read answer refused, and why
         self._agent_options = agent_options
         self._calls = 0
         self._exchange = _AheadExchange(process_group)
+        self._refresher = _Refresher(source) if source is not None and refresh_every else None
+        self._reporter: threading.Thread | None = None
+        self._history = _History()
         self.agent = self._make_agent(settings)
         self._distributed = _world(process_group) > 1
         self._rank = _rank(process_group)
@@ -466,41 +505,19 @@ class TimeShift:
         **agent_options: Any,
     ) -> TimeShift:
         """Settings from the environment (see the module docstring), resolved on rank 0
-        and broadcast, so every rank runs the same grid (and re-reads it together)."""
+        and broadcast, so every rank runs the same grid (and re-reads it together).  A
+        job running free keeps rank 0's reason on every rank."""
         env = os.environ if environ is None else environ
         clock = agent_options.get("clock", time.time)
+        source: ShiftSource | None = None
         if _world(process_group) <= 1:
             settings, source, refresh = _resolve(env, clock())
-            return cls(settings, process_group, source=source, refresh_every=refresh,
-                       **agent_options)
-        error, settings, source = "", None, None
-        if _rank(process_group) == 0:
-            refresh = 0
-            try:
-                settings, source, refresh = _resolve(env, clock())
-            except TimeShiftError as e:
-                error = str(e)
-            if error:
-                floats = (-1.0, 0.0, 0.0, 0.0, -1.0)
-            else:
-                floats = settings.to_floats() if settings else (-2.0, 0.0, 0.0, 0.0, -1.0)
-            floats = (*floats, float(refresh))
-            _broadcast(floats, process_group, SETTINGS_FLOATS + 1)
+        elif _rank(process_group) == 0:
+            settings, source, refresh = _send_settings(env, clock(), process_group)
         else:
-            floats = tuple(_broadcast(None, process_group, SETTINGS_FLOATS + 1))
-        refresh = int(floats[SETTINGS_FLOATS])
-        if floats[0] == -1.0:
-            raise TimeShiftError(error or "rank 0 could not read its time-shift settings")
-        if floats[0] == -2.0:
-            return cls(None, process_group, **agent_options)
-        label = settings.source if settings else "rank 0"
-        return cls(
-            ShiftSettings.from_floats(floats[:SETTINGS_FLOATS], label),
-            process_group,
-            source=source,
-            refresh_every=refresh,
-            **agent_options,
-        )
+            settings, refresh = _receive_settings(process_group)
+        return cls(settings, process_group, source=source, refresh_every=refresh,
+                   **agent_options)
 
     @property
     def enabled(self) -> bool:
@@ -509,11 +526,15 @@ class TimeShift:
 
     def wait(self) -> float:
         """Call at the top of every training step: sleeps until this iteration's slot;
-        returns the drift (seconds late).  Every ``refresh_every`` iterations the job's
-        settings are re-read first (rank 0) and a change applied on every rank."""
+        returns the drift (seconds late).  Every ``refresh_every`` iterations a changed
+        setting that rank 0 re-read (in the background, started the iteration before) is
+        applied on every rank; a re-read that has not answered leaves the grid as it is."""
         self._calls += 1
-        if self.refresh_every and self._calls > 1 and (self._calls - 1) % self.refresh_every == 0:
+        every = self.refresh_every
+        if every and self._calls > 1 and (self._calls - 1) % every == 0:
             self._refresh()
+        if self._refresher is not None and self._calls % every == 0:
+            self._refresher.start()  # the next refresh iteration's answer, read meanwhile
         if self.agent is None:
             return 0.0
         agent, group, channel = self.agent, self.group_release, self.channel
@@ -521,7 +542,7 @@ class TimeShift:
             group.check(agent, channel.released())
         drift = self._step(agent)
         if group is not None and channel is not None and group.report_due(agent):
-            channel.report(agent.release_reason or "released")
+            self._report(channel, agent.release_reason or "released")
         return drift
 
     def _step(self, agent: TimeShiftAgent) -> float:
@@ -534,54 +555,244 @@ class TimeShift:
             return agent.step_ahead(planner, ex.post, ex.take, first=sync)
         return agent.step(planner, sync)
 
+    def _report(self, channel: ReleaseChannel, reason: str) -> None:
+        """Report the job's own release: the service's PUT in a thread of its own (a hung
+        service must not hold the ranks up; :meth:`close` waits for it), another channel
+        (the testbed's board, a file) at once."""
+        if channel is not self.source:
+            channel.report(reason)
+            return
+        self._reporter = threading.Thread(
+            target=channel.report, args=(reason,), name="cassini-release-report"
+        )
+        self._reporter.start()
+
     def _refresh(self) -> None:
-        """Rank 0 re-reads the settings; a change reaches every rank at this same
-        iteration (one broadcast of five floats), and every rank starts a new agent on the
-        new grid, whose first step waits for its next slot."""
-        new = None
-        if self._rank == 0 and self.source is not None:
-            new = self.source.poll()
-            if new is not None and self.settings is not None and new == self.settings:
-                new = None
+        """A refresh iteration: rank 0 takes the re-read's answer if it has arrived; a
+        change reaches every rank at this same iteration (one broadcast of five floats,
+        and the reason when the job is to run free), and every rank starts a new agent
+        on the new grid, whose first step waits for its next slot."""
+        new = self._fetched() if self._rank == 0 and self._refresher is not None else None
         if self._distributed:
-            floats = new.to_floats() if new is not None else (UNCHANGED, 0.0, 0.0, 0.0, -1.0)
-            floats = _broadcast(floats if self._rank == 0 else None, self.group, SETTINGS_FLOATS)
-            if floats[0] == UNCHANGED:
-                return
-            new = ShiftSettings.from_floats(floats, "url" if self._rank == 0 else "rank 0")
+            new = self._share(new)
         if new is None:
             return
         self._exchange.take()  # the old agent's decision in flight: every rank posted it
+        if self.agent is not None:
+            self._history.keep(self.agent)
         self.settings = new
         self.agent = self._make_agent(new)
         self.changes += 1
 
+    def _fetched(self) -> ShiftSettings | None:
+        """Rank 0: the re-read's new settings, if it has answered with a change this job
+        can take (an epoch more than a day ahead of the clock is refused)."""
+        assert self._refresher is not None
+        held = self.agent is not None and not self.agent.released
+        new = self._refresher.answer(self._grace_s(), once=not held)
+        if new is None or new == self.settings:
+            return None
+        clock = self._agent_options.get("clock", time.time)
+        try:
+            _check_epoch_ahead(new, f"{ENV_URL}: epoch_s", clock())
+        except TimeShiftError as e:
+            first = self.refused is None
+            self.refused = f"{e}; kept the current grid"
+            if first:
+                print(f"cassini.torch: {self.refused}", file=sys.stderr, flush=True)
+            return None
+        return new
+
+    def _grace_s(self) -> float:
+        """How long rank 0 may wait for a re-read still in flight: until shortly before
+        this iteration's slot when held (half the tolerance before it, time the job would
+        sleep anyway), else ``FREE_GRACE_S``."""
+        agent = self.agent
+        if agent is None or agent.released:
+            return FREE_GRACE_S
+        return agent.slot_time(agent.slot) - agent.clock() - 0.5 * agent.tolerance_s
+
+    def _share(self, new: ShiftSettings | None) -> ShiftSettings | None:
+        """Rank 0's change (or none) to every rank, the reason of a job to run free with
+        it."""
+        if self._rank == 0:
+            floats = new.to_floats() if new is not None else (UNCHANGED, 0.0, 0.0, 0.0, -1.0)
+            _broadcast(floats, self.group, SETTINGS_FLOATS)
+            if new is not None and not new.shift:
+                _broadcast_text(new.reason, self.group)
+            return new
+        floats = _broadcast(None, self.group, SETTINGS_FLOATS)
+        if floats[0] == UNCHANGED:
+            return None
+        reason = _broadcast_text(None, self.group) if floats[0] < 0.5 else None
+        return ShiftSettings.from_floats(floats, "rank 0", reason)
+
     def close(self) -> None:
-        """Wait for a decision still in flight (ahead mode); call before destroying the
-        process group.  Waiting is optional: every rank posted it, so it completes."""
+        """Wait for a decision still in flight (ahead mode), and for the release report
+        (at most the source's timeout); call before destroying the process group.
+        Waiting is optional: every rank posted the decision, so it completes."""
         self._exchange.take()
+        if self._reporter is not None:
+            self._reporter.join(getattr(self.source, "timeout_s", 5.0) + 1.0)
 
     def attach(self, module: Any) -> Any:
         """Wait before every forward pass of ``module`` (e.g. the DDP model); returns the
-        hook handle (``.remove()`` detaches)."""
-        return module.register_forward_pre_hook(lambda _module, _inputs: self.wait())
+        hook handle (``.remove()`` detaches).  The hook returns None: the inputs go to
+        the forward pass unchanged."""
+
+        def hold(_module: Any, _inputs: Any) -> None:
+            self.wait()
+
+        return module.register_forward_pre_hook(hold)
 
     def status(self) -> dict[str, Any]:
-        """JSON-ready: enabled, source, and what the agent did."""
+        """JSON-ready: enabled, source, what the agent did (counters summed over every
+        grid the job was held to), and how the re-reads went."""
         out: dict[str, Any] = {"enabled": self.enabled}
         if self.refresh_every:
             out["changes"] = self.changes
         if self.source is not None:
-            out["refresh_errors"] = self.source.errors
-            if self.source.report_error:
-                out["release_report_error"] = self.source.report_error
+            out.update(self._source_status())
+        report_error = getattr(self.channel, "report_error", None)
+        if report_error:
+            out["release_report_error"] = report_error
         if self.settings is not None:
             out["source"] = self.settings.source
             if not self.settings.shift:
                 out["reason"] = self.settings.reason
         if self.agent is not None:
             out.update(self.agent.status())
+            out["release_reason"] = self.agent.release_reason
+        self._history.add_to(out)
         return out
+
+    def _source_status(self) -> dict[str, Any]:
+        """Rank 0's re-reads: failed, late (the job kept its grid), refused."""
+        assert self.source is not None
+        out: dict[str, Any] = {"refresh_errors": getattr(self.source, "errors", 0)}
+        error = getattr(self.source, "last_error", None)
+        if self._refresher is not None:
+            out["refresh_errors"] += self._refresher.failures
+            out["refresh_late"] = self._refresher.late
+            error = self._refresher.error or error
+        if error:
+            out["refresh_error"] = error
+        if self.refused:
+            out["refresh_refused"] = self.refused
+        report_error = getattr(self.source, "report_error", None)
+        if report_error:
+            out["release_report_error"] = report_error
+        return out
+
+
+class _History:
+    """What the agents of earlier grids did, kept when a refresh replaces the agent, so
+    ``status()`` counts the whole run."""
+
+    COUNTERS = ("iterations", "realignments", "startup_skipped_slots")
+
+    def __init__(self) -> None:
+        self.totals = dict.fromkeys(self.COUNTERS, 0)
+        self.grids = 0  # agents replaced
+        self.release_reason: str | None = None  # the last release's, on an earlier grid
+
+    def keep(self, agent: TimeShiftAgent) -> None:
+        self.totals["iterations"] += agent.iteration
+        self.totals["realignments"] += agent.realignments
+        self.totals["startup_skipped_slots"] += agent.startup_skipped_slots
+        self.grids += 1
+        self.release_reason = agent.release_reason or self.release_reason
+
+    def add_to(self, out: dict[str, Any]) -> None:
+        """The earlier grids' counters added to ``out``'s (the current agent's, if any);
+        their release reason when the current grid has none."""
+        if not self.grids:
+            return
+        for key, value in self.totals.items():
+            out[key] = int(out.get(key, 0)) + value
+        if not out.get("release_reason") and self.release_reason:
+            out["release_reason"] = self.release_reason
+
+
+class _Refresher:
+    """Rank 0's re-reads of its source, one at a time, in a background thread, so that a
+    slow or hung service never holds an iteration up: :meth:`start` begins one (unless
+    one is in flight or its answer not taken), :meth:`answer` takes it if it has arrived."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.late = 0  # refresh iterations at which the re-read had not answered
+        self.failures = 0  # re-reads that raised (a ShiftSource counts its own errors)
+        self.error: str | None = None  # why the last of those raised
+        self._thread: threading.Thread | None = None
+        self._answer: ShiftSettings | None = None
+        self._waited = False  # the re-read in flight was waited for once already
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._answer, self._waited = None, False
+        self._thread = threading.Thread(target=self._run, name="cassini-refresh", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._answer = self.source.poll()
+        except Exception as e:  # noqa: BLE001 - any failure: the job keeps its grid
+            self.failures += 1
+            self.error = f"{type(e).__name__}: {e}"
+
+    def answer(self, grace_s: float, once: bool = False) -> ShiftSettings | None:
+        """The answer if the re-read has finished, waiting at most ``grace_s`` seconds
+        for it (``once``: only the first time it is asked for); None when none arrived
+        (counted in ``late``), the source answered nothing new, or the re-read failed."""
+        thread = self._thread
+        if thread is None:
+            return None
+        if not (once and self._waited):
+            thread.join(max(0.0, grace_s))
+        self._waited = True
+        if thread.is_alive():
+            self.late += 1
+            return None
+        self._thread = None
+        answer, self._answer = self._answer, None
+        return answer
+
+
+def _send_settings(
+    env: Mapping[str, str], now_s: float, group: Any
+) -> tuple[ShiftSettings | None, ShiftSource | None, int]:
+    """Rank 0 of a group: :func:`_resolve`, and its outcome to the other ranks (six
+    floats, then the reason of a job to run free or the error, as text); raises the
+    error after sending it."""
+    settings, source, refresh, error = None, None, 0, ""
+    try:
+        settings, source, refresh = _resolve(env, now_s)
+    except TimeShiftError as e:
+        error = str(e)
+    if error:
+        floats: tuple[float, ...] = (REFUSED, 0.0, 0.0, 0.0, -1.0)
+    else:
+        floats = settings.to_floats() if settings else (NO_SETTINGS, 0.0, 0.0, 0.0, -1.0)
+    _broadcast((*floats, float(refresh)), group, SETTINGS_FLOATS + 1)
+    if error or (settings is not None and not settings.shift):
+        _broadcast_text(error or (settings.reason if settings else None), group)
+    if error:
+        raise TimeShiftError(error)
+    return settings, source, refresh
+
+
+def _receive_settings(group: Any) -> tuple[ShiftSettings | None, int]:
+    """Every other rank: rank 0's settings (with its reason) and refresh interval."""
+    floats = _broadcast(None, group, SETTINGS_FLOATS + 1)
+    flag, refresh = floats[0], int(floats[SETTINGS_FLOATS])
+    text = _broadcast_text(None, group) if flag == REFUSED or 0 <= flag < 0.5 else None
+    if flag == REFUSED:
+        raise TimeShiftError(text or "rank 0 could not read its time-shift settings")
+    if flag == NO_SETTINGS:
+        return None, 0
+    return ShiftSettings.from_floats(floats[:SETTINGS_FLOATS], "rank 0", text), refresh
 
 
 def _resolve(
@@ -591,6 +802,7 @@ def _resolve(
     ``now_s``: the agent's clock (UNIX seconds), against which the epoch is checked."""
     if env.get(ENV_URL) and env.get(ENV_JOB_ID) and shift_flag(env) is not False:
         refresh = refresh_iterations(env)
+        check_token_file(env)
         source = ShiftSource(env[ENV_URL], env[ENV_JOB_ID],
                              token_file=env.get(ENV_TOKEN_FILE) or None)
         settings = source.first()
@@ -611,15 +823,21 @@ def _rank(group: Any) -> int:
     return dist.get_rank(group) if dist.is_available() and dist.is_initialized() else 0
 
 
-def _tensor(values: Sequence[float] | None, group: Any, size: int) -> Any:
-    """``size`` float64 on the group's device, holding ``values`` (zeros for None)."""
+def _device(group: Any) -> Any:
+    """Where the group's collectives take their tensors: the current GPU for NCCL."""
     import torch
     import torch.distributed as dist
 
-    device = torch.device("cpu")
     if dist.get_backend(group) == "nccl":
-        device = torch.device("cuda", torch.cuda.current_device())
-    tensor = torch.zeros(size, dtype=torch.float64, device=device)
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _tensor(values: Sequence[float] | None, group: Any, size: int) -> Any:
+    """``size`` float64 on the group's device, holding ``values`` (zeros for None)."""
+    import torch
+
+    tensor = torch.zeros(size, dtype=torch.float64, device=_device(group))
     if values is not None:
         tensor.copy_(torch.tensor(list(values), dtype=torch.float64))
     return tensor
@@ -632,6 +850,20 @@ def _broadcast(values: Sequence[float] | None, group: Any, size: int = 4) -> lis
     tensor = _tensor(values, group, size)
     dist.broadcast(tensor, group=group, group_src=0)
     return tensor.cpu().tolist()
+
+
+def _broadcast_text(text: str | None, group: Any) -> str:
+    """Group rank 0's ``text`` (UTF-8, at most ``TEXT_BYTES`` bytes) to every rank."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.zeros(TEXT_BYTES, dtype=torch.uint8)
+    if text:
+        data = text.encode()[:TEXT_BYTES]
+        tensor[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    tensor = tensor.to(_device(group))
+    dist.broadcast(tensor, group=group, group_src=0)
+    return bytes(tensor.cpu().tolist()).rstrip(b"\0").decode(errors="ignore")
 
 
 class _AheadExchange:
