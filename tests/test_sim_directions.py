@@ -69,3 +69,21 @@ def test_paths_are_directed_and_a_ring_on_one_path_uses_both_directions():
     used = flat.path([0, 2, 4], route=lambda s, d, alts: 1)
     switch_links = {physical_link(link) for link in used if not link.startswith("srv")}
     assert {f"{link}:{d}" for link in switch_links for d in ("up", "down")} <= set(used)
+
+
+def test_collisions_count_only_traffic_in_the_directions_a_path_crosses():
+    """A link busy only the other way is no collision (its directions are separate)."""
+    from cassini.sim.parts.routing import collisions, uplinks
+
+    topo = three_tier(4, 2, 2, 1, 100e9, 1.0, aggs_per_pod=2, cores=2)
+    racks = [0, 2]
+    for k in range(8):
+        one_way = [d for d in uplinks(topo, racks, k)
+                   if sum(physical_link(x) == physical_link(d)
+                          for x in uplinks(topo, racks, k)) == 1]  # fmt: skip
+        if one_way:
+            break
+    link = one_way[0]
+    other = physical_link(link) + (":down" if link.endswith(":up") else ":up")
+    assert collisions(topo, racks, k, {other: 5.0}) == 0  # only the other direction is busy
+    assert collisions(topo, racks, k, {link: 5.0}) == 1  # its own direction: a collision

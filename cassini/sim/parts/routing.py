@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cassini.sim.topologies.fabric import Route, Topology, directed, physical_link
+from cassini.sim.topologies.fabric import UP, Route, Topology, directed, physical_link
 from cassini.sim.topology import Cluster
 
 #: what routing runs on: the uniform cluster or a general fabric
@@ -104,23 +104,29 @@ def collisions(cluster: Fabric, racks: Sequence[int], spine: int, load: Mapping[
                 if k != spine
             )
         )
-    # per physical link, carrying traffic in either direction (paths are directed)
+    # per physical link, in the directions the job's path crosses it (each direction is
+    # its own resource): busy where those directions carry traffic, a sibling (another
+    # link of the same lower switch on an alternative) idle in those directions
     lower = _lower_switch(cluster)
 
-    def links_of(k: int) -> list[str]:
-        return list(dict.fromkeys(physical_link(d) for d in uplinks(cluster, racks, k)))
+    def crossed(k: int) -> dict[str, set[bool]]:
+        out: dict[str, set[bool]] = {}
+        for d in uplinks(cluster, racks, k):
+            out.setdefault(physical_link(d), set()).add(d.endswith(UP))
+        return out
 
-    def carried(link: str) -> float:
-        return max(load.get(directed(link, up), 0.0) for up in (True, False))
+    def carried(link: str, ups: set[bool]) -> float:
+        return max(load.get(directed(link, up), 0.0) for up in ups)
 
     siblings: dict[str, set[str]] = {}
     for k in range(path_count(cluster, racks)):
-        for link in links_of(k):
+        for link in crossed(k):
             siblings.setdefault(lower[link], set()).add(link)
     return sum(
         1
-        for link in links_of(spine)
-        if carried(link) > 0 and any(carried(o) <= 0 for o in siblings[lower[link]] if o != link)
+        for link, ups in crossed(spine).items()
+        if carried(link, ups) > 0
+        and any(carried(o, ups) <= 0 for o in siblings[lower[link]] if o != link)
     )
 
 
