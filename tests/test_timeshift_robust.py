@@ -8,6 +8,7 @@ a stand-in whose re-read blocks in real time, as a hung HTTP request does."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -228,6 +229,26 @@ def test_a_failed_re_read_is_counted_and_keeps_the_grid():
     )
 
 
+def test_a_broken_answer_is_a_counted_failure_not_a_dead_thread():
+    """http.client's errors (a body cut short) are not OSErrors: they ended the re-read
+    and report threads with a traceback, and status() said nothing."""
+
+    def cut_short(request, timeout):
+        raise http.client.IncompleteRead(b"{")
+
+    source = ShiftSource("http://127.0.0.1:1", "j", opener=cut_short)
+    clock = FakeClock()
+    held = ShiftSettings(True, 0.02, 0.1, NOW_S)
+    shift = TimeShift(held, source=source, refresh_every=2, clock=clock, sleep=clock.sleep)
+    for _ in range(5):
+        shift.wait()
+        clock.t += 0.03
+    status = shift.status()
+    assert status["refresh_errors"] >= 2 and "IncompleteRead" in status["refresh_error"]
+    source.report("test")
+    assert "IncompleteRead" in source.report_error
+
+
 # -- 3: an epoch days ahead -------------------------------------------------------------
 
 
@@ -251,6 +272,19 @@ def test_an_epoch_days_ahead_read_at_a_refresh_is_refused(capsys):
     err = capsys.readouterr().err
     assert err.count("cassini.torch:") == 1 and "2.0 days ahead" in err  # warned once
     assert "kept the current grid" in err
+
+
+def test_a_refusal_is_forgotten_once_an_answer_is_taken():
+    clock = FakeClock()
+    held = ShiftSettings(True, 0.02, 0.1, NOW_S - 10)
+    far = ShiftSettings(True, 0.02, 0.1, NOW_S + 2 * 86400, source="url")
+    near = ShiftSettings(True, 0.03, 0.1, NOW_S, source="url")
+    shift = TimeShift(held, source=_Answers(far, near), refresh_every=2, clock=clock,
+                      sleep=clock.sleep)  # fmt: skip
+    for _ in range(9):
+        shift.wait()
+        clock.t += 0.03
+    assert shift.settings == near and "refresh_refused" not in shift.status()
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ or rank 0's settings were refused), so the job takes each decision once.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
@@ -278,8 +279,9 @@ def fetch_settings(
         if e.code == 304 and etag:
             return None, etag
         raise TimeShiftError(f"{ENV_URL}: {where} answered {e.code}: {_error_text(e)}") from None
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        raise TimeShiftError(f"{ENV_URL}: cannot fetch {where}: {e}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
+        why = str(e) or type(e).__name__
+        raise TimeShiftError(f"{ENV_URL}: cannot fetch {where}: {why}") from None
     return _settings_of_answer(body, where), new_etag
 
 
@@ -387,8 +389,9 @@ class ShiftSource:
                 resp.read()
         except urllib.error.HTTPError as e:
             self.report_error = f"answered {e.code}: {_error_text(e)}"
-        except (TimeShiftError, urllib.error.URLError, OSError, ValueError) as e:
-            self.report_error = str(e)
+        except (TimeShiftError, urllib.error.URLError, http.client.HTTPException, OSError,
+                ValueError) as e:
+            self.report_error = str(e) or type(e).__name__
 
     def first(self) -> ShiftSettings:
         settings, self.etag = fetch_settings(self.url, self.job_id, None, self.timeout_s,
@@ -562,8 +565,8 @@ class TimeShift:
         if channel is not self.source:
             channel.report(reason)
             return
-        self._reporter = threading.Thread(
-            target=channel.report, args=(reason,), name="cassini-release-report"
+        self._reporter = threading.Thread(  # daemon: close() waits for it, exit does not
+            target=channel.report, args=(reason,), name="cassini-release-report", daemon=True
         )
         self._reporter.start()
 
@@ -601,6 +604,7 @@ class TimeShift:
             if first:
                 print(f"cassini.torch: {self.refused}", file=sys.stderr, flush=True)
             return None
+        self.refused = None  # an answer taken: an earlier refusal no longer stands
         return new
 
     def _grace_s(self) -> float:
@@ -629,7 +633,9 @@ class TimeShift:
 
     def close(self) -> None:
         """Wait for a decision still in flight (ahead mode), and for the release report
-        (at most the source's timeout); call before destroying the process group.
+        (the source's timeout plus a second; urllib's timeout bounds each socket
+        operation, so a report still unanswered then is abandoned at exit); call before
+        destroying the process group.
         Waiting is optional: every rank posted the decision, so it completes."""
         self._exchange.take()
         if self._reporter is not None:
@@ -679,9 +685,6 @@ class TimeShift:
             out["refresh_error"] = error
         if self.refused:
             out["refresh_refused"] = self.refused
-        report_error = getattr(self.source, "report_error", None)
-        if report_error:
-            out["release_report_error"] = report_error
         return out
 
 
