@@ -16,6 +16,11 @@ digest: every kernel compiles again once (the warm-up, ``python -m
 cassini.sim.jit_warmup``, takes about 100 s on two cores).  Without numba, or where
 ``__pycache__`` is not writable (numba then caches under the user's cache folder, where
 a new install changes every file's time anyway), nothing is done.
+
+Limits: a process that imported the kernels before an edit and compiles a caller after it
+writes its old code under the new stamp (restart long-running processes after editing a
+kernel); and a cache under ``NUMBA_CACHE_DIR`` is not checked (numba keeps it there, not
+in ``__pycache__``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ node's annotation ``cassini.io/nic-bps`` in bits/s, a number or a Kubernetes qua
 such as ``100G``, else ``--nic-bps``) and through the
 uplink and downlink of each domain above it (``<domain path joined by />-up`` and
 ``-down``), whose capacity is the sum of the capacities below it divided by that tier's
-oversubscription.  A job crosses the links of all its nodes, as with a cluster file.
+oversubscription.  A job on two or more nodes crosses the links of all its nodes (on one
+node it crosses none), as with a cluster file.
 """
 
 from __future__ import annotations
