@@ -51,9 +51,9 @@ from importlib import resources
 
 import numpy as np
 
-from cassini.advisor import Candidate, Link, _shared_links, advise, clear_link_cache
+from cassini.advisor import Candidate, Link, _scored_links, advise, clear_link_cache
 from cassini.circle import MAX_PRECISION_DEG, MIN_PRECISION_DEG, compatibility_score
-from cassini.files import positive_int
+from cassini.files import non_negative_int, positive_int
 from cassini.profile import JobProfile, Phase
 
 RACKS, SERVERS_PER_RACK, GPUS_PER_SERVER = 16, 8, 8
@@ -139,7 +139,9 @@ def run(
     profiles, gpus = fitting(*jobs(n_jobs * scale, rng), racks)
     cands = [candidate(f"c{i}", profiles, gpus, rng, racks) for i in range(n_cands)]
     all_links = links(racks)
-    shared = [_shared_links(c) for c in cands]
+    by_id = {p.job_id: p for p in profiles}
+    cap = {link.link_id: link.capacity_bps for link in all_links}
+    shared = [_scored_links(c, cap, by_id) for c in cands]  # the links advise() scores
     n_shared = sum(len(s) for s in shared)
     sizes = Counter(len(js) for s in shared for js in s.values())
 
@@ -148,8 +150,6 @@ def run(
     walls: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
     accepted = {}
-    by_id = {p.job_id: p for p in profiles}
-    cap = {link.link_id: link.capacity_bps for link in all_links}
 
     def baseline() -> None:
         """Every shared link of every candidate scored on its own (no de-duplication)."""
@@ -247,17 +247,6 @@ def report(f: dict) -> None:
             f"{k:<20} {v:>13.1f} {f'{min(spread):.1f}-{max(spread):.1f}':>15} "
             f"{f['cpu_ms_per_candidate'][k]:>13.1f} {per_link_text} {speed}"
         )
-
-
-def non_negative_int(text: str) -> int:
-    """argparse ``type`` of ``--seed``: an integer >= 0 (numpy's generators refuse less)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
 
 
 def precision(text: str) -> float:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cassini.files import positive_int  # noqa: E402
+from cassini.files import non_negative_int, positive_int  # noqa: E402
 from mltcp import admin  # noqa: E402
 
 A, B = "mlt_bench_a", "mlt_bench_b"
@@ -115,17 +115,6 @@ def prog_stats(prefix: str) -> tuple[int, int]:
             ns += p.get("run_time_ns", 0)
             cnt += p.get("run_cnt", 0)
     return ns, cnt
-
-
-def non_negative_int(text: str) -> int:
-    """argparse ``type`` of ``--rate-mbps``: an integer >= 0 (0: unshaped)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import multiprocessing
 import os
 import signal
@@ -53,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cassini.files import positive_int
+from cassini.files import non_negative_int, positive_float, positive_int
 
 RACKS, NODES_PER_RACK = 125, 8
 NIC_BPS, UPLINK_BPS = 100e9, 400e9
@@ -279,28 +278,6 @@ def library_models() -> list[str]:
     return [m["id"] for m in json.loads(text)]
 
 
-def non_negative_int(text: str) -> int:
-    """argparse ``type``: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """argparse ``type`` of ``--seconds``: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be seconds above 0, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be seconds above 0, got {text}")
-    return value
-
-
 def model_count(text: str) -> int:
     """argparse ``type`` of ``--models``: 1 up to the profiles the library has."""
     value = positive_int(text)
@@ -318,7 +295,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--seconds",
-        type=positive_seconds,
+        type=positive_float,
         default=5.0,
         help="seconds per client count and endpoint, above 0 (default 5)",
     )

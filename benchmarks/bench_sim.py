@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import replace
@@ -46,7 +45,7 @@ from unittest import mock
 
 from cassini.advisor import clear_link_cache
 from cassini.errors import InputError
-from cassini.files import positive_int
+from cassini.files import positive_float, positive_int
 from cassini.sim import engine
 from cassini.sim.config import check_schedulers, read_config
 from cassini.sim.network import windows
@@ -122,17 +121,6 @@ def warm_up(cfg, jobs, library, names, *, reference: bool = False) -> None:
             timed(cfg, few, library, name, reference=True, quiet=True)
 
 
-def positive_number(text: str) -> float:
-    """argparse ``type`` of ``--load`` and ``--target``: a finite number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -149,7 +137,7 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--load",
-        type=positive_number,
+        type=positive_float,
         help="override the offered load of the config's poisson workload (mean fraction "
         "of the GPUs busy), above 0",
     )
@@ -171,7 +159,7 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        type=positive_number,
+        type=positive_float,
         help="target wall seconds per scheduler, above 0 (default: sim_1024 20 s, "
         f"sim_16k 480 s, any other config {DEFAULT_TARGET_S:g} s)",
     )

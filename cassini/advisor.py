@@ -428,11 +428,6 @@ def _jobs_on(cand: Candidate) -> dict[str, set[str]]:
     return on
 
 
-def _shared_links(cand: Candidate) -> dict[str, tuple[str, ...]]:
-    """Link id -> sorted ids of the jobs crossing it, for links carrying 2+ jobs."""
-    return {link: tuple(sorted(js)) for link, js in sorted(_jobs_on(cand).items()) if len(js) > 1}
-
-
 def _scored_links(
     cand: Candidate,
     capacity_bps: Mapping[str, float],
@@ -440,9 +435,9 @@ def _scored_links(
     peak_bps: dict[str, float] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """The links a candidate is scored on, in link id order: link id -> sorted ids of the
-    jobs crossing it, for links carrying 2+ jobs (:func:`_shared_links`) and for links
-    one job crosses alone at a peak phase rate above the capacity (``peak_rate_bps >
-    capacity_bps``; a lone job within the capacity is left out: nothing slows it).
+    jobs crossing it, for links carrying 2+ jobs and for links one job crosses alone at
+    a peak phase rate above the capacity (``peak_rate_bps > capacity_bps``; a lone job
+    within the capacity is left out: nothing slows it).
     ``peak_bps`` keeps the jobs' peak rates across candidates."""
     peak = peak_bps if peak_bps is not None else {}
     out: dict[str, tuple[str, ...]] = {}

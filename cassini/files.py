@@ -49,6 +49,33 @@ def output_path(text: str) -> str:
     return text
 
 
+def non_negative_int(text: str) -> int:
+    """argparse ``type`` of a seed or a count that may be 0: an integer >= 0."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse ``type`` of a load, seconds or a target: a finite number above 0."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse ``type`` of a count flag (``--workers``): an integer >= 1 (argparse says
     which flag and exits 2 otherwise; -3 had meant one worker, 0 the default)."""
