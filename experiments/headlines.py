@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cassini.files import positive_float
 from experiments import host_load
 from experiments.figures import (
     HostLoad,
@@ -779,14 +780,14 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--sample-s",
-        type=float,
+        type=positive_float,
         default=2.0,
         help="the CPUs' busy share is sampled this long before and after each run, seconds, "
         "above 0 (default %(default)s)",
     )
     ap.add_argument(
         "--timeout-s",
-        type=float,
+        type=positive_float,
         help="kill a run after this many seconds, above 0; it is recorded as failed "
         "(default: no limit)",
     )
@@ -798,9 +799,6 @@ def main(argv: list[str] | None = None) -> int:
     headline finished with its values, 2 for bad flags (before anything runs)."""
     ap = parser()
     args = ap.parse_args(argv)
-    for flag, value in (("--sample-s", args.sample_s), ("--timeout-s", args.timeout_s)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            ap.error(f"{flag}: a finite number of seconds above 0, got {value:g}")
     if args.list:
         for h in HEADLINES:
             root = " (root)" if h.needs_root else ""
