@@ -208,6 +208,12 @@ def papers_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _percent(value: float) -> str:
+    """``value`` as a percentage, "-" where it is not a number (ideal's loss
+    against Themis has no Themis decile of its own)."""
+    return "-" if value is None or math.isnan(value) else f"{value:.1%}"
+
+
 def table(rows: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> str:
     head = (
         f"{'scheme':<34} {'mean x':>7} {'p99 x':>7} {'JCT s':>8} {'mkspan s':>9} {'GPU util':>8} "
@@ -220,7 +226,8 @@ def table(rows: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> s
             f"{labels.get(name, name):<34} {r['mean_slowdown']:>7.3f} {r['p99_slowdown']:>7.3f} "
             f"{r['mean_jct_s']:>8.0f} {r['makespan_s']:>9.0f} {r['gpu_utilisation']:>8.3f} "
             f"{r['worst_job_slowdown']:>8.2f} {r['low_decile_slowdown']:>8.3f} "
-            f"{r['low_decile_loss_vs_themis']:>10.1%} {r['migrations']:>5} {r['advisor_calls']:>6} "
+            f"{_percent(r['low_decile_loss_vs_themis']):>10} {r['migrations']:>5} "
+            f"{r['advisor_calls']:>6} "
             f"{r['link_excess_s']:>10.0f} {r['ecmp_collisions']:>6} {r['wall_s']:>7.1f}"
         )
     return "\n".join(lines)
