@@ -32,12 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.sim.config import check_schedulers
 from cassini.sim.engine import SimResult
 from cassini.sim.engine import run as simulate_run
 from cassini.sim.options import SimOptions
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
+from experiments.common import write_json
 from experiments.harness import Experiment, Run, UsageError, at_least, full, option, positive
 
 #: (label, scheduler name) rows, in the table's order
@@ -329,7 +332,7 @@ def run_scale(run: Run) -> int:
             return summarise(Path(args.summarise[0]))
         return summarise_seeds([Path(p) for p in args.summarise])
     labels = dict((name, label) for label, name in SCHEMES)
-    names = args.schemes.split(",") if args.schemes else [name for _, name in SCHEMES]
+    names = scheme_names(args)
     out = run.out
     library = measured_library()
     # the published figures used the library as measured (50 Gbit/s links: scale-to-nic
@@ -386,15 +389,21 @@ def summarise(path: Path) -> int:
     data = json.loads(path.read_text())
     labels = dict((name, label) for label, name in SCHEMES)
     for setup, entry in data["setups"].items():
-        rows = {
-            n: {k: (math.nan if v is None else v) for k, v in r.items()}
-            for n, r in entry["rows"].items()
-        }
+        rows = _read_rows(entry)
         print(f"\n{setup}, {entry['jobs']} jobs, load {data['load']}, routing {data['routing']}")
         print(table(rows, labels))
         print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
         print(papers_table(rows))
     return 0
+
+
+def _read_rows(entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A setup's rows as results.json holds them, null (a number that is not one: NaN,
+    infinity) read back as NaN."""
+    return {
+        n: {k: (math.nan if v is None else v) for k, v in r.items()}
+        for n, r in entry["rows"].items()
+    }
 
 
 def summarise_seeds(paths: Sequence[Path]) -> int:
@@ -405,7 +414,7 @@ def summarise_seeds(paths: Sequence[Path]) -> int:
         print(f"\n{setup}: {len(runs)} runs (seeds {', '.join(str(r['seed']) for r in runs)})")
         print(f"{'mechanism':<11} {'mean x':>19} {'p99 x':>19} {'GPU util':>22} {'mean JCT':>24}")
         for label, name, _ in PAPERS:
-            vs = [versus_themis(r["setups"][setup]["rows"]).get(name) for r in runs]
+            vs = [versus_themis(_read_rows(r["setups"][setup])).get(name) for r in runs]
             if any(v is None for v in vs):
                 continue
             cells = []
@@ -423,15 +432,11 @@ def summarise_seeds(paths: Sequence[Path]) -> int:
 
 
 def _write(data: Mapping[str, Any], out: Path) -> None:
+    """``results.json`` as strict JSON (:func:`experiments.common.write_json`: NaN and
+    infinities as null), replaced whole."""
     tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(data, indent=1, default=_json))
+    write_json(tmp, dict(data))
     tmp.replace(out / "results.json")
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    raise TypeError(f"not JSON: {value!r}")
 
 
 def check(args: argparse.Namespace) -> None:
@@ -444,6 +449,18 @@ def check(args: argparse.Namespace) -> None:
     for i in args.setup or ():
         if not 0 <= i < len(setups):
             raise UsageError(f"--setup {i}: there are setups 0..{len(setups) - 1}")
+    if args.schemes:  # every name, before the first scheme runs (a typo ran those before it)
+        try:
+            check_schedulers(tuple(scheme_names(args)), "--schemes")
+        except InputError as e:
+            raise UsageError(str(e)) from None
+
+
+def scheme_names(args: argparse.Namespace) -> list[str]:
+    """The scheduler names ``--schemes`` gives (default: every row of :data:`SCHEMES`)."""
+    if not args.schemes:
+        return [name for _, name in SCHEMES]
+    return [name.strip() for name in args.schemes.split(",")]
 
 
 EXPERIMENT = Experiment(

@@ -11,7 +11,6 @@ Every experiment runs as a module from the repository root, e.g.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cassini.outputs import json_text
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
@@ -224,7 +224,12 @@ def cassini_advice(res: ExperimentResult) -> tuple[SchemeResult, dict[str, Any]]
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1, default=float))
+    """``data`` as strict JSON at ``path``: every non-finite float (NaN, ±infinity: a
+    ratio of nothing, e.g. after start-up in a run shorter than its start-up) written as
+    ``null``, numpy numbers as plain ones (:func:`cassini.outputs.json_text`); Python's
+    ``NaN`` / ``Infinity`` tokens are not JSON and strict parsers refuse them.  Every
+    experiment's JSON goes through it (``Run.save`` included)."""
+    path.write_text(json_text(data) + "\n")
 
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:

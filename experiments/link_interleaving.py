@@ -101,19 +101,26 @@ def job_sets(args: Any) -> list[str]:
 
 def fabrics_of(args: Any) -> list[str]:
     """The fabrics ``--fabrics`` names (default fair; with ``--full`` fair, ecn, fifo)."""
-    spec = args.fabrics or ("fair,ecn,fifo" if args.full else "fair")
+    spec = ("fair,ecn,fifo" if args.full else "fair") if args.fabrics is None else args.fabrics
     return [f.strip() for f in spec.split(",") if f.strip()]
 
 
 def check(args: Any) -> None:
-    for s in job_sets(args):
+    """Refuse a job set or fabric that is not one, an empty selection (``--sets ""`` or
+    ``--sets ,`` ran nothing and exited 0) and a name given twice."""
+    sets = job_sets(args)
+    names = ", ".join(JOB_SETS)
+    for s in sets:
         if s not in JOB_SETS:
-            raise UsageError(f"unknown job set {s!r} (pair, trio)")
+            raise UsageError(f"--sets: unknown job set {s!r} ({names})")
+    if not sets or len(set(sets)) != len(sets):
+        raise UsageError(f"--sets: comma-separated, each once, of {names}, got {args.sets!r}")
     fabrics = fabrics_of(args)
     bad = [f for f in fabrics if f not in FABRICS]
-    if bad or not fabrics:
+    if bad or not fabrics or len(set(fabrics)) != len(fabrics):
         raise UsageError(
-            f"--fabrics: comma-separated, of {', '.join(FABRICS)}, got {args.fabrics!r}"
+            f"--fabrics: comma-separated, each once, of {', '.join(FABRICS)}, "
+            f"got {args.fabrics!r}"
         )
     at_least(args.iterations, "--iterations")
 

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cassini.outputs import json_text
 from experiments.common import BOTTLENECK_BPS, dumbbell, progress, run_config
 from experiments.harness import Experiment, Run, at_least, iterations, option
 
@@ -100,7 +101,7 @@ def run_library(run: Run) -> None:
             f"{lib_id}: {measured[lib_id]['iteration_time_s'] * 1e3:.1f} ms, "
             f"{len(measured[lib_id]['phases'])} phases"
         )
-    text = json.dumps(merged(old, measured), indent=1) + "\n"
+    text = json_text(merged(old, measured)) + "\n"  # strict: NaN / infinities as null
     if run.args.dry_run:
         print(text)
     else:

@@ -356,3 +356,9 @@ def main_calibrate(args: Any, argv: Sequence[str]) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.calibrate")

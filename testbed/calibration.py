@@ -258,3 +258,9 @@ def with_scale(
     return replace(
         cal, cpu_scale_factor=factor, scale_note=note, scale_target_iteration_s=target_iteration_s
     )
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.calibration")

@@ -46,3 +46,9 @@ class Capture:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001 - never leave tcpdump behind
                 self.proc.kill()
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.capture")

@@ -4,7 +4,6 @@ crashed run, print (or run) the same jobs on real GPU nodes."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -191,12 +190,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return run_commands(cmds)
     from cassini.errors import InputError
+    from cassini.outputs import check_output_dir, json_text
     from testbed import run  # run.run_experiment read at the call: tests replace it there
     from testbed.net import TestbedError
-    from testbed.run import default_out_dir, format_table, load_config
+    from testbed.run import default_out_dir, format_table
 
+    if args.out is not None:  # before the config is read and anything runs
+        try:
+            check_output_dir(args.out)
+        except InputError as e:
+            print(f"testbed run: error: --out: {e}", file=sys.stderr)
+            return 2
     try:
-        cfg = load_config(args.config)
+        cfg = run.load_config(args.config)
         out = Path(args.out) if args.out else default_out_dir()
         results = run.run_experiment(cfg, out)
     except InputError as e:  # a ConfigError, or bad input met while running (it names it)
@@ -209,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print("testbed: interrupted; the cluster was torn down", file=sys.stderr)
         return 130
     if args.json:
-        print(json.dumps(results.to_dict(), indent=1, default=float))
+        print(json_text(results.to_dict()))
     else:
         print(format_table(results))
         print(f"results: {out / 'results.json'}")

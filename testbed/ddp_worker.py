@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from cassini.torch.timeshift import ShiftSettings, TimeShift
-from testbed import releaseboard
+from testbed import internal_command_usage, releaseboard
 from testbed.startgate import worker_ready
 from testbed.workerspec import WorkerSpec
 
@@ -277,8 +277,19 @@ def torchrun_spec(argv: list[str]) -> WorkerSpec:
     )
 
 
+USAGE = "python -m testbed.ddp_worker SPEC_JSON | --torchrun [OPTIONS]"
+ABOUT = (
+    "One rank of a PyTorch DDP testbed job (kind ddp or model), from its spec (a\n"
+    "testbed.workerspec.WorkerSpec JSON file).  An internal command: `testbed run`\n"
+    "starts it inside the emulated cluster's hosts, and the torchrun commands that\n"
+    "`testbed launch` prints start it with --torchrun on real GPU nodes (--torchrun\n"
+    "--help lists those options).  To run jobs: `testbed run CONFIG` or `testbed launch`."
+)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    internal_command_usage(argv, USAGE, ABOUT)
     if argv and argv[0] == "--torchrun":
         run(torchrun_spec(argv[1:]))
         return

@@ -73,3 +73,9 @@ def job_classes(
 def join(path: Path, pid: int) -> None:
     """Move process ``pid`` into the cgroup ``path``."""
     (path / "cgroup.procs").write_text(str(pid))
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.dscp_jobs")

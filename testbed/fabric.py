@@ -368,3 +368,9 @@ def _run(cmd: list[str]) -> str:
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {(r.stderr or r.stdout).strip()[-2000:]}")
     return r.stdout
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.fabric")

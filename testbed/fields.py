@@ -26,3 +26,9 @@ def name(value: Any, field: str) -> str:
     if value in (".", ".."):
         raise InputError(field, f"must not be {value!r} (it names a directory)")
     return value
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.fields")

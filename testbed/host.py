@@ -83,3 +83,9 @@ def wait_all(procs: Sequence[subprocess.Popen], timeout_s: float) -> list[int]:
             p.kill()
             codes.append(p.wait())
     return codes
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.host")

@@ -66,3 +66,9 @@ def comm_overlap(records: dict[str, Sequence[dict[str, Any]]]) -> list[float]:
                 covered += max(0.0, min(a1, q["end"]) - max(a0, q["comm_start"]))
         out.append(min(1.0, covered / (a1 - a0)))
     return out
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.iterations")

@@ -200,3 +200,9 @@ def run_commands(cmds: list[tuple[str, str]]) -> int:
             print(f"testbed launch: {node} exited with {code}", file=sys.stderr)
         worst = max(worst, code)
     return worst
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.launch")

@@ -79,3 +79,9 @@ def job_flows(tag: str) -> list[dict[str, Any]]:
     key = marks.job_key(tag)
     flows = [f for f in admin.status(flows=True).get("flows", []) if f["job"] == key]
     return sorted(flows, key=lambda f: -f["bytes_acked"])
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.mltcp_jobs")

@@ -15,3 +15,9 @@ PUBLISHED_PARAMETERS = {
     "wide_resnet101": 126_886_696,
 }
 """torchvision's published parameter counts (its model documentation) for the vision models."""
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.model_names")

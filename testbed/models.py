@@ -231,3 +231,9 @@ def _vision_loss(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Ten
 
 def _language_loss(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     return model(input_ids=inputs["input_ids"], labels=inputs["labels"]).loss
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.models")

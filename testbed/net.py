@@ -366,3 +366,9 @@ def _alive(pid: Any) -> bool:
         return True
     except OSError:
         return False
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.net")

@@ -59,3 +59,9 @@ class Board:
 
     def report(self, reason: str) -> None:
         announce(self.board, self.job_id, reason)
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.releaseboard")

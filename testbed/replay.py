@@ -261,3 +261,9 @@ def _check_scale(scale: float) -> None:
 
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale <= 1:
         raise CalibrationError("scale", f"a number in (0, 1], got {scale!r}")
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.replay")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cassini.outputs import json_text
 from cassini.profile import JobProfile
 from testbed import iterations
 from testbed.topo import LinkDirection
@@ -208,7 +209,9 @@ class ExperimentResult:
         }
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_dict(), indent=1, default=float))
+        """``to_dict()`` as strict JSON (:func:`cassini.outputs.json_text`: NaN and
+        infinities, e.g. the summary of a job without iterations, as ``null``)."""
+        path.write_text(json_text(self.to_dict()))
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> ExperimentResult:
@@ -220,3 +223,9 @@ class ExperimentResult:
     @classmethod
     def read(cls, path: Path | str) -> ExperimentResult:
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.results")

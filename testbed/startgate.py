@@ -58,3 +58,9 @@ def release_when_ready(
     tmp.write_text(json.dumps({"epoch_s": epoch}))
     tmp.replace(gate)
     return epoch
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.startgate")

@@ -356,3 +356,9 @@ def _positive(**values: float) -> None:
     for name, v in values.items():
         if not 0 < v < math.inf:
             raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.topo")

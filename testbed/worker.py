@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from cassini.agent import GroupRelease, TimeShiftAgent
-from testbed import releaseboard
+from testbed import internal_command_usage, releaseboard
 from testbed.startgate import worker_ready
 from testbed.workerspec import WorkerSpec
 
@@ -228,8 +228,18 @@ def _iteration_marker(spec: WorkerSpec) -> Callable[[], None] | None:
     return lambda: mltcp.mark_iteration(job)
 
 
+USAGE = "python -m testbed.worker SPEC_JSON"
+ABOUT = (
+    "One rank of a synthetic testbed job, from its spec (a testbed.workerspec.WorkerSpec\n"
+    "JSON file).  An internal command: `testbed run` starts it inside the emulated\n"
+    "cluster's hosts.  To run jobs, write a config and run `testbed run CONFIG`\n"
+    "(testbed run --help)."
+)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    internal_command_usage(argv, USAGE, ABOUT)
     run(WorkerSpec.load(argv[0]))
 
 

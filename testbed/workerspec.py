@@ -83,3 +83,9 @@ class WorkerSpec:
 
     def dump(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json())
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.workerspec")

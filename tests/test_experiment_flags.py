@@ -111,6 +111,11 @@ def test_every_experiment_refuses_an_out_it_cannot_write_before_running(
         (["--load", "0"], "--load: a finite number above 0"),
         (["--load", "nan"], "--load"),
         (["--load", "-0.5"], "--load"),
+        # a typo ran the schemes before it (results.json with two rows), then died
+        (["--setup", "0", "--schemes", "themis,themis+cassini,themis+mltpc"],
+         "--schemes[2]: "),
+        (["--schemes", "themis,themis"], "--schemes[1]: 'themis' repeats --schemes[0]"),
+        (["--schemes", ","], "--schemes[0]: "),
     ],
 )
 def test_cluster_scale_refuses_counts_and_loads_no_run_takes(

@@ -178,6 +178,13 @@ def test_placement_candidates_and_configs():
         ("link_interleaving", ["--fabrics", "bogus"], "--fabrics"),
         ("link_interleaving", ["--fabrics", ","], "--fabrics"),
         ("link_interleaving", ["--iterations", "0"], "--iterations: at least 3"),
+        # an empty selection ran nothing, printed a results path and exited 0
+        ("link_interleaving", ["--sets", "", "--no-mltcp"], "--sets: "),
+        ("link_interleaving", ["--sets", ",", "--no-mltcp"], "--sets: "),
+        ("link_interleaving", ["--sets", "quartet"], "--sets: unknown job set 'quartet'"),
+        ("link_interleaving", ["--fabrics", ""], "--fabrics: "),
+        ("link_interleaving", ["--sets", "pair,pair"], "--sets: comma-separated, each once"),
+        ("link_interleaving", ["--fabrics", "fair,fair"], "--fabrics: comma-separated, each"),
         ("real_models", ["--model", "bogus"], "--model: one of resnet50"),
         ("real_models", ["--nic-gbps", "0"], "--nic-gbps: at least 0.2"),
         ("real_models", ["--nic-gbps", "-1"], "--nic-gbps"),
@@ -787,3 +794,105 @@ def test_the_demo_says_in_one_line_when_and_why_cassini_declined(tmp_path):
     one = replace(shifted, advice=advice)
     line = demo.cassini_declined(ExperimentResult({"cassini": one}, {}))
     assert line == f"CASSINI declined to shift b: b: {reasons['b']}"
+
+
+def _strict(text: str):
+    """``text`` parsed as strict JSON: Python's NaN / Infinity tokens refused."""
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_experiment_json_is_strict_json(tmp_path):
+    """cassini_repeats wrote ``"after_startup_cassini_vs_baseline": NaN`` (a run shorter
+    than its start-up), which strict parsers (jq, browsers) refuse; cluster_scale's writer
+    let NaN through too."""
+    from experiments import cluster_scale
+
+    data = {"a": math.nan, "b": [math.inf, -math.inf, 1.5], "c": {"d": np.float64("nan")}}
+    common.write_json(tmp_path / "r.json", data)
+    assert _strict((tmp_path / "r.json").read_text()) == {"a": None, "b": [None, None, 1.5],
+                                                          "c": {"d": None}}  # fmt: skip
+    cluster_scale._write({"rows": {"x": {"mean_speedup": math.nan}}}, tmp_path)
+    assert _strict((tmp_path / "results.json").read_text())["rows"]["x"]["mean_speedup"] is None
+
+
+def _repeat_row(cassini_vs_baseline: float, declined: bool) -> dict:
+    return {"baseline_vs_ideal": 1.3, "cassini_vs_ideal": 1.3 * cassini_vs_baseline,
+            "cassini_vs_baseline": cassini_vs_baseline,
+            "after_startup_cassini_vs_baseline": cassini_vs_baseline, "declined": declined,
+            "held": 0 if declined else 2, "released": 0, "realignments": 0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "met"),
+    [([(0.8, False), (0.9, False)], True), ([(0.8, False), (1.0, True)], False),
+     ([(1.0, True)], False), ([(0.8, False), (1.05, False)], False)],
+    ids=["measured", "one-declined", "all-declined", "slower"],
+)  # fmt: skip
+def test_cassini_repeats_never_counts_a_declined_run_as_meeting_the_target(
+    rows, met, monkeypatch, tmp_path, capsys
+):
+    """A declined run is the same start's run copied (ratio 1 by construction): it
+    measured nothing, and "target met" was reported on runs CASSINI never ran."""
+    from experiments import cassini_repeats
+
+    given = iter(rows)
+    monkeypatch.setattr(cassini_repeats, "one_run", lambda *a: _repeat_row(*next(given)))
+    config = tmp_path / "pair.yaml"
+    config.write_text(yaml.safe_dump(REPEATED))
+    argv = [str(config), "--runs", str(len(rows)), "--out", str(tmp_path / "o")]
+    assert cassini_repeats.main(argv) == 0
+    report = json.loads((tmp_path / "o" / "pair.json").read_text())
+    declined = sum(d for _, d in rows)
+    assert report["met"] is met and report["declined_runs"] == declined
+    assert [r["met"] for r in report["runs"]] == [not d and x <= 1.02 for x, d in rows]
+    verdict = capsys.readouterr().out.strip().splitlines()[-1]
+    assert verdict.endswith(": met") if met else "NOT met" in verdict, verdict
+    if declined:
+        assert f"CASSINI declined {declined} of {len(rows)} runs" in verdict, verdict
+
+
+def test_cassini_repeats_refuses_jobs_that_share_no_link_in_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    """One job (or jobs on disjoint hosts) shares no link: CASSINI declined every run
+    ("shares no link") and the report said "target met"."""
+    from experiments import cassini_repeats
+
+    monkeypatch.setattr(cassini_repeats, "one_run", lambda *a: pytest.fail("ran"))
+    for jobs in (REPEATED["jobs"][:1],
+                 [{"id": "a", "hosts": ["h1", "h2"], "iterations": 10},
+                  {"id": "b", "hosts": ["h3", "h4"], "iterations": 10}]):  # fmt: skip
+        config = tmp_path / "lone.yaml"
+        config.write_text(yaml.safe_dump({**REPEATED, "jobs": jobs}))
+        with pytest.raises(SystemExit) as exit_:
+            cassini_repeats.main([str(config), "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and "Traceback" not in err
+        line = err.strip().splitlines()[-1]
+        assert f"error: config: {config}: no two jobs share a link" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_cassini_repeats_says_it_runs_its_own_schemes(tmp_path, monkeypatch, capsys):
+    """The config's ``schemes:`` (a typo included) was ignored without a word: --help says
+    so, and a run whose config names other schemes says which it ignores."""
+    from experiments import cassini_repeats
+
+    with pytest.raises(SystemExit):
+        cassini_repeats.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "the config's schemes are ignored" in help_text, help_text
+    monkeypatch.setattr(cassini_repeats, "one_run", lambda *a: _repeat_row(0.8, False))
+    config = tmp_path / "pair.yaml"
+    argv = [str(config), "--runs", "1", "--out", str(tmp_path / "o")]
+    note = "config's schemes ['baselin', 'cassini'] ignored: each run runs ideal, baseline, cassini"
+    cases = ((["baselin", "cassini"], True), (["cassini", "ideal", "baseline"], False))
+    for schemes, said in cases:
+        config.write_text(yaml.safe_dump({**REPEATED, "schemes": schemes}))
+        assert cassini_repeats.main(argv) == 0
+        err = capsys.readouterr().err
+        assert (note in err) is said, err

@@ -808,3 +808,83 @@ def test_a_host_hiccup_does_not_stretch_a_log_profile():
     assert p.iteration_time_s < statistics.mean(times[1:]) - 0.003
     assert p.phases[0].duration_s == pytest.approx(statistics.median(comm[1:]))
     assert p.phases[0].start_s == pytest.approx(0.06)
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["a-file", "under-a-file"])
+def test_testbed_run_refuses_an_out_it_cannot_write_before_anything_runs(
+    under, tmp_path, monkeypatch, capsys
+):
+    """``--out`` naming a file (or a folder under one) loaded the config, then died in
+    ``out.mkdir`` with a FileExistsError / NotADirectoryError traceback, exit status 1."""
+    import json
+
+    from testbed import cli, run
+
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(EXAMPLE))
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = afile / "sub" if under else afile
+    monkeypatch.setattr(run, "load_config", lambda *a: pytest.fail("the config was loaded"))
+    monkeypatch.setattr(run, "run_experiment", lambda *a, **k: pytest.fail("it ran"))
+    assert cli.main(["run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"--out: {out}" in err and "a file" in err, err
+
+
+def test_run_experiment_refuses_an_out_it_cannot_write_naming_it(tmp_path):
+    """The library call (the experiments' ``run_config``) named no path either: mkdir's
+    FileExistsError."""
+    from cassini.errors import InputError
+    from testbed.run import run_experiment
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in (afile, afile / "sub"):
+        with pytest.raises(InputError, match="a file"):
+            run_experiment(load_config(EXAMPLE), out, progress=lambda m: None)
+
+
+VEGAS = {**EXAMPLE, "schemes": ["baseline", {"scheme": "baseline", "name": "vegas", "cc": "vegas"}]}
+
+
+def test_every_schemes_congestion_control_is_checked_before_the_first_scheme_runs(
+    tmp_path, monkeypatch
+):
+    """A control the kernel lacks (``cc: vegas``) was found when its scheme started, after
+    the earlier schemes ran: results.json held them and nothing said it was cut short."""
+    from testbed.net import TestbedError
+    from testbed.run import experiment
+    from testbed.run.schemes import SCHEMES
+
+    cfg = load_config(VEGAS)
+    with pytest.raises(TestbedError, match=r"scheme 'vegas'.*'vegas' is not available"):
+        experiment.check_congestion_controls(cfg, available=("reno", "cubic"))
+    experiment.check_congestion_controls(cfg, available=("reno", "cubic", "vegas"))
+    # ours (mltcp_*, dctcp_bpf) are loaded on demand: not missing while the kernel lacks them
+    mltcp = {"scheme": "mltcp", "cc": "mltcp_reno"}
+    ours = load_config({**EXAMPLE, "schemes": ["baseline", mltcp]})
+    experiment.check_congestion_controls(ours, available=("reno", "cubic"))
+    # the run itself checks before its first scheme: nothing runs, nothing is written
+    monkeypatch.setattr(experiment, "available_congestion_controls", lambda: ("reno", "cubic"))
+    monkeypatch.setattr(SCHEMES["baseline"], "run", lambda *a: pytest.fail("a scheme ran"))
+    with pytest.raises(TestbedError, match="'vegas'"):
+        experiment.run_experiment(cfg, tmp_path / "o", progress=lambda m: None)
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def test_results_json_is_strict_json(tmp_path):
+    """A job without iterations summarised as NaN, written as the bare token ``NaN``."""
+    import json
+
+    empty = JobResult("a", (), 0, ())
+    res = ExperimentResult({"baseline": SchemeResult("baseline", "baseline", "cubic", "fair",
+                                                     {"a": empty})}, {})  # fmt: skip
+    res.write(tmp_path / "results.json")
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"not JSON: {token}")
+
+    data = json.loads((tmp_path / "results.json").read_text(), parse_constant=refuse)
+    assert data["schemes"]["baseline"]["summary"]["a"]["mean_s"] is None

@@ -109,3 +109,9 @@ def estimated_period_s(cfg: RunConfig, job: TestbedJob) -> float:
         nbytes = scaled_gradient_bytes(cal, job.scale)
         return compute + 2 * (n - 1) / n * nbytes * 8 / slowest
     return job.compute_s + 2 * (n - 1) / n * job.bytes * 8 / slowest
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.config")

@@ -5,21 +5,58 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
+from cassini.outputs import check_output_dir
+from mltcp import variants
+from testbed.net import TestbedError
 from testbed.results import ExperimentResult
 from testbed.run.config import RunConfig
 from testbed.run.report import Progress
 from testbed.run.schemes import SCHEMES, RunState
+from testbed.run.session import available_congestion_controls, ensure_cc
+
+
+def scheme_congestion_controls(cfg: RunConfig) -> dict[str, str]:
+    """The congestion control each of ``cfg``'s schemes runs under, by scheme name."""
+    return {s.name: SCHEMES[s.kind].congestion_control(cfg, s) for s in cfg.schemes}
+
+
+def check_congestion_controls(cfg: RunConfig, available: Collection[str] | None = None) -> None:
+    """TestbedError naming every scheme of ``cfg`` whose congestion control the kernel
+    lacks (``available``: the kernel's list, default read from
+    ``/proc/sys/net/ipv4/tcp_available_congestion_control``) and that is not one of ours
+    (``mltcp_*``, ``dctcp_bpf``: :func:`~testbed.run.session.ensure_cc` loads them).
+    :func:`run_experiment` calls it before its first scheme, so a missing control never
+    leaves a results.json with only the schemes before it."""
+    have = tuple(available_congestion_controls() if available is None else available)
+    missing = [
+        f"scheme {name!r}: congestion control {cc!r} is not available"
+        for name, cc in scheme_congestion_controls(cfg).items()
+        if cc not in have and variants.by_cc(cc) is None
+    ]
+    if missing:
+        raise TestbedError(
+            f"{'; '.join(missing)} (this kernel has: {' '.join(have)}; ours load on demand: "
+            f"{', '.join(variants.CCS)}); no scheme ran"
+        )
 
 
 def run_experiment(
     cfg: RunConfig, out_dir: Path | str, progress: Progress | None = None
 ) -> ExperimentResult:
     """Run every scheme of ``cfg`` (those that run first, ``ideal``, first); write
-    ``results.json`` after each."""
+    ``results.json`` after each.  Before the first: ``out_dir`` must be (made) a folder
+    to write in (else an InputError naming it) and every scheme's congestion control
+    must be available or ours, loaded here (else a TestbedError naming the schemes,
+    :func:`check_congestion_controls`)."""
     out = Path(out_dir)
+    check_output_dir(out)
+    check_congestion_controls(cfg)
+    for cc in sorted(set(scheme_congestion_controls(cfg).values())):
+        ensure_cc(cc)  # ours loaded now, not when their scheme is reached
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     state = RunState(cfg, out, say, profiles=dict(cfg.profiles) or None)
@@ -32,3 +69,9 @@ def run_experiment(
         state.done[spec.name] = replace(res, duration_s=time.time() - t0)
         ExperimentResult(state.done, cfg.raw).write(out / "results.json")
     return ExperimentResult(state.done, cfg.raw)
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.experiment")

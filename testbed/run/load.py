@@ -364,3 +364,9 @@ def _mltcp_options(
     except ValueError as e:
         raise ConfigError(where, str(e)) from None
     return options
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.load")

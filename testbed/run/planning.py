@@ -116,3 +116,9 @@ def agent_periods(profiles: Mapping[str, Any], advice: Any, slack: float) -> dic
     prediction = getattr(best, "prediction", None)
     shift = dict(prediction.shift) if prediction is not None else None
     return agent_periods_s(profiles, advice.link_solutions.values(), slack=slack, shift=shift)
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.planning")

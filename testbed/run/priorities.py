@@ -43,3 +43,9 @@ def job_levels(cfg: RunConfig, k: int = PRIORITY_LEVELS) -> dict[str, int]:
     intensities = {j.job_id: job_intensity(cfg, j) for j in cfg.jobs}
     levels, _, _ = crux_levels(intensities, shared, k, np.random.default_rng([cfg.seed, 1]))
     return {j.job_id: j.priority if j.priority is not None else levels[j.job_id] for j in cfg.jobs}
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.priorities")

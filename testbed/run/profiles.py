@@ -175,3 +175,9 @@ def replay_jitter(times_s: Sequence[float], slack: float, most: float) -> float:
         if replayed_realignments(times_s, base * (1.0 + slack + jitter)) == 0:
             return jitter
     return most
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.profiles")

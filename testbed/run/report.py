@@ -77,3 +77,9 @@ def format_table(results: ExperimentResult) -> str:
 
 def default_out_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="testbed-"))
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.report")

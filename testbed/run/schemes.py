@@ -210,3 +210,9 @@ SCHEMES: dict[str, Scheme] = {
     )
 }
 """Every scheme by the name a config gives (``schemes: [name]`` or ``{scheme: name}``)."""
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.schemes")

@@ -24,6 +24,7 @@ from mltcp import variants
 from mltcp.policy import MltcpOptions
 from testbed import dscp_jobs, mltcp_jobs, startgate
 from testbed.capture import Capture
+from testbed.host import AVAILABLE_CC
 from testbed.iterations import off_slot, read_log
 from testbed.net import EmulatedCluster, TestbedError
 from testbed.releaseboard import board_for
@@ -50,9 +51,16 @@ class Schedule:
         return job_id in self.periods_s
 
 
+def available_congestion_controls() -> tuple[str, ...]:
+    """The congestion controls this kernel has now
+    (``/proc/sys/net/ipv4/tcp_available_congestion_control``)."""
+    return tuple(AVAILABLE_CC.read_text().split())
+
+
 def ensure_cc(cc: str) -> None:
-    """Load our BPF congestion controls on demand (MLTCP variants, dctcp_bpf)."""
-    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    """Load our BPF congestion controls on demand (MLTCP variants, dctcp_bpf); a
+    TestbedError for any other control the kernel lacks."""
+    available = available_congestion_controls()
     if cc in available:
         return
     if variants.by_cc(cc) is not None:
@@ -326,3 +334,9 @@ def run_together(
         session.release()
         session.wait(schedule, progress)
     return session.collect(schedule)
+
+
+if __name__ == "__main__":
+    from testbed import not_a_command
+
+    not_a_command("testbed.run.session")
