@@ -58,6 +58,10 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.token_review and not args.token_review_user:
         print("cassini: error: --token-review needs --token-review-user", file=sys.stderr)
         return 2
+    if not args.kube:
+        for flag in _kube_only_flags(args):
+            print(f"cassini: error: {flag} needs --kube", file=sys.stderr)
+            return 2
     problem = check_input_files(args)
     if problem:
         print(f"cassini: error: {problem}", file=sys.stderr)
@@ -103,9 +107,6 @@ def _kube_options(args: argparse.Namespace) -> Any:
     from cassini.errors import InputError
 
     if not args.kube:
-        if args.publish_network_topology:
-            print("cassini: error: --publish-network-topology needs --kube", file=sys.stderr)
-            return 2
         return None
     if args.cluster:
         print("cassini: error: give --cluster or --kube, not both", file=sys.stderr)
@@ -138,6 +139,24 @@ def _kube_options(args: argparse.Namespace) -> Any:
             print(f"cassini: error: --{e.field}: {e.problem}", file=sys.stderr)
             return 2
     return options
+
+
+#: The options only ``--kube`` reads (attribute, flag): given without it, exit 2 naming the
+#: first, before any file is read (they were silently ignored).
+KUBE_ONLY = (
+    ("kubeconfig", "--kubeconfig"),
+    ("topology_labels", "--topology-labels"),
+    ("kueue_topology", "--kueue-topology"),
+    ("nic_bps", "--nic-bps"),
+    ("oversubscription", "--oversubscription"),
+    ("publish_network_topology", "--publish-network-topology"),
+)
+
+
+def _kube_only_flags(args: argparse.Namespace) -> list[str]:
+    """The ``--kube`` options given (not at their empty defaults), in :data:`KUBE_ONLY`'s
+    order."""
+    return [flag for attr, flag in KUBE_ONLY if getattr(args, attr, None)]
 
 
 def _stop_on_kube_failure(service: Any, server: Any, failures: list[str]) -> None:

@@ -19,7 +19,8 @@ Cluster file (YAML or JSON)::
 A job on two or more nodes crosses the links of all its nodes; a job on one node crosses
 no link (:meth:`cassini.service.scoring.State.job_links`).  ``model`` names a profile of
 the library (``cassini/data/profiles.json``); otherwise the job carries its own profile.
-The file is read with :func:`cassini.files.parse_yaml`: a key given twice is refused.
+The file is read with :func:`cassini.files.parse_yaml` (a ``.json`` file that is JSON with
+:func:`cassini.files.loads_json`): a key given twice is refused.
 """
 
 from __future__ import annotations
@@ -219,14 +220,42 @@ def read_cluster(obj: Any, field: str = "") -> tuple[ClusterNetwork, list[Runnin
 
 
 def load_cluster_file(path: str | Path) -> tuple[ClusterNetwork, list[RunningJob]]:
-    """Read a cluster file (YAML or JSON; JSON is YAML, whatever the file's name: ``cassini
-    cluster from-kube --out`` writes YAML) with the shared reader of :mod:`cassini.files`
-    (:func:`~cassini.files.read_data`'s YAML parser, as sim configs): a syntax error, or a
-    key given twice in one mapping (a node listed twice would silently keep the last),
-    names its line and column; InputError names the problem."""
+    """Read a cluster file (YAML or JSON) with the shared readers of :mod:`cassini.files`;
+    every problem is an InputError whose message starts with the file's name, once.
+
+    A file named ``*.json`` that is JSON is read as JSON (:func:`~cassini.files.loads_json`,
+    as sim configs): ``1e9`` is a number, and ``NaN`` or ``Infinity`` is told it is not
+    finite (YAML read them as the strings 'NaN' and '1e9').  Anything else is read as YAML
+    (:func:`~cassini.files.parse_yaml`; JSON is YAML, and a ``.json`` file may hold the
+    YAML ``cassini cluster from-kube --out`` writes): a syntax error, or a key given twice
+    in one mapping (a node listed twice would silently keep the last), names its line and
+    column, in a ``.json`` file too."""
+    try:
+        return read_cluster(_parse_cluster_file(path))
+    except InputError as e:
+        raise e.in_file(path) from None
+
+
+def _parse_cluster_file(path: str | Path) -> Any:
+    """The document in a cluster file (see :func:`load_cluster_file`)."""
     from cassini import files
 
-    return read_cluster(files.parse_yaml(files.read_text(path), str(path)))
+    name = str(path)
+    text = files.read_text(path)
+    if name.endswith(".json"):
+        try:
+            return files.loads_json(text)
+        except (ValueError, RecursionError):
+            pass  # YAML, or an error the YAML reader names with its line and column
+    try:
+        return files.parse_yaml(text, name)
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError(name, "malformed YAML: nested too deeply") from None
+    except ValueError as e:  # PyYAML's own conversions: 5,000 digits, 2001-02-30
+        problem = str(e).split("; use sys.set_int_max_str_digits")[0]
+        raise InputError(name, f"malformed YAML: {problem}") from None
 
 
 def check_nodes(cluster: ClusterNetwork, job: RunningJob, field: str) -> None:

@@ -1,17 +1,19 @@
 """Reading a request: its query options (checked against the operation's) and its JSON
-body (Content-Type, size limit, read time limit, UTF-8, JSON), each problem a
-:class:`~cassini.service.errors.ServiceError` naming the field; and draining the body of
-a refused request."""
+body (Content-Type, size limit, read time limit, UTF-8, JSON by the CLI's reader), each
+problem a :class:`~cassini.service.errors.ServiceError` naming the field; and draining
+the body of a refused request."""
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 from typing import Any
 
 from starlette.requests import Request
 
+from cassini import files
 from cassini.service.config import ServiceConfig
 from cassini.service.contract import QUERY_OPTIONS, Operation
 from cassini.service.errors import (
@@ -90,24 +92,31 @@ async def _read_bytes(request: Request, limit: int, timeout_s: float) -> bytes:
 
 
 async def read_json(request: Request, config: ServiceConfig) -> Any:
-    """The request's JSON body (any JSON value), within the config's limits."""
+    """The request's JSON body (any JSON value), within the config's limits, read as
+    ``cassini advise`` reads its file: a leading UTF-8 byte-order mark is dropped and a
+    key given twice in one object is refused (:func:`cassini.files.loads_json`, with the
+    CLI's message ``malformed JSON: duplicate key 'K'``)."""
     _check_content_type(request)
     data = await _read_bytes(request, config.max_body_bytes, config.read_timeout_s)
     record_of(request).body_read = True
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = data.decode("utf-8")
+        text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BadRequest(f"not UTF-8 at byte {e.start}", "body") from None
+        raise BadRequest(f"not UTF-8 at byte {bom + e.start}", "body") from None
     try:
-        return json.loads(text)
+        return files.loads_json(text)
     except json.JSONDecodeError as e:
         raise BadRequest(
             f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", "body"
         ) from None
     except RecursionError:
         raise BadRequest("nested too deeply", "body") from None
-    except ValueError:  # not a JSONDecodeError: an integer Python will not convert
-        raise BadRequest(TOO_LONG_INTEGER, "body") from None
+    except ValueError as e:
+        if type(e) is ValueError:  # Python's own words on an integer it will not convert
+            raise BadRequest(TOO_LONG_INTEGER, "body") from None
+        # the reader's own (DuplicateKey...): the message 'cassini advise' prints
+        raise BadRequest(f"malformed JSON: {e}", "body") from None
 
 
 async def drain(request: Request) -> None:

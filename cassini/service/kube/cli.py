@@ -31,6 +31,11 @@ examples:
   cassini cluster show cluster.yaml
 """
 
+FROM_KUBE_EXIT = """\
+exit status: 0 written; 1 the API server cannot be reached or answers an error; 2 bad
+options, a bad kubeconfig, or a cluster it cannot model (one line on stderr).
+"""
+
 
 def _positive(text: str) -> float:
     try:
@@ -111,14 +116,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print the model built from the cluster's nodes, topology and pods",
         description="Print the model built from the cluster (the cluster file format, for "
         "'cassini serve --cluster').",
-        epilog=EPILOG,
+        epilog=EPILOG + FROM_KUBE_EXIT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_kube_arguments(fk)
     fk.add_argument("--out", metavar="FILE", default=None, type=files.output_path,
                     help="write here (default: stdout)")
     fk.add_argument("--no-jobs", action="store_true", help="leave out the jobs of the pods")
-    show = csub.add_parser("show", help="draw a cluster file tier by tier")
+    show = csub.add_parser(
+        "show",
+        help="draw a cluster file tier by tier",
+        description="Read a cluster file (YAML or JSON: the format 'cassini serve --cluster' "
+        "reads and 'cassini cluster from-kube' writes) and print its network on stdout: a "
+        "line counting nodes, links and shared switches, then the links tier by tier from "
+        "the top (each uplink/downlink pair with its capacity and the number of nodes "
+        "below it), down to each node and its NIC.",
+        epilog="exit status: 0 drawn, 2 a bad file (one line naming it on stderr).",
+    )
     show.add_argument("file", type=files.input_file, help="cluster file (YAML/JSON)")
 
 
@@ -135,14 +149,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    """Draw the file; a bad file is an InputError naming it once (exit 2, in :func:`main`),
+    anything else a bug that surfaces."""
     from cassini.service.cluster import load_cluster_file
     from cassini.service.kube.render import draw
 
-    try:
-        cluster, _ = load_cluster_file(args.file)
-    except Exception as e:
-        print(f"cassini: error: {args.file}: {e}", file=sys.stderr)
-        return 2
+    cluster, _ = load_cluster_file(args.file)
     sys.stdout.write(draw(cluster))
     return 0
 
@@ -161,12 +173,12 @@ def _from_kube(args: argparse.Namespace) -> int:
             api, link_options(args), args.topology_labels, args.kueue_topology,
             with_jobs=not args.no_jobs,
         )
-    except ApiException as e:
+    except ApiException as e:  # a runtime failure (exit 1), not bad options
         print(f"cassini: error: the API server answered {e.status} {e.reason}", file=sys.stderr)
-        return 2
+        return 1
     except HTTPError as e:
         print(f"cassini: error: cannot reach the API server: {e}", file=sys.stderr)
-        return 2
+        return 1
     h = built.hierarchy
     cluster = built.cluster
     tag = "cassini cluster from-kube"
