@@ -223,7 +223,7 @@ def advise(
         by what its shifts achieve (better for large clusters, where most candidates
         have loops).
     workers : processes for scoring distinct link problems; None = automatic (a pool only
-        above :data:`PARALLEL_THRESHOLD` problems), 1 = in this process.
+        above :data:`PARALLEL_THRESHOLD` problems), 1 = in this process (:func:`pool_size`).
     resolution_s : iteration times are quantised to this before taking LCMs.
     repair : refine the shifts of loopy affinity graphs (beyond the paper; costs time
         on large candidates).
@@ -463,6 +463,14 @@ def _solve_one(
     )
 
 
+def pool_size(workers: int, tasks: int) -> int:
+    """Processes to start for ``tasks`` tasks when ``workers`` are asked for: never more
+    than the tasks, at least 1 (1: run them in this process).  Command lines refuse a
+    ``--workers`` above :data:`cassini.service.options.MAX_WORKERS` (which this module
+    cannot import: that one reaches back to it)."""
+    return max(1, min(int(workers), tasks))
+
+
 def _solve_all(
     keys: list[tuple[float, tuple[str, ...]]],
     job_map: Mapping[str, JobProfile],
@@ -490,7 +498,8 @@ def _solve_all(
     ]
     if workers is None:
         workers = min(8, os.cpu_count() or 1) if len(tasks) >= PARALLEL_THRESHOLD else 1
-    if workers > 1 and len(tasks) > 1:
+    workers = pool_size(workers, len(tasks))  # 40 asked for 6 problems: 6 processes
+    if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             chunk = max(1, len(tasks) // (4 * workers))
             solutions = list(pool.map(_solve_one, tasks, chunksize=chunk))

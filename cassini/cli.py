@@ -17,13 +17,16 @@ from typing import Any
 from cassini import api, files, outputs
 from cassini.advisor import Advice
 from cassini.errors import InputError
-from cassini.files import input_file, output_path, positive_int
+from cassini.files import input_file, output_path, positive_float
 from cassini.service import cli as service_cli
 from cassini.service.kube import cli as cluster_cli
+from cassini.service.options import MAX_WORKERS
 from cassini.sim import cli as sim_cli
 
 EPILOG = """\
-input formats (JSON; '-' reads standard input):
+'-' for the input file reads standard input in score, advise, profile (not --from
+pcap), sim run, sim sweep, sim trace, sim trace convert and sim topo show.
+input formats (JSON):
   score:  {"capacity_bps": C, "jobs": [JOB, ...]}
   advise: {"links": [{"id": "l1", "capacity_bps": C}, ...], "jobs": [JOB, ...],
            "candidates": [{"id": "c1", "paths": {"job": ["l1", ...]}}, ...]}
@@ -47,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         "candidate placements by how well their jobs interleave.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in (
@@ -95,9 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument(
                 "--workers",
-                type=positive_int,
+                type=files.int_in(1, MAX_WORKERS),
                 default=None,
-                help="processes for scoring links (default: automatic)",
+                metavar="N",
+                help=f"processes for scoring links, 1..{MAX_WORKERS}; never more than the "
+                "distinct link problems (default: automatic)",
             )
     serve = sub.add_parser(
         "serve",
@@ -111,6 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_cli.add_parser(sub)
     _add_profile_parser(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed package's version (``cassini --version``)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("netaware-ml")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,14 +264,26 @@ def _add_profile_parser(sub: Any) -> None:
         epilog=PROFILE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", type=input_file, help="the recorder log, worker log or capture")
+    p.add_argument(
+        "file",
+        type=input_file,
+        help="the recorder log, worker log or capture; - reads a log from standard input "
+        "(a capture is read from a file)",
+    )
     p.add_argument(
         "--from", dest="source", required=True, choices=("recorder", "worker-log", "pcap")
     )
-    p.add_argument("--job-id", default="job", help="id of the job in the output (default job)")
+    p.add_argument(
+        "--job-id", type=_job_id, default="job", help="id of the job in the output (default job)"
+    )
     p.add_argument("--world-size", type=int, default=None, help="ranks of the job (recorder)")
     p.add_argument("--src-ip", default=None, help="the job host's IPv4 address (pcap)")
-    p.add_argument("--dt-s", type=float, default=0.001, help="pcap time bin in s (default 1 ms)")
+    p.add_argument(
+        "--dt-s",
+        type=positive_float,
+        default=0.001,
+        help="pcap time bin in s, above 0 (default 1 ms); checked for every source",
+    )
     p.add_argument(
         "--window",
         nargs=2,
@@ -280,7 +310,7 @@ def _add_profile_parser(sub: Any) -> None:
         default=None,
         type=output_path,
         metavar="OUT.png",
-        help="draw rate over an iteration",
+        help="draw rate over an iteration; its extension names the format (.png, .pdf, ...)",
     )
     p.add_argument(
         "--out",
@@ -291,47 +321,22 @@ def _add_profile_parser(sub: Any) -> None:
     )
 
 
-def _profile_command(args: argparse.Namespace) -> int:
-    from cassini import measure
+def _job_id(text: str) -> str:
+    """argparse ``type`` of ``--job-id``: not empty (score and advise refuse an empty id)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty (score and advise need an id)")
+    return text
 
+
+def _profile_command(args: argparse.Namespace) -> int:
     try:
         if args.skip < 0:
             raise InputError("skip", f"must be >= 0, got {args.skip}")
         if args.out:
             outputs.check_output_file(args.out)
-        if args.source == "pcap":
-            if not args.src_ip:
-                raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
-            window = tuple(args.window) if args.window else None
-            starts = None
-            if args.starts_log:
-                if window:
-                    raise InputError("window", "not with --starts-log, which sets it")
-                lines = measure.read_jsonl(args.starts_log, "starts_log")
-                starts = measure.iteration_starts(lines, args.skip, "starts_log")
-            profile = measure.profile_from_pcap(
-                args.job_id,
-                args.file,
-                args.src_ip,
-                args.dt_s,
-                window_s=window,
-                iteration_starts_s=starts,
-            )
-        elif args.source == "worker-log":
-            records = measure.read_jsonl(args.file, "log")
-            profile = measure.profile_from_log(
-                args.job_id, records, skip=args.skip, communicates=True
-            )
-        else:
-            log = measure.bucket_records_from_dicts(measure.read_jsonl(args.file, "log"))
-            world = args.world_size if args.world_size is not None else log.world_size
-            if world is None:
-                raise InputError(
-                    "world_size", "missing: the log has no meta line; give --world-size"
-                )
-            profile = measure.profile_from_buckets(
-                args.job_id, log.records, world, log.iteration_starts_s or None, skip=args.skip
-            )
+        if args.plot:
+            _check_plot(args.plot)  # before the work, and before --out is written
+        profile = _profile(args)
         if args.plot:
             _plot_profile(profile, args.plot)
     except InputError as e:
@@ -344,6 +349,64 @@ def _profile_command(args: argparse.Namespace) -> int:
     else:
         print(text)
     return 0
+
+
+def _profile(args: argparse.Namespace) -> Any:
+    """The JobProfile of ``cassini profile``'s source; logs may come from standard input
+    (``-``), a capture only from a file."""
+    from cassini import measure
+
+    if args.source == "pcap":
+        if args.file == files.STDIN:
+            raise InputError("file", "--from pcap reads a capture file, not standard input")
+        if not args.src_ip:
+            raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
+        window = tuple(args.window) if args.window else None
+        starts = None
+        if args.starts_log:
+            if window:
+                raise InputError("window", "not with --starts-log, which sets it")
+            lines = files.read_jsonl(args.starts_log, "starts_log")
+            starts = measure.iteration_starts(lines, args.skip, "starts_log")
+        return measure.profile_from_pcap(
+            args.job_id,
+            args.file,
+            args.src_ip,
+            args.dt_s,
+            window_s=window,
+            iteration_starts_s=starts,
+        )
+    if args.source == "worker-log":
+        records = files.read_jsonl(args.file, "log")
+        return measure.profile_from_log(args.job_id, records, skip=args.skip, communicates=True)
+    log = measure.bucket_records_from_dicts(files.read_jsonl(args.file, "log"))
+    world = args.world_size if args.world_size is not None else log.world_size
+    if world is None:
+        raise InputError("world_size", "missing: the log has no meta line; give --world-size")
+    return measure.profile_from_buckets(
+        args.job_id, log.records, world, log.iteration_starts_s or None, skip=args.skip
+    )
+
+
+def _check_plot(path: str) -> None:
+    """``--plot`` names a file matplotlib can write: not a folder, in a folder we may
+    write in, with an extension naming a format (matplotlib had failed after the work,
+    leaving ``--out`` unwritten, and written ``d.png`` for a folder ``d``)."""
+    try:
+        outputs.check_output_file(path)
+    except InputError as e:
+        raise InputError("--plot", str(e)) from None
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise InputError("--plot", "needs matplotlib (pip install 'netaware-ml[sim]')") from None
+    kinds = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = Path(path).suffix.lower()
+    if suffix.lstrip(".") not in kinds:
+        got = f"unknown extension {suffix!r}" if suffix else "no extension"
+        raise InputError(
+            "--plot", f"{path}: {got}; the picture's format is one of ." + ", .".join(kinds)
+        )
 
 
 def _plot_profile(profile: Any, path: str) -> None:

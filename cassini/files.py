@@ -8,11 +8,18 @@ are not UTF-8), then the parser's own complaint with the line and column it give
 Nothing here writes to the file.
 
 The marks (:func:`input_file`, :func:`input_dir`, :func:`output_path`) are argparse
-``type=`` functions that return the text unchanged (:func:`positive_int`, for count
-flags beside them, checks its value); ``tests/test_file_inputs.py`` walks the
+``type=`` functions that return the text unchanged (:func:`positive_int` and
+:func:`int_in`, for count flags beside them, check their value);
+``tests/test_file_inputs.py`` walks the
 parsers and gives every ``input_file`` argument an empty, truncated, binary, missing and
 unreadable file and a directory (an ``input_dir`` argument: a file, a missing name, an
 unreadable folder and an empty one).
+
+Standard input: a command whose one input file may be ``-`` reads it with
+:func:`read_input` (text) or :func:`read_stdin`; a reader that needs a path gets a copy
+from :func:`spooled`, and :func:`from_stdin` puts ``<stdin>`` back in its errors.  JSON
+nested too deeply for the parser, or holding an integer too long to convert, is an
+InputError naming the file like any other malformed JSON (:func:`loads_json`).
 """
 
 from __future__ import annotations
@@ -21,13 +28,21 @@ import codecs
 import functools
 import json
 import os
+import re
+import shutil
 import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cassini.errors import InputError
 
 STDIN = "-"
+#: How errors name standard input (the file ``-``).
+STDIN_NAME = "<stdin>"
 
 
 def input_file(text: str) -> str:
@@ -88,6 +103,27 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
     return value
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """argparse ``type`` of a bounded count, e.g. ``--workers`` (``int_in(1,
+    MAX_WORKERS)``: a typo must not fork thousands of processes): an integer in
+    ``low..high``; argparse names the flag and exits 2 otherwise."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer in {low}..{high}, got {text!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {value}")
+        return value
+
+    parse.__name__ = f"integer in {low}..{high}"
+    return parse
 
 
 def check_file(path: str | Path) -> os.stat_result:
@@ -162,6 +198,67 @@ def check_text(path: str | Path, head_bytes: int = 1 << 16) -> None:
     decode_text(head, str(path), whole=len(head) < head_bytes)
 
 
+def read_stdin() -> str:
+    """Standard input as text, with :func:`read_text`'s checks (empty, binary), named
+    :data:`STDIN_NAME`."""
+    stream = sys.stdin
+    buffer = getattr(stream, "buffer", None)
+    data = buffer.read() if buffer is not None else stream.read().encode("utf-8")
+    if not data.strip():
+        problem = "empty file" if not data else "empty file (only whitespace)"
+        raise InputError(STDIN_NAME, problem)
+    return decode_text(data, STDIN_NAME)
+
+
+def read_input(path: str | Path) -> str:
+    """:func:`read_text`, or :func:`read_stdin` when ``path`` is ``-``."""
+    return read_stdin() if str(path) == STDIN else read_text(path)
+
+
+def input_name(path: str | Path) -> str:
+    """How errors name the input ``path``: :data:`STDIN_NAME` for ``-``."""
+    return STDIN_NAME if str(path) == STDIN else str(path)
+
+
+@contextmanager
+def spooled(text: str, suffix: str = "") -> Iterator[Path]:
+    """A private temporary file holding ``text`` (named ``stdin`` + ``suffix``), for a
+    reader that needs a path and opens it more than once; removed when the block ends."""
+    folder = Path(tempfile.mkdtemp(prefix="cassini-stdin-"))
+    try:
+        path = folder / f"stdin{suffix}"
+        path.write_text(text, encoding="utf-8")
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def from_stdin(e: InputError, spool: Path) -> InputError:
+    """``e``, raised reading the :func:`spooled` copy ``spool``, naming standard input
+    instead of the copy (its whole message: a trace's bad row puts ``file:line:column``
+    before its field)."""
+    field, _, problem = str(e).replace(str(spool), STDIN_NAME).partition(": ")
+    return InputError(field, problem) if problem else InputError("", field)
+
+
+def read_jsonl(path: str | Path, source: str = "log") -> list[Any]:
+    """The JSON values of a JSON-lines file (``-``: standard input); a bad line is an
+    InputError naming the file and the line, a key given twice in one object, too-deep
+    nesting and too-long integers included."""
+    name = input_name(path)
+    out = []
+    for n, line in enumerate(read_input(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(loads_json(line))
+        except json.JSONDecodeError as e:
+            raise InputError(f"{name}: {source} line {n}", f"malformed JSON: {e.msg}") from None
+        except ValueError as e:  # DuplicateKey, TooDeep, NumberTooLong
+            raise InputError(f"{name}: {source} line {n}", f"malformed JSON: {e}") from None
+    return out
+
+
 def read_text(path: str | Path) -> str:
     """The text of a user file: :func:`read_bytes`, then UTF-8 (a leading byte-order mark
     is dropped); a NUL byte or bytes that are not UTF-8 make it a binary file."""
@@ -202,19 +299,54 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class TooDeep(ValueError):
+    """JSON or YAML nested deeper than the parser's recursion limit."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested too deeply (more than about {sys.getrecursionlimit()} levels)")
+
+
+class NumberTooLong(ValueError):
+    """An integer with more digits than Python converts (``sys.get_int_max_str_digits``)."""
+
+    def __init__(self, digits: str) -> None:
+        limit = sys.get_int_max_str_digits()
+        super().__init__(f"a number is too long ({digits} digits; at most {limit})")
+
+    @classmethod
+    def of(cls, e: ValueError) -> NumberTooLong | None:
+        """The NumberTooLong that Python's ValueError ``e`` is, if it is one."""
+        found = re.search(r"integer string conversion.*?(\d+) digits", str(e))
+        return cls(found.group(1)) if found else None
+
+
 def loads_json(text: str) -> Any:
-    """``json.loads`` that refuses a key given twice in one object (DuplicateKey)."""
-    return json.loads(text, object_pairs_hook=unique_object)
+    """``json.loads`` that refuses a key given twice in one object (DuplicateKey), and
+    says in its own words when the text is nested too deeply (TooDeep, not a
+    RecursionError) or holds an integer too long to convert (NumberTooLong, not Python's
+    advice to raise the limit); all three are ValueErrors, as JSONDecodeError is."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_object)
+    except RecursionError:
+        raise TooDeep() from None
+    except (json.JSONDecodeError, DuplicateKey):
+        raise
+    except ValueError as e:
+        too_long = NumberTooLong.of(e)
+        if too_long is None:
+            raise
+        raise too_long from None
 
 
 def parse_json(text: str, name: str) -> Any:
     """JSON text of the file ``name``; a syntax error names ``name:line:column``; a key
-    given twice in one object, or an integer too long to convert, names ``name``."""
+    given twice in one object, nesting too deep or an integer too long to convert names
+    ``name``."""
     try:
         return loads_json(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{name}:{e.lineno}:{e.colno}", f"malformed JSON: {e.msg}") from None
-    except ValueError as e:  # DuplicateKey; Python's limit on integer digits
+    except ValueError as e:  # DuplicateKey, TooDeep, NumberTooLong
         raise InputError(name, f"malformed JSON: {e}") from None
 
 
@@ -227,6 +359,13 @@ def parse_yaml(text: str, name: str) -> Any:
         return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader
     except DuplicateKey as e:
         raise InputError(name, f"malformed YAML: {e}") from None
+    except RecursionError:
+        raise InputError(name, f"malformed YAML: {TooDeep()}") from None
+    except ValueError as e:  # the int() of a constructor: an integer too long
+        too_long = NumberTooLong.of(e)
+        if too_long is None:
+            raise
+        raise InputError(name, f"malformed YAML: {too_long}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name

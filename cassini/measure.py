@@ -18,7 +18,6 @@ iteration.  Capture: IPv4 packets from one source address, as tcpdump writes the
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
@@ -446,25 +445,11 @@ def profile_from_series(
 
 # -- readers (the only I/O in this module) ---------------------------------------------
 def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
-    """The JSON objects of a JSON-lines file, each line read as the CLI reads JSON
-    (:func:`cassini.files.loads_json`: a key given twice in one object is refused); a bad
-    line is an InputError naming it."""
+    """The JSON objects of a JSON-lines file, each line read as the CLI reads JSON: see
+    :func:`cassini.files.read_jsonl` (this name is kept for the library's callers)."""
     from cassini import files
 
-    out = []
-    for n, line in enumerate(files.read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}: {source} line {n}"
-        try:
-            out.append(files.loads_json(line))
-        except json.JSONDecodeError as e:
-            raise InputError(where, f"malformed JSON: {e.msg}") from None
-        except RecursionError:
-            raise InputError(where, "malformed JSON: nested too deeply") from None
-        except ValueError as e:  # DuplicateKey; an integer of too many digits
-            raise InputError(where, f"malformed JSON: {e}") from None
-    return out
+    return files.read_jsonl(path, source)
 
 
 def pcap_packets(

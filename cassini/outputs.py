@@ -18,10 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -106,13 +108,29 @@ def staged(out_dir: Path) -> Iterator[Path]:
 @contextmanager
 def replaced(path: Path) -> Iterator[Path]:
     """A temporary file beside ``path`` to write; moved onto ``path`` when the block ends
-    normally, removed when it raises (``path`` left as it was)."""
+    normally, removed when it raises (``path`` left as it was).  The file gets the mode
+    an ordinary ``open(path, "w")`` would give it: an existing file's mode is kept, a
+    new file gets 0666 less the umask (``mkstemp``'s 0600 had made every output private)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.partial-", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _new_file(path)
     try:
+        with suppress(FileNotFoundError):  # a new file: the umask applied when it was made
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _new_file(path: Path) -> Path:
+    """A fresh, empty file named ``.NAME.partial-XXXXXXXX`` beside ``path``, created
+    (exclusively) with mode 0666 so that the umask decides, as for any new file."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.partial-{secrets.token_hex(4)}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {path}")

@@ -178,7 +178,11 @@ BAD = [
         '{"capacity_bps": 1e10, "capacity_bps": 2e10, "jobs": []}',
         "duplicate key 'capacity_bps'",
     ),
-    ("score", '{"capacity_bps": ' + "9" * 5000 + ', "jobs": []}', "input: malformed JSON: Exceeds"),
+    (
+        "score",
+        '{"capacity_bps": ' + "9" * 5000 + ', "jobs": []}',
+        "input: malformed JSON: a number is too long (5000 digits",
+    ),
 ]
 
 

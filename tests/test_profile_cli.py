@@ -174,6 +174,23 @@ def test_pcap_to_profile(tmp_path, capsys):
         ("recorder", '{"type": "meta", "world_size": 0}\n', [], "log[0].world_size"),
         ("recorder", '{"type": "meta", "world_size": 2}\n', [], "records"),
         ("recorder", '{"type": "meta", "world_size": 2}\nnot json\n', [], "{path}: log line 2"),
+        # a key given twice is refused as the CLI's JSON reader refuses it (it was kept)
+        (
+            "recorder",
+            '{"type": "meta", "world_size": 2}\n'
+            '{"type": "meta", "world_size": 3, "world_size": 2}\n',
+            [],
+            "{path}: log line 2: malformed JSON: duplicate key 'world_size'",
+        ),
+        (
+            "worker-log",
+            '{"start": 0, "comm_start": 0.1, "end": 0.2, "bytes_sent": 5, "start": 1}\n',
+            [],
+            "{path}: log line 1: malformed JSON: duplicate key 'start'",
+        ),
+        # an integer Python will not convert, nesting json will not follow: one line
+        ("worker-log", '{"start": ' + "9" * 5000 + "}\n", [], "{path}: log line 1: malformed JSON"),
+        ("worker-log", "[" * 100_000 + "\n", [], "{path}: log line 1: malformed JSON: nested"),
         ("worker-log", '{"start": 0, "comm_start": 0.1, "bytes_sent": 5}\n', [], "log[0].end"),
         ("worker-log", '{"start": 0, "comm_start": 0.1, "end": 0.2, "bytes_sent": 5}\n', [], "log"),
         ("pcap", "", [], "src_ip"),
@@ -193,6 +210,30 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(
     assert code == 2 and out == ""
     field = field.format(path=path)  # a file's own problems (cassini.files) name the file
     assert err.startswith(f"cassini: error: {field}") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "problem"),
+    [
+        # a key given twice: refused as the CLI's JSON reader refuses it (the last was kept)
+        (
+            '{"type": "meta", "world_size": 2}\n{"type": "meta", "world_size": 3, '
+            '"world_size": 2}\n',
+            "log line 2",
+            "malformed JSON: duplicate key 'world_size'",
+        ),
+        ('{"a": {"b": 1, "b": 2}}\n', "log line 1", "malformed JSON: duplicate key 'b'"),
+        # an integer Python will not convert, nesting json will not follow (a traceback)
+        ('{"start": ' + "9" * 5000 + "}\n", "log line 1", "malformed JSON"),
+        ("{}\n" + "[" * 100_000 + "\n", "log line 2", "malformed JSON: nested too deeply"),
+    ],
+)
+def test_read_jsonl_refuses_what_the_cli_json_reader_refuses(tmp_path, content, where, problem):
+    path = tmp_path / "log.jsonl"
+    path.write_text(content)
+    with pytest.raises(InputError) as e:
+        measure.read_jsonl(path)
+    assert str(e.value).startswith(f"{path}: {where}: {problem}"), str(e.value)
 
 
 def drifting_iterations(lengths_s, offset_s, burst_s, gap_s=1e-4, size=1446):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cassini import files, outputs
 from cassini.errors import InputError
-from cassini.files import input_file, output_path, positive_int
+from cassini.files import input_file, non_negative_int, output_path
+from cassini.service.options import MAX_WORKERS
 
 if TYPE_CHECKING:
     from cassini.sim.config import SimConfig
@@ -58,6 +59,8 @@ examples:
   cassini sim trace experiments/configs/sim_paper.yaml --out jobs.csv
   cassini sim trace convert cluster_job_log --format philly --out jobs.csv
   cassini sim topo show topo.csv --gpus-per-server 8     (host tables: docs/topologies.md)
+  cat sim.yaml | cassini sim run - --out results/sim   (- : standard input; the files
+    it names are found from the current folder, a config file's from its own folder)
 """
 
 
@@ -100,13 +103,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "acme, pai2020, lingjun, pollux, tiresias, csv; detected when --format is absent) "
         "and write our trace (F ends in .csv, or .json for a JSON array).  Bad rows are "
         "skipped, each reported as file:line:column, and counted (--strict: stop at the "
-        "first, exit 2); a file not in the named format exits 2 saying what was expected.",
+        "first, exit 2); a file not in the named format exits 2 saying what was expected.  "
+        "--format, --strict, --seed and --profiles are convert's: given with CONFIG, exit 2.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_topo(ssub)
     for p in (run, sweep):
-        p.add_argument("config", type=input_file, help="configuration file (YAML or JSON)")
+        p.add_argument("config", type=input_file, help="configuration file (YAML/JSON; - stdin)")
         p.add_argument("--out", required=True, type=output_path, help="output directory")
     _add_trace_arguments(trace)
     for p in (run, sweep):
@@ -134,7 +138,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="auto: Ray when installed (or --address given), else a pool",
     )
     sweep.add_argument("--address", help="Ray cluster address (default: a local Ray)")
-    sweep.add_argument("--workers", type=positive_int, help="pool processes (default: CPUs)")
+    sweep.add_argument("--workers", type=files.int_in(1, MAX_WORKERS), metavar="N",
+                       help=f"points run at once, 1..{MAX_WORKERS}, never more than the points: "
+                       "pool processes (default: CPUs), or Ray tasks in flight (a local Ray "
+                       "started here gets N CPUs)")  # fmt: skip
 
 
 def _add_topo(ssub: argparse._SubParsersAction) -> None:
@@ -150,10 +157,14 @@ def _add_topo(ssub: argparse._SubParsersAction) -> None:
         "show",
         help="hosts, GPUs, switches per tier, uplink oversubscription per ToR, irregularities",
         description="Print hosts, GPUs, switches and links per tier, uplink "
-        "oversubscription per ToR and anything irregular (table, or --json).",
+        "oversubscription per ToR and anything irregular (table, or --format json).  FILE "
+        "may be - (stdin): a host table if its first line is a CSV header, else a config.",
     )
     show.add_argument("file", type=input_file, help="host table (.csv) or config (.yaml/.json)")
-    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    show.add_argument("--format", choices=("table", "json"), default="table",
+                      help="stdout: table for people (default) or JSON summary")  # fmt: skip
+    show.add_argument("--json", dest="format", action="store_const", const="json",
+                      help="the same as --format json")  # fmt: skip
     show.add_argument("--gpus-per-server", type=int, help="host table without a gpus column")
     show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
     show.add_argument("--oversubscription", type=float, help="ToR downlinks / uplinks")
@@ -168,7 +179,9 @@ def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument("--out", required=True, type=output_path, help="trace file to write")
     trace.add_argument("--format", dest="trace_format", help="convert: the input's format")
     trace.add_argument("--strict", action="store_true", help="convert: stop at a bad row")
-    trace.add_argument("--seed", type=int, default=0, help="convert: seed of the model rule")
+    trace.add_argument(
+        "--seed", type=non_negative_int, help="convert: seed of the model rule, >= 0 (default 0)"
+    )
     trace.add_argument(
         "--profiles",
         action="append",
@@ -181,7 +194,7 @@ def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from cassini.sim.config import check_schedulers, read_config, unused_settings
+    from cassini.sim.config import check_schedulers, unused_settings
     from cassini.sim.workload import write_trace
 
     if args.sim_command == "topo":
@@ -190,7 +203,7 @@ def main(args: argparse.Namespace) -> int:
         return topo_main(args)
     try:
         if args.sim_command != "trace":
-            cfg = read_config(args.config)
+            cfg = _read_config(args.config)
             if args.sim_command == "run" and args.scheduler:
                 check_schedulers(tuple(args.scheduler), "--scheduler")
                 cfg = replace(cfg, schedulers=tuple(args.scheduler))
@@ -206,7 +219,8 @@ def main(args: argparse.Namespace) -> int:
                 return _convert(args, out)
             if len(args.what) != 1:
                 raise InputError("trace", "give CONFIG, or: convert IN --format F --out FILE")
-            cfg = read_config(args.what[0])
+            _no_convert_options(args)
+            cfg = _read_config(args.what[0])
             jobs = cfg.jobs(cfg.library())
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trace(jobs, out)
@@ -222,6 +236,35 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # nothing half-written: outputs are staged (cassini.outputs)
         print("cassini sim: interrupted; nothing written", file=sys.stderr)
         return 130
+
+
+def _read_config(path: str) -> SimConfig:
+    """The config in ``path`` (``-``: stdin, its files named from the current folder); its
+    drawn jobs bounded (:data:`~cassini.sim.workload.MAX_JOBS`) before a sweep's workers."""
+    from cassini.sim.config import check_models, config_from_dict, read_config
+    from cassini.sim.workload import check_job_count
+
+    name = files.input_name(path)
+    try:
+        if path != files.STDIN:
+            cfg = read_config(path)
+        else:  # JSON is YAML too
+            obj = files.parse_yaml(files.read_stdin(), name)
+            cfg = check_models(config_from_dict(obj, base=Path(".")))
+        if cfg.poisson is not None:
+            check_job_count(cfg.poisson["jobs"])
+    except InputError as e:
+        raise e.in_file(name) from None
+    return cfg
+
+
+def _no_convert_options(args: argparse.Namespace) -> None:
+    """``trace CONFIG``: InputError for an option only ``trace convert`` reads."""
+    flags = (("--format", args.trace_format is not None), ("--strict", args.strict),
+             ("--seed", args.seed is not None), ("--profiles", args.profiles))  # fmt: skip
+    for flag, given in flags:
+        if given:
+            raise InputError(flag, "only with `trace convert IN`; CONFIG sets its own")
 
 
 def _run(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
@@ -308,30 +351,41 @@ def skipped_rows_line(
 
 def _convert(args: argparse.Namespace, out: Path) -> int:
     """``trace convert``: a published trace to our CSV; bad rows reported, never dropped
-    silently."""
-    from cassini.sim.traces import read
+    silently.  ``-``: the trace on standard input (copied to a file the readers open)."""
     from cassini.sim.traces.files import check_not_gzip
-    from cassini.sim.workload import check_trace_suffix, load_library, write_trace
 
     if len(args.what) != 2:
         raise InputError("trace", "usage: cassini sim trace convert IN [--format F] --out FILE")
+    if args.what[1] == files.STDIN:
+        text = files.read_stdin()
+        with files.spooled(text, ".json" if text.lstrip()[:1] in "[{" else ".csv") as spool:
+            def named(line: str) -> str:
+                return line.replace(str(spool), files.STDIN_NAME)
+
+            try:
+                return _convert_file(args, spool, out, named)
+            except InputError as e:
+                raise files.from_stdin(e, spool) from None
     if not Path(args.what[1]).is_dir():  # a folder may hold a trace's tables (pai2020, ...)
         check_not_gzip(Path(args.what[1]))  # before check_text: it would say "binary file"
         files.check_text(args.what[1])
-    got = read(
-        args.what[1],
-        load_library(args.profiles),
-        format=args.trace_format,
-        seed=args.seed,
-        strict=args.strict,
-    )
+    return _convert_file(args, Path(args.what[1]), out, lambda line: line)
+
+
+def _convert_file(args: argparse.Namespace, path: Path, out: Path, named: Callable) -> int:
+    """Convert the trace ``path`` to ``out``; ``named(line)``: a line as printed."""
+    from cassini.sim.traces import read
+    from cassini.sim.workload import check_trace_suffix, load_library, write_trace
+
+    library = load_library(args.profiles)
+    got = read(path, library, format=args.trace_format, seed=args.seed or 0, strict=args.strict)
     check_trace_suffix(out)  # after the input's own errors, before a line is printed
     for bad in got.bad:
-        print(f"bad row: {bad}", file=sys.stderr)
+        print(named(f"bad row: {bad}"), file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_trace(got.jobs, out)
     for note in got.notes:
-        print(f"assumed: {note}", file=sys.stderr)
+        print(named(f"assumed: {note}"), file=sys.stderr)
     skipped = ", ".join(f"{n} {why}" for why, n in got.skipped.items())
     print(
         f"wrote {len(got.jobs)} jobs ({got.format}) to {out}; "

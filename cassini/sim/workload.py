@@ -17,6 +17,9 @@ from cassini.profile import JobProfile, library_model, profiles_from_dicts
 from cassini.sim.jobspec import JobSpec
 
 TRACE_FIELDS = ("job_id", "arrival_s", "gpus", "iterations", "model")
+#: The most jobs a Poisson workload draws (``workload.poisson.jobs``): a simulation of more
+#: would run for days, and a huge count overflowed numpy's draw.
+MAX_JOBS = 1_000_000
 
 
 # -- profile library ----------------------------------------------------------------------
@@ -34,6 +37,19 @@ def load_library(extra: Sequence[Path | str] = ()) -> dict[str, JobProfile]:
 
 
 # -- Poisson arrivals ---------------------------------------------------------------------
+def check_job_count(n_jobs: object) -> int:
+    """``workload.poisson.jobs``: an integer in 1..:data:`MAX_JOBS` (InputError naming
+    that field otherwise)."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not 1 <= n_jobs <= MAX_JOBS:
+        try:
+            got = repr(n_jobs)
+        except ValueError:  # an integer too long to write out
+            got = "a number too long to show"
+        got = got if len(got) <= 40 else got[:37] + "..."
+        raise InputError("workload.poisson.jobs", f"must be an integer in 1..{MAX_JOBS}, got {got}")
+    return n_jobs
+
+
 def poisson_jobs(
     n_jobs: int,
     load: float,
@@ -49,7 +65,8 @@ def poisson_jobs(
 
     Parameters
     ----------
-    n_jobs : number of jobs.
+    n_jobs : number of jobs, 1..:data:`MAX_JOBS` (InputError naming
+        ``workload.poisson.jobs`` otherwise).
     load : offered load, the mean fraction of the cluster's GPUs that the jobs would keep
         busy on a dedicated network (1.0 = all of them).
     total_gpus : GPUs in the cluster.
@@ -64,8 +81,7 @@ def poisson_jobs(
     -------
     Jobs sorted by arrival; the arrival rate is ``load * total_gpus / E[gpus * run time]``.
     """
-    if n_jobs < 1:
-        raise InputError("n_jobs", f"must be >= 1, got {n_jobs}")
+    check_job_count(n_jobs)  # a huge count overflowed numpy's draw, or ran for days
     schema.number(load, "load", positive=True)
     models = [library_model(m, library, "models") for m in models or sorted(library)]
     sizes = np.array(sorted(gpus), int)

@@ -1,5 +1,7 @@
 """Run a grid of simulations in parallel: on Ray when it is installed (a local Ray
-instance, or the cluster at ``address``), else in a local process pool."""
+instance, or the cluster at ``address``), else in a local process pool.  ``workers``
+bounds the points run at once on either: pool processes (never more than the points),
+or Ray tasks in flight (a local Ray started here gets that many CPUs)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from cassini import outputs
+from cassini.advisor import pool_size
 from cassini.sim.config import SimConfig, unused_settings
 from cassini.sim.report.run import ratios, run_config
 
@@ -66,7 +69,8 @@ def run_sweep(
     """Run every grid point; return the rows and the backend used ("ray" or "pool").
     On Ray, its own log lines below errors (a local instance started, token
     authentication set up) are shown only with ``ray_logs``: ``progress`` and the
-    backend returned say what a sweep needs to say."""
+    backend returned say what a sweep needs to say.  ``workers``: points run at once
+    (default: the CPUs in a pool, Ray's own CPUs on Ray), see the module docstring."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     points = grid(cfg)
@@ -74,9 +78,9 @@ def run_sweep(
         cfg.variant(**p)  # speeds and an oversubscription axis) fails here, not in a worker
     use_ray = backend == "ray" or (backend == "auto" and (address or ray_available()))
     if use_ray:
-        rows = _on_ray(cfg, points, address, progress, ray_logs=ray_logs)
+        rows = _on_ray(cfg, points, address, progress, ray_logs=ray_logs, workers=workers)
         return rows, "ray"
-    workers = workers or min(len(points), os.cpu_count() or 1)
+    workers = pool_size(workers or os.cpu_count() or 1, len(points))  # 30 for 9 points: 9
     rows: list[dict[str, Any]] = []
     if workers <= 1:
         for k, p in enumerate(points):
@@ -101,22 +105,30 @@ def _on_ray(
     progress: Callable[[int, int], None] | None,
     *,
     ray_logs: bool = False,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
+    """The rows of every point, run as Ray tasks; with ``workers``, at most that many at
+    once, and a local Ray started here has that many CPUs (one connected to is as it is)."""
     try:
         import ray
     except ImportError:
         raise RuntimeError(
             "Ray is not installed: pip install 'netaware-ml[ray]', or use --backend pool"
         ) from None
+    at_once = pool_size(workers, len(points)) if workers else len(points)
     started = not ray.is_initialized()
     if started:
         level = logging.INFO if ray_logs else logging.ERROR  # Ray's "ray" logger
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=level)
+        local = {"num_cpus": at_once} if workers and not (address or _ray_address()) else {}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 logging_level=level, **local)  # fmt: skip
     try:
         remote = ray.remote(run_point)
-        refs = [remote.remote(cfg, p) for p in points]
-        pending, done = list(refs), 0
-        while pending:
+        queue, refs, pending, done = list(points), [], [], 0
+        while queue or pending:
+            while queue and len(pending) < at_once:
+                refs.append(remote.remote(cfg, queue.pop(0)))
+                pending.append(refs[-1])
             ready, pending = ray.wait(pending, num_returns=1)
             done += len(ready)
             if progress:
@@ -128,6 +140,11 @@ def _on_ray(
     finally:
         if started:
             ray.shutdown()
+
+
+def _ray_address() -> str | None:
+    """The cluster ``ray.init()`` connects to without an address (``RAY_ADDRESS``)."""
+    return os.environ.get("RAY_ADDRESS") or None
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:

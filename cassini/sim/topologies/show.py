@@ -7,6 +7,7 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,10 @@ ASSUMED_GPUS_PER_SERVER = 8
 def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
     """The topology in ``path`` -- a host table (``.csv``, with ``params`` as
     :func:`read_host_table` takes them) or a YAML/JSON config (its ``cluster:``, or the
-    whole file as a ``cluster:`` object) -- and the assumptions made reading it."""
+    whole file as a ``cluster:`` object) -- and the assumptions made reading it.  ``-``:
+    standard input, a host table or a config (:func:`_load_stdin`)."""
+    if str(path) == files.STDIN:
+        return _load_stdin(**params)
     path = Path(path)
     files.check_text(path)
     notes: list[str] = []
@@ -43,11 +47,34 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
         return topo, notes
     if given:
         raise InputError("topo show", "link speed and GPU options apply to .csv host tables")
-    obj = files.read_data(path)
+    return _config_topology(files.read_data(path), path.parent, notes)
+
+
+def _load_stdin(**params: Any) -> tuple[Topology, list[str]]:
+    """:func:`load` of standard input: a host table when its first line has commas and no
+    colon (a CSV header), read from a private copy whose name errors do not show; else a
+    YAML/JSON config, the files it names found from the current folder."""
+    text = files.read_stdin()
+    first = next(line for line in text.splitlines() if line.strip())
+    if "," in first and ":" not in first:
+        with files.spooled(text, ".csv") as spool:
+            try:
+                topo, notes = load(spool, **params)
+            except InputError as e:
+                raise files.from_stdin(e, spool) from None
+        return replace(topo, source={**topo.source, "hosts": files.STDIN}), notes
+    if any(v is not None for v in params.values()):
+        raise InputError("topo show", "link speed and GPU options apply to .csv host tables")
+    return _config_topology(files.parse_yaml(text, files.STDIN_NAME), Path("."), [])
+
+
+def _config_topology(obj: Any, base: Path, notes: list[str]) -> tuple[Topology, list[str]]:
+    """The topology of a config's ``cluster:`` (or of a whole file that is one); the
+    files it names are found from ``base``."""
     field = "cluster" if isinstance(obj, Mapping) and "cluster" in obj else ""
     cluster = obj["cluster"] if field else obj
     if is_topology_form(cluster):
-        return build(cluster, field or "cluster", path.parent), notes
+        return build(cluster, field or "cluster", base), notes
     from cassini.sim.topology import Cluster
 
     notes.append("today's uniform Cluster form, shown as the equivalent generated fabric")
@@ -229,8 +256,8 @@ def main(args: Any) -> int:
             pod_oversubscription=args.pod_oversubscription,
         )
     except InputError as e:
-        print(f"cassini sim topo: error: {e.in_file(args.file)}", file=sys.stderr)
+        print(f"cassini sim topo: error: {e.in_file(files.input_name(args.file))}", file=sys.stderr)
         return 2
     summary = summarise(topo, notes)
-    print(json.dumps(summary, indent=1) if args.json else format_text(summary))
+    print(json.dumps(summary, indent=1) if args.format == "json" else format_text(summary))
     return 0
