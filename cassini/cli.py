@@ -173,9 +173,7 @@ def _read_request(args: argparse.Namespace) -> Any:
         return api.example(args.command)
     if not args.file:
         raise InputError("file", "missing: give a JSON file, - for stdin, or --example")
-    if args.file == "-":
-        return api.parse_json(sys.stdin.read())
-    return files.parse_json(files.read_text(args.file), args.file)
+    return files.parse_json(files.read_input(args.file), files.input_name(args.file))
 
 
 def _score_table(r: dict[str, Any]) -> str:

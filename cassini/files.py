@@ -361,11 +361,9 @@ def parse_yaml(text: str, name: str) -> Any:
         raise InputError(name, f"malformed YAML: {e}") from None
     except RecursionError:
         raise InputError(name, f"malformed YAML: {TooDeep()}") from None
-    except ValueError as e:  # the int() of a constructor: an integer too long
+    except ValueError as e:  # a constructor's: an integer too long, a date like 2001-02-30
         too_long = NumberTooLong.of(e)
-        if too_long is None:
-            raise
-        raise InputError(name, f"malformed YAML: {too_long}") from None
+        raise InputError(name, f"malformed YAML: {too_long or e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name

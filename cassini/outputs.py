@@ -114,9 +114,9 @@ def replaced(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _new_file(path)
     try:
-        with suppress(FileNotFoundError):  # a new file: the umask applied when it was made
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         yield tmp
+        with suppress(FileNotFoundError):  # a new file: the umask applied when it was made
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # after writing: 0444 too
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -181,7 +181,7 @@ BAD = [
     (
         "score",
         '{"capacity_bps": ' + "9" * 5000 + ', "jobs": []}',
-        "input: malformed JSON: a number is too long (5000 digits",
+        "<stdin>: malformed JSON: a number is too long (5000 digits",
     ),
 ]
 
@@ -213,3 +213,15 @@ def test_missing_file_and_bad_flag(tmp_path):
     assert r.returncode == 2 and "--example" in r.stderr
     r = run("advise", "--example", "--precision-deg", "0")
     assert r.returncode == 2 and "precision_deg" in r.stderr
+
+
+def test_stdin_is_read_as_a_file_is_bom_included():
+    """``score -`` read stdin with its own parser: a byte-order mark a file may carry was
+    a malformed-JSON exit 2 from stdin only."""
+    from cassini import api
+
+    text = run("score", "--example").stdout  # the example's answer, to compare
+    body = "\ufeff" + json.dumps(api.example("score"))
+    r = run("score", "-", stdin=body)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["score"] == json.loads(text)["score"]

@@ -217,8 +217,9 @@ class FakeRay(types.ModuleType):
 
 
 def test_sweep_on_ray_takes_workers(monkeypatch):
-    """``--backend auto`` picking Ray had silently ignored ``--workers``: a local Ray gets
-    that many CPUs, and no more tasks are in flight at once."""
+    """``--backend auto`` picking Ray had silently ignored ``--workers``: no more tasks are
+    in flight at once (Ray keeps its own CPUs: ``num_cpus`` is refused when it joins a
+    cluster already running on the host)."""
     ray = FakeRay()
     monkeypatch.setitem(sys.modules, "ray", ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -226,8 +227,7 @@ def test_sweep_on_ray_takes_workers(monkeypatch):
     cfg = config_from_dict(CONFIG | {"sweep": {"load": [0.7, 0.8, 0.9, 1.0]}})
     rows, backend = sweep.run_sweep(cfg, backend="auto", workers=2)
     assert backend == "ray" and [r["load"] for r in rows] == [0.7, 0.8, 0.9, 1.0]
-    assert ray.init_kwargs["num_cpus"] == 2
-    assert ray.most == 2
+    assert "num_cpus" not in ray.init_kwargs and ray.most == 2
     ray = FakeRay()  # a cluster at an address keeps its CPUs; the tasks are still bounded
     monkeypatch.setitem(sys.modules, "ray", ray)
     sweep.run_sweep(cfg, backend="ray", address="ray://head:10001", workers=3)
@@ -590,3 +590,12 @@ def test_sim_trace_convert_refuses_a_negative_seed(capsys, tmp_path):
     code, _, err = cassini(capsys, *argv, "--seed", "-1")
     assert code == 2 and "--seed" in error_line(err)
     assert cassini(capsys, *argv, "--seed", "3")[0] == 0
+
+
+def test_an_impossible_yaml_date_is_one_line_naming_the_file(tmp_path):
+    """yaml's date constructor raised a plain ValueError that parse_yaml let through."""
+    from cassini.files import parse_yaml
+
+    with pytest.raises(InputError, match="malformed YAML: day is out of range") as e:
+        parse_yaml("seed: 2001-02-30\n", "c.yaml")
+    assert e.value.field == "c.yaml"

@@ -888,3 +888,21 @@ def test_results_json_is_strict_json(tmp_path):
 
     data = json.loads((tmp_path / "results.json").read_text(), parse_constant=refuse)
     assert data["schemes"]["baseline"]["summary"]["a"]["mean_s"] is None
+
+
+def test_loading_our_control_without_root_is_the_testbeds_one_line_error(monkeypatch):
+    """``run_experiment`` loads our controls before the first scheme; a MltcpError there
+    (not root, say) escaped testbed run as a traceback."""
+    from mltcp import admin
+    from mltcp.pinned import MltcpError
+    from testbed.net import TestbedError
+    from testbed.run import session
+
+    def refuse(**_kwargs):
+        raise MltcpError("mltcp load needs root")
+
+    monkeypatch.setattr(session, "available_congestion_controls", lambda: ("cubic", "reno"))
+    monkeypatch.setattr(admin, "load", refuse)
+    with pytest.raises(TestbedError, match="'mltcp_reno': mltcp load needs root"):
+        session.ensure_cc("mltcp_reno")
+    session.ensure_cc("cubic")  # the kernel's own: nothing loaded

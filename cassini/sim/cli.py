@@ -140,8 +140,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--address", help="Ray cluster address (default: a local Ray)")
     sweep.add_argument("--workers", type=files.int_in(1, MAX_WORKERS), metavar="N",
                        help=f"points run at once, 1..{MAX_WORKERS}, never more than the points: "
-                       "pool processes (default: CPUs), or Ray tasks in flight (a local Ray "
-                       "started here gets N CPUs)")  # fmt: skip
+                       "pool processes (default: CPUs), or Ray tasks in flight (Ray keeps "
+                       "its own CPUs)")  # fmt: skip
 
 
 def _add_topo(ssub: argparse._SubParsersAction) -> None:

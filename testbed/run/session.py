@@ -65,8 +65,12 @@ def ensure_cc(cc: str) -> None:
         return
     if variants.by_cc(cc) is not None:
         from mltcp import admin
+        from mltcp.pinned import MltcpError
 
-        admin.load(variant="all")
+        try:
+            admin.load(variant="all")
+        except MltcpError as e:  # e.g. not root: the testbed's one-line error
+            raise TestbedError(f"congestion control {cc!r}: {e}") from None
         return
     raise TestbedError(f"congestion control {cc!r} is not available (have {' '.join(available)})")
 

@@ -1,7 +1,7 @@
 """Run a grid of simulations in parallel: on Ray when it is installed (a local Ray
 instance, or the cluster at ``address``), else in a local process pool.  ``workers``
 bounds the points run at once on either: pool processes (never more than the points),
-or Ray tasks in flight (a local Ray started here gets that many CPUs)."""
+or Ray tasks in flight (Ray keeps its own CPUs)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,8 @@ def _on_ray(
     workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of every point, run as Ray tasks; with ``workers``, at most that many at
-    once, and a local Ray started here has that many CPUs (one connected to is as it is)."""
+    once (Ray itself is started, or joined, with its own CPUs: ``num_cpus`` is refused
+    when ``ray.init()`` joins a cluster already running on the host)."""
     try:
         import ray
     except ImportError:
@@ -119,9 +120,8 @@ def _on_ray(
     started = not ray.is_initialized()
     if started:
         level = logging.INFO if ray_logs else logging.ERROR  # Ray's "ray" logger
-        local = {"num_cpus": at_once} if workers and not (address or _ray_address()) else {}
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level=level, **local)  # fmt: skip
+                 logging_level=level)  # fmt: skip
     try:
         remote = ray.remote(run_point)
         queue, refs, pending, done = list(points), [], [], 0
@@ -140,11 +140,6 @@ def _on_ray(
     finally:
         if started:
             ray.shutdown()
-
-
-def _ray_address() -> str | None:
-    """The cluster ``ray.init()`` connects to without an address (``RAY_ADDRESS``)."""
-    return os.environ.get("RAY_ADDRESS") or None
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
