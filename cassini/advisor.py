@@ -32,6 +32,7 @@ from cassini import schema
 from cassini.affinity import affinity_graph, time_shifts
 from cassini.circle import LinkSolution, clear_demand_rows, compatibility_score, n_angles
 from cassini.errors import InputError
+from cassini.files import MAX_WORKERS
 from cassini.predict import (
     NotConverged,
     Slot,
@@ -465,10 +466,9 @@ def _solve_one(
 
 def pool_size(workers: int, tasks: int) -> int:
     """Processes to start for ``tasks`` tasks when ``workers`` are asked for: never more
-    than the tasks, at least 1 (1: run them in this process).  Command lines refuse a
-    ``--workers`` above :data:`cassini.service.options.MAX_WORKERS` (which this module
-    cannot import: that one reaches back to it)."""
-    return max(1, min(int(workers), tasks))
+    than the tasks nor :data:`cassini.files.MAX_WORKERS` (which command lines refuse to
+    exceed), at least 1 (1: run them in this process)."""
+    return max(1, min(int(workers), tasks, MAX_WORKERS))
 
 
 def _solve_all(

@@ -17,10 +17,9 @@ from typing import Any
 from cassini import api, files, outputs
 from cassini.advisor import Advice
 from cassini.errors import InputError
-from cassini.files import input_file, output_path, positive_float
+from cassini.files import MAX_WORKERS, input_file, output_path, positive_float
 from cassini.service import cli as service_cli
 from cassini.service.kube import cli as cluster_cli
-from cassini.service.options import MAX_WORKERS
 from cassini.sim import cli as sim_cli
 
 EPILOG = """\

@@ -105,6 +105,12 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: The most worker processes any command or library call starts (``serve --workers``,
+#: ``advise --workers``, ``sim sweep --workers``): each is a process with its own copy of
+#: the inputs; more than this would rather exhaust the machine than go faster.
+MAX_WORKERS = 64
+
+
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """argparse ``type`` of a bounded count, e.g. ``--workers`` (``int_in(1,
     MAX_WORKERS)``: a typo must not fork thousands of processes): an integer in

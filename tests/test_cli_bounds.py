@@ -479,6 +479,12 @@ def test_sim_topo_show_reads_stdin(capsys, tmp_path):
     assert json.loads(from_stdin)["hosts"] == 8
     code, _, err = cassini(capsys, "sim", "topo", "show", "-", stdin="host,gpus\nh1,8\n")
     assert code == 2 and error_line(err).startswith("cassini sim topo: error: <stdin>")
+    # a YAML config whose first line is a comment with a comma is still a config
+    commented = "# racks, servers and GPUs\n" + cluster
+    code, from_stdin, err = cassini(capsys, "sim", "topo", "show", "-", "--json",
+                                    stdin=commented)  # fmt: skip
+    assert code == 0, err
+    assert json.loads(from_stdin)["hosts"] == 8
 
 
 def test_sim_trace_config_from_stdin(capsys, tmp_path):
@@ -599,3 +605,13 @@ def test_an_impossible_yaml_date_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(InputError, match="malformed YAML: day is out of range") as e:
         parse_yaml("seed: 2001-02-30\n", "c.yaml")
     assert e.value.field == "c.yaml"
+
+
+def test_a_library_call_starts_at_most_max_workers_processes():
+    """The 64 was enforced by the command lines only: ``advise(..., workers=100000)``
+    from Python could still start one process per link problem."""
+    from cassini.advisor import pool_size
+    from cassini.files import MAX_WORKERS as LIMIT
+
+    assert pool_size(100_000, 10_000) == LIMIT == MAX_WORKERS
+    assert pool_size(40, 6) == 6 and pool_size(0, 6) == 1

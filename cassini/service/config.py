@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassini.circle import n_angles
-from cassini.service.options import MAX_WORKERS
+from cassini.files import MAX_WORKERS
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from cassini.circle import n_angles
 from cassini.errors import InputError
-from cassini.files import input_file, output_path
+from cassini.files import MAX_WORKERS, input_file, output_path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -23,9 +23,6 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 DEFAULT_GRACE_S = 60.0
 DEFAULT_MAX_JOBS = 10_000
 DEFAULT_WRITE_RATE = 50.0
-#: The most worker processes: each is a process with its own copy of the cluster; more
-#: than this would rather exhaust the machine than serve faster.
-MAX_WORKERS = 64
 
 
 def default_state_path() -> str:

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cassini import files, outputs
 from cassini.errors import InputError
-from cassini.files import input_file, non_negative_int, output_path
-from cassini.service.options import MAX_WORKERS
+from cassini.files import MAX_WORKERS, input_file, non_negative_int, output_path
 
 if TYPE_CHECKING:
     from cassini.sim.config import SimConfig

@@ -51,11 +51,13 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
 
 
 def _load_stdin(**params: Any) -> tuple[Topology, list[str]]:
-    """:func:`load` of standard input: a host table when its first line has commas and no
-    colon (a CSV header), read from a private copy whose name errors do not show; else a
-    YAML/JSON config, the files it names found from the current folder."""
+    """:func:`load` of standard input: a host table when its first line that is not a
+    YAML comment has commas and no colon (a CSV header), read from a private copy whose
+    name errors do not show; else a YAML/JSON config, the files it names found from the
+    current folder."""
     text = files.read_stdin()
-    first = next(line for line in text.splitlines() if line.strip())
+    first = next((line for line in text.splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")), "")  # fmt: skip
     if "," in first and ":" not in first:
         with files.spooled(text, ".csv") as spool:
             try:
