@@ -64,19 +64,6 @@ def output_path(text: str) -> str:
     return text
 
 
-def non_negative_int(text: str) -> int:
-    """argparse ``type`` of a seed or a count that may be 0: an integer >= 0."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
 def positive_float(text: str) -> float:
     """argparse ``type`` of a load, seconds or a target: a finite number above 0."""
     import argparse
@@ -91,45 +78,37 @@ def positive_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type`` of a count flag (``--workers``): an integer >= 1 (argparse says
-    which flag and exits 2 otherwise; -3 had meant one worker, 0 the default)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
 #: The most worker processes any command or library call starts (``serve --workers``,
 #: ``advise --workers``, ``sim sweep --workers``): each is a process with its own copy of
 #: the inputs; more than this would rather exhaust the machine than go faster.
 MAX_WORKERS = 64
 
 
-def int_in(low: int, high: int) -> Callable[[str], int]:
-    """argparse ``type`` of a bounded count, e.g. ``--workers`` (``int_in(1,
-    MAX_WORKERS)``: a typo must not fork thousands of processes): an integer in
-    ``low..high``; argparse names the flag and exits 2 otherwise."""
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """argparse ``type`` of a count: an integer in ``low..high`` (``high`` None: no upper
+    bound), e.g. ``--workers`` (``int_in(1, MAX_WORKERS)``: a typo must not fork
+    thousands of processes); argparse names the flag and exits 2 otherwise."""
     import argparse
+
+    want = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be an integer in {low}..{high}, got {text!r}"
-            ) from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {want}, got {value}")
         return value
 
-    parse.__name__ = f"integer in {low}..{high}"
+    parse.__name__ = want.removeprefix("an ")
     return parse
+
+
+#: argparse ``type`` of a count flag: an integer >= 1 (-3 had meant one worker, 0 the
+#: default); of a seed or a count that may be 0: an integer >= 0.
+positive_int = int_in(1)
+non_negative_int = int_in(0)
 
 
 def check_file(path: str | Path) -> os.stat_result:
