@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from helpers.sim_configs import TINY_CONFIG
 
 from cassini import advisor, cli, outputs
 from cassini.errors import InputError
@@ -35,16 +36,7 @@ RECORDER_LOG = DATA / "ddp_recorder_mlp512.jsonl"
 HOST_TABLE = ROOT / "experiments" / "configs" / "uneven_three_tier.csv"
 DEEP = "[" * 100_000 + "]" * 100_000
 LONG_INT = "9" * 5000
-CONFIG = {
-    "name": "tiny",
-    "cluster": {"racks": 4, "servers_per_rack": 2, "gpus_per_server": 2},
-    "workload": {
-        "poisson": {"jobs": 12, "load": 0.9, "gpus": {"2": 1, "5": 1}, "iterations": [20, 60]}
-    },
-    "schedulers": ["themis", "themis+cassini"],
-    "candidates": 4,
-    "sweep": {"load": [0.8, 1.0]},
-}
+CONFIG = TINY_CONFIG
 
 
 def cassini(capsys, *argv: str, stdin: bytes | str | None = None) -> tuple[int, str, str]:

@@ -11,6 +11,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from conftest import require
+from helpers.sim_configs import TINY_CONFIG
 from helpers.sim_oracle import max_min_rates
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -329,16 +330,7 @@ def test_contention_slows_jobs_and_shows_as_excess_demand(small_jobs) -> None:
 
 
 # -- config, sweep, CLI -------------------------------------------------------------------
-CONFIG = {
-    "name": "tiny",
-    "cluster": {"racks": 4, "servers_per_rack": 2, "gpus_per_server": 2},
-    "workload": {
-        "poisson": {"jobs": 12, "load": 0.9, "gpus": {"2": 1, "5": 1}, "iterations": [20, 60]}
-    },
-    "schedulers": ["themis", "themis+cassini"],
-    "candidates": 4,
-    "sweep": {"load": [0.8, 1.0]},
-}
+CONFIG = TINY_CONFIG
 
 
 def test_config_errors_name_the_field() -> None:

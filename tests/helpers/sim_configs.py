@@ -24,6 +24,18 @@ from cassini.nic_scale import PROFILE_RULES
 from cassini.sim.workload import load_library
 
 MODELS = tuple(sorted(load_library()))
+#: A tiny config (12 Poisson jobs on 16 GPUs, two schedulers, a two-point sweep) that the
+#: simulator's CLI and bound tests share; tests derive variants with ``|``, never mutate it.
+TINY_CONFIG = {
+    "name": "tiny",
+    "cluster": {"racks": 4, "servers_per_rack": 2, "gpus_per_server": 2},
+    "workload": {
+        "poisson": {"jobs": 12, "load": 0.9, "gpus": {"2": 1, "5": 1}, "iterations": [20, 60]}
+    },
+    "schedulers": ["themis", "themis+cassini"],
+    "candidates": 4,
+    "sweep": {"load": [0.8, 1.0]},
+}
 ROUTINGS = ("single", "ecmp", "crux")
 NETWORKS = ("windows", "continuous")
 QUEUES = ("themis", "pollux", "fifo", "las")
