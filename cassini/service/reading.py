@@ -110,9 +110,7 @@ async def read_json(request: Request, config: ServiceConfig) -> Any:
         raise BadRequest(
             f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", "body"
         ) from None
-    except RecursionError:
-        raise BadRequest("nested too deeply", "body") from None
-    except ValueError as e:
+    except ValueError as e:  # TooDeep, NumberTooLong, DuplicateKey: the reader's words
         if type(e) is ValueError:  # Python's own words on an integer it will not convert
             raise BadRequest(TOO_LONG_INTEGER, "body") from None
         # the reader's own (DuplicateKey...): the message 'cassini advise' prints
