@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import socket
 import statistics
 import sys
 import tempfile
 import time
+
+from cassini.files import positive_float
 
 
 def _rank(rank: int, port: int, args: argparse.Namespace, out: str) -> None:
@@ -93,17 +94,6 @@ def iterations(text: str) -> int:
     return value
 
 
-def step_ms(text: str) -> float:
-    """argparse ``type`` of ``--step-ms``: milliseconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be milliseconds, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number of milliseconds above 0, got {text}")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -117,7 +107,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--step-ms",
-        type=step_ms,
+        type=positive_float,
         default=100.0,
         help="length of the simulated training step in milliseconds, above 0 (default 100)",
     )
