@@ -257,12 +257,15 @@ def decode_text(data: bytes, name: str, *, whole: bool = True) -> str:
     nul = data.find(b"\0")
     if nul >= 0:
         raise InputError(name, f"binary file, expected UTF-8 text (NUL byte at offset {nul})")
+    # the mark is dropped here, not by "utf-8-sig", whose offsets start after it (and
+    # which decodes a file of only its first two bytes to nothing, without an error)
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        return codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=whole)
+        return codecs.getincrementaldecoder("utf-8")().decode(data[bom:], final=whole)
     except UnicodeDecodeError as e:
+        at = bom + e.start
         raise InputError(
-            name,
-            f"binary file, expected UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+            name, f"binary file, expected UTF-8 text (byte 0x{data[at]:02x} at offset {at})"
         ) from None
 
 

@@ -111,10 +111,19 @@ def _kube_options(args: argparse.Namespace) -> Any:
     if args.cluster:
         print("cassini: error: give --cluster or --kube, not both", file=sys.stderr)
         return 2
+    if args.publish_interval_s is not None and not args.publish_network_topology:
+        print(
+            "cassini: error: --publish-interval-s needs --publish-network-topology",
+            file=sys.stderr,
+        )
+        return 2
     from cassini.service.kube.cli import link_options
     from cassini.service.kube.client import api_client
     from cassini.service.kube.sync import KubeOptions
 
+    interval = (
+        {} if args.publish_interval_s is None else {"publish_interval_s": args.publish_interval_s}
+    )
     try:
         api_client(args.kubeconfig)  # a bad kubeconfig, or no client: exit 2 now
         options = KubeOptions(
@@ -123,7 +132,7 @@ def _kube_options(args: argparse.Namespace) -> Any:
             kueue_topology=args.kueue_topology,
             links=link_options(args),
             publish_network_topology=args.publish_network_topology,
-            publish_interval_s=args.publish_interval_s,
+            **interval,  # not given: KubeOptions' default (30 s)
         )
     except InputError as e:
         print(f"cassini: error: --kube: {e}", file=sys.stderr)
@@ -150,6 +159,7 @@ KUBE_ONLY = (
     ("nic_bps", "--nic-bps"),
     ("oversubscription", "--oversubscription"),
     ("publish_network_topology", "--publish-network-topology"),
+    ("publish_interval_s", "--publish-interval-s"),  # default None: given only
 )
 
 

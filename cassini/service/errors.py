@@ -5,16 +5,9 @@ here, as a subclass of :class:`ServiceError`; the app turns any of them into
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, ClassVar
 
 from cassini.errors import InputError
-
-#: Why JSON holding an integer literal longer than Python converts (a ValueError, not a
-#: JSONDecodeError) is refused: a request body (400) or a pod annotation (422).
-TOO_LONG_INTEGER = (
-    f"holds an integer of more than {sys.get_int_max_str_digits()} digits; no field takes one"
-)
 
 
 class ServiceError(Exception):

@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cassini import schema
+from cassini import files, schema
 from cassini.errors import InputError
 from cassini.profile import JobProfile
 from cassini.service import models
 from cassini.service.cluster import MAX_SCORE, NEUTRAL_SCORE, RunningJob, profile_of
-from cassini.service.errors import TOO_LONG_INTEGER, BadRequest
+from cassini.service.errors import BadRequest
 
 ANNOTATION_JOB = "cassini.io/job"
 ANNOTATION_PROFILE = "cassini.io/profile"
@@ -134,15 +134,7 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
                 field.format(ANNOTATION_MODEL), f"give {ANNOTATION_PROFILE} or this, not both"
             )
         f = field.format(ANNOTATION_PROFILE)
-        try:
-            obj = json.loads(ann[ANNOTATION_PROFILE])
-        except json.JSONDecodeError as e:
-            raise InputError(f, f"malformed JSON at column {e.colno}: {e.msg}") from None
-        except RecursionError:
-            raise InputError(f, "nested too deeply") from None
-        except ValueError:  # an integer of more digits than Python converts
-            raise InputError(f, TOO_LONG_INTEGER) from None
-        obj = schema.require_object(obj, f)
+        obj = schema.require_object(_annotation_json(ann[ANNOTATION_PROFILE], f), f)
         schema.check_fields(obj, f, ("iteration_time_s", "phases"), ("id",))
         try:  # the bounds a request body's job has (a 1 ns iteration would never finish)
             models.validate(models.ProfileAnnotation, obj, f)
@@ -159,6 +151,18 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
     if job_id is not None and job_id in running:
         return running[job_id].profile
     return None
+
+
+def _annotation_json(text: str, field: str) -> Any:
+    """The JSON of an annotation, read as a request body is (:func:`files.loads_json`): a
+    leading byte-order mark dropped, a key given twice refused, and too-deep nesting or
+    a too-long integer said in the reader's words; InputError naming ``field``."""
+    try:
+        return files.loads_json(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as e:
+        raise InputError(field, f"malformed JSON at column {e.colno}: {e.msg}") from None
+    except ValueError as e:  # DuplicateKey, TooDeep, NumberTooLong
+        raise InputError(field, f"malformed JSON: {e}") from None
 
 
 Score = tuple[str, float | None, int, str | None, Sequence[str]]

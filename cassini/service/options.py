@@ -8,11 +8,17 @@ import argparse
 import math
 import os
 from collections.abc import Callable
-from typing import Any
 
 from cassini.circle import n_angles
 from cassini.errors import InputError
-from cassini.files import MAX_WORKERS, input_file, output_path
+from cassini.files import (
+    MAX_WORKERS,
+    input_file,
+    int_in,
+    output_path,
+    positive_float,
+    positive_int,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -94,49 +100,34 @@ options, a bad cluster file, token file or state file.
 """
 
 
-def _parsed(text: str, convert: type, word: str, ok: Callable[[Any], bool], need: str) -> Any:
-    """``convert(text)`` for an option, refused (ArgumentTypeError) unless ``ok``;
-    ``word`` names the type and ``need`` the range in the messages."""
+#: argparse ``type`` of the counts and seconds (cassini.files' checks, as every command's)
+_workers = int_in(1, MAX_WORKERS)
+_port = int_in(0, 65535)
+
+
+def _parsed(text: str, ok: Callable[[float], bool], need: str) -> float:
+    """``float(text)`` for an option with a range cassini.files has no check of, refused
+    (ArgumentTypeError) unless ``ok``; ``need`` names the range in the messages."""
     try:
-        value = convert(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {word}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not ok(value):
-        raise argparse.ArgumentTypeError(f"must be {need}, got {value if convert is int else text}")
+        raise argparse.ArgumentTypeError(f"must be {need}, got {text}")
     return value
 
 
-def _positive_int(text: str) -> int:
-    return _parsed(text, int, "an integer", lambda v: v >= 1, ">= 1")
-
-
-def _workers(text: str) -> int:
-    return _parsed(text, int, "an integer", lambda v: 1 <= v <= MAX_WORKERS, f"in 1..{MAX_WORKERS}")
-
-
-def _port(text: str) -> int:
-    return _parsed(text, int, "an integer", lambda v: 0 <= v <= 65535, "in 0..65535")
-
-
-def _positive_seconds(text: str) -> float:
-    return _parsed(
-        text, float, "a number", lambda v: v > 0 and v != math.inf, "a finite number > 0"
-    )
-
-
 def _unit_interval(text: str) -> float:
-    return _parsed(text, float, "a number", lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    return _parsed(text, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 
 
 def _non_negative(text: str) -> float:
-    return _parsed(
-        text, float, "a number", lambda v: v >= 0 and v != math.inf, "a finite number >= 0"
-    )
+    return _parsed(text, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 
 
 def _precision(text: str) -> float:
     """The advisor's bound, as the HTTP query and ``cassini advise`` read it."""
-    value = _positive_seconds(text)
+    value = positive_float(text)
     try:
         n_angles(value)
     except InputError as e:
@@ -182,14 +173,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-body-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_BODY_BYTES,
         metavar="N",
         help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_BYTES} = 1 MiB)",
     )
     parser.add_argument(
         "--timeout-s",
-        type=_positive_seconds,
+        type=positive_float,
         default=DEFAULT_TIMEOUT_S,
         metavar="S",
         help=f"time limit per request, waiting for a worker included (default "
@@ -197,7 +188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--keep-alive-s",
-        type=_positive_seconds,
+        type=positive_float,
         default=DEFAULT_KEEP_ALIVE_S,
         metavar="S",
         help=f"idle keep-alive connections are closed after S seconds (default "
@@ -237,10 +228,11 @@ def _add_kube_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--publish-interval-s",
-        type=_positive_seconds,
-        default=30.0,
+        type=positive_float,
+        default=None,
         metavar="S",
-        help="publish the NetworkTopology at most every S seconds (default 30)",
+        help="with --publish-network-topology: publish it at most every S seconds "
+        "(default 30)",
     )
 
 
@@ -298,7 +290,7 @@ def _add_safety_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-jobs",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_JOBS,
         metavar="N",
         help=f"running jobs the registry holds at most; more get 429 (default {DEFAULT_MAX_JOBS})",

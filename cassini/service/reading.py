@@ -17,7 +17,6 @@ from cassini import files
 from cassini.service.config import ServiceConfig
 from cassini.service.contract import QUERY_OPTIONS, Operation
 from cassini.service.errors import (
-    TOO_LONG_INTEGER,
     BadRequest,
     PayloadTooLarge,
     RequestTimeout,
@@ -110,10 +109,9 @@ async def read_json(request: Request, config: ServiceConfig) -> Any:
         raise BadRequest(
             f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", "body"
         ) from None
-    except ValueError as e:  # TooDeep, NumberTooLong, DuplicateKey: the reader's words
-        if type(e) is ValueError:  # Python's own words on an integer it will not convert
-            raise BadRequest(TOO_LONG_INTEGER, "body") from None
-        # the reader's own (DuplicateKey...): the message 'cassini advise' prints
+    except ValueError as e:  # DuplicateKey, TooDeep, NumberTooLong (the reader turns
+        # Python's integer conversion error into it), or any other: as 'cassini advise'
+        # prints it (files.parse_json)
         raise BadRequest(f"malformed JSON: {e}", "body") from None
 
 

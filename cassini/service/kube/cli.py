@@ -33,18 +33,9 @@ examples:
 
 FROM_KUBE_EXIT = """\
 exit status: 0 written; 1 the API server cannot be reached or answers an error; 2 bad
-options, a bad kubeconfig, or a cluster it cannot model (one line on stderr).
+options (an --out that cannot be written, checked before the API server is asked), a
+bad kubeconfig, or a cluster it cannot model (one line on stderr).
 """
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
 
 
 def _ratios(text: str) -> tuple[float, ...]:
@@ -83,7 +74,7 @@ def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Kueue Topology to use (default: the only one, else 'default')",
     )
     parser.add_argument(
-        "--nic-bps", type=_positive, default=None, metavar="BPS",
+        "--nic-bps", type=files.positive_float, default=None, metavar="BPS",
         help="NIC capacity (bits/s) of nodes without the cassini.io/nic-bps annotation "
         "(default: such nodes are left out, and reported)",
     )
@@ -121,7 +112,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_kube_arguments(fk)
     fk.add_argument("--out", metavar="FILE", default=None, type=files.output_path,
-                    help="write here (default: stdout)")
+                    help="write here, all at once (default: stdout); its folder is made "
+                    "if missing")
     fk.add_argument("--no-jobs", action="store_true", help="leave out the jobs of the pods")
     show = csub.add_parser(
         "show",
@@ -167,6 +159,8 @@ def _from_kube(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    if args.out:  # before the API server is asked (as every command checks its --out)
+        _check_out(args.out)
     api = api_client(args.kubeconfig)
     try:
         built, pod_jobs = model_from_kube(
@@ -208,12 +202,33 @@ def _from_kube(args: argparse.Namespace) -> int:
         print(f"{tag}: {line}", file=sys.stderr)
     text = cluster_file_text(cluster, pod_jobs.jobs.values(), header)
     if args.out:
-        try:
-            with open(args.out, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            print(f"cassini: error: --out {args.out}: {e.strerror or e}", file=sys.stderr)
-            return 2
-    else:
-        sys.stdout.write(text)
+        return _write_out(args.out, text)
+    sys.stdout.write(text)
+    return 0
+
+
+def _check_out(path: str) -> None:
+    """InputError naming ``--out`` and ``path`` when the file cannot be written."""
+    from cassini import outputs
+    from cassini.errors import InputError
+
+    try:
+        outputs.check_output_file(path)
+    except InputError as e:
+        raise InputError(f"--out {e.field}", e.problem) from None
+
+
+def _write_out(path: str, text: str) -> int:
+    """Write ``text`` to ``path`` whole or not at all (:func:`cassini.outputs.replaced`);
+    a failure the check before could not foresee (a full disk) is one line, exit 2."""
+    from pathlib import Path
+
+    from cassini import outputs
+
+    try:
+        with outputs.replaced(Path(path)) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except OSError as e:
+        print(f"cassini: error: --out {path}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
