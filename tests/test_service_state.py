@@ -250,3 +250,36 @@ def test_memory_state_forgets_on_restart():
         assert ok_json(call(port, "GET", "/v1/jobs"))["jobs"] == []
     finally:
         kill9(proc)
+
+
+def test_a_state_file_in_use_by_another_process_is_refused(tmp_path):
+    """One file, one process (docs/service.md): a second service on the same --state file
+    would keep a registry the first never reads, so it is refused with one line; once the
+    first lets go, the file opens again."""
+    import textwrap
+
+    from cassini.service.store import StateError, Store
+
+    path = tmp_path / "state.sqlite"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from cassini.service.store import Store
+            s = Store({str(path)!r}, default_epoch_s=1.0)
+            print("open", flush=True)
+            sys.stdin.readline()
+            s.close()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(StateError, match="in use by another cassini serve"):
+            Store(str(path), default_epoch_s=2.0)
+    finally:
+        holder.communicate("\n", timeout=30)
+    store = Store(str(path), default_epoch_s=2.0)
+    try:
+        assert store.epoch_s == 1.0  # the file the first process made, read back
+    finally:
+        store.close()

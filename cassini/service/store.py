@@ -19,8 +19,10 @@ read back with that profile (the library may have changed since), the model as i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -67,15 +69,20 @@ class Store:
 
     def __init__(self, path: str = MEMORY, *, default_epoch_s: float) -> None:
         self.path = path
-        self._conn = _connect(path)
+        self._lock_fd = _lock(path)  # before SQLite opens it: one file, one process
+        try:
+            self._conn = _connect(path)
+        except StateError:
+            self._unlock()
+            raise
         try:
             self._check_and_migrate()
             self.epoch_s = self._epoch(default_epoch_s)
         except sqlite3.DatabaseError as e:
-            self._conn.close()
+            self.close()
             raise StateError(f"{path}: not a usable SQLite database: {e}") from None
         except StateError:
-            self._conn.close()
+            self.close()
             raise
 
     # -- opening ---------------------------------------------------------------------
@@ -197,7 +204,16 @@ class Store:
                     self._conn.execute("DELETE FROM shifts WHERE job_id = ?", (job_id,))
 
     def close(self) -> None:
+        """Close the database, then give the file up to another process."""
         self._conn.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
+        # closed after SQLite's connection: closing a descriptor of the file drops every
+        # POSIX lock this process holds on it, SQLite's included
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def stored_job(obj: Any) -> RunningJob:
@@ -223,15 +239,37 @@ def _iteration_time_s(body: str) -> float | None:
     return None
 
 
+def _lock(path: str) -> int | None:
+    """An open descriptor of the state file holding an exclusive ``flock`` (None for
+    ``:memory:``), or StateError when another process holds it: two services writing one
+    file would each keep a registry the other never reads.  An empty new file is made
+    here (SQLite takes an empty file as a new database); the lock goes when the process
+    does, however it ends."""
+    if path == MEMORY:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        raise StateError(f"{path}: not a file")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StateError(f"{path}: cannot create its directory: {e.strerror or e}") from None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        raise StateError(f"{path}: cannot open: {e.strerror or e}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StateError(
+            f"{path}: in use by another cassini serve (one state file, one process); stop "
+            "it or give another --state file"
+        ) from None
+    return fd
+
+
 def _connect(path: str) -> sqlite3.Connection:
-    if path != MEMORY:
-        p = Path(path)
-        if p.exists() and not p.is_file():
-            raise StateError(f"{path}: not a file")
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StateError(f"{path}: cannot create its directory: {e.strerror or e}") from None
     try:
         # isolation_level=None: transactions are the explicit BEGIN/COMMIT above
         return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
