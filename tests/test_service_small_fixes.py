@@ -292,3 +292,16 @@ def test_serve_and_from_kube_use_the_files_types():
     from_kube_parser = sub["cluster"]._subparsers._group_actions[0].choices["from-kube"]  # noqa: SLF001
     kube = {a.dest: a.type for a in from_kube_parser._actions}  # noqa: SLF001
     assert kube["nic_bps"] is files.positive_float
+
+
+@pytest.mark.parametrize("shift", ["false", 0, 1, None, [True]])
+def test_a_put_shift_that_is_not_a_boolean_names_both_choices(shift):
+    """``shift`` picks the model (hold: true, release: false); a value of another type
+    said "must be True" (Python's spelling, and false is valid too)."""
+    from cassini.service.handlers import read_time_shift_put
+
+    with pytest.raises(InputError) as e:
+        read_time_shift_put({"shift": shift}, "j1", default_epoch_s=0.0, iteration_time_s=0.1)
+    assert e.value.field == "shift"
+    assert "must be true (hold) or false (release)" in e.value.problem
+    assert "True" not in e.value.problem

@@ -17,6 +17,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from cassini import schema
 from cassini.agent import MAX_EPOCH_AHEAD_S
 from cassini.circle import n_angles
 from cassini.errors import InputError
@@ -212,6 +213,11 @@ def read_time_shift_put(
     epoch (the job would sleep until then); or ``{"shift": false, "reason"?}``: run
     free, at the job's own ``iteration_time_s`` (seconds).  The ``shift`` field picks the
     model (the schema's ``oneOf``)."""
+    if isinstance(obj, dict) and "shift" in obj and not isinstance(obj["shift"], bool):
+        # neither model's: the field that picks the model, in the schema's words
+        raise InputError(
+            "shift", f"must be true (hold) or false (release), got {schema.kind_of(obj['shift'])}"
+        )
     if isinstance(obj, dict) and obj.get("shift") is False:
         release = models.validate(models.TimeShiftRelease, obj)
         return JobShift(job_id, False, 0.0, iteration_time_s, release.reason)
