@@ -10,14 +10,33 @@ them :func:`nic_factor` times faster (:func:`scale_to_nic`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cassini.profile import JobProfile, Phase
 
 #: the NIC rate (bits/s) the profile library was measured at: the CASSINI testbed's
-#: 50 Gbit/s NICs (``provenance.nic_bps`` of the library's measured entries)
+#: 50 Gbit/s NICs (``provenance.nic_bps`` of the library's measured entries); a profile
+#: that names none is taken as measured at it
 MEASURED_NIC_BPS = 50e9
 #: the values of the simulator's ``profiles:`` rule, the default first
 PROFILE_RULES = ("scale-to-nic", "as-measured")
 DEFAULT_PROFILE_RULE = PROFILE_RULES[0]
+
+
+@dataclass(frozen=True)
+class MeasuredProfile(JobProfile):
+    """A profile measured on NICs of ``nic_bps`` bits/s other than
+    :data:`MEASURED_NIC_BPS` (a profile file's ``provenance.nic_bps``,
+    :func:`cassini.sim.workload.load_library`): :func:`scale_to_nic` and
+    :func:`on_link` scale it from that rate."""
+
+    nic_bps: float = MEASURED_NIC_BPS
+
+
+def measured_nic_bps(profile: JobProfile) -> float:
+    """The NIC rate (bits/s) ``profile`` was measured at: its ``nic_bps`` when it is a
+    :class:`MeasuredProfile`, else :data:`MEASURED_NIC_BPS`."""
+    return profile.nic_bps if isinstance(profile, MeasuredProfile) else MEASURED_NIC_BPS
 
 
 def nic_factor(link_bps: float, nic_bps: float = MEASURED_NIC_BPS) -> float:
@@ -29,11 +48,10 @@ def nic_factor(link_bps: float, nic_bps: float = MEASURED_NIC_BPS) -> float:
     return float(link_bps) / float(nic_bps)
 
 
-def scale_to_nic(
-    profile: JobProfile, link_bps: float, measured_nic_bps: float = MEASURED_NIC_BPS
-) -> JobProfile:
-    """``profile`` (measured on ``measured_nic_bps`` NICs) on a job whose server links
-    send ``link_bps`` bits/s.  With ``f = link_bps / measured_nic_bps``:
+def scale_to_nic(profile: JobProfile, link_bps: float, nic_bps: float | None = None) -> JobProfile:
+    """``profile`` (measured on ``nic_bps`` NICs; default :func:`measured_nic_bps`, the
+    profile's own or 50 Gbit/s) on a job whose server links send ``link_bps`` bits/s.
+    With ``f = link_bps / nic_bps``:
 
     * every phase keeps its bits, is sent at ``rate_bps * f`` bits/s and so lasts
       ``duration_s / f`` seconds (shorter phases, not emptier ones);
@@ -52,7 +70,7 @@ def scale_to_nic(
     get longer.  A phase that wraps past the iteration's end is handled in the frame
     that starts where it ends, and the result is turned back to the profile's frame.
     """
-    f = nic_factor(link_bps, measured_nic_bps)
+    f = nic_factor(link_bps, measured_nic_bps(profile) if nic_bps is None else nic_bps)
     if f == 1.0 or not profile.phases:
         return profile
     period = profile.iteration_time_s
@@ -74,8 +92,9 @@ def scale_to_nic(
 
 def on_link(profile: JobProfile, link_bps: float, rule: str = DEFAULT_PROFILE_RULE) -> JobProfile:
     """``profile`` (as measured) on a job whose slowest server link sends ``link_bps``
-    bits/s, under the ``profiles:`` ``rule``: :func:`scale_to_nic` for ``scale-to-nic``,
-    unchanged for ``as-measured``.  The one rule the fluid engine and the packet level
+    bits/s, under the ``profiles:`` ``rule``: :func:`scale_to_nic` for ``scale-to-nic``
+    (from the NIC the profile was measured on, :func:`measured_nic_bps`), unchanged for
+    ``as-measured``.  The one rule the fluid engine and the packet level
     (``network: packet``, ``cassini.packet.run``, ``experiments.sim_vs_packet``) apply."""
     if rule not in PROFILE_RULES:
         raise ValueError(f"profiles rule must be one of {', '.join(PROFILE_RULES)}, got {rule!r}")

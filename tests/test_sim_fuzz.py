@@ -59,7 +59,7 @@ TOO_LARGE = {  # a job of 17 GPUs on 2 x 2 x 4 = 16, and the field the refusal n
         {"poisson": {"jobs": 2, "load": 1, "gpus": {4: 1, 17: 1}, "iterations": [10, 20]}},
         "workload.poisson.gpus.17",
     ),
-    "trace": ({"trace": "jobs.csv"}, "jobs.t1.gpus"),
+    "trace": ({"trace": "jobs.csv"}, "jobs.csv:3:3: gpus"),  # a bad row, file:line
 }
 
 

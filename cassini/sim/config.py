@@ -18,7 +18,7 @@ from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
 from cassini.sim.topologies import build as build_topology
 from cassini.sim.topology import Cluster
-from cassini.sim.workload import JobSpec, load_library, poisson_jobs
+from cassini.sim.workload import JobSpec, load_library, poisson_jobs, profile_warnings
 from mltcp.policy import MltcpParams
 
 SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
@@ -78,6 +78,7 @@ class SimConfig:
                 format=self.trace_format,
                 seed=self.seed,
                 strict=self.bad_rows == "error",
+                max_gpus=self.cluster.gpus,  # a larger job is a bad row (file:line)
             )
             return Workload(got.jobs, {"trace": str(self.trace), **got.summary()})
         p = dict(self.poisson or {})
@@ -221,8 +222,10 @@ def check_schedulers(names: tuple[str, ...], field_name: str) -> None:
 
 
 def unused_settings(cfg: SimConfig) -> list[str]:
-    """One line per setting the config gave that no scheduler of the run uses (the
-    sweep's scheduler axis when it has one): ignored, not an error."""
+    """The run's warnings (``results.json``'s ``warnings``, stderr): one line per setting
+    the config gave that no scheduler of the run uses (the sweep's scheduler axis when it
+    has one): ignored, not an error; and one per extra profile taken as measured at
+    50 Gbit/s (:func:`cassini.sim.workload.profile_warnings`)."""
     names = cfg.sweep.get("scheduler") or cfg.schedulers
     run = [Scheduler.parse(n) for n in names]
     racks = cfg.cluster.racks
@@ -247,7 +250,10 @@ def unused_settings(cfg: SimConfig) -> list[str]:
             "a one-rack cluster sends no traffic through spines",
         ),
     }
-    return [f"{k}: {why}; ignored" for k, (use, why) in uses.items() if k in cfg.given and not use]
+    unused = [
+        f"{k}: {why}; ignored" for k, (use, why) in uses.items() if k in cfg.given and not use
+    ]
+    return unused + profile_warnings(cfg.profiles, cfg.options.profiles)
 
 
 def check_models(cfg: SimConfig) -> SimConfig:

@@ -8,11 +8,13 @@ import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from cassini import files, outputs, schema
 from cassini.errors import InputError
+from cassini.nic_scale import MEASURED_NIC_BPS, MeasuredProfile
 from cassini.profile import JobProfile, library_model, profiles_from_dicts
 from cassini.sim.jobspec import JobSpec
 
@@ -26,14 +28,53 @@ MAX_JOBS = 1_000_000
 def load_library(extra: Sequence[Path | str] = ()) -> dict[str, JobProfile]:
     """The shipped profile library plus profiles from ``extra`` JSON files (one profile
     object or an array of them each, e.g. written by ``testbed.measure``); a later file
-    replaces a profile of the same id."""
+    replaces a profile of the same id.  A profile whose ``provenance.nic_bps`` (bits/s,
+    the NIC it was measured on) is not 50 Gbit/s is a
+    :class:`cassini.nic_scale.MeasuredProfile`, scaled from that rate under
+    ``profiles: scale-to-nic``; one without is taken as measured at 50 Gbit/s
+    (:func:`profile_warnings` says so)."""
     text = resources.files("cassini").joinpath("data/profiles.json").read_text()
-    library = {p.job_id: p for p in profiles_from_dicts(json.loads(text), "library")}
+    library = {p.job_id: p for p, _ in _profiles(json.loads(text), "library")}
     for path in extra:
-        data = files.parse_json(files.read_text(path), str(path))
-        items = data if isinstance(data, list) else [data]
-        library |= {p.job_id: p for p in profiles_from_dicts(items, str(path))}
+        library |= {p.job_id: p for p, _ in _read_profiles(path)}
     return library
+
+
+def profile_warnings(extra: Sequence[Path | str], rule: str) -> list[str]:
+    """One line per profile of the ``extra`` files that names no ``provenance.nic_bps``
+    when ``rule`` is ``scale-to-nic``: it is taken as measured at 50 Gbit/s."""
+    if rule != "scale-to-nic":
+        return []
+    gbit = f"{MEASURED_NIC_BPS / 1e9:g} Gbit/s"
+    return [
+        f"profile {p.job_id!r} ({path}) has no provenance.nic_bps: taken as measured at "
+        f"{gbit} (rule scale-to-nic); give rule: as-measured to keep its rates"
+        for path in extra
+        for p, given in _read_profiles(path)
+        if not given
+    ]
+
+
+def _read_profiles(path: Path | str) -> list[tuple[JobProfile, bool]]:
+    data = files.parse_json(files.read_text(path), str(path))
+    return _profiles(data if isinstance(data, list) else [data], str(path))
+
+
+def _profiles(items: Any, field: str) -> list[tuple[JobProfile, bool]]:
+    """The profiles of a JSON array, each with whether it names ``provenance.nic_bps``
+    (a number > 0, InputError naming ``field[i].provenance.nic_bps`` otherwise)."""
+    out = []
+    for i, p in enumerate(profiles_from_dicts(items, field)):
+        provenance = items[i].get("provenance", {})
+        if "nic_bps" not in provenance:
+            out.append((p, False))
+            continue
+        where = f"{field}[{i}].provenance.nic_bps"
+        nic = schema.number(provenance["nic_bps"], where, positive=True)
+        if nic != MEASURED_NIC_BPS:
+            p = MeasuredProfile(p.job_id, p.iteration_time_s, p.phases, nic_bps=nic)
+        out.append((p, True))
+    return out
 
 
 # -- Poisson arrivals ---------------------------------------------------------------------

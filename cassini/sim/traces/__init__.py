@@ -49,14 +49,16 @@ def read(
     format: str | None = None,
     seed: int = 0,
     strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     """Read ``path`` in ``format`` (detected when None) into jobs.
 
     ``seed`` drives the seeded rules (model choice, drawn iterations) of formats that
     need them.  ``strict``: the first malformed row raises :class:`BadRow`
     (``file:line:column: field: problem``); otherwise bad rows are collected in the
-    result.  A file that is not in ``format`` raises :class:`NotThisFormat` saying what
-    was expected."""
+    result.  ``max_gpus`` (the cluster's GPUs): a job asking for more is a bad row naming
+    the row's GPU field.  A file that is not in ``format`` raises :class:`NotThisFormat`
+    saying what was expected."""
     path = Path(path)
     if not path.is_dir():
         check_not_gzip(path)  # else detection reads it as mangled text
@@ -65,7 +67,7 @@ def read(
         raise InputError("format", f"unknown trace format {name!r} (one of {', '.join(READERS)})")
     if not path.exists():
         raise InputError("trace", f"cannot read {path}: No such file or directory")
-    result = READERS[name].read(path, library, seed=seed, strict=strict)
+    result = READERS[name].read(path, library, seed=seed, strict=strict, max_gpus=max_gpus)
     if format is None:
         result.notes.insert(0, f"format: {name} (detected)")
     return result

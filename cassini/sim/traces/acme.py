@@ -25,8 +25,20 @@ def sniff(path: Path, head: str) -> bool:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     return read_job_log(
-        path, library, name=NAME, columns=COLUMNS, expected=EXPECTED, seed=seed, strict=strict
+        path,
+        library,
+        name=NAME,
+        columns=COLUMNS,
+        expected=EXPECTED,
+        seed=seed,
+        strict=strict,
+        max_gpus=max_gpus,
     )

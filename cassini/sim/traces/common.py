@@ -186,12 +186,13 @@ def parse_time(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class JobFields:
-    """A reader's fields that hold a job's id, its arrival and its length, for naming
-    them in the rows :func:`collect` and :func:`finish` reject."""
+    """A reader's fields that hold a job's id, its arrival, its length and its GPUs, for
+    naming them in the rows :func:`collect` and :func:`finish` reject."""
 
     id: str
     arrival: str
     length: str
+    gpus: str = "gpus"
 
 
 def collect(
@@ -201,6 +202,7 @@ def collect(
     *,
     strict: bool,
     fields: JobFields | None = None,
+    max_gpus: int | None = None,
 ) -> list[tuple[Row, Any]]:
     """``parse`` every row; malformed ones raise (``strict``) or go to ``out.bad``;
     :class:`Skip` ones are counted in ``out.skipped``.
@@ -209,8 +211,9 @@ def collect(
     JSON line that does not parse, an array element that is not an object): it is a bad
     row on its own and the records after it are read.  An error *raised* by ``rows`` is
     the file's (it cannot be read on) and always propagates.  With ``fields``, a parsed
-    :class:`JobSpec` whose id an earlier row already gave, or with more than
-    :data:`MAX_ITERATIONS` iterations, is a bad row too."""
+    :class:`JobSpec` whose id an earlier row already gave, with more than
+    :data:`MAX_ITERATIONS` iterations, or (``max_gpus``: the cluster's GPUs) more GPUs
+    than the cluster has, is a bad row too."""
     kept = []
     first_line: dict[str, int] = {}
     for row in rows:
@@ -219,7 +222,7 @@ def collect(
                 raise row
             value = parse(row)
             if fields is not None and isinstance(value, JobSpec):
-                check_job(row, value, fields, first_line)
+                check_job(row, value, fields, first_line, max_gpus)
             kept.append((row, value))
         except Skip as s:
             out.skipped[s.reason] += 1
@@ -230,9 +233,15 @@ def collect(
     return kept
 
 
-def check_job(row: Row, job: JobSpec, fields: JobFields, first_line: dict[str, int]) -> None:
-    """BadRow for a job id seen before (``first_line``: id -> line, updated) or more than
-    :data:`MAX_ITERATIONS` iterations."""
+def check_job(
+    row: Row,
+    job: JobSpec,
+    fields: JobFields,
+    first_line: dict[str, int],
+    max_gpus: int | None = None,
+) -> None:
+    """BadRow for a job id seen before (``first_line``: id -> line, updated), more than
+    :data:`MAX_ITERATIONS` iterations, or more than ``max_gpus`` GPUs."""
     if job.job_id in first_line:
         raise row.error(
             fields.id,
@@ -244,6 +253,8 @@ def check_job(row: Row, job: JobSpec, fields: JobFields, first_line: dict[str, i
             f"a run time of {job.iterations:.3g} iterations of {job.model}, more than "
             f"{short(MAX_ITERATIONS)}",
         )
+    if max_gpus is not None and job.gpus > max_gpus:
+        raise row.error(fields.gpus, f"{job.gpus} GPUs, the cluster has {max_gpus}")
     first_line[job.job_id] = row.line
 
 

@@ -45,12 +45,13 @@ def read_job_log(
     seed: int,
     strict: bool,
     model_column: str | None = None,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     """Shared by Helios and Acme (same Slurm-derived job log): one job per row."""
     out = TraceRead(name, str(path), [])
     models = ModelRule(library, seed)
     rows = csv_rows(path, columns, expected=expected)
-    fields = JobFields("job_id", "submit_time", "duration")
+    fields = JobFields("job_id", "submit_time", "duration", "gpu_num")
 
     def parse(row: Row) -> JobSpec:
         job_id = row.text("job_id")
@@ -69,7 +70,7 @@ def read_job_log(
         model = models.choose(job_id, row.raw(model_column) if model_column else None)
         return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
 
-    kept = collect(rows, parse, out, strict=strict, fields=fields)
+    kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [
         "run time: the duration column (end_time - start_time when empty); all final states",
         DURATION_NOTE,
@@ -79,8 +80,20 @@ def read_job_log(
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     return read_job_log(
-        path, library, name=NAME, columns=COLUMNS, expected=EXPECTED, seed=seed, strict=strict
+        path,
+        library,
+        name=NAME,
+        columns=COLUMNS,
+        expected=EXPECTED,
+        seed=seed,
+        strict=strict,
+        max_gpus=max_gpus,
     )

@@ -66,7 +66,12 @@ def worker_gpus(row: Row) -> int:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     job_path, worker_path = tables(path)
     out = TraceRead(NAME, str(job_path), [])
@@ -118,8 +123,8 @@ def read(
         return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
 
     rows_again = itertools.chain([first] if first else [], job_rows)
-    fields = JobFields("job_name", "gmt_job_submitted", "gmt_job_finished")
-    kept = collect(rows_again, parse_job, out, strict=strict, fields=fields)
+    fields = JobFields("job_name", "gmt_job_submitted", "gmt_job_finished", "job_name")
+    kept = collect(rows_again, parse_job, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [
         "GPUs and placement: each GPU worker's host_ip with its RES GPUs (workers by name)",
         "run time: gmt_job_finished (else gmt_job_stopped) minus gmt_job_running",

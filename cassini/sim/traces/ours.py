@@ -65,7 +65,12 @@ def parse_hosts(row: Row, name: str = "hosts") -> tuple[tuple[str, int], ...]:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     out = TraceRead(NAME, str(path), [])
     if path.suffix.lower() == ".json":
@@ -109,5 +114,5 @@ def read(
             raise row.error("hosts", f"hosts hold {sum(g for _, g in hosts)} GPUs, gpus is {gpus}")
         return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
 
-    kept = collect(rows, parse, out, strict=strict, fields=fields)
+    kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     return finish(out, kept, strict=strict, fields=fields, from_zero=False)

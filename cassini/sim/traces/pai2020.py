@@ -62,7 +62,12 @@ def missing_task_table(task_path: Path, job_path: Path) -> InputError:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     job_path, task_path, instance_path = tables(path)
     # the job table's first row says whether this is PAI at all (NotThisFormat if not)
@@ -71,7 +76,6 @@ def read(
         raise missing_task_table(task_path, job_path)
     out = TraceRead(NAME, str(job_path), [])
     models = ModelRule(library, seed)
-
     # tasks: per job, GPUs and the span of its GPU tasks; per (job, task), GPUs/instance
     per_instance: dict[tuple[str, str], int] = {}
     gpu_tasks: dict[str, list[tuple[int, float | None, float | None]]] = {}
@@ -123,8 +127,8 @@ def read(
         return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
 
     job_rows = csv_rows(job_path, JOB_COLUMNS, expected=EXPECTED, header=False)
-    fields = JobFields("job_name", "start_time", "end_time")
-    kept = collect(job_rows, parse_job, out, strict=strict, fields=fields)
+    fields = JobFields("job_name", "start_time", "end_time", "job_name")
+    kept = collect(job_rows, parse_job, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [
         "GPUs: ceil(plan_gpu / 100) whole GPUs per instance, times inst_num, summed over tasks",
         "run time: latest GPU-task end_time minus earliest GPU-task start_time",

@@ -35,12 +35,17 @@ def sniff(path: Path, head: str) -> bool:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     out = TraceRead(NAME, str(path), [])
     models = ModelRule(library, seed)
     rows = json_records(path, expected=EXPECTED)
-    fields = JobFields("jobid", "submitted_time", "attempts")
+    fields = JobFields("jobid", "submitted_time", "attempts", "attempts")
 
     def parse(row: Row) -> JobSpec:
         for name in ("jobid", "submitted_time", "attempts"):
@@ -91,7 +96,7 @@ def read(
         iterations = iterations_for(t1 - t0, library[model])
         return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
 
-    kept = collect(rows, parse, out, strict=strict, fields=fields)
+    kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [
         "run time and machines: the last attempt with both start_time and end_time",
         DURATION_NOTE,

@@ -32,7 +32,12 @@ def sniff(path: Path, head: str) -> bool:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     out = TraceRead(NAME, str(path), [])
     models = ModelRule(library, seed, ALIASES)
@@ -49,8 +54,8 @@ def read(
         model = models.choose(job_id, app)
         return JobSpec(job_id, arrival, gpus, models.draw(job_id), model)
 
-    fields = JobFields("name", "time", "name")
-    kept = collect(rows, parse, out, strict=strict, fields=fields)
+    fields = JobFields("name", "time", "name", "num_replicas")
+    kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     lo, hi = DEFAULT_ITERATIONS
     out.notes += [
         f"iterations: drawn uniformly in [{lo}, {hi}] by sha256('{seed}:<job id>:iterations') "

@@ -34,7 +34,12 @@ def sniff(path: Path, head: str) -> bool:
 
 
 def read(
-    path: Path, library: Mapping[str, JobProfile], *, seed: int = 0, strict: bool = True
+    path: Path,
+    library: Mapping[str, JobProfile],
+    *,
+    seed: int = 0,
+    strict: bool = True,
+    max_gpus: int | None = None,
 ) -> TraceRead:
     out = TraceRead(NAME, str(path), [])
     models = ModelRule(library, seed)
@@ -54,7 +59,7 @@ def read(
         model = models.choose(job_id, name)
         return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
 
-    fields = JobFields("job_id", "submit_time", "duration")
-    kept = collect(rows, parse, out, strict=strict, fields=fields)
+    fields = JobFields("job_id", "submit_time", "duration", "num_gpu")
+    kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [DURATION_NOTE, *models.notes()]
     return finish(out, kept, strict=strict, fields=fields)
