@@ -177,6 +177,12 @@ void CC_PROG(CC_FN(_init), struct sock *sk)
 	dctcp_init_state(sk);
 }
 
+SEC("struct_ops")
+void CC_PROG(CC_FN(_release), struct sock *sk)
+{
+	mltcp_release(sk, &dctcp_ca(sk)->mltcp);
+}
+
 /* the one handler that differs */
 SEC("struct_ops")
 void CC_PROG(CC_FN(_cong_avoid), struct sock *sk, __u32 ack, __u32 acked)
@@ -227,6 +233,7 @@ __u32 CC_PROG(CC_FN(_undo_cwnd), struct sock *sk)
 SEC(".struct_ops")
 struct tcp_congestion_ops CC_NAME = {
 	.init = (void *)CC_FN(_init),
+	.release = (void *)CC_FN(_release),
 	.cong_avoid = (void *)CC_FN(_cong_avoid),
 	.in_ack_event = (void *)CC_FN(_in_ack_event),
 	.cwnd_event = (void *)CC_FN(_cwnd_event),

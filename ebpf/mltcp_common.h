@@ -176,6 +176,27 @@ static __always_inline void mltcp_new_iteration(struct sock *sk, struct mltcp_st
 	bpf_map_update_elem(&mltcp_flows, &key, &stats, BPF_ANY);
 }
 
+/* release: the socket lets go of MLTCP (it is destroyed, or moves to another control).
+ * Its row in mltcp_flows is marked ended (MLTCP_FLOW_ENDED), so `mltcp status --flows`
+ * lists live flows only while the final counts stay readable (the testbed reads them after
+ * its workers exit) until the LRU reuses the slot.  The key is the port pair alone: a flow
+ * with the same ports in another network namespace may have written the row since, so it
+ * is marked only if it is still the one this socket wrote at its last boundary.  The local
+ * port is read from inet_sport: a socket being destroyed has left its port (skc_num is 0
+ * once tcp_set_state(TCP_CLOSE) gave the port back). */
+static __always_inline void mltcp_release(struct sock *sk, struct mltcp_state *st)
+{
+	struct mltcp_flow_key key = {
+		.local_port = bpf_ntohs(((struct inet_sock *)sk)->inet_sport),
+		.remote_port = bpf_ntohs(sk->__sk_common.skc_dport),
+	};
+	struct mltcp_flow_stats *stats = bpf_map_lookup_elem(&mltcp_flows, &key);
+
+	if (stats && stats->iterations == st->iterations && stats->last_iter_bytes == st->per_iter &&
+	    stats->bytes_acked <= tcp_sk(sk)->bytes_acked)
+		stats->factor_q |= MLTCP_FLOW_ENDED;
+}
+
 /* CA_EVENT_TX_START: the flow sends after having nothing in flight. */
 static __always_inline void mltcp_tx_start(struct sock *sk, struct mltcp_state *st)
 {

@@ -42,6 +42,12 @@ void BPF_PROG(mltcp_cubic_init, struct sock *sk)
 }
 
 SEC("struct_ops")
+void BPF_PROG(mltcp_cubic_release, struct sock *sk)
+{
+	mltcp_release(sk, &cubic_ca(sk)->mltcp);	/* the kernel's CUBIC has no release */
+}
+
+SEC("struct_ops")
 void BPF_PROG(mltcp_cubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	struct mltcp_cubic_ca *ca = cubic_ca(sk);
@@ -95,6 +101,7 @@ __u32 BPF_PROG(mltcp_cubic_undo_cwnd, struct sock *sk)
 SEC(".struct_ops")
 struct tcp_congestion_ops mltcp_cubic = {
 	.init = (void *)mltcp_cubic_init,
+	.release = (void *)mltcp_cubic_release,
 	.cong_avoid = (void *)mltcp_cubic_cong_avoid,
 	.cwnd_event = (void *)mltcp_cubic_cwnd_event,
 	.in_ack_event = (void *)mltcp_cubic_in_ack_event,

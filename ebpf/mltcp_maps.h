@@ -37,11 +37,15 @@ struct mltcp_flow_key {
 	__u16 remote_port;
 };
 
+/* in factor_q: the flow's socket let go of MLTCP (closed, or moved to another control);
+ * F itself never exceeds 64 (1 << 16 in Q10), so the bit is free */
+#define MLTCP_FLOW_ENDED 0x80000000
+
 struct mltcp_flow_stats {
 	__u64 iterations;
 	__u64 last_iter_bytes;
 	__u64 bytes_acked;
-	__u32 factor_q;		/* F at the end of the last iteration, Q10 */
+	__u32 factor_q;		/* F at the end of the last iteration, Q10; | MLTCP_FLOW_ENDED */
 	__u32 job;
 };
 

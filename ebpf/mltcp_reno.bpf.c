@@ -17,6 +17,12 @@ void BPF_PROG(mltcp_reno_init, struct sock *sk)
 }
 
 SEC("struct_ops")
+void BPF_PROG(mltcp_reno_release, struct sock *sk)
+{
+	mltcp_release(sk, inet_csk_ca(sk));
+}
+
+SEC("struct_ops")
 void BPF_PROG(mltcp_reno_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	mltcp_reno_grow(sk, acked, mltcp_on_ack(sk, inet_csk_ca(sk)));
@@ -56,6 +62,7 @@ __u32 BPF_PROG(mltcp_reno_undo_cwnd, struct sock *sk)
 SEC(".struct_ops")
 struct tcp_congestion_ops mltcp_reno = {
 	.init = (void *)mltcp_reno_init,
+	.release = (void *)mltcp_reno_release,
 	.cong_avoid = (void *)mltcp_reno_cong_avoid,
 	.cwnd_event = (void *)mltcp_reno_cwnd_event,
 	.in_ack_event = (void *)mltcp_reno_in_ack_event,

@@ -7,7 +7,16 @@ overlap of job a's phase with the others (three jobs), and the iteration times, 
 base congestion control and for MLTCP, and draws the reference model's prediction
 (x' = x + k x (1-x)/(1+kx), from the fluid model started at the measured first offsets)
 on the same axes.  A model sweep over slope, intercept and start offsets maps the
-iterations needed to interleave.
+iterations needed to interleave; the summary it prints is the count at MLTCP's default
+parameters (``mltcp.policy.MltcpParams``) from a 10 % start offset, as results.json's
+``sweep.defaults`` records it.
+
+Units in results.json (its ``units`` and ``sweep.units`` say the same): ``offsets`` are
+fractions of a communication phase (0..1), no time unit, both the measured and modelled
+per-iteration offsets of a run and the sweep's start offsets; ``overlap`` is the fraction
+of job a's phase the others overlap; ``iterations_to_interleave`` counts iterations, -1
+meaning never interleaved within the iterations modelled; ``interleaved_at`` is an
+iteration (from 0), null for never.
 
 Cases: ecn (dctcp_bpf vs mltcp_dctcp, 2 jobs), ecn-trio (same, 3 jobs), fifo-reno (reno
 vs mltcp_reno), fifo-cubic (cubic vs mltcp_cubic).  On `fifo` the baselines interleave
@@ -154,11 +163,34 @@ def model_run(
     return out
 
 
+SUMMARY_OFFSET = 0.1  # the start offset the printed summary reads (a fraction of a phase)
+SWEEP_UNITS = {
+    "slopes": "dimensionless (F = slope * ratio + intercept)",
+    "intercepts": "dimensionless",
+    "offsets": "start offset between the two jobs' communication phases, a fraction of a "
+    "phase (0..1)",
+    "iterations_to_interleave": "iterations, indexed [slope][intercept][offset]; -1: never "
+    "interleaved within the iterations modelled",
+}
+RUN_UNITS = {
+    "offsets": "per iteration, |difference of the two jobs' communication starts| as a "
+    "fraction of a communication phase (0..1)",
+    "overlap": "per iteration, the fraction of job a's communication phase the others overlap "
+    "(0..1)",
+    "interleaved_at": "the first iteration (from 0) of 3 in a row with overlap < 0.2; null "
+    '("never" in rows): never',
+    "iteration_times_s": "seconds",
+}
+
+
 def sweep(iterations: int = 30) -> dict[str, Any]:
-    """Model: iterations to interleave over slope x intercept, for three start offsets."""
-    slopes = np.array([0.25, 0.5, 1.0, 1.5, 2.0, 3.0])
-    intercepts = np.array([0.25, 0.5, 1.0])
-    offsets = np.array([0.02, 0.1, 0.3])
+    """Model: iterations to interleave over slope x intercept (MLTCP's defaults, from
+    :class:`~mltcp.policy.MltcpParams`, among them), for three start offsets; ``defaults``:
+    the defaults and their count from a :data:`SUMMARY_OFFSET` start offset."""
+    default = MltcpParams()
+    slopes = np.array(sorted({0.25, 0.5, 1.0, 1.5, 2.0, 3.0, default.slope}))
+    intercepts = np.array(sorted({0.25, 0.5, 1.0, default.intercept}))
+    offsets = np.array(sorted({0.02, SUMMARY_OFFSET, 0.3}))
     grid = np.array(np.meshgrid(slopes, intercepts, offsets, indexing="ij")).reshape(3, -1).T
     m = len(grid)
     r = simulate(
@@ -170,14 +202,42 @@ def sweep(iterations: int = 30) -> dict[str, Any]:
         grid[:, 0],
         grid[:, 1],
     )
-    k = r.iterations_to_interleave()
+    k = r.iterations_to_interleave().reshape(len(slopes), len(intercepts), len(offsets))
+    at = (
+        slopes.tolist().index(default.slope),
+        intercepts.tolist().index(default.intercept),
+        offsets.tolist().index(SUMMARY_OFFSET),
+    )
     return {
+        "units": SWEEP_UNITS,
         "slopes": slopes.tolist(),
         "intercepts": intercepts.tolist(),
         "offsets": offsets.tolist(),
         "configs": m,
-        "iterations_to_interleave": k.reshape(len(slopes), len(intercepts), len(offsets)).tolist(),
+        "iterations_to_interleave": k.tolist(),
+        "defaults": {
+            "slope": default.slope,
+            "intercept": default.intercept,
+            "offset": SUMMARY_OFFSET,
+            "iterations_to_interleave": int(k[at]),
+        },
     }
+
+
+def sweep_summary(s: dict[str, Any]) -> str:
+    """The sweep's line on stdout: the count at MLTCP's defaults (as ``s["defaults"]``
+    records it) and, at the default intercept, by slope; -1 reads "never"."""
+    d = s["defaults"]
+    k = np.array(s["iterations_to_interleave"])
+    j, o = s["intercepts"].index(d["intercept"]), s["offsets"].index(d["offset"])
+    said = lambda n: "never" if n < 0 else str(n)  # noqa: E731
+    by_slope = ", ".join(f"slope {sl:g}: {said(k[i, j, o])}" for i, sl in enumerate(s["slopes"]))
+    return (
+        f"model sweep ({s['configs']} configurations): iterations to interleave from a "
+        f"{d['offset'] * 100:g} % offset (of a phase) at MLTCP's defaults (slope {d['slope']:g}, "
+        f"intercept {d['intercept']:g}): {said(d['iterations_to_interleave'])}; at intercept "
+        f"{d['intercept']:g}, {by_slope}"
+    )
 
 
 def measure_case(run: Run, case: str, rep: int, params: MltcpParams) -> tuple[dict, list]:
@@ -308,18 +368,12 @@ def measure(run: Run, report: dict[str, Any]) -> None:
 
 def run_all(run: Run) -> None:
     progress("model sweep (slope x intercept x start offset)")
-    report: dict[str, Any] = {"sweep": sweep(), "runs": {}}
+    report: dict[str, Any] = {"units": RUN_UNITS, "sweep": sweep(), "runs": {}}
     plot_sweep(report["sweep"], run.out / "sweep.png")
     if not run.args.model_only:
         measure(run, report)
     run.save(report)
-    s = report["sweep"]
-    k = np.array(s["iterations_to_interleave"])
-    print(
-        f"model sweep ({s['configs']} configurations): iterations to interleave from a 10 % "
-        f"offset, intercept 0.5: "
-        + ", ".join(f"slope {sl}: {k[i, 1, 1]}" for i, sl in enumerate(s["slopes"]))
-    )
+    print(sweep_summary(report["sweep"]))
     print(f"results: {run.results_path}  plots: {run.out}/*.png")
 
 

@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,29 +37,88 @@ def build_parser() -> argparse.ArgumentParser:
         "namespaces.  Idempotent: run again, it changes only the parameters given (a first "
         "load starts from the defaults).",
     )
-    load.add_argument("--variant", default="all", choices=(*variants.NAMES, "all"))
+    loads = ", ".join(f"{v.name} loads {v.cc}" for v in variants.VARIANTS)
+    load.add_argument(
+        "--variant",
+        default="all",
+        choices=(*variants.NAMES, "all"),
+        help=f"which congestion control to register: {loads}; all: every one (default)",
+    )
     _add_params(load, load=True)
-    _add_params(sub.add_parser("set", help="change parameters at run time (no reload)"), False)
+    _add_params(
+        sub.add_parser(
+            "set",
+            help="change parameters at run time (no reload)",
+            description="Change the rule's parameters of the loaded controls; flows use them "
+            "from their next ACK.  Only the flags given change.",
+        ),
+        False,
+    )
     _add_select(
         sub.add_parser(
-            "select", help="use a variant in a netns, for one cgroup's sockets, or host-wide"
+            "select",
+            help="use a variant in a netns, for one cgroup's sockets, or host-wide",
+            description="Make a congestion control the one a named network namespace, the "
+            "TCP sockets of one cgroup v2, or the host uses by default.",
         )
     )
-    st = sub.add_parser("status", help="what is loaded, parameters, per-flow statistics")
-    st.add_argument("--flows", action="store_true")
-    st.add_argument("--json", action="store_true")
-    un = sub.add_parser("unload", help="unregister and restore the kernel's settings")
+    _add_status(sub)
+    un = sub.add_parser(
+        "unload",
+        help="unregister and restore the kernel's settings",
+        description="Unregister every variant and put back the allowed list, the default and "
+        "each namespace's choice as `load` and `select` found them.  Refused while a TCP "
+        "socket (listeners included) in any network namespace of the host, named or not, "
+        "uses one, naming the namespace (`pid N` for one without a name).",
+    )
     un.add_argument(
         "--force",
         action="store_true",
-        help="even if sockets still use it: they move to the base algorithm (reno/cubic)",
+        help="even if sockets still use it: they move to the base algorithm (reno/cubic), "
+        "in every network namespace",
     )
-    mark = sub.add_parser("mark", help="mark an iteration end for a job (exact mode)")
-    mark.add_argument("job")
-    port = sub.add_parser("assign-port", help="flows to/from PORT belong to JOB (exact mode)")
-    port.add_argument("port", type=int)
-    port.add_argument("job")
+    job_help = "the job's name, as the training process gives it to mltcp.mark_iteration"
+    mark = sub.add_parser(
+        "mark",
+        help="mark an iteration end for a job (exact mode)",
+        description="Tell the kernel that JOB finished an iteration (exact mode; a training "
+        "process calls mltcp.mark_iteration instead); prints the job's new mark count.",
+    )
+    mark.add_argument("job", help=job_help)
+    port = sub.add_parser(
+        "assign-port",
+        help="flows to/from PORT belong to JOB (exact mode)",
+        description="Tie the TCP flows whose local or remote port is PORT to JOB, so JOB's "
+        "marks end their iterations (exact mode).",
+    )
+    port.add_argument("port", type=int, help="a TCP port, 1..65535")
+    port.add_argument("job", help=job_help)
     return p
+
+
+def _add_status(sub: argparse._SubParsersAction) -> None:
+    st = sub.add_parser(
+        "status",
+        help="what is loaded, parameters, per-flow statistics",
+        description="What is loaded, the allowed list and default, the parameters, window "
+        "repairs, and what is wrong in MLTCP's kernel state (a line `problem:` each, saying "
+        "what to do; `note:` for what status has tidied itself).",
+    )
+    st.add_argument(
+        "--flows",
+        action="store_true",
+        help="also the flows on MLTCP now: iterations, bytes of the last one, F at its end, "
+        "the job (its name when `select --job`/`assign-port`/`mark` gave it here, else the "
+        "kernel's key, a hash).  A row is keyed by (local port, remote port) alone: flows "
+        "with the same ports in different network namespaces share one",
+    )
+    st.add_argument(
+        "--ended",
+        action="store_true",
+        help="with --flows: also flows whose socket closed or left MLTCP (their last "
+        "counts, until the kernel's map reuses their row)",
+    )
+    st.add_argument("--json", action="store_true", help="one JSON object instead of lines")
 
 
 def _add_params(sp: argparse.ArgumentParser, load: bool) -> None:
@@ -74,17 +134,20 @@ def _add_params(sp: argparse.ArgumentParser, load: bool) -> None:
     sp.add_argument(
         "--slope",
         type=float,
-        help=f"F's slope, >= 0, in steps of 1/1024 ({said(DEFAULTS.slope)})",
+        help="F's slope, >= 0, slope + intercept <= 64, in steps of 1/1024 "
+        f"({said(DEFAULTS.slope)})",
     )
     sp.add_argument(
         "--intercept",
         type=float,
-        help=f"F's intercept, > 0, in steps of 1/1024 ({said(DEFAULTS.intercept)})",
+        help="F's intercept, > 0, slope + intercept <= 64, in steps of 1/1024 "
+        f"({said(DEFAULTS.intercept)})",
     )
     sp.add_argument(
         "--idle-ms",
         type=float,
-        help=f"idle gap that ends an iteration, ms, in steps of 1 µs ({said(DEFAULTS.idle_ms)})",
+        help="idle gap that ends an iteration, milliseconds, > 0 and <= 60000, in steps of "
+        f"1 µs ({said(DEFAULTS.idle_ms)})",
     )
     sp.add_argument(
         "--mode",
@@ -112,7 +175,8 @@ def _add_select(sel: argparse.ArgumentParser) -> None:
         "--cgroup",
         metavar="PATH",
         type=input_dir,
-        help="a cgroup v2 directory: only its processes' TCP sockets (a sock_ops program)",
+        help="a cgroup v2 directory (a relative one from the working directory): only its "
+        "processes' TCP sockets (a sock_ops program)",
     )
     where.add_argument("--default", action="store_true", help="the host's default")
     sel.add_argument("--job", help="with --cgroup: tie those sockets to JOB (exact mode)")
@@ -164,7 +228,7 @@ def _load_or_set(args: argparse.Namespace) -> int:
     try:
         params = _params(args)
     except ValueError as e:
-        print(f"mltcp: invalid parameter: {e}", file=sys.stderr)
+        print(f"mltcp: invalid parameter: {_flags(str(e))}", file=sys.stderr)
         return 2
     names: list[str] = []
     if args.command == "load":
@@ -200,24 +264,42 @@ def _select(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags(message: str) -> str:
+    """A parameter error of MltcpParams with its fields named as the flags that set them
+    (``idle_ms must be ...`` -> ``--idle-ms must be ...``)."""
+    for name in PARAMS:
+        message = re.sub(rf"\b{name}\b", "--" + name.replace("_", "-"), message)
+    return message
+
+
 def _cgroup_problem(path: str) -> str | None:
-    """What makes ``path`` unusable as a cgroup v2 directory (``PATH: problem``), or None."""
+    """What makes ``path`` unusable as a cgroup v2 directory (``PATH: problem``), or None;
+    a relative path is taken from the working directory."""
     from cassini import files
     from cassini.errors import InputError
+    from mltcp.admin.cgroup import cgroup_problem
 
     try:
         files.check_dir(path)
     except InputError as e:
         return str(e)
-    if not os.path.isfile(os.path.join(path, "cgroup.procs")):
-        return f"{path}: not a cgroup directory (no cgroup.procs)"
-    return None
+    return cgroup_problem(path)
+
+
+def _unknown_cc(cc: str) -> str | None:
+    """Why ``cc`` is no congestion control at all (neither ours nor the kernel's), or None."""
+    from mltcp.admin.cgroup import not_loaded
+    from mltcp.pinned import available
+
+    if cc in variants.CCS or cc in available():
+        return None
+    return not_loaded(cc)
 
 
 def _status(args: argparse.Namespace) -> int:
     from mltcp import admin
 
-    s = admin.status(flows=args.flows)
+    s = admin.status(flows=args.flows, ended=args.ended)
     if args.json:
         print(json.dumps(s, indent=1))
         return 0
@@ -226,14 +308,26 @@ def _status(args: argparse.Namespace) -> int:
         print("params: " + ", ".join(f"{k} {v}" for k, v in s["params"].items()))
     for problem in s.get("problems", []):
         print(f"problem: {problem}")
+    for note in s.get("notes", []):
+        print(f"note: {note}")
     if s.get("window_repairs"):
         print(f"windows repaired (impossible kernel values): {s['window_repairs']}")
     for f in s.get("flows", []):
         print(
-            f"  {f['local_port']}->{f['remote_port']} job {f['job']} iterations "
+            f"  {f['local_port']}->{f['remote_port']} {_job(f)} iterations "
             f"{f['iterations']} last {f['last_iteration_bytes']} B F {f['factor']:.3f}"
+            + (" (ended)" if f["ended"] else "")
         )
     return 0
+
+
+def _job(flow: dict) -> str:
+    """A flow's job as ``status --flows`` prints it: its name when recorded, else its key."""
+    if flow["job_name"] is not None:
+        return f"job {flow['job_name']}"
+    if not flow["job"]:
+        return "no job"
+    return f"job key {flow['job']} (a hash; its name was not given here)"
 
 
 def _unload(args: argparse.Namespace) -> int:
@@ -246,15 +340,20 @@ def _unload(args: argparse.Namespace) -> int:
 
 def _mark(args: argparse.Namespace) -> int:
     from mltcp import marks
+    from mltcp.admin.state import remember_job
 
-    print(marks.mark_iteration(args.job))
+    count = marks.mark_iteration(args.job)
+    remember_job(args.job)
+    print(f"job {args.job}: iteration end marked, {count} marked so far")
     return 0
 
 
 def _assign_port(args: argparse.Namespace) -> int:
     from mltcp import marks
+    from mltcp.admin.state import remember_job
 
     marks.assign_port(args.port, args.job)
+    remember_job(args.job)
     return 0
 
 
@@ -284,7 +383,11 @@ def bad_argument(args: argparse.Namespace) -> str | None:
         return "JOB must not be empty"
     if args.command == "assign-port" and not 0 < args.port < 65536:
         return f"PORT must be in 1..65535, got {args.port}"
+    if args.command == "status" and args.ended and not args.flows:
+        return "--ended goes with --flows"
     if args.command == "select":
+        if problem := _unknown_cc(args.cc):
+            return problem
         if args.cgroup is not None and (problem := _cgroup_problem(args.cgroup)):
             return f"--cgroup {problem}"
         if args.job is not None and args.cgroup is None:

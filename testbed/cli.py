@@ -73,7 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=None, type=output_path, help="output folder (default: a new temp dir)"
     )
     run.add_argument("--json", action="store_true", help="print results JSON on stdout")
-    sub.add_parser("cleanup", help="remove leftovers of crashed runs (only what we created)")
+    sub.add_parser(
+        "cleanup",
+        help="remove leftovers of crashed runs (only what we created)",
+        description="Remove what crashed or interrupted runs left behind, only what a "
+        "testbed run created: its hosts' shells, its bridges and their ports, the ECN "
+        "marker's pins, and its jobs' cgroups (testbed-mltcp-*, testbed-prio-*; their "
+        "processes killed first).  Runs still alive are left alone.  MLTCP's congestion "
+        "controls, which `testbed run` loads when a scheme needs them, stay loaded: "
+        "`mltcp unload` removes them.",
+    )
     _add_launch(sub)
     _add_calibrate(sub)
     return parser

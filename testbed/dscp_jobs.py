@@ -7,32 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from testbed.cgroups import cgroup2_root, remove_all
 from testbed.fabric import DscpMarker
 
 CGROUP_PREFIX = "testbed-prio-"
-
-
-@contextlib.contextmanager
-def cgroup2_root() -> Iterator[Path]:
-    """The host's cgroup v2 mount (mounted on a temporary directory while the block runs
-    when there is none)."""
-    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
-    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    if root is not None:
-        yield Path(root)
-        return
-    mounted = tempfile.mkdtemp(prefix="testbed-cg2-")
-    subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
-    try:
-        yield Path(mounted)
-    finally:
-        subprocess.run(["umount", mounted], check=False)
-        os.rmdir(mounted)
 
 
 @contextlib.contextmanager
@@ -44,7 +25,8 @@ def job_classes(
     """A cgroup per job (job id -> priority in ``levels``) whose sockets are marked with
     its priority's DSCP; ``cgroups`` reuses existing ones (MLTCP's).  Yields job id ->
     cgroup; the cgroups it made and the programs go on exit (processes left in them are
-    killed)."""
+    killed, and each cgroup removed once they have exited:
+    :func:`testbed.cgroups.remove_all`)."""
     marker = DscpMarker(build_dir)
     made: list[Path] = []
     with contextlib.ExitStack() as stack:
@@ -62,12 +44,10 @@ def job_classes(
                 marker.attach(paths[job], priority)
             yield paths
         finally:
-            marker.unload()
-            for path in made:
-                for pid in (path / "cgroup.procs").read_text().split():
-                    subprocess.run(["kill", "-9", pid], capture_output=True)
-                with contextlib.suppress(OSError):
-                    path.rmdir()
+            try:
+                marker.unload()
+            finally:  # processes left killed; each cgroup goes once they have exited
+                remove_all(made)
 
 
 def join(path: Path, pid: int) -> None:

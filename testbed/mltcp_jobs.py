@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import tempfile
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from mltcp.policy import MltcpOptions
+from testbed import cgroups
+from testbed.cgroups import cgroup2_root
 
 CGROUP_PREFIX = "testbed-mltcp-"
 
@@ -26,36 +27,44 @@ def job_cgroups(
 ) -> Iterator[dict[str, Path]]:
     """A cgroup per job (``tags``: job id -> the run-unique MLTCP job name), ``cc``
     selected for each, and the run's MLTCP ``options`` (its iteration mode, and the rule's
-    fields it sets) over the loaded parameters; all undone on exit."""
+    fields it sets) over the loaded parameters; all undone on exit: the processes left in
+    the cgroups are killed and the cgroups removed once they have exited (a line on stderr
+    names one that is not, :func:`testbed.cgroups.remove_all`), and MLTCP's loader state
+    forgets them (``mltcp status`` then has nothing to say about them)."""
     from mltcp import admin
 
-    mounts = [ln.split() for ln in Path("/proc/self/mounts").read_text().splitlines()]
-    root = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    mounted = None
-    if root is None:
-        mounted = tempfile.mkdtemp(prefix="testbed-cg2-")
-        subprocess.run(["mount", "-t", "cgroup2", "none", mounted], check=True)
-        root = mounted
-    before = admin.get_params()
-    paths: dict[str, Path] = {}
+    with cgroup2_root() as root:
+        before = admin.get_params()
+        paths: dict[str, Path] = {}
+        try:
+            admin.set_params(options.over(before))
+            for job, tag in tags.items():
+                path = root / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
+                path.mkdir(exist_ok=True)
+                paths[job] = path
+                admin.select(cc, cgroup=path, job=tag)
+            yield paths
+        finally:
+            try:
+                admin.set_params(before)
+            finally:
+                try:  # nothing left in the loader's state about them
+                    for path in paths.values():
+                        _forget(admin, path)
+                finally:  # processes left (an interrupted run's) killed, waited for
+                    cgroups.remove_all(paths.values())
+
+
+def _forget(admin: Any, path: Path) -> None:
+    """Drop the cgroup ``path``, about to be removed, from MLTCP's loader state
+    (``admin.forget_cgroup``, which detaches mltcp_select from it too); a failure is one
+    line on stderr (``mltcp status`` names what is left)."""
+    from mltcp.pinned import MltcpError
+
     try:
-        admin.set_params(options.over(before))
-        for job, tag in tags.items():
-            path = Path(root) / f"{CGROUP_PREFIX}{os.getpid()}-{job}"
-            path.mkdir(exist_ok=True)
-            paths[job] = path
-            admin.select(cc, cgroup=path, job=tag)
-        yield paths
-    finally:
-        admin.set_params(before)
-        for path in paths.values():
-            for pid in (path / "cgroup.procs").read_text().split():
-                subprocess.run(["kill", "-9", pid], capture_output=True)
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        if mounted:
-            subprocess.run(["umount", mounted], check=False)
-            os.rmdir(mounted)
+        admin.forget_cgroup(path)
+    except (MltcpError, OSError) as e:
+        print(f"testbed: mltcp forget_cgroup {path}: {e}", file=sys.stderr, flush=True)
 
 
 def join(path: Path, pid: int) -> None:

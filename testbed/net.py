@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from testbed import cgroups, hostlock
 from testbed import fabric as fab
-from testbed import hostlock
 from testbed.host import (
     TestbedError,
     allow_congestion_control,
@@ -299,8 +299,9 @@ def cleanup(quiet: bool = False, only_pid: int | None = None) -> list[str]:
     (its switches: the bridge and its ``<switch>-eth<n>`` ports).  Runs whose process is
     alive are left alone (except ``only_pid``, the caller's own, and then nothing else is
     touched).  Without ``only_pid``, ``tb*`` links that no live run recorded (a crashed
-    run whose state file is gone) go too, and the ECN pins once no run is alive.
-    Returns what was removed."""
+    run whose state file is gone) go too, the jobs' cgroups (MLTCP's, the prio fabric's:
+    :func:`testbed.cgroups.remove_leftovers`) of runs no longer alive, and the ECN pins
+    once no run is alive.  Returns what was removed."""
     removed: list[str] = []
     doomed: list[str] = []  # switches of the runs cleaned up
     alive: list[str] = []  # switches of the runs left alone
@@ -329,6 +330,8 @@ def cleanup(quiet: bool = False, only_pid: int | None = None) -> list[str]:
         if _owned(name, doomed) or (only_pid is None and name.startswith("tb")):
             subprocess.run(["ip", "link", "del", name], capture_output=True)
             removed.append(f"link {name}")
+    if only_pid is None:  # the jobs' cgroups of runs that are gone (their programs with them)
+        removed += cgroups.remove_leftovers(_alive)
     if only_pid is None and not alive:
         subprocess.run(["rm", "-rf", str(fab.ECN_PIN_DIR)], check=False)
     if not quiet:

@@ -58,12 +58,20 @@ class FakeMap:
 
 
 class FakeKernel:
-    """The sysctls, pins, named namespaces and commands ``mltcp`` uses, faked."""
+    """The sysctls, pins, named namespaces and commands ``mltcp`` uses, faked.  Network
+    namespaces are files (``proc/PID/ns/net``, ``netns/NAME``): one file, one namespace
+    (a hard link: the same one); ``ss`` answers each one's :attr:`sockets`."""
 
     def __init__(self, root: Path) -> None:
         self.sysctl, self.pins, self.netns_dir = root / "sysctl", root / "bpf", root / "netns"
-        for d in (self.sysctl, self.pins, self.netns_dir):
-            d.mkdir()
+        self.proc = root / "proc"
+        for d in (self.sysctl, self.pins, self.netns_dir, self.proc / "1" / "ns"):
+            d.mkdir(parents=True)
+        (self.proc / "1" / "ns" / "net").touch()  # the init namespace, ours too
+        (self.proc / "self" / "ns").mkdir(parents=True)
+        os.link(self.proc / "1" / "ns" / "net", self.proc / "self" / "ns" / "net")
+        self.sockets: dict[tuple[int, int], str] = {}  # namespace: `ss -Htina` output
+        self.orphans: list[str] = []  # unregistered struct_ops still held by sockets
         self.write("tcp_available_congestion_control", "reno cubic")
         self.write("tcp_allowed_congestion_control", "reno cubic")
         self.write("tcp_congestion_control", DEFAULT_CC)
@@ -81,14 +89,57 @@ class FakeKernel:
         (self.netns_dir / name).touch()
         self.netns[name] = cc
 
+    def add_process(self, pid: int, like: int | None = None) -> Path:
+        """Process ``pid`` in a new network namespace, or in process ``like``'s."""
+        (self.proc / str(pid) / "ns").mkdir(parents=True)
+        net = self.proc / str(pid) / "ns" / "net"
+        if like is None:
+            net.touch()
+        else:
+            os.link(self.proc / str(like) / "ns" / "net", net)
+        return net
+
+    def add_sockets(self, ns_file: Path, ss_output: str) -> None:
+        """``ss -Htina`` in the namespace of ``ns_file`` answers ``ss_output``."""
+        st = os.stat(ns_file)
+        self.sockets[(st.st_dev, st.st_ino)] = ss_output
+
+    def switch(self, net: str | None) -> str:
+        """The socket switcher read in namespace ``net``: each socket of ours moves to its
+        base (a line ``LPORT RPORT BASE``)."""
+        st = os.stat(net or self.proc / "self" / "ns" / "net")
+        text = self.sockets.get((st.st_dev, st.st_ino), "")
+        lines = []
+        for cc in variants.CCS:
+            for n in range(text.count(f" {cc} ")):
+                lines.append(f"{5000 + n} 0 {variants.base_of(cc)}\n")
+            text = text.replace(f" {cc} ", f" {variants.base_of(cc)} ")
+        self.sockets[(st.st_dev, st.st_ino)] = text
+        return "".join(lines)
+
+    def struct_ops_dump(self) -> str:
+        """``bpftool -j struct_ops dump``: ours registered, in use; the orphans, to be freed."""
+        have = self.read("tcp_available_congestion_control").split()
+        rows = [(c, "INUSE") for c in variants.CCS if c in have]
+        rows += [(c, "TOBEFREE") for c in self.orphans]
+        out = []
+        for i, (name, st) in enumerate(rows):
+            out.append({"bpf_map_info": {"id": 100 + i, "name": name}})
+            value = {"common": {"state": f"BPF_STRUCT_OPS_STATE_{st}"}, "data": {"name": name}}
+            out.append({"bpf_struct_ops_tcp_congestion_ops": value})
+        return json.dumps(out)
+
     def snapshot(self) -> tuple:
         files = {p.name: p.read_text() for p in self.sysctl.iterdir()}
         pins = sorted(p.name for p in self.pins.iterdir())
         return files, pins, json.dumps(self.netns), repr(self.maps)
 
-    def run(self, cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    def run(self, cmd: list[str], net: str | None = None) -> subprocess.CompletedProcess[str]:
         self.commands.append(cmd)
         out, err, rc = "", "", 0
+        if cmd[0] == "nsenter":
+            assert cmd[1].startswith("--net="), cmd
+            return self.run(cmd[2:], net=cmd[1].removeprefix("--net="))
         if os.geteuid() != 0:
             out, err, rc = "", "Operation not permitted", 1
         elif cmd[:3] == ["bpftool", "struct_ops", "register"]:
@@ -101,8 +152,23 @@ class FakeKernel:
             self.write("tcp_available_congestion_control", " ".join(c for c in have if c != cmd[4]))
         elif cmd == ["ip", "netns", "list"]:
             out = "".join(f"{ns}\n" for ns in sorted(self.netns))
-        elif cmd[:3] == ["ip", "netns", "exec"] and cmd[4:] == ["ss", "-Htin"] or cmd[0] == "ss":
-            pass  # no sockets
+        elif cmd[:3] == ["ip", "netns", "exec"] and cmd[4] == "ss":
+            return self.run(cmd[4:], net=str(self.netns_dir / cmd[3]))
+        elif cmd[0] == "ss" and cmd[1] in ("-Htina", "-Htin"):
+            st = os.stat(net or self.proc / "self" / "ns" / "net")
+            out = self.sockets.get((st.st_dev, st.st_ino), "")
+            if cmd[1] == "-Htin":  # without -a: no listeners (a socket is two lines)
+                lines = out.splitlines(keepends=True)
+                pairs = ["".join(lines[i : i + 2]) for i in range(0, len(lines), 2)]
+                out = "".join(p for p in pairs if not p.startswith("LISTEN"))
+        elif cmd == ["bpftool", "-j", "struct_ops", "dump"]:
+            out = self.struct_ops_dump()
+        elif cmd[:3] == ["bpftool", "iter", "pin"]:
+            Path(cmd[4]).touch()
+        elif cmd[0] == "cat":  # the pinned socket switcher, read in namespace `net`
+            out = self.switch(net)
+        elif cmd[:4] == ["bpftool", "-j", "cgroup", "show"]:
+            out = "[]"
         elif cmd[:3] == ["ip", "netns", "exec"] and cmd[4] == "sysctl":
             ns = cmd[3]
             if ns not in self.netns:
@@ -125,6 +191,11 @@ class FakeKernel:
 
 @pytest.fixture
 def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
+    return fake_kernel(tmp_path, monkeypatch)
+
+
+def fake_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
+    """A :class:`FakeKernel` in ``tmp_path`` that every module of ``mltcp`` talks to."""
     k = FakeKernel(tmp_path)
     for module in (pinned, register, cgroup, status):
         monkeypatch.setattr(module, "SYSCTL", k.sysctl)
@@ -142,6 +213,7 @@ def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
     for module in (register, cgroup, netns):
         monkeypatch.setattr(module, "run", k.run)
     monkeypatch.setattr(netns, "NETNS_DIR", k.netns_dir)
+    monkeypatch.setattr(netns, "PROC", k.proc, raising=False)  # (before: no PROC)
     monkeypatch.setattr(state, "STATE", tmp_path / "state.json")
     monkeypatch.setattr(register, "STATE", tmp_path / "state.json")
 
@@ -229,7 +301,7 @@ def test_a_reload_with_a_bad_combination_exits_2_and_changes_nothing(kernel, cap
 
     assert mltcp(capsys, "load", "--intercept", "4")[0] == 0
     code, _, err = mltcp(capsys, "load", "--slope", "61")  # 61 + 4 > 64
-    assert code == 2 and "slope + intercept" in one_line(err)
+    assert code == 2 and "--slope + --intercept" in one_line(err)
     assert admin.get_params() == MltcpParams(intercept=4.0)
 
 

@@ -243,8 +243,10 @@ def test_cgroup_removed_while_attached_and_pin_removed_by_hand(kernel, cgroup_di
     admin.select("mltcp_reno", cgroup=cgroup_dir, job="fault-cg")
     assert admin.status()["problems"] == []
     cgroup_dir.rmdir()  # empty: the kernel lets it go with the program attached
-    problems = admin.status()["problems"]
-    assert any("no longer exists" in p and str(cgroup_dir) in p for p in problems), problems
+    found = admin.status()  # a note, once: the attachment went with the cgroup
+    assert found["problems"] == [] and str(cgroup_dir) not in str(admin.read_state().cgroups)
+    assert any("was removed: forgotten" in n and str(cgroup_dir) in n for n in found["notes"])
+    assert admin.status()["notes"] == []
     (pinned.PIN_DIR / "mltcp_marks").unlink()
     problems = admin.status()["problems"]
     assert any("mltcp_marks is missing" in p for p in problems), problems

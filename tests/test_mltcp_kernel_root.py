@@ -265,7 +265,7 @@ def cli(*args):
         (["set", "--slope", "-1"], "slope must be >= 0"),
         (["set", "--intercept", "0"], "intercept must be > 0"),
         (["set", "--slope", "nan"], "finite"),
-        (["load", "--idle-ms", "0"], "idle_ms"),
+        (["load", "--idle-ms", "0"], "--idle-ms"),  # the flag, not the field
     ],
 )
 def test_bad_parameters_exit_2_with_one_line(kernel, args, message):
@@ -314,7 +314,7 @@ def test_unload_refuses_while_a_socket_uses_it(kernel):
 
 def test_select_needs_a_target_and_a_loaded_cc(kernel):
     r = cli("select", "mltcp_nope", "--default")
-    assert r.returncode == 1 and "not loaded" in r.stderr
+    assert r.returncode == 2 and "unknown congestion control mltcp_nope" in r.stderr
     r = cli("select", "mltcp_reno", "--cgroup", "/tmp")
     assert r.returncode == 2 and "not a cgroup directory" in r.stderr  # a bad path: usage
     r = cli("select", "mltcp_reno", "--netns", "x", "--job", "j")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = {"testbed.cli", "testbed.worker", "testbed.ddp_worker"}
+COMMANDS = {"testbed.__main__", "testbed.cli", "testbed.worker", "testbed.ddp_worker"}
 LIBRARIES = sorted(
     ".".join(p.relative_to(ROOT).with_suffix("").parts)
     for p in [*(ROOT / "testbed").glob("*.py"), *(ROOT / "testbed" / "run").glob("*.py")]

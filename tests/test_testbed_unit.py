@@ -729,6 +729,7 @@ class FakeHost:
         monkeypatch.setattr(net, "_links", lambda: list(self.links))
         monkeypatch.setattr(net, "_alive", lambda pid: pid in self.alive)
         monkeypatch.setattr(net.os, "kill", lambda pid, sig: self.killed.append(pid))
+        monkeypatch.setattr(net.cgroups, "cgroup2_mounts", lambda: [])  # not the host's
 
         def run(cmd, **kwargs):
             if cmd[:3] == ["ip", "link", "del"]:

@@ -13,11 +13,12 @@ from pathlib import Path
 from mltcp import layout, variants
 from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, run, verifier_lines
-from mltcp.admin.state import LoaderState, read_state, save_state
+from mltcp.admin.state import LoaderState, read_state, remember_job, save_state
 from mltcp.marks import job_key
 from mltcp.pinned import PIN_DIR, SYSCTL, MltcpError, allowed, available, open_map
 
 SELECT_PROG = PIN_DIR / "mltcp_select"  # the pinned cgroup sock_ops program
+MOUNTS = Path("/proc/self/mounts")
 
 
 def select(
@@ -34,15 +35,17 @@ def select(
     also tied to the job for exact mode).  For a cgroup, ECN is negotiated per socket
     (``BPF_SOCK_OPS_NEEDS_ECN``) when ``ecn`` says so, by default when ``cc`` needs it."""
     if cc not in available():
-        raise MltcpError(f"{cc} is not loaded: run `mltcp load` first")
+        raise MltcpError(not_loaded(cc))
     if job is not None and cgroup is None:
         raise MltcpError("--job goes with --cgroup (or use `mltcp assign-port`)")
     if ecn is not None and cgroup is None:
         raise MltcpError("--ecn goes with --cgroup (elsewhere net.ipv4.tcp_ecn decides)")
     if cc not in allowed():
         (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
+    forget_removed_cgroups()
     if cgroup is not None:
-        _select_cgroup(cc, Path(cgroup), job, variants.needs_ecn(cc) if ecn is None else ecn)
+        ecn = variants.needs_ecn(cc) if ecn is None else ecn
+        _select_cgroup(cc, absolute(cgroup), job, ecn)
     elif netns:
         _select_netns(cc, netns)
     elif default:
@@ -67,14 +70,41 @@ def _select_netns(cc: str, ns: str) -> None:
     namespaces.select(ns, cc)
 
 
-def _select_cgroup(cc: str, path: Path, job: int | str | None, ecn: bool) -> None:
+def not_loaded(cc: str) -> str:
+    """Why ``cc`` cannot be selected: not one of ours or the kernel's (the names known),
+    or one of ours that is not loaded (the ``mltcp load`` that loads it)."""
+    v = variants.by_cc(cc)
+    if v is None:
+        kernel = [c for c in available() if c not in variants.CCS]
+        return (
+            f"unknown congestion control {cc}: one of {', '.join(variants.CCS)} (ours) "
+            f"or {', '.join(kernel)} (the kernel's)"
+        )
+    return f"{cc} is not loaded: run `mltcp load --variant {v.name}` first"
+
+
+def absolute(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute (a relative one from the working directory) and without
+    symbolic links, as the mount table names the hierarchies."""
+    return Path(path).resolve()
+
+
+def cgroup_problem(path: str | os.PathLike[str]) -> str | None:
+    """What makes ``path`` unusable for ``select --cgroup``, in a few words, or None."""
+    path = absolute(path)
     if not path.is_dir() or not (path / "cgroup.procs").exists():
-        raise MltcpError(f"{path} is not a cgroup directory")
+        return f"{path} is not a cgroup directory (no cgroup.procs)"
     if _fs_type(path) != "cgroup2":
-        raise MltcpError(
+        return (
             f"{path} is not on a cgroup v2 hierarchy (sock_ops programs attach to cgroup v2; "
             "mount one with `mount -t cgroup2 none DIR`)"
         )
+    return None
+
+
+def _select_cgroup(cc: str, path: Path, job: int | str | None, ecn: bool) -> None:
+    if problem := cgroup_problem(path):
+        raise MltcpError(problem)
     if not SELECT_PROG.exists():
         obj = build("mltcp_select")
         r = run(["bpftool", "prog", "load", str(obj), str(SELECT_PROG), "type", "sockops"])
@@ -87,6 +117,8 @@ def _select_cgroup(cc: str, path: Path, job: int | str | None, ecn: bool) -> Non
             raise MltcpError(f"attaching to {path} failed: {r.stderr.strip()}")
     state = read_state()
     save_state(replace(state, cgroups=tuple(sorted(set(state.cgroups) | {str(path)}))))
+    if job:
+        remember_job(job)
     flags = layout.CGROUP_ECN if ecn else 0
     value = layout.CGROUP_CFG.pack(cc.encode(), job_key(job) if job else 0, flags)
     with open_map("mltcp_cgroup_cfg") as m:
@@ -107,26 +139,60 @@ def attached(path: Path) -> bool:
 def _fs_type(path: Path) -> str:
     """The file-system type of the mount holding ``path`` (longest matching mount point)."""
     best, kind = "", ""
-    for line in Path("/proc/self/mounts").read_text().splitlines():
+    for line in MOUNTS.read_text().splitlines():
         _, mnt, fstype, *_ = line.split()
         if (str(path) + "/").startswith(mnt.rstrip("/") + "/") and len(mnt) >= len(best):
             best, kind = mnt, fstype
     return kind
 
 
+def _detach(cg: str) -> None:
+    """Detach mltcp_select from cgroup ``cg`` (by program id, so it works when its pin was
+    removed by hand)."""
+    try:
+        attachments = json.loads(run(["bpftool", "-j", "cgroup", "show", cg]).stdout or "[]")
+    except ValueError:
+        attachments = []
+    for a in attachments:
+        if a.get("name") == "mltcp_select" and "sock_ops" in str(a.get("attach_type")):
+            run(["bpftool", "cgroup", "detach", cg, "sock_ops", "id", str(a["id"])])
+
+
+def without_removed(state: LoaderState) -> tuple[LoaderState, list[str]]:
+    """``state`` without the cgroups that no longer exist, and those: a removed cgroup's
+    attachment went with it, so there is nothing left to detach or report."""
+    gone = [cg for cg in state.cgroups if not Path(cg).is_dir()]
+    return replace(state, cgroups=tuple(c for c in state.cgroups if c not in gone)), gone
+
+
+def forget_removed_cgroups() -> list[str]:
+    """Drop the removed cgroups from the loader's state (``status``, ``select``, ``load``
+    and ``unload`` do); returns them."""
+    state, gone = without_removed(read_state())
+    if gone:
+        save_state(state)
+    return gone
+
+
+def forget_cgroup(path: str | os.PathLike[str]) -> bool:
+    """For a caller about to remove cgroup ``path`` (the testbed after a run): detach
+    mltcp_select from it and drop it from the loader's state.  Returns whether the state
+    had it; a cgroup ``select`` never saw is left alone."""
+    state = read_state()
+    cg = str(absolute(path))
+    if cg not in state.cgroups:
+        return False
+    if Path(cg).is_dir():
+        _detach(cg)
+    save_state(replace(state, cgroups=tuple(c for c in state.cgroups if c != cg)))
+    return True
+
+
 def unselect_cgroups(state: LoaderState) -> LoaderState:
-    """Detach mltcp_select from every cgroup we gave it to that still exists (by program
-    id, so it works when its pin was removed by hand); returns the state without them."""
-    for cg in state.cgroups:
-        if not Path(cg).is_dir():
-            continue  # removed while attached: the kernel dropped the attachment with it
-        try:
-            attachments = json.loads(run(["bpftool", "-j", "cgroup", "show", cg]).stdout or "[]")
-        except ValueError:
-            attachments = []
-        for a in attachments:
-            if a.get("name") == "mltcp_select" and "sock_ops" in str(a.get("attach_type")):
-                run(["bpftool", "cgroup", "detach", cg, "sock_ops", "id", str(a["id"])])
+    """Detach mltcp_select from every cgroup we gave it to that still exists; returns the
+    state without them."""
+    for cg in without_removed(state)[0].cgroups:
+        _detach(cg)
     SELECT_PROG.unlink(missing_ok=True)
     (PIN_DIR / "mltcp_cgroup_cfg").unlink(missing_ok=True)
     return replace(state, cgroups=())

@@ -1,16 +1,22 @@
-"""Named network namespaces (``ip netns``, under ``/run/netns``) and the congestion control
-each one selects (its own ``net.ipv4.tcp_congestion_control``): ``select --netns`` writes
-it, ``unload`` puts it back and ``status`` reports one still selecting a control of ours
-that is not loaded."""
+"""Network namespaces: the named ones (``ip netns``, under ``/run/netns``) and the congestion
+control each one selects (its own ``net.ipv4.tcp_congestion_control``): ``select --netns``
+writes it, ``unload`` puts it back and ``status`` reports one still selecting a control of
+ours that is not loaded.  And every namespace on the host, named or not (:func:`every`):
+those of ``unshare -n`` and of Mininet's hosts have no name, yet their sockets can use our
+controls, so ``unload`` counts and moves sockets in each."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from mltcp.admin.build import run
 from mltcp.pinned import MltcpError
 
 NETNS_DIR = Path("/run/netns")  # where `ip netns add` mounts a named namespace
+PROC = Path("/proc")  # each process's namespace: PROC/PID/ns/net
 _SYSCTL = "net.ipv4.tcp_congestion_control"
 
 
@@ -36,3 +42,67 @@ def select(ns: str, cc: str) -> None:
     r = run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"{_SYSCTL}={cc}"])
     if r.returncode != 0:
         raise MltcpError(f"cannot select {cc} in netns {ns}: {r.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """One network namespace of the host.  ``label``: how messages name it (its
+    ``ip netns`` name, ``init`` for the host's own, else ``pid N``, its lowest process);
+    ``paths``: files that refer to it (``/run/netns/NAME``, ``/proc/PID/ns/net``), tried in
+    turn, since a process may exit meanwhile; ``here``: the one this process runs in."""
+
+    label: str
+    paths: tuple[str, ...]
+    here: bool = False
+
+
+def _ident(path: Path) -> tuple[int, int] | None:
+    """The namespace a file refers to (nsfs device and inode), None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def every() -> list[Namespace]:
+    """Every network namespace reachable through ``/run/netns`` or a process
+    (``/proc/PID/ns/net``), each once, this process's own first.  (One held only by a
+    bind mount elsewhere or an open descriptor is not found: ``status`` reports what it
+    leaves behind, see :func:`mltcp.admin.register.orphans`.)"""
+    here = _ident(PROC / "self" / "ns" / "net")
+    # the init namespace: init's, or (init's hidden, in a sandbox) kthreadd's, pid 2
+    init = _ident(PROC / "1" / "ns" / "net") or _ident(PROC / "2" / "ns" / "net")
+    labels: dict[tuple[int, int], str] = {}
+    paths: dict[tuple[int, int], list[str]] = {}
+    for name in names():
+        if (key := _ident(NETNS_DIR / name)) is not None:
+            labels.setdefault(key, name)
+            paths.setdefault(key, []).append(str(NETNS_DIR / name))
+    pids = sorted(int(p.name) for p in PROC.iterdir() if p.name.isdigit())
+    for pid in pids:
+        path = PROC / str(pid) / "ns" / "net"
+        if (key := _ident(path)) is None:  # exited meanwhile, or a zombie
+            continue
+        labels.setdefault(key, "init" if key == init else f"pid {pid}")
+        found = paths.setdefault(key, [])
+        if len(found) < 3:  # a few alternatives are enough
+            found.append(str(path))
+    if here is not None and here not in labels:  # no process listed: a /proc of another pid ns
+        labels[here], paths[here] = "init" if here == init else "this one", [str(PROC / "self")]
+    out = [Namespace(labels[k], tuple(paths[k]), here=k == here) for k in labels]
+    return sorted(out, key=lambda ns: not ns.here)
+
+
+def run_in(ns: Namespace, cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in namespace ``ns`` (``nsenter --net``: only the network namespace
+    changes, so the BPF pins under /sys/fs/bpf stay visible, unlike ``ip netns exec``)."""
+    if ns.here:
+        return run(cmd)
+    r = None
+    for path in ns.paths:
+        r = run(["nsenter", f"--net={path}", *cmd])
+        if r.returncode == 0:
+            break
+    assert r is not None, "a namespace has at least one path"
+    return r

@@ -1,19 +1,24 @@
 """Register and unregister our congestion controls (struct_ops ``tcp_congestion_ops``,
 ``bpftool struct_ops register``; they stay registered until unregistered), allow them in
-network namespaces, and put the kernel back as ``load`` found it.  ``unload --force``
-first moves the sockets still using one to its base algorithm (``ebpf/mltcp_switch.bpf.c``,
-a TCP socket iterator run in every named network namespace), so their flows keep running.
+network namespaces, and put the kernel back as ``load`` found it.  ``unload`` counts the
+sockets on our controls in every network namespace of the host, named or not (Mininet's
+hosts, ``unshare -n``), listeners included; ``unload --force`` first moves them to their
+base algorithm (``ebpf/mltcp_switch.bpf.c``, a TCP socket iterator read in each
+namespace), so their flows keep running.  A control unregistered while sockets still held
+it lives on, unlisted, until they let go: :func:`orphans` finds it for ``status``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
+from typing import Any
 
 from mltcp import variants
 from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, check_prerequisites, run, verifier_lines
-from mltcp.admin.cgroup import unselect_cgroups
+from mltcp.admin.cgroup import unselect_cgroups, without_removed
 from mltcp.admin.params import read_config, set_params
 from mltcp.admin.state import STATE, read_state, save_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
@@ -38,7 +43,7 @@ def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
     """Register the variant(s) (idempotent), set parameters, allow them in namespaces.
     Returns the congestion-control names now loaded."""
     check_prerequisites()
-    state = read_state()
+    state, _ = without_removed(read_state())  # a removed cgroup took its attachment along
     if state.allowed_before is None:
         state = replace(state, allowed_before=tuple(allowed()))
     if state.default_before is None:
@@ -79,24 +84,20 @@ def _drop_stale_pins() -> None:
 def unload(force: bool = False) -> list[str]:
     """Unregister every variant and put the kernel back as ``load`` found it, named network
     namespaces included: one given to ``select --netns`` gets back what it selected
-    before (its variant's base if that was one of ours).  Refused while sockets use one,
-    or while a namespace ``select`` did not record (set by hand) selects one; with
-    ``force``, those sockets are first moved to their base algorithm and such a
-    namespace is given its base."""
+    before (its variant's base if that was one of ours).  Refused while sockets use one
+    of ours (registered, or an orphan left unregistered) in any network namespace of the
+    host, listeners included, or while a namespace ``select`` did not record (set by hand)
+    selects one; with ``force``, those sockets are first moved to their base algorithm
+    and such a namespace is given its base."""
     check_prerequisites()
-    state = read_state()
+    state, _ = without_removed(read_state())
     ours = loaded()
-    busy = {n: c for n in ours if (c := sockets_using(n))}
+    busy = sockets_by_netns()
     selecting = netns_selecting_ours()
     recorded = state.netns_before()
     by_hand = {ns: cc for ns, cc in selecting.items() if ns not in recorded}
     if (busy or by_hand) and not force:
-        detail = [f"{c} socket(s) on {n}" for n, c in busy.items()]
-        detail += [f"netns {ns} selects {cc} (not by `mltcp select`)" for ns, cc in by_hand.items()]
-        what = "close them" if busy else "select another there"
-        if busy and by_hand:
-            what = "close them and select another there"
-        raise MltcpError(f"still in use: {', '.join(detail)}; {what} first or use --force")
+        raise MltcpError(_in_use(busy, by_hand))
     for ns, cc in selecting.items():
         before = recorded.get(ns)
         gone = before is None or before in variants.CCS or before not in available()
@@ -117,6 +118,21 @@ def unload(force: bool = False) -> list[str]:
     return ours
 
 
+def _in_use(busy: dict[str, dict[str, int]], by_hand: dict[str, str]) -> str:
+    """``unload``'s refusal, in one line: the sockets per namespace and control, and the
+    namespaces that select one of ours by hand."""
+    detail = [
+        f"{n} socket(s) on {cc} in netns {ns}"
+        for ns, counts in busy.items()
+        for cc, n in counts.items()
+    ]
+    detail += [f"netns {ns} selects {cc} (not by `mltcp select`)" for ns, cc in by_hand.items()]
+    what = "close them" if busy else "select another there"
+    if busy and by_hand:
+        what = "close them and select another there"
+    return f"still in use: {', '.join(detail)}; {what} first or use --force"
+
+
 def _unregister(name: str) -> None:
     r = run(["bpftool", "struct_ops", "unregister", "name", name])
     # EINPROGRESS: an earlier registration already unregistered, waiting for its last
@@ -131,9 +147,9 @@ def _unregister(name: str) -> None:
 
 
 def switch_sockets() -> list[tuple[int, int, str]]:
-    """Move every TCP socket on one of our congestion controls, in the init namespace and
-    in every named one, to its base algorithm; returns (local port, remote port, new CC)
-    per socket moved."""
+    """Move every TCP socket on one of our congestion controls, listeners included, in
+    every network namespace of the host (:func:`mltcp.admin.netns.every`), to its base
+    algorithm; returns (local port, remote port, new CC) per socket moved."""
     obj = build("mltcp_switch")
     SWITCH_ITER.unlink(missing_ok=True)
     r = run(["bpftool", "iter", "pin", str(obj), str(SWITCH_ITER)])
@@ -141,13 +157,9 @@ def switch_sockets() -> list[tuple[int, int, str]]:
         raise MltcpError(f"the kernel rejected mltcp_switch:\n{verifier_lines(r.stderr)}")
     moved = []
     try:
-        outputs = [SWITCH_ITER.read_text()]
-        for ns in namespaces.names():
-            # nsenter, not `ip netns exec`: that remounts /sys and hides the bpf pin
-            outputs.append(
-                run(["nsenter", f"--net=/run/netns/{ns}", "cat", str(SWITCH_ITER)]).stdout
-            )
-        for out in outputs:
+        for ns in namespaces.every():
+            # reading the pinned iterator walks the reader's namespace's sockets
+            out = namespaces.run_in(ns, ["cat", str(SWITCH_ITER)]).stdout
             for line in out.splitlines():
                 lport, rport, cc = line.split()
                 moved.append((int(lport), int(rport), cc))
@@ -163,14 +175,45 @@ def netns_selecting_ours() -> dict[str, str]:
     return {ns: cc for ns, cc in found.items() if cc in variants.CCS}
 
 
+def sockets_by_netns() -> dict[str, dict[str, int]]:
+    """Per network namespace of the host that has any (by its label: its name, ``init``
+    or ``pid N``), the TCP sockets on each of our congestion controls, in every state
+    (``ss -a``: listeners too, which hold a control as much as a connection does)."""
+    out = {}
+    for ns in namespaces.every():
+        text = namespaces.run_in(ns, ["ss", "-Htina"]).stdout
+        counts = {cc: n for cc in variants.CCS if (n := _count(text, cc))}
+        if counts:
+            out[ns.label] = counts
+    return out
+
+
 def sockets_using(name: str) -> int:
-    """TCP sockets using congestion control ``name`` in the init namespace and in every
-    named namespace (``ip netns``)."""
-    count = _count_in(["ss", "-Htin"], name)
-    for ns in namespaces.names():
-        count += _count_in(["ip", "netns", "exec", ns, "ss", "-Htin"], name)
-    return count
+    """TCP sockets using congestion control ``name`` in every network namespace."""
+    return sum(counts.get(name, 0) for counts in sockets_by_netns().values())
 
 
-def _count_in(cmd: list[str], name: str) -> int:
-    return len(re.findall(rf"\b{re.escape(name)}\b", run(cmd).stdout))
+def _count(text: str, name: str) -> int:
+    return len(re.findall(rf"\b{re.escape(name)}\b", text))
+
+
+def orphans() -> list[dict[str, Any]]:
+    """Our struct_ops still in the kernel after being unregistered (``id``, ``name``): held
+    by sockets that were not moved first (an unload that missed them, or an unregister by
+    hand).  The kernel frees each when its last socket lets go; ``unload --force`` moves
+    them to the base algorithm."""
+    try:
+        entries = json.loads(run(["bpftool", "-j", "struct_ops", "dump"]).stdout or "[]")
+    except (OSError, ValueError):  # no bpftool (nothing loaded either, then), or no JSON
+        return []
+    out, info = [], {}
+    for e in entries if isinstance(entries, list) else []:
+        if "bpf_map_info" in e:
+            info = e["bpf_map_info"]
+            continue
+        value = e.get("bpf_struct_ops_tcp_congestion_ops")
+        if not value or info.get("name") not in variants.CCS:
+            continue
+        if value.get("common", {}).get("state") != "BPF_STRUCT_OPS_STATE_INUSE":
+            out.append({"id": info.get("id"), "name": info["name"]})
+    return out

@@ -4,13 +4,14 @@ so ``unload`` can put it back."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mltcp.pinned import MltcpError
 
 STATE = Path("/run/mltcp/state.json")
+JOBS_KEPT = 4096  # job names remembered (as many as the kernel's port and mark maps hold)
 
 
 @dataclass(frozen=True)
@@ -19,17 +20,25 @@ class LoaderState:
     control found by the first ``load`` (None until then); ``loaded``: the congestion
     controls ``load`` registered; ``cgroups``: the cgroup directories given to ``select``;
     ``netns``: (namespace, the congestion control it selected before ``select --netns``
-    first changed it) for every named namespace given to ``select``, sorted."""
+    first changed it) for every named namespace given to ``select``, sorted; ``jobs``:
+    (job key, the name it was given as) for the last :data:`JOBS_KEPT` jobs given to
+    ``select --job``, ``assign-port`` or ``mark``, oldest first, so ``status --flows`` can
+    name a flow's job (the kernel knows only the key, a hash of the name)."""
 
     allowed_before: tuple[str, ...] | None = None
     default_before: str | None = None
     loaded: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()
     netns: tuple[tuple[str, str], ...] = ()
+    jobs: tuple[tuple[int, str], ...] = ()
 
     def netns_before(self) -> dict[str, str]:
         """Each namespace given to ``select --netns``: the control it selected before."""
         return dict(self.netns)
+
+    def job_names(self) -> dict[int, str]:
+        """Each job key recorded: the name it was given as."""
+        return dict(self.jobs)
 
     @classmethod
     def from_json(cls, raw: Any) -> LoaderState:
@@ -47,6 +56,7 @@ class LoaderState:
             _names(raw.get("loaded", []), "loaded"),
             _names(raw.get("cgroups", []), "cgroups"),
             _netns(raw.get("netns", {})),
+            _jobs(raw.get("jobs", {})),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -57,6 +67,8 @@ class LoaderState:
             out["default_before"] = self.default_before
         if self.netns:
             out["netns"] = dict(self.netns)
+        if self.jobs:
+            out["jobs"] = {str(k): v for k, v in self.jobs}
         return out
 
 
@@ -72,6 +84,27 @@ def _netns(value: Any) -> tuple[tuple[str, str], ...]:
     ):
         raise MltcpError(f"{STATE}: netns must map namespace names to strings, got {value!r}")
     return tuple(sorted(value.items()))
+
+
+def _jobs(value: Any) -> tuple[tuple[int, str], ...]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in value.items()
+    ):
+        raise MltcpError(f"{STATE}: jobs must map job keys (digits) to names, got {value!r}")
+    return tuple((int(k), v) for k, v in value.items())
+
+
+def remember_job(job: int | str) -> None:
+    """Record the name ``job`` was given as (``select --job``, ``assign-port``, ``mark``)
+    under its kernel key, for ``status --flows``."""
+    from mltcp.marks import job_key
+
+    state = read_state()
+    key = job_key(job)
+    if state.jobs[-1:] == ((key, str(job)),):  # already the newest
+        return
+    names = [(k, v) for k, v in state.jobs if k != key] + [(key, str(job))]
+    save_state(replace(state, jobs=tuple(names[-JOBS_KEPT:])))
 
 
 def read_state() -> LoaderState:

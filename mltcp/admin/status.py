@@ -7,18 +7,28 @@ from pathlib import Path
 from typing import Any
 
 from mltcp import layout, variants
-from mltcp.admin.cgroup import SELECT_PROG, attached
+from mltcp.admin.cgroup import SELECT_PROG, attached, forget_removed_cgroups
 from mltcp.admin.params import get_params
-from mltcp.admin.register import netns_selecting_ours
-from mltcp.admin.state import read_state
+from mltcp.admin.register import netns_selecting_ours, orphans
+from mltcp.admin.state import STATE, read_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
 from mltcp.pinned import MAPS, PIN_DIR, SHARED_MAPS, SYSCTL, allowed, loaded, open_map
 from mltcp.policy import ONE
 
+# MLTCP_FLOW_ENDED (ebpf/mltcp_maps.h): set in a flow's factor_q when its socket let go of
+# MLTCP (closed, or moved to another control); F itself never exceeds 64 (2^16 in Q10)
+FLOW_ENDED = 0x80000000
 
-def status(flows: bool = False) -> dict[str, Any]:
-    """Loaded controls, allowed list, default, parameters, window repairs (with their log)
-    and problems; with ``flows``, every flow the kernel tracks."""
+
+def status(flows: bool = False, ended: bool = True) -> dict[str, Any]:
+    """Loaded controls, allowed list, default, parameters, window repairs (with their log),
+    problems and notes (cgroups found removed, dropped from the state then: each is noted
+    once); with ``flows``, the flows the kernel tracks (with ``ended``, those whose socket
+    has closed or left MLTCP too, each marked so, until the map reuses their slot)."""
+    notes = [
+        f"cgroup {cg} was removed: forgotten (its mltcp_select attachment went with it)"
+        for cg in forget_removed_cgroups()
+    ]
     ours = loaded()
     out: dict[str, Any] = {
         "loaded": ours,
@@ -42,13 +52,20 @@ def status(flows: bool = False) -> dict[str, Any]:
         if out["window_repairs"] and (PIN_DIR / "mltcp_repair_log").exists():
             out["repair_log"] = repair_log(out["window_repairs"])
     out["problems"] = problems(ours)
+    out["notes"] = notes
     if flows and (PIN_DIR / "mltcp_flows").exists():
-        out["flows"] = flow_rows()
+        out["flows"] = [r for r in flow_rows() if ended or not r["ended"]]
     return out
 
 
 def flow_rows() -> list[dict[str, Any]]:
-    """Every flow in the kernel's flow map, by local then remote port."""
+    """Every flow in the kernel's flow map, by local then remote port: its statistics at
+    its last iteration boundary, ``job`` (the kernel's key, 0 for none) with ``job_name``
+    (the name given to ``select --job``, ``assign-port`` or ``mark``, None when the state
+    does not record it), and ``ended`` (its socket closed or left MLTCP).  The map is
+    keyed by (local port, remote port) alone: two flows with the same ports in different
+    network namespaces share one row, the last to end an iteration wins."""
+    names = read_state().job_names()
     rows = []
     with open_map("mltcp_flows") as m:
         for key in m.iter_keys():
@@ -64,8 +81,10 @@ def flow_rows() -> list[dict[str, Any]]:
                     "iterations": iters,
                     "last_iteration_bytes": last,
                     "bytes_acked": acked,
-                    "factor": f_q / ONE,
+                    "factor": (f_q & ~FLOW_ENDED) / ONE,
                     "job": job,
+                    "job_name": names.get(job),
+                    "ended": bool(f_q & FLOW_ENDED),
                 }
             )
     return sorted(rows, key=lambda r: (r["local_port"], r["remote_port"]))
@@ -86,9 +105,23 @@ def repair_log(repairs: int) -> list[dict[str, int]]:
 def problems(ours: list[str] | None = None) -> list[str]:
     """What is broken in MLTCP's kernel state, one line each: pinned maps missing or of
     another layout, a named network namespace selecting one of our controls that is not
-    loaded, selected cgroups that are gone or lost their program."""
+    loaded, selected cgroups that lost their program, and struct_ops of ours the state
+    does not know: unregistered ones sockets still hold (orphans), registered ones
+    ``mltcp load`` did not record."""
     ours = loaded() if ours is None else ours
-    out = []
+    out = [
+        f"{o['name']} (struct_ops map id {o['id']}) is unregistered but still held by sockets "
+        f"(an orphan): `mltcp unload --force` moves them to {variants.base_of(o['name'])} "
+        "and the kernel frees it"
+        for o in orphans()
+    ]
+    recorded = read_state().loaded
+    out += [
+        f"{cc} is registered but `mltcp load` did not record it ({STATE} lost, or registered "
+        f"by hand): `mltcp load --variant {v.name}` adopts it"
+        for cc in ours
+        if cc not in recorded and (v := variants.by_cc(cc))
+    ]
     if ours:
         for name in SHARED_MAPS:
             path = PIN_DIR / name
@@ -108,8 +141,8 @@ def problems(ours: list[str] | None = None) -> list[str]:
             )
     for cg in read_state().cgroups:
         if not Path(cg).is_dir():
-            out.append(f"cgroup {cg} was selected but no longer exists")
-        elif not SELECT_PROG.exists():
+            continue  # removed: status forgets it (a note, once)
+        if not SELECT_PROG.exists():
             out.append(f"cgroup {cg} was selected but {SELECT_PROG} is missing")
         elif not attached(Path(cg)):
             out.append(f"cgroup {cg} was selected but mltcp_select is not attached")

@@ -51,14 +51,15 @@ def run_experiment(
     ``results.json`` after each.  Before the first: ``out_dir`` must be (made) a folder
     to write in (else an InputError naming it) and every scheme's congestion control
     must be available or ours, loaded here (else a TestbedError naming the schemes,
-    :func:`check_congestion_controls`)."""
+    :func:`check_congestion_controls`); ours stay loaded after the run, which
+    ``progress`` hears when this run loaded them."""
     out = Path(out_dir)
     check_output_dir(out)
     check_congestion_controls(cfg)
-    for cc in sorted(set(scheme_congestion_controls(cfg).values())):
-        ensure_cc(cc)  # ours loaded now, not when their scheme is reached
-    out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    for cc in sorted(set(scheme_congestion_controls(cfg).values())):
+        ensure_cc(cc, say)  # ours loaded now (and left loaded, said so), not at their scheme
+    out.mkdir(parents=True, exist_ok=True)
     state = RunState(cfg, out, say, profiles=dict(cfg.profiles) or None)
     order = sorted(cfg.schemes, key=lambda s: 0 if SCHEMES[s.kind].runs_first else 1)
     for n, spec in enumerate(order, 1):

@@ -57,12 +57,17 @@ def available_congestion_controls() -> tuple[str, ...]:
     return tuple(AVAILABLE_CC.read_text().split())
 
 
-def ensure_cc(cc: str) -> None:
+MLTCP_LEFT_LOADED = "mltcp: loaded for this run and left loaded; `mltcp unload` removes it"
+
+
+def ensure_cc(cc: str, say: Progress | None = None) -> bool:
     """Load our BPF congestion controls on demand (MLTCP variants, dctcp_bpf); a
-    TestbedError for any other control the kernel lacks."""
+    TestbedError for any other control the kernel lacks.  True when it loaded them now:
+    they stay loaded after the run, and ``say`` (default stderr) hears so, once, in
+    :data:`MLTCP_LEFT_LOADED`."""
     available = available_congestion_controls()
     if cc in available:
-        return
+        return False
     if variants.by_cc(cc) is not None:
         from mltcp import admin
         from mltcp.pinned import MltcpError
@@ -71,8 +76,13 @@ def ensure_cc(cc: str) -> None:
             admin.load(variant="all")
         except MltcpError as e:  # e.g. not root: the testbed's one-line error
             raise TestbedError(f"congestion control {cc!r}: {e}") from None
-        return
+        (say or _stderr)(MLTCP_LEFT_LOADED)
+        return True
     raise TestbedError(f"congestion control {cc!r} is not available (have {' '.join(available)})")
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def worker_spec(
