@@ -63,6 +63,9 @@ from dataclasses import dataclass, field
 MIN_PERIOD_S = 1e-6
 MAX_PERIOD_S = 7 * 86400.0
 MAX_EPOCH_S = 1e10
+#: The fastest rate (bits/s) a job's phase may send, the service's schema's bound too
+#: (1 Pb/s: no NIC is near it, and the unified circle's arithmetic stays finite).
+MAX_RATE_BPS = 1e15
 #: How far ahead of the clock (seconds) an epoch may be: a later one would hold the job
 #: asleep until then, which no scheduler means (``cassini.torch`` and the service refuse it).
 MAX_EPOCH_AHEAD_S = 86400.0

@@ -32,7 +32,9 @@ input formats (JSON):
   JOB:    {"id": "vgg16", "iteration_time_s": 0.3,
            "phases": [{"start_s": 0.16, "duration_s": 0.14, "rate_bps": 4e10}]}
 units: seconds, bits per second.  A time-shift t delays a job: its rate at time x
-becomes rate((x - t) mod iteration_time).
+becomes rate((x - t) mod iteration_time).  The rules are cassini serve's: ids are
+strings, at least one job, times 1e-6 to 604800 s (a week), rates up to 1e15 bits/s,
+capacities from 1 bit/s.
 
 examples:
   cassini advise --example --format table
@@ -172,7 +174,26 @@ def _read_request(args: argparse.Namespace) -> Any:
         return api.example(args.command)
     if not args.file:
         raise InputError("file", "missing: give a JSON file, - for stdin, or --example")
-    return files.parse_json(files.read_input(args.file), files.input_name(args.file))
+    text = files.read_input(args.file)
+    return _checked_request(args.command, files.parse_json(text, files.input_name(args.file)))
+
+
+def _checked_request(command: str, request: Any) -> Any:
+    """``request`` checked by the rules of ``POST /v1/<command>``: the service's model
+    (:mod:`cassini.service.models`; its bounds, string ids, at least one job), so that a
+    body one accepts the other accepts, refused in the same words (the whole input is
+    ``input`` here, ``body`` there); the readers of :mod:`cassini.api` then check the
+    rest, as the service's do."""
+    from cassini.service import models
+    from cassini.service.errors import BadRequest
+
+    model = models.ScoreRequest if command == "score" else models.AdviseRequest
+    try:
+        models.validate(model, request)
+    except BadRequest as e:
+        field = "input" if e.field in (None, "body") else e.field
+        raise InputError(field, e.message) from None
+    return request
 
 
 def _score_table(r: dict[str, Any]) -> str:
@@ -238,13 +259,17 @@ sources:
               from its meta line unless --world-size is given)
   worker-log  JSON lines {"start", "comm_start", "end", "bytes_sent"} per iteration
               (testbed workers)
-  pcap        a tcpdump capture; --src-ip selects the job's host; rates count TCP/UDP
-              payload (not headers) and every payload byte; --window START END (wall
-              clock s, e.g. the first and last iteration starts) leaves out set-up and
-              idle time, which would otherwise dilute the rates; --starts-log LOG
+  pcap        a tcpdump, dumpcap or tshark capture (pcap or pcapng; Ethernet, Linux
+              cooked as from -i any, BSD loopback or raw IP); --src-ip selects the
+              job's host; rates count TCP/UDP payload (not headers) and every payload
+              byte; --window START END (wall clock s, e.g. the first and last
+              iteration starts) leaves out set-up and idle time, which would
+              otherwise dilute the rates; --starts-log LOG
               folds each iteration from its own start in the job's worker or
               recorder log (phases stay where they are in the iteration when
               iterations vary; a fold at one period slides them)
+options: --world-size applies to recorder; --src-ip, --dt-s, --window and --starts-log to
+pcap; --skip to recorder, worker-log and pcap with --starts-log; others are refused.
 output: the JOB object of `cassini advise` ({"id", "iteration_time_s", "phases": [...]}).
 
 examples:
@@ -274,12 +299,13 @@ def _add_profile_parser(sub: Any) -> None:
         "--job-id", type=_job_id, default="job", help="id of the job in the output (default job)"
     )
     p.add_argument("--world-size", type=int, default=None, help="ranks of the job (recorder)")
-    p.add_argument("--src-ip", default=None, help="the job host's IPv4 address (pcap)")
+    p.add_argument("--src-ip", default=None, help="the job host's IPv4 address, a.b.c.d (pcap)")
     p.add_argument(
         "--dt-s",
         type=positive_float,
-        default=0.001,
-        help="pcap time bin in s, above 0 (default 1 ms); checked for every source",
+        default=None,
+        help="pcap: time bin in seconds, above 0 (default 0.001); the iteration time is read "
+        "at bins of at least twice the packets' median spacing",
     )
     p.add_argument(
         "--window",
@@ -299,15 +325,17 @@ def _add_profile_parser(sub: Any) -> None:
     p.add_argument(
         "--skip",
         type=int,
-        default=1,
-        help="warm-up iterations left out (default 1; recorder, worker-log, --starts-log)",
+        default=None,
+        help="warm-up iterations left out (default 1; recorder, worker-log, pcap with "
+        "--starts-log)",
     )
     p.add_argument(
         "--plot",
         default=None,
         type=output_path,
         metavar="OUT.png",
-        help="draw rate over an iteration; its extension names the format (.png, .pdf, ...)",
+        help="draw rate over an iteration; its extension names the format (.png, .pdf, ...); "
+        "its folder is made if missing",
     )
     p.add_argument(
         "--out",
@@ -325,10 +353,37 @@ def _job_id(text: str) -> str:
     return text
 
 
+#: ``cassini profile``'s options that apply to some sources only: flag -> (attribute,
+#: the sources it applies to); ``--skip`` applies to a capture only with ``--starts-log``
+PROFILE_SOURCE_OPTIONS = {
+    "--world-size": ("world_size", ("recorder",)),
+    "--src-ip": ("src_ip", ("pcap",)),
+    "--dt-s": ("dt_s", ("pcap",)),
+    "--window": ("window", ("pcap",)),
+    "--starts-log": ("starts_log", ("pcap",)),
+    "--skip": ("skip", ("recorder", "worker-log")),
+}
+
+
+def _check_profile_options(args: argparse.Namespace) -> None:
+    """InputError naming the first option given that ``--from SOURCE`` does not use (they
+    had been ignored: ``--from worker-log --src-ip ...`` exited 0)."""
+    for flag, (dest, sources) in PROFILE_SOURCE_OPTIONS.items():
+        if getattr(args, dest) is None or args.source in sources:
+            continue
+        if flag == "--skip" and args.source == "pcap":
+            if args.starts_log is not None:
+                continue
+            raise InputError(flag, "applies to --from pcap only with --starts-log (and to "
+                             "--from recorder or worker-log)")  # fmt: skip
+        raise InputError(flag, f"applies to --from {' or '.join(sources)} only")
+    if args.skip is not None and args.skip < 0:
+        raise InputError("skip", f"must be >= 0, got {args.skip}")
+
+
 def _profile_command(args: argparse.Namespace) -> int:
     try:
-        if args.skip < 0:
-            raise InputError("skip", f"must be >= 0, got {args.skip}")
+        _check_profile_options(args)
         if args.out:
             outputs.check_output_file(args.out)
         if args.plot:
@@ -353,36 +408,61 @@ def _profile(args: argparse.Namespace) -> Any:
     (``-``), a capture only from a file."""
     from cassini import measure
 
+    skip = 1 if args.skip is None else args.skip
     if args.source == "pcap":
-        if args.file == files.STDIN:
-            raise InputError("file", "--from pcap reads a capture file, not standard input")
-        if not args.src_ip:
-            raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
-        window = tuple(args.window) if args.window else None
-        starts = None
-        if args.starts_log:
-            if window:
-                raise InputError("window", "not with --starts-log, which sets it")
-            lines = files.read_jsonl(args.starts_log, "starts_log")
-            starts = measure.iteration_starts(lines, args.skip, "starts_log")
-        return measure.profile_from_pcap(
-            args.job_id,
-            args.file,
-            args.src_ip,
-            args.dt_s,
-            window_s=window,
-            iteration_starts_s=starts,
-        )
+        return _profile_pcap(args, skip)
     if args.source == "worker-log":
         records = files.read_jsonl(args.file, "log")
-        return measure.profile_from_log(args.job_id, records, skip=args.skip, communicates=True)
+        return measure.profile_from_log(args.job_id, records, skip=skip, communicates=True)
     log = measure.bucket_records_from_dicts(files.read_jsonl(args.file, "log"))
     world = args.world_size if args.world_size is not None else log.world_size
     if world is None:
         raise InputError("world_size", "missing: the log has no meta line; give --world-size")
     return measure.profile_from_buckets(
-        args.job_id, log.records, world, log.iteration_starts_s or None, skip=args.skip
+        args.job_id,
+        log.records,
+        world,
+        log.iteration_starts_s or None,
+        skip=skip,
+        communicates=True,
     )
+
+
+def _profile_pcap(args: argparse.Namespace, skip: int) -> Any:
+    """``cassini profile --from pcap``: the capture's profile; a series without a period
+    is named by the capture and ``--dt-s`` (not the library's ``samples_bps``)."""
+    import ipaddress
+
+    from cassini import measure
+
+    if args.file == files.STDIN:
+        raise InputError("file", "--from pcap reads a capture file, not standard input")
+    if not args.src_ip:
+        raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
+    try:
+        ipaddress.IPv4Address(args.src_ip)
+    except ValueError:
+        raise InputError(
+            "src_ip", f"--src-ip must be an IPv4 address a.b.c.d, got {args.src_ip!r}"
+        ) from None
+    window = tuple(args.window) if args.window else None
+    dt_s = 0.001 if args.dt_s is None else args.dt_s
+    starts = None
+    if args.starts_log:
+        if window:
+            raise InputError("window", "not with --starts-log, which sets it")
+        lines = files.read_jsonl(args.starts_log, "starts_log")
+        starts = measure.iteration_starts(lines, skip, "starts_log")
+    try:
+        return measure.profile_from_pcap(
+            args.job_id, args.file, args.src_ip, dt_s, window_s=window, iteration_starts_s=starts
+        )
+    except InputError as e:
+        if e.field != "samples_bps":
+            raise
+        raise InputError(
+            args.file, f"the capture's rate series at --dt-s {dt_s:g} s {e.problem}"
+        ) from None
 
 
 def _check_plot(path: str) -> None:
@@ -407,14 +487,15 @@ def _check_plot(path: str) -> None:
 
 
 def _plot_profile(profile: Any, path: str) -> None:
-    """Rate (bits/s) over one iteration, as a step plot (matplotlib, imported here)."""
+    """Rate (bits/s) over one iteration, as a step plot (matplotlib, imported here), into
+    ``path`` (its folder made if missing)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InputError("plot", "needs matplotlib (pip install 'netaware-ml[sim]')") from None
+        raise InputError("--plot", "needs matplotlib (pip install 'netaware-ml[sim]')") from None
     import numpy as np
 
     period = profile.iteration_time_s
@@ -431,10 +512,12 @@ def _plot_profile(profile: Any, path: str) -> None:
         f"{profile.bytes_per_iteration / 1e6:.2f} MB/iteration, {len(profile.phases)} phases"
     )
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=100)
+    target = Path(path)
+    try:  # its folder made as --out's is, the picture written whole or not at all
+        with outputs.replaced(target) as tmp:
+            fig.savefig(tmp, dpi=100, format=target.suffix.lstrip(".").lower())
     except OSError as e:
-        raise InputError("plot", f"cannot write {path}: {e.strerror}") from None
+        raise InputError("--plot", f"cannot write {path}: {e.strerror or e}") from None
     finally:
         plt.close(fig)
 

@@ -3,7 +3,7 @@ packet capture.
 
 Everything here turns records into a :class:`cassini.profile.JobProfile` and is pure,
 except the two readers at the end of the module (:func:`read_jsonl`, :func:`pcap_packets`),
-which open a file and nothing else.  scapy is imported only by :func:`pcap_packets`.
+which open a file and nothing else.  scapy is imported only by the capture reader.
 
 Recorder log (JSON lines, written by :class:`cassini.torch.recorder.CommHookRecorder`)::
 
@@ -13,13 +13,15 @@ Recorder log (JSON lines, written by :class:`cassini.torch.recorder.CommHookReco
      "start_s": 1700000000.15, "end_s": 1700000000.16}
 
 Worker log (testbed workers): ``{"iter", "start", "comm_start", "end", "bytes_sent"}`` per
-iteration.  Capture: IPv4 packets from one source address, as tcpdump writes them.
+iteration.  Capture: IPv4 packets from one source address, as tcpdump, dumpcap or
+tshark write them (pcap or pcapng).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
-import socket
 import struct
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -30,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from cassini import schema
+from cassini.agent import MAX_RATE_BPS
+from cassini.agent import MIN_PERIOD_S as MIN_TIME_S
 from cassini.errors import InputError
 from cassini.profile import JobProfile, Phase
 
@@ -81,6 +85,7 @@ def profile_from_buckets(
     *,
     skip: int = 1,
     merge_gap_s: float = 0.0,
+    communicates: bool = False,
 ) -> JobProfile:
     """A multi-phase profile from N iterations of DDP bucket records (one rank's).
 
@@ -98,7 +103,9 @@ def profile_from_buckets(
 
     Raises
     ------
-    InputError naming the field: no records, world size < 1, fewer than two iterations.
+    InputError naming the field: no records, world size < 1, fewer than two iterations
+    (with a start, given ``iteration_starts_s``); with ``communicates`` (as
+    :func:`profile_from_log`) no traffic (world size 1, or only empty buckets).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise InputError("world_size", f"must be an integer >= 1, got {world_size!r}")
@@ -118,17 +125,18 @@ def profile_from_buckets(
     if not by_iter:
         raise InputError("records", "no bucket records")
     iters = sorted(by_iter)[skip:]
-    if iteration_starts_s is not None:
-        iters = [k for k in iters if k in iteration_starts_s]
-        origin = {k: float(iteration_starts_s[k]) for k in iters}
-    else:
-        origin = {k: min(r.start_s for r in by_iter[k].values()) for k in iters}
     if len(iters) < 2:
         raise InputError(
             "records",
             f"need at least {skip + 2} iterations with bucket records (2 after the {skip} "
             f"skipped), got {len(by_iter)}",
         )
+    if iteration_starts_s is not None:
+        _check_starts_match(sorted(by_iter), skip, iteration_starts_s)
+        iters = [k for k in iters if k in iteration_starts_s]
+        origin = {k: float(iteration_starts_s[k]) for k in iters}
+    else:
+        origin = {k: min(r.start_s for r in by_iter[k].values()) for k in iters}
     starts = np.array([origin[k] for k in iters])
     gaps = np.diff(starts) / np.diff(np.array(iters, float))  # tolerate missing iterations
     period = float(np.median(gaps))
@@ -145,7 +153,50 @@ def profile_from_buckets(
         lo = float(np.median([by_iter[k][bucket].start_s - origin[k] for k in used]))
         hi = float(np.median([by_iter[k][bucket].end_s - origin[k] for k in used]))
         intervals.append((lo, max(hi, lo), size * per_rank_bits))
-    return JobProfile(job_id, period, fold_phases(intervals, period, merge_gap_s))
+    phases = fold_phases(intervals, period, merge_gap_s)
+    if communicates and not phases:
+        _no_traffic(world_size, len(used))
+    return JobProfile(job_id, period, phases)
+
+
+def _no_traffic(world_size: int, iterations: int) -> None:
+    """InputError: a recorder log whose profile has no phases, as a worker log that sends
+    nothing is refused (:func:`profile_from_log`)."""
+    why = (
+        "world size 1: a ring all-reduce among one rank sends nothing"
+        if world_size == 1
+        else f"every bucket holds 0 bytes in the {iterations} iterations of the common layout"
+    )
+    raise InputError(
+        "records",
+        f"no bytes sent: {why}; a job that never communicates has no profile to advise on",
+    )
+
+
+def _span(keys: Sequence[int]) -> str:
+    """Iteration indices as ``a-b`` (or ``a``)."""
+    lo, hi = min(keys), max(keys)
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def _check_starts_match(buckets: Sequence[int], skip: int, starts: Mapping[int, float]) -> None:
+    """InputError unless at least two of the bucket iterations after the ``skip`` skipped
+    (of ``buckets``, sorted) have a start in ``starts`` (the log's ``iteration`` lines)."""
+    iters = buckets[skip:]
+    matched = sum(k in starts for k in iters)
+    if matched >= 2:
+        return
+    what = (
+        "no bucket iteration"
+        if matched == 0
+        else f"only {matched} of the {len(iters)} bucket iterations"
+    )
+    lines = f"start lines for {_span(list(starts))}" if starts else "the log has none"
+    raise InputError(
+        "records",
+        f"{what} after the {skip} skipped (buckets for {_span(buckets)}) has a matching "
+        f"`iteration` start line ({lines}); 2 are needed",
+    )
 
 
 def fold_phases(
@@ -154,35 +205,67 @@ def fold_phases(
     """Phases of one iteration from ``(start_s, end_s, bits)`` intervals measured from an
     iteration start: starts are taken modulo ``period_s``, intervals that overlap or lie
     within ``merge_gap_s`` seconds of each other (around the circle too) become one phase
-    sending their summed bits at a constant rate.  A zero-length interval gets a tiny
-    duration (1e-9 of the period) so its bits are not lost; total length is capped at
-    the period."""
-    tiny = 1e-9 * period_s
-    spans = sorted(
-        (float(np.mod(lo, period_s)), min(max(hi - lo, tiny), period_s), bits)
-        for lo, hi, bits in intervals
-        if bits > 0
-    )
-    if not spans:
-        return ()
+    sending their summed bits at a constant rate; total length is capped at the period.
+
+    Every phase is one the service accepts: at least its shortest time
+    (:data:`cassini.agent.MIN_PERIOD_S`) and at most its fastest rate
+    (:data:`cassini.agent.MAX_RATE_BPS`), the service's bounds.  A shorter or faster phase (a bucket
+    whose start and end were read at one clock tick had become 2e-10 s at 6e16 bit/s) is
+    widened from its start until it is neither, and merged with any phase it then
+    reaches, its bits kept.  InputError when the period is shorter than that time or the
+    bits are more than that rate moves in a period."""
+    if not period_s >= MIN_TIME_S:
+        raise InputError(
+            "iteration_time_s", f"{period_s:g} s is shorter than the least {MIN_TIME_S:g} s"
+        )
+    spans = []
+    for lo, hi, bits in intervals:
+        if bits > 0:
+            start = float(lo) % period_s
+            start = 0.0 if start >= period_s else start  # a tiny negative start's modulo
+            spans.append([start, start + min(max(hi - lo, 0.0), period_s), float(bits)])
+    total = sum(bits for _, _, bits in spans)
+    if total > MAX_RATE_BPS * period_s:
+        raise InputError(
+            "records",
+            f"{total:g} bits per iteration of {period_s:g} s is more than {MAX_RATE_BPS:g} "
+            "bits/s, the fastest rate a profile may have",
+        )
+    merged = _merge_on_circle(sorted(spans), period_s, merge_gap_s)
+    while True:
+        widened = [
+            [lo, min(max(hi, lo + MIN_TIME_S, lo + bits / MAX_RATE_BPS), lo + period_s), bits]
+            for lo, hi, bits in merged
+        ]
+        if widened == merged:
+            break
+        merged = _merge_on_circle(widened, period_s, merge_gap_s)
+    out = []
+    for lo, hi, bits in merged:
+        dur = min(max(hi - lo, MIN_TIME_S), period_s)  # max: hi - lo may round under it
+        out.append(Phase(lo, dur, min(bits / dur, MAX_RATE_BPS)))
+    return tuple(out)
+
+
+def _merge_on_circle(
+    spans: Sequence[list[float]], period_s: float, merge_gap_s: float
+) -> list[list[float]]:
+    """``[start_s, end_s, bits]`` spans sorted by start, those that overlap or lie within
+    ``merge_gap_s`` seconds of each other merged (their bits summed), around the circle
+    of ``period_s`` too: the last may reach past the start of the first."""
     merged: list[list[float]] = []
-    for lo, dur, bits in spans:
+    for lo, hi, bits in spans:
         if merged and lo <= merged[-1][1] + merge_gap_s:
-            merged[-1][1] = max(merged[-1][1], lo + dur)
+            merged[-1][1] = max(merged[-1][1], hi)
             merged[-1][2] += bits
         else:
-            merged.append([lo, lo + dur, bits])
-    # around the circle: the last phase may reach past the start of the first
+            merged.append([lo, hi, bits])
     while len(merged) > 1 and merged[-1][1] + merge_gap_s >= merged[0][0] + period_s:
         last = merged.pop()
         first = merged[0]
         merged[0] = [last[0], max(last[1], first[1] + period_s), last[2] + first[2]]
         merged.sort(key=lambda m: m[0])
-    out = []
-    for lo, hi, bits in merged:
-        dur = min(hi - lo, period_s)
-        out.append(Phase(lo, dur, bits / dur))
-    return tuple(out)
+    return merged
 
 
 def bucket_records_from_dicts(lines: Sequence[Any], source: str = "log") -> RecorderLog:
@@ -452,19 +535,24 @@ def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
     return files.read_jsonl(path, source)
 
 
+#: Bytes of link-layer header before the IP packet, by pcap link type: NULL and LOOP (BSD
+#: loopback, 4 bytes of address family), Ethernet, raw IP (12, 101, 228), Linux cooked
+#: (``tcpdump -i any``: SLL, 16 bytes; SLL2, 20 bytes).
+LINK_HEADER_BYTES = {0: 4, 1: 14, 12: 0, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
+
+
 def pcap_packets(
     pcap: Path | str, src_ip: str, *, payload: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Timestamps (s) and sizes (bytes) of the IPv4 packets from ``src_ip`` in a capture
-    (scapy's raw reader; Ethernet or Linux cooked link layer).  Sizes are IP total
-    lengths (what the link carries, less Ethernet), or with ``payload`` what the
+    """Timestamps (s) and sizes (bytes) of the IPv4 packets from ``src_ip`` in a capture,
+    classic pcap (micro- or nanosecond) or pcapng (each interface with its own link type
+    and time resolution), read by scapy's raw readers; the link types are those of
+    :data:`LINK_HEADER_BYTES` (another is an InputError naming it).  Sizes are IP total
+    lengths (what the link carries, less its own header), or with ``payload`` what the
     application sent: the IP length less the IP header and the TCP header (its data
     offset) or UDP's 8 bytes, so a pure ACK counts 0.  Both are read from the headers,
     so a capture truncated by tcpdump's snap length still counts whole packets."""
-    try:
-        want = socket.inet_aton(src_ip)
-    except OSError:
-        raise InputError("src_ip", f"not an IPv4 address: {src_ip!r}") from None
+    want = _ipv4_address(src_ip)
     from scapy.error import Scapy_Exception
     from scapy.utils import RawPcapReader
 
@@ -478,8 +566,6 @@ def pcap_packets(
         raise InputError(str(pcap), f"cannot read: {e.strerror or e}") from None
     except Scapy_Exception as e:
         raise InputError(str(pcap), f"not a pcap capture ({e})") from None
-    link = getattr(reader, "linktype", 1)
-    offset = 14 if link == 1 else 16 if link == 113 else 0  # Ethernet, Linux cooked
     consumed = 24  # a classic capture's file header; each record adds 16 + caplen bytes
     with reader:
         for data, meta in reader:
@@ -489,10 +575,11 @@ def pcap_packets(
                     str(pcap), f"truncated capture: a packet holds {len(data)} of {caplen} bytes"
                 )
             consumed += 16 + caplen
-            ip = data[offset:]
+            link, stamp = _link_and_time(reader, meta, pcap)
+            ip = data[_link_header_bytes(link, pcap) :]
             if len(ip) < 20 or ip[0] >> 4 != 4 or ip[12:16] != want:
                 continue
-            stamps.append(meta.sec + meta.usec * 1e-6)
+            stamps.append(stamp)
             size = struct.unpack("!H", ip[2:4])[0]
             if payload:
                 size -= _transport_headers(ip)
@@ -502,6 +589,47 @@ def pcap_packets(
     if not stamps:
         raise InputError("src_ip", f"no IPv4 packets from {src_ip} in {pcap}")
     return np.asarray(stamps), np.asarray(sizes, float)
+
+
+def _ipv4_address(src_ip: str) -> bytes:
+    """The 4 bytes of a dotted-quad IPv4 address (``10.0.0`` or ``167772161``, which
+    ``inet_aton`` takes, are refused naming ``src_ip``)."""
+    try:
+        return ipaddress.IPv4Address(src_ip).packed
+    except ValueError:
+        raise InputError(
+            "src_ip", f"not an IPv4 address in dotted-quad form (a.b.c.d): {src_ip!r}"
+        ) from None
+
+
+def _link_and_time(reader: Any, meta: Any, pcap: Path | str) -> tuple[int, float]:
+    """A packet's link type and timestamp (seconds): a classic capture's from its file
+    header and record (``usec`` holds nanoseconds in a nanosecond capture), a pcapng
+    packet's from its interface (link type, ``tsresol`` units per second) and its 64-bit
+    timestamp."""
+    if hasattr(meta, "tshigh"):  # pcapng
+        if meta.tshigh is None:
+            raise InputError(str(pcap), "a packet without a timestamp (a simple packet block)")
+        return meta.linktype, ((meta.tshigh << 32) | meta.tslow) / meta.tsresol
+    scale = 1e-9 if getattr(reader, "nano", False) else 1e-6
+    return reader.linktype & 0xFFFF, meta.sec + meta.usec * scale  # upper bits: FCS length
+
+
+def _link_header_bytes(link: int, pcap: Path | str) -> int:
+    """Bytes before the IP packet on link type ``link`` (:data:`LINK_HEADER_BYTES`)."""
+    if link in LINK_HEADER_BYTES:
+        return LINK_HEADER_BYTES[link]
+    import scapy.data
+
+    name = next(
+        (k[4:] for k, v in vars(scapy.data).items() if k.startswith("DLT_") and v == link),
+        "unknown",
+    )
+    raise InputError(
+        str(pcap),
+        f"link type {link} ({name}) is not supported; capture with -i <interface> "
+        "(Ethernet, Linux cooked, BSD loopback or raw IP)",
+    )
 
 
 def _transport_headers(ip: bytes) -> int:
@@ -528,6 +656,40 @@ def pcap_series(
     (:func:`series_from_packets`)."""
     stamps, sizes = pcap_packets(pcap, src_ip, payload=payload)
     return series_from_packets(stamps, sizes, dt_s, window_s)
+
+
+def capture_period(
+    stamps_s: np.ndarray,
+    sizes_bytes: np.ndarray,
+    dt_s: float,
+    window_s: tuple[float, float] | None = None,
+) -> float:
+    """The iteration time (seconds) of a capture's packets (:func:`estimate_period`), from
+    bins of ``dt_s`` seconds or, when they are finer than twice the median spacing of the
+    packets that carry bytes, of the least multiple of ``dt_s`` that is not: in bins
+    finer than the packets the series is a comb whose teeth are the packets (at 20 us
+    bins and a packet every 58 us the autocorrelation turned negative at lag 1 and the
+    packet gap read as the iteration); in bins holding two packets or more a phase is
+    one run again."""
+    from cassini.profile import estimate_period
+
+    dt_s = schema.number(dt_s, "dt_s", positive=True)
+    sending = np.sort(np.asarray(stamps_s, float)[np.asarray(sizes_bytes, float) > 0])
+    if window_s is not None:
+        sending = sending[(sending >= window_s[0]) & (sending < window_s[1])]
+    spacing = float(np.median(np.diff(sending))) if sending.size > 1 else 0.0
+    bin_s = dt_s * max(1, math.ceil(2 * spacing / dt_s - 1e-9))
+    series, _ = series_from_packets(stamps_s, sizes_bytes, bin_s, window_s)
+    try:
+        return estimate_period(series, bin_s)
+    except InputError as e:
+        if bin_s == dt_s:
+            raise
+        raise InputError(
+            e.field,
+            f"{e.problem} (read at {bin_s:g} s bins, twice the packets' median spacing "
+            f"{spacing:g} s)",
+        ) from None
 
 
 def profile_from_pcap(
@@ -557,7 +719,10 @@ def profile_from_pcap(
     ``iteration_time_s`` must not be given too."""
     kwargs.setdefault("conserve_bytes", True)
     if iteration_starts_s is None:
-        series, start = pcap_series(pcap, src_ip, dt_s, payload=True, window_s=window_s)
+        stamps, sizes = pcap_packets(pcap, src_ip, payload=True)
+        series, start = series_from_packets(stamps, sizes, dt_s, window_s)
+        if kwargs.get("iteration_time_s") is None:
+            kwargs["iteration_time_s"] = capture_period(stamps, sizes, dt_s, window_s)
         return profile_from_series(job_id, series, start, dt_s, origin_s, **kwargs)
     for name, value in (
         ("window_s", window_s),

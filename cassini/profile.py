@@ -583,16 +583,27 @@ def match_model(
 
 
 def unknown_model(name: str, ids: Collection[str]) -> str:
-    """Why ``name`` names no profile: the library, and the closest id when one is close."""
+    """Why ``name`` names no profile: the library, and the closest ids when some are close
+    (all that are equally close: ``did you mean one of vgg11, vgg16, vgg19?``)."""
     ids = sorted(ids)
     key = model_key(name)
     same = [m for m in ids if model_key(m) == key]
     if len(same) > 1:
         return f"model {name!r} is ambiguous: it matches {', '.join(same)} (give one exactly)"
     keys = {model_key(m): m for m in ids}
-    close = difflib.get_close_matches(key, list(keys), n=1) if key else []
-    hint = f"; did you mean {keys[close[0]]!r}?" if close else ""
+    close = difflib.get_close_matches(key, list(keys), n=len(keys)) if key and keys else []
+    # every id as close as the closest ("vgg": vgg11, vgg16 and vgg19 alike), in order
+    best = [k for k in close if _likeness(k, key) == _likeness(close[0], key)] if close else []
+    if len(best) == 1:
+        hint = f"; did you mean {keys[best[0]]!r}?"
+    else:
+        hint = f"; did you mean one of {', '.join(sorted(keys[k] for k in best))}?" if best else ""
     return f"unknown model {name!r} (library: {', '.join(ids)}){hint}"
+
+
+def _likeness(candidate: str, key: str) -> float:
+    """The similarity ``difflib.get_close_matches`` ranks ``candidate`` by for ``key``."""
+    return difflib.SequenceMatcher(None, candidate, key).ratio()
 
 
 def library_model(name: str, ids: Collection[str], field: str = "model") -> str:

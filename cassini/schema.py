@@ -55,7 +55,7 @@ def number(
     (``positive``), >= 0 (``non_negative``), >= ``minimum``, > ``above`` and < ``below``.
     A string that reads as a number gets a hint (YAML 1.1 reads ``2e8`` as a string)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(field, _not_a_number(value, "a number"))
+        raise InputError(field, not_a_number(value, "a number"))
     try:
         value = float(value)
     except OverflowError:
@@ -81,7 +81,7 @@ def integer(
     """A whole number (``4`` or ``4.0``, not ``4.5``; bools are not numbers) in ``minimum
     .. maximum`` where given; strings get :func:`number`'s hint."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(field, _not_a_number(value, "an integer"))
+        raise InputError(field, not_a_number(value, "an integer"))
     if not isinstance(value, numbers.Integral):
         value = float(value)
         if not (math.isfinite(value) and value.is_integer()):
@@ -95,7 +95,7 @@ def integer(
     return out
 
 
-def _not_a_number(value: Any, what: str) -> str:
+def not_a_number(value: Any, what: str) -> str:
     """``must be <what>, got ...``, with a hint where a string reads as a number."""
     problem = f"must be {what}, got {kind_of(value)}"
     if isinstance(value, str):

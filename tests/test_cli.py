@@ -108,16 +108,20 @@ def advise_req(**over):
 BAD = [
     ("score", "{not json", "malformed JSON"),
     ("score", json.dumps({"capacity_bps": 1e9, "jobs": []}), "jobs: must not be empty"),
-    ("score", json.dumps({"capacity_bps": 0, "jobs": [job()]}), "capacity_bps: must be > 0"),
+    (
+        "score",
+        json.dumps({"capacity_bps": 0, "jobs": [job()]}),
+        "capacity_bps: must be >= 1, got 0",
+    ),
     (
         "score",
         json.dumps({"capacity_bps": 1e9, "jobs": [job(iteration_time_s=-1)]}),
-        "jobs[0].iteration_time_s: must be > 0",
+        "jobs[0].iteration_time_s: must be >= 1e-06, got -1",
     ),
     (
         "score",
         json.dumps({"capacity_bps": 1e9, "jobs": [job(iteration_time_s=0)]}),
-        "jobs[0].iteration_time_s: must be > 0",
+        "jobs[0].iteration_time_s: must be >= 1e-06, got 0",
     ),
     (
         "score",
@@ -137,7 +141,7 @@ BAD = [
                 "jobs": [job(phases=[{"start_s": 0.0, "duration_s": -0.01, "rate_bps": 1}])],
             }
         ),
-        "jobs[0].phases[0].duration_s: must be > 0",
+        "jobs[0].phases[0].duration_s: must be >= 1e-06, got -0.01",
     ),
     (
         "score",

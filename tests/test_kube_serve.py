@@ -180,8 +180,10 @@ def test_api_errors_back_off_and_recover(tmp_path):
             until(lambda: set(reg.jobs()) == {"bert-a", "vgg16-b"}, "recovery")
         finally:
             srv.stop()
-    waits = [line for line in lines if "watch pods: the API server answered 500" in line]
+    waits = [line for line in lines if "watch pods: GET /api/v1/pods: 500 " in line]
     assert len(waits) == 2
+    assert waits[0].startswith("cassini serve: watch pods: GET /api/v1/pods: 500 Internal "
+                               "Server Error: etcdserver: request timed out; retrying")
     assert "retrying in 0.05 s (error 1 in a row)" in waits[0]
     assert "retrying in 0.1 s (error 2 in a row)" in waits[1]
 

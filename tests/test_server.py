@@ -197,14 +197,12 @@ def test_schema_errors_are_refused_naming_the_field(served, mutate, field):
     assert err["field"] == field, err
 
 
-def test_score_of_a_link_without_jobs_is_1(served):
-    """No jobs on a link: nothing exceeds its capacity (score 1), no shifts, no demand."""
-    status, _, body = call(served, "POST", "/v1/score?precision_deg=90",
-                           {"capacity_bps": 1e9, "jobs": []})
-    assert status == 200, body
-    out = json.loads(body)
-    assert out["score"] == 1.0 and out["time_shifts_s"] == {}
-    assert out["demand_bps"] == [0.0] * 4 and out["n_angles"] == 4
+def test_score_needs_a_job_as_the_cli_does(served):
+    """No jobs on a link is almost surely a mistake in the request: a 400 naming jobs in
+    the CLI's words (the service answered score 1 where ``cassini score`` exits 2)."""
+    err = error_of(call(served, "POST", "/v1/score", {"capacity_bps": 1e9, "jobs": []}))
+    assert err["code"] == 400 and err["field"] == "jobs"
+    assert err["message"] == "must not be empty"
 
 
 def test_advise_needs_a_job(served):

@@ -125,9 +125,10 @@ def _kube_options(args: argparse.Namespace) -> Any:
         {} if args.publish_interval_s is None else {"publish_interval_s": args.publish_interval_s}
     )
     try:
-        api_client(args.kubeconfig)  # a bad kubeconfig, or no client: exit 2 now
+        api_client(args.kubeconfig, args.context)  # a bad kubeconfig or context: exit 2 now
         options = KubeOptions(
             kubeconfig=args.kubeconfig,
+            context=args.context,
             topology_labels=tuple(args.topology_labels),
             kueue_topology=args.kueue_topology,
             links=link_options(args),
@@ -154,6 +155,7 @@ def _kube_options(args: argparse.Namespace) -> Any:
 #: first, before any file is read (they were silently ignored).
 KUBE_ONLY = (
     ("kubeconfig", "--kubeconfig"),
+    ("context", "--context"),
     ("topology_labels", "--topology-labels"),
     ("kueue_topology", "--kueue-topology"),
     ("nic_bps", "--nic-bps"),

@@ -283,6 +283,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         (Operation("GET", handlers.health, "Liveness", answer="Health", errors=(400, 405)),),
     ),
     Endpoint(
+        "/readyz",
+        (
+            Operation(
+                "GET",
+                handlers.readiness,
+                "Readiness: 200 once the service can answer from its cluster (under --kube: "
+                "after its first model from the API server; 503 with the reason before)",
+                answer="Health",
+                errors=(400, 405, DRAINING),
+            ),
+        ),
+    ),
+    Endpoint(
         "/metrics",
         (
             Operation(

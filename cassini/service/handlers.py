@@ -19,11 +19,10 @@ from starlette.responses import Response
 
 from cassini import schema
 from cassini.agent import MAX_EPOCH_AHEAD_S
-from cassini.circle import n_angles
 from cassini.errors import InputError
 from cassini.service import k8s, models
 from cassini.service.cluster import check_nodes, read_job
-from cassini.service.errors import NotFound, json_bytes
+from cassini.service.errors import NotFound, ServiceError, json_bytes
 from cassini.service.registry import Registry
 from cassini.service.service import Service
 from cassini.service.shifts import JobShift, answered_shift
@@ -48,13 +47,35 @@ Handler = Callable[[Service, Call], Awaitable[Answer]]
 
 
 async def health(service: Service, call: Call) -> Answer:
-    """Up, with the registered jobs kept but not used (and why)."""
+    """Up (liveness: the process answers; readiness is :func:`readiness`), with the
+    registered jobs kept but not used (and why)."""
     unusable = service.registry.unusable()
     return 200, {
         "status": "ok",
         "version": service.version,
         "unusable_jobs": [{"id": j, "reason": why} for j, why in unusable.items()],
     }
+
+
+class NotReady(ServiceError):
+    """``GET /readyz`` before the service can answer from its cluster."""
+
+    status = 503
+    when = (
+        "not ready: under --kube, no cluster model from the API server applied yet (the "
+        "message says what it waits for and the last error)"
+    )
+
+
+async def readiness(service: Service, call: Call) -> Answer:
+    """Ready: 200, except under ``--kube`` until its first cluster model is applied (503
+    naming what it waits for), when every extender score would be the neutral 5."""
+    if service.config.kube is not None:
+        kube = service.kube
+        why = kube.not_ready() if kube is not None else "no cluster model yet: starting"
+        if why is not None:
+            raise NotReady(why)
+    return 200, {"status": "ready", "version": service.version}
 
 
 async def metrics(service: Service, call: Call) -> Answer:
@@ -79,31 +100,15 @@ async def advise(service: Service, call: Call) -> Answer:
 
 
 async def score(service: Service, call: Call) -> Answer:
+    """The jobs on one link (at least one: an empty list is a 400 ``jobs: must not be
+    empty``, as ``cassini score`` refuses it; see :class:`models.ScoreRequest`)."""
     from cassini.profile import profiles_from_dicts
 
     request = models.validate(models.ScoreRequest, call.body)
     precision_deg = call.options.get("precision_deg", 5.0)
-    if not request.jobs:
-        return 200, empty_link_score(precision_deg)
     jobs = profiles_from_dicts(call.body["jobs"], "jobs")
     task = ScoreTask(jobs, request.capacity_bps, precision_deg)
     return 200, await service.compute(call.deadline, task)
-
-
-def empty_link_score(precision_deg: float) -> dict[str, Any]:
-    """The score answer of a link no job uses: nothing exceeds its capacity (score 1),
-    no shifts, no period (0 s), no demand (bits/s) at any angle."""
-    n = n_angles(precision_deg)
-    return {
-        "score": 1.0,
-        "time_shifts_s": {},
-        "unified_period_s": 0.0,
-        "period_exact": True,
-        "period_error": 0.0,
-        "n_angles": n,
-        "method": "no jobs",
-        "demand_bps": [0.0] * n,
-    }
 
 
 async def list_jobs(service: Service, call: Call) -> Answer:

@@ -9,7 +9,8 @@ json tags (``metadata.name``, ``metadata.annotations``).
 
 Pod annotations read:
 
-``cassini.io/job``      the job the pod belongs to (its id in ``/v1/jobs``)
+``cassini.io/job``      the job the pod belongs to (its id in ``/v1/jobs``); a pod label
+                        of that name when the annotation is absent (:func:`pod_job_id`)
 ``cassini.io/profile``  the job's profile, a JOB object as in ``cassini advise`` (JSON)
 ``cassini.io/model``    or a profile library id (``cassini/data/profiles.json``)
 
@@ -20,8 +21,9 @@ none of them gets :data:`NEUTRAL_SCORE` on every node.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cassini import files, schema
@@ -43,6 +45,7 @@ __all__ = [
     "NEUTRAL_SCORE",
     "ExtenderArgs",
     "filter_result",
+    "pod_job_id",
     "pod_profile",
     "priority_list",
     "read_extender_args",
@@ -52,12 +55,25 @@ __all__ = [
 @dataclass(frozen=True)
 class ExtenderArgs:
     """What the extender needs of a request: the pod's name and annotations, the candidate
-    node names, and the node objects when they came as ``Nodes`` (not ``NodeNames``)."""
+    node names, the node objects when they came as ``Nodes`` (not ``NodeNames``), and the
+    pod's labels (for :func:`pod_job_id`)."""
 
     pod_name: str
     annotations: dict[str, str]
     node_names: tuple[str, ...]
     node_items: tuple[Any, ...] | None  # None: the request used NodeNames
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def pod_job_id(annotations: Mapping[str, Any], labels: Mapping[str, Any]) -> str | None:
+    """The job a pod belongs to: its ``cassini.io/job`` annotation, else (absent or
+    empty) its label of that name; None when neither names one.  The one rule of the
+    extender (:func:`pod_profile`) and the pod sync (``kube/pods.py``)."""
+    for where in (annotations, labels):
+        value = where.get(ANNOTATION_JOB)
+        if value:
+            return str(value)
+    return None
 
 
 def get_ci(obj: Mapping[str, Any], name: str) -> tuple[str, Any]:
@@ -84,11 +100,8 @@ def read_extender_args(obj: Any) -> ExtenderArgs:
     meta = schema.require_object(meta if meta is not None else {}, meta_field)
     name_key, name = get_ci(meta, "name")
     pod_name = "" if name is None else _string(name, f"{meta_field}.{name_key}")
-    ann_key, ann = get_ci(meta, "annotations")
-    ann_field = f"{meta_field}.{ann_key}"
-    annotations = {}
-    for k, v in schema.require_object(ann if ann is not None else {}, ann_field).items():
-        annotations[str(k)] = _string(v, f'{ann_field}["{k}"]')
+    annotations = _string_map(meta, "annotations", meta_field)
+    labels = _string_map(meta, "labels", meta_field)
 
     names_key, names = get_ci(obj, "NodeNames")
     nodes_key, nodes = get_ci(obj, "Nodes")
@@ -117,7 +130,17 @@ def read_extender_args(obj: Any) -> ExtenderArgs:
         node_names = tuple(found)
     else:
         node_names = ()
-    return ExtenderArgs(pod_name, annotations, node_names, items)
+    return ExtenderArgs(pod_name, annotations, node_names, items, labels)
+
+
+def _string_map(meta: Mapping[str, Any], name: str, meta_field: str) -> dict[str, str]:
+    """The pod's ``metadata.<name>`` (annotations, labels): strings to strings."""
+    key, value = get_ci(meta, name)
+    where = f"{meta_field}.{key}"
+    out = {}
+    for k, v in schema.require_object(value if value is not None else {}, where).items():
+        out[str(k)] = _string(v, f'{where}["{k}"]')
+    return out
 
 
 def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobProfile | None:
@@ -125,8 +148,8 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
     None when the pod says nothing about its job (neutral scores)."""
     ann = args.annotations
     field = 'Pod.metadata.annotations["{}"]'
-    job_id = ann.get(ANNOTATION_JOB)
-    if job_id is not None and not job_id:
+    job_id = pod_job_id(ann, args.labels)
+    if job_id is None and ANNOTATION_JOB in ann:  # empty, and no label to fall back on
         raise InputError(field.format(ANNOTATION_JOB), "must not be empty")
     if ANNOTATION_PROFILE in ann:
         if ANNOTATION_MODEL in ann:
@@ -134,7 +157,7 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
                 field.format(ANNOTATION_MODEL), f"give {ANNOTATION_PROFILE} or this, not both"
             )
         f = field.format(ANNOTATION_PROFILE)
-        obj = schema.require_object(_annotation_json(ann[ANNOTATION_PROFILE], f), f)
+        obj = _profile_object(ann[ANNOTATION_PROFILE], f)
         schema.check_fields(obj, f, ("iteration_time_s", "phases"), ("id",))
         try:  # the bounds a request body's job has (a 1 ns iteration would never finish)
             models.validate(models.ProfileAnnotation, obj, f)
@@ -151,6 +174,33 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
     if job_id is not None and job_id in running:
         return running[job_id].profile
     return None
+
+
+#: a bare word, as a library model's name is (``bert``, ``gpt-2``)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+_MODEL_HINT = (
+    f"a library model's name goes in {ANNOTATION_MODEL} ({ANNOTATION_PROFILE} takes a JOB "
+    "object, JSON)"
+)
+
+
+def _profile_object(text: str, field: str) -> dict[str, Any]:
+    """The ``cassini.io/profile`` annotation's JSON object; InputError naming ``field``,
+    saying where a library model's name goes when one was given here (a bare word, a
+    JSON string, an object with ``model``)."""
+    try:
+        obj = _annotation_json(text, field)
+    except InputError:
+        word = text.strip().removeprefix("\ufeff")
+        if _WORD.fullmatch(word):
+            raise InputError(field, f"not JSON but the word {word!r}: {_MODEL_HINT}") from None
+        raise
+    if isinstance(obj, str):
+        raise InputError(field, f"a JSON string ({obj!r}), not a JOB object: {_MODEL_HINT}")
+    obj = schema.require_object(obj, field)
+    if "model" in obj:
+        raise InputError(schema.join(field, "model"), f"not read here: {_MODEL_HINT}")
+    return obj
 
 
 def _annotation_json(text: str, field: str) -> Any:

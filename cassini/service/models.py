@@ -8,6 +8,9 @@ What JSON Schema cannot say (a phase inside its iteration, phases not overlappin
 ``shift_s < period_s``, a node of the cluster, a model of the library, a path naming a job
 of the request) is checked by the domain readers after the model; such a refusal is a 422
 (:class:`~cassini.service.errors.Unprocessable`), a body that breaks the schema a 400.
+``cassini score`` and ``cassini advise`` validate their file by the same models and then
+read it with the same readers (:func:`cassini.api.read_advise_request`): a body one
+accepts the other accepts, and a refusal names the same field in the same words.
 Units: seconds, bits per second."""
 
 from __future__ import annotations
@@ -25,9 +28,17 @@ from pydantic import (
 )
 from pydantic.json_schema import models_json_schema
 
-from cassini.agent import MAX_EPOCH_AHEAD_S, MAX_EPOCH_S, MAX_PERIOD_S, MIN_PERIOD_S, epoch_problem
+from cassini.agent import (
+    MAX_EPOCH_AHEAD_S,
+    MAX_EPOCH_S,
+    MAX_PERIOD_S,
+    MAX_RATE_BPS,
+    MIN_PERIOD_S,
+    epoch_problem,
+)
 from cassini.schema import join as _join
 from cassini.schema import kind_of as _kind
+from cassini.schema import not_a_number as _not_a_number
 from cassini.service.cluster import MAX_JOB_ID_CHARS, TIME_SHIFT_PATH, unroutable
 from cassini.service.errors import BadRequest
 
@@ -41,7 +52,6 @@ M = TypeVar("M", bound=BaseModel)
 #: s), and no training job is there.
 MIN_TIME_S = MIN_PERIOD_S  # the agent's slot grid and the service: one pair of bounds
 MAX_TIME_S = MAX_PERIOD_S
-MAX_RATE_BPS = 1e15
 
 Id = Annotated[str, Field(min_length=1)]
 
@@ -144,6 +154,13 @@ class Job(Strict):
         float, Field(ge=MIN_TIME_S, le=MAX_TIME_S, description="seconds per iteration")
     ]
     phases: list[Phase]
+    # absent, not null (no default in the schema): as a library entry or profile file has it
+    provenance: Annotated[
+        dict[str, Any],
+        Field(default=None, json_schema_extra=lambda s: s.pop("default", None),
+              description="where the numbers come from (a profile library entry's); read "
+              "and not used"),
+    ]
 
 
 class ProfileAnnotation(Strict):
@@ -199,13 +216,18 @@ class AdviseRequest(Strict):
 
 
 class ScoreRequest(Strict):
+    """The jobs sharing one link of capacity_bps (bits per second). At least one job, as
+    cassini score and the advise request want: a link with no jobs is almost surely a
+    mistake in the request (a file cut short, a filter that matched nothing), which an
+    answer of score 1 with no period would hide."""
+
     model_config = ConfigDict(json_schema_extra=_shipped_example("score"))
 
     capacity_bps: PositiveBps
     jobs: Annotated[
         list[Job],
-        Field(description="the jobs sharing the link; none: a link with no demand, score "
-              "1; ids unique (422 otherwise)"),
+        Field(min_length=1, description="the jobs sharing the link (at least one); ids "
+              "unique (422 otherwise)"),
     ]
 
 
@@ -405,7 +427,7 @@ class Advice(Open):
 class ScoreAnswer(Open):
     score: float
     time_shifts_s: Annotated[NumberMap, Field(description="job id -> seconds")]
-    unified_period_s: Annotated[float, Field(description="seconds (0 with no jobs)")]
+    unified_period_s: Annotated[float, Field(description="seconds")]
     period_exact: bool | None = None
     period_error: float | None = None
     n_angles: int | None = None
@@ -589,6 +611,10 @@ def _problem(err: Mapping[str, Any]) -> str:
         return "missing required field"
     if kind == "extra_forbidden":
         return "unknown field"
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        return "must be finite, got an integer too large for a float"  # as schema.number
+    if kind == "float_type":
+        return _not_a_number(value, "a number")  # a quoted number gets schema.number's hint
     if kind in _TYPES:
         return f"must be {_TYPES[kind]}, got {_kind(value)}"
     if kind == "finite_number":

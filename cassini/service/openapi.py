@@ -11,6 +11,7 @@ from typing import Any
 import cassini
 from cassini.service.contract import DRAINING, ENDPOINTS, QUERY_OPTIONS, Endpoint, Operation
 from cassini.service.errors import ERRORS, ServiceError, ShuttingDown
+from cassini.service.handlers import NotReady
 from cassini.service.models import component_schemas
 
 
@@ -30,6 +31,9 @@ _JOB_LINKS: dict[str, dict[str, Any]] = {
     )
 }
 _LINKS: dict[str, dict[str, Any]] = {"register_job": _JOB_LINKS}
+#: Error answers an operation gives for a reason of its own, besides the status's usual
+#: one (operationId -> status -> the error class whose ``when`` says it).
+_OWN_ERRORS: dict[str, dict[int, type[ServiceError]]] = {"readiness": {503: NotReady}}
 
 
 def _responses(op: Operation) -> dict[str, Any]:
@@ -55,8 +59,9 @@ def _responses(op: Operation) -> dict[str, Any]:
         error: type[ServiceError] = ERRORS[code]
         if error.status == ShuttingDown.status and 504 not in op.errors:
             error = ShuttingDown  # no computation to wait for: only a draining server
+        own = _OWN_ERRORS.get(op.handler.__name__, {}).get(code)
         responses[str(code)] = {
-            "description": error.when,
+            "description": f"{own.when}; or {error.when}" if own else error.when,
             "content": {"application/json": {"schema": _ref("Error")}},
         }
     return responses

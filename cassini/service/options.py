@@ -59,7 +59,8 @@ endpoints (OpenAPI document: GET /openapi.json, docs/openapi.json):
                     kube-scheduler extender (urlPrefix http://HOST:PORT/k8s/v1);
                     pod annotations cassini.io/job, cassini.io/profile (JOB JSON)
                     or cassini.io/model (library id)
-  GET  /healthz, /metrics (Prometheus text), /openapi.json
+  GET  /healthz (liveness), /readyz (readiness: 503 under --kube until its first
+                    cluster model), /metrics (Prometheus text), /openapi.json
 POST/PUT bodies need Content-Type: application/json.
 writes (POST/PUT/DELETE under /v1/jobs) need 'Authorization: Bearer TOKEN' with a
 token of --token-file (lines 'TOKEN NAME'); without --token-file they are refused

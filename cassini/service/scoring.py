@@ -156,7 +156,7 @@ def score_nodes(
     nodes: Sequence[str],
     precision_deg: float = 5.0,
 ) -> list[NodeScore]:
-    """Score each node for the pod's job: the mean compatibility over the node's links
+    """Score each node for the pod's job: the lowest compatibility over the node's links
     that carry other running jobs (1.0 when none does), scaled to 0..10.  A node the
     cluster does not know, or a pod without a profile, gets :data:`NEUTRAL_SCORE`; the
     node a running job runs on alone gets 1.0 for that job's pod (the job stays on one
@@ -224,11 +224,13 @@ def _node_by_links(
 
 
 def _node_score(prepared: Prepared, node: str, scores: list[float], worst: str | None) -> NodeScore:
-    """The node's compatibility: the mean of its link scores clamped to [0, 1] (a link
-    score is ``1 - excess / capacity``, below 0 when the demand exceeds twice the
-    capacity), so that ``--min-score 0`` drops no node."""
-    mean = sum(scores) / len(scores) if scores else 1.0
-    value = min(1.0, max(0.0, mean))
+    """The node's compatibility: the lowest of its link scores (the pod's job crosses
+    every link of the node, and the worst one holds it back: a conflict on the NIC alone
+    shows, where a mean over the NIC and the tiers' links above would hide it), clamped
+    to [0, 1] (a link score is ``1 - excess / capacity``, below 0 when the demand exceeds
+    twice the capacity), so that ``--min-score 0`` drops no node; 1.0 with none."""
+    lowest = min(scores) if scores else 1.0
+    value = min(1.0, max(0.0, lowest))
     extender = int(round(MAX_SCORE * value))
     jobs = prepared.jobs_on.get(worst, ()) if worst else ()
     return NodeScore(node, value, extender, worst, tuple(jobs))

@@ -32,9 +32,11 @@ examples:
 """
 
 FROM_KUBE_EXIT = """\
-exit status: 0 written; 1 the API server cannot be reached or answers an error; 2 bad
-options (an --out that cannot be written, checked before the API server is asked), a
-bad kubeconfig, or a cluster it cannot model (one line on stderr).
+exit status: 0 written; 1 the API server cannot be reached (each request waits at most
+30 s) or answers an error (the request and the server's message named); 2 bad
+options (an --out that cannot be written, --topology-labels with --kueue-topology, an
+unknown --context: checked before the API server is asked), a bad kubeconfig, or a
+cluster it cannot model (one line on stderr).
 """
 
 
@@ -65,13 +67,19 @@ def add_kube_arguments(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig file (default: the pod's in-cluster config, else ~/.kube/config)",
     )
     parser.add_argument(
+        "--context", metavar="NAME", default=None,
+        help="the kubeconfig context to use (default: its current-context; an unknown one: "
+        "exit 2 listing those there are)",
+    )
+    parser.add_argument(
         "--topology-labels", type=_labels, default=(), metavar="A,B,C",
         help="node labels of the tiers, top first (default: a Kueue Topology, else Volcano "
         "HyperNodes, else the labels topology.kubernetes.io/region,zone the nodes carry)",
     )
     parser.add_argument(
         "--kueue-topology", metavar="NAME", default=None,
-        help="the Kueue Topology to use (default: the only one, else 'default')",
+        help="the Kueue Topology to use (default: the only one, else 'default'; not with "
+        "--topology-labels)",
     )
     parser.add_argument(
         "--nic-bps", type=files.positive_float, default=None, metavar="BPS",
@@ -152,26 +160,24 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _from_kube(args: argparse.Namespace) -> int:
-    from cassini.service.kube.client import api_client, kubernetes_module, model_from_kube
+    from cassini.service.kube import client
     from cassini.service.kube.render import cluster_file_text
 
-    kubernetes_module()
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
-
+    client.check_source_options(args.topology_labels, args.kueue_topology)
+    client.kubernetes_module()
     if args.out:  # before the API server is asked (as every command checks its --out)
         _check_out(args.out)
-    api = api_client(args.kubeconfig)
+    api = client.api_client(args.kubeconfig, args.context)
     try:
-        built, pod_jobs = model_from_kube(
+        built, pod_jobs = client.model_from_kube(
             api, link_options(args), args.topology_labels, args.kueue_topology,
             with_jobs=not args.no_jobs,
         )
-    except ApiException as e:  # a runtime failure (exit 1), not bad options
-        print(f"cassini: error: the API server answered {e.status} {e.reason}", file=sys.stderr)
-        return 1
-    except HTTPError as e:
-        print(f"cassini: error: cannot reach the API server: {e}", file=sys.stderr)
+    except client.RequestFailed as e:  # a runtime failure (exit 1), not bad options
+        host = api.configuration.host
+        line = str(e) if e.status else f"cannot reach the API server at {host}: {e.why} " \
+            f"({e.request})"
+        print(f"cassini: error: {line}", file=sys.stderr)
         return 1
     h = built.hierarchy
     cluster = built.cluster
@@ -182,6 +188,7 @@ def _from_kube(args: argparse.Namespace) -> int:
         reports.append(f"node {node} {why}")
     for node, why in sorted(built.left_out.items()):
         reports.append(f"node {node} left out: {why}")
+    reports.extend(f"{k}: {v}" for k, v in sorted(built.notes.items()))
     if not cluster.nodes:
         for line in reports:
             print(f"{tag}: {line}", file=sys.stderr)
@@ -195,8 +202,8 @@ def _from_kube(args: argparse.Namespace) -> int:
         reports.append(f"job {job} not registered: {why}")
     for job, why in sorted(pod_jobs.dropped.items()):
         reports.append(f"job {job}: {why}")
-    header.append(f"{len(cluster.nodes)} nodes, {len(cluster.links)} links, "
-                  f"{len(pod_jobs.jobs)} running jobs")
+    header.append(f"{_count(len(cluster.nodes), 'node')}, {_count(len(cluster.links), 'link')}, "
+                  f"{_count(len(pod_jobs.jobs), 'running job')}")
     header.extend(reports)
     for line in reports:
         print(f"{tag}: {line}", file=sys.stderr)
@@ -205,6 +212,11 @@ def _from_kube(args: argparse.Namespace) -> int:
         return _write_out(args.out, text)
     sys.stdout.write(text)
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _check_out(path: str) -> None:

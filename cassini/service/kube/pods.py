@@ -4,9 +4,10 @@ made it (a PodGroup, a JobSet, a PyTorchJob...).  A job runs while at least one 
 pods is bound to a node (``spec.nodeName``) and not finished (phase neither
 ``Succeeded`` nor ``Failed``); its nodes are those pods' nodes, its profile the
 ``cassini.io/model`` or ``cassini.io/profile`` annotation of its first pod (by namespace
-and name) that has one.  A job id that running pods of two namespaces carry, or whose pods
-give different profiles, is two jobs under one name: left out and reported
-(``PodJobs.conflicts``), never merged."""
+and name) that has a readable one; a pod whose annotation cannot be read (an unknown
+model) is reported with the job (``PodJobs.dropped``).  A job id that running pods of two
+namespaces carry, or whose pods give different profiles, is two jobs under one name: left
+out and reported (``PodJobs.conflicts``), never merged."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from cassini.service.k8s import (
     ANNOTATION_MODEL,
     ANNOTATION_PROFILE,
     ExtenderArgs,
+    pod_job_id,
     pod_profile,
 )
 
@@ -56,8 +58,7 @@ def job_pod(obj: Any) -> JobPod | None:
         return None
     meta = obj.get("metadata") or {}
     ann = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-    labels = meta.get("labels") or {}
-    job_id = ann.get(ANNOTATION_JOB) or labels.get(ANNOTATION_JOB)
+    job_id = pod_job_id(ann, meta.get("labels") or {})
     if not job_id:
         return None
     node = (obj.get("spec") or {}).get("nodeName") or None
@@ -68,9 +69,10 @@ def job_pod(obj: Any) -> JobPod | None:
 @dataclass(frozen=True)
 class PodJobs:
     """The running jobs the pods give (id -> job), the jobs named by running pods that
-    could not be registered (id -> why), the registered jobs some of whose nodes were
-    dropped (id -> which and why; see :func:`jobs_on_nodes`), and the job ids left out
-    because pods of different jobs carry them (id -> which namespaces or profiles)."""
+    could not be registered (id -> why), the registered jobs with something dropped (id
+    -> what and why: pods whose profile could not be read; nodes, see
+    :func:`jobs_on_nodes`), and the job ids left out because pods of different jobs carry
+    them (id -> which namespaces or profiles)."""
 
     jobs: dict[str, RunningJob]
     problems: dict[str, str]
@@ -88,6 +90,7 @@ def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
     jobs: dict[str, RunningJob] = {}
     problems: dict[str, str] = {}
     conflicts: dict[str, str] = {}
+    dropped: dict[str, str] = {}
     for job_id in sorted(by_job):
         bad_id = unroutable(job_id)
         if bad_id is not None:
@@ -101,39 +104,47 @@ def jobs_from_pods(pods: Iterable[JobPod]) -> PodJobs:
                 "under one id: give each its own)"
             )
             continue
-        profiles, why = _profiles(job_id, members)
+        profiles, unread = _profiles(job_id, members)
         if not profiles:
-            problems[job_id] = why
+            problems[job_id] = unread[0] if unread else (
+                f"no {ANNOTATION_MODEL} or {ANNOTATION_PROFILE} on its pods"
+            )
             continue
         if len(profiles) > 1:
             given = [f"{what} ({pod.key})" for pod, what, _ in profiles.values()]
             conflicts[job_id] = f"its pods give different profiles: {_and(given)}"
             continue
-        ((profile, (_, _, model)),) = profiles.items()
+        ((profile, (first, what, model)),) = profiles.items()
+        if unread:
+            more = f" (and {len(unread) - 1} more pods)" if len(unread) > 1 else ""
+            dropped[job_id] = (
+                f"{unread[0]}{more}: ignored; its profile is {what}, from pod {first.key}"
+            )
         nodes = tuple(sorted({p.node for p in members if p.node is not None}))
         jobs[job_id] = RunningJob(profile, nodes, model)
-    return PodJobs(jobs, problems, conflicts=conflicts)
+    return PodJobs(jobs, problems, dropped, conflicts)
 
 
 def _profiles(
     job_id: str, members: list[JobPod]
-) -> tuple[dict[JobProfile, tuple[JobPod, str, str | None]], str]:
+) -> tuple[dict[JobProfile, tuple[JobPod, str, str | None]], list[str]]:
     """The distinct profiles the pods give, in pod order: profile -> (the first pod
-    giving it, what it says, its model or None); and why there is none (when empty)."""
+    giving it, what it says, its model or None); and the pods whose annotation cannot be
+    read (``pod <key>: <why>``, in pod order)."""
     found: dict[JobProfile, tuple[JobPod, str, str | None]] = {}
-    why = "no cassini.io/model or cassini.io/profile on its pods"
+    unread: list[str] = []
     for pod in members:
         ann = pod.annotations | {ANNOTATION_JOB: job_id}  # the job a label named
         try:
             profile = pod_profile(ExtenderArgs(pod.key, ann, (), None), {})
         except InputError as e:
-            why = f"pod {pod.key}: {e}"
+            unread.append(f"pod {pod.key}: {e}")
             continue
         if profile is not None and profile not in found:
             model = pod.annotations.get(ANNOTATION_MODEL)
             what = f"model {model}" if model is not None else ANNOTATION_PROFILE
             found[profile] = (pod, what, model)
-    return found, why
+    return found, unread
 
 
 def _and(words: list[str]) -> str:
@@ -163,7 +174,8 @@ def jobs_on_nodes(
         kept = tuple(n for n in job.nodes if n in nodes)
         if kept:
             jobs[job_id] = replace(job, nodes=kept)
-            dropped[job_id] = f"{why} dropped from its nodes; kept on {', '.join(kept)}"
+            line = f"{why} dropped from its nodes; kept on {', '.join(kept)}"
+            dropped[job_id] = f"{dropped[job_id]}; {line}" if job_id in dropped else line
         else:
             problems[job_id] = f"none of its nodes is in the model: {why}"
     return PodJobs(jobs, problems, dropped, dict(pod_jobs.conflicts))

@@ -131,43 +131,48 @@ def _bps(x: float) -> str:
     return f"{x:g} b/s"
 
 
-def _caps(s: Switch) -> str:
-    caps = sorted(set(s.capacities_bps))
-    return " / ".join(_bps(c) for c in caps)
+def _links(links: Sequence[str], capacities: Sequence[float]) -> str:
+    """Links and their capacity: ``a, b, 50 Gb/s`` when they share one, else each with
+    its own (``a 50 Gb/s, b 100 Gb/s``)."""
+    if len(set(capacities)) == 1:
+        return f"{', '.join(links)}, {_bps(capacities[0])}"
+    return ", ".join(f"{x} {_bps(c)}" for x, c in zip(links, capacities, strict=True))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('ch') else 's'}"
 
 
 def draw(cluster: ClusterNetwork) -> str:
     """The cluster tier by tier: each switch (links shared by more than one node) under
     the smallest switch that contains its nodes, with its links and capacity; under the
-    lowest, its nodes and their own links (NICs)."""
+    lowest, its nodes and their own links (NICs), in the node's order; links that differ
+    in capacity each show their own."""
     groups = switches(cluster)
     shared = [s for s in groups if len(s.nodes) > 1]
     parent: dict[int, int | None] = {}
     for i, s in enumerate(shared):
         holders = [j for j, t in enumerate(shared) if j != i and s.nodes < t.nodes]
         parent[i] = min(holders, key=lambda j: len(shared[j].nodes)) if holders else None
-    own: dict[str, list[str]] = {n: [] for n in cluster.nodes}
-    for s in groups:
-        if len(s.nodes) == 1:
-            own[next(iter(s.nodes))].extend(s.links)
+    own = {x for s in groups if len(s.nodes) == 1 for x in s.links}  # a node's own links
     lines = [
-        f"{len(cluster.nodes)} nodes, {len(cluster.links)} links, "
-        f"{len(shared)} shared switches"
+        f"{_count(len(cluster.nodes), 'node')}, {_count(len(cluster.links), 'link')}, "
+        f"{_count(len(shared), 'shared switch')}"
     ]
 
     def node_line(node: str, indent: str) -> str:
-        mine = own[node]
-        caps = sorted({cluster.links[x] for x in mine})
-        what = ", ".join(mine) if mine else "no own link"
-        speed = " / ".join(_bps(c) for c in caps)
-        return f"{indent}{node}  ({what}{', ' + speed if speed else ''})"
+        mine = [x for x in cluster.nodes[node] if x in own]  # in the node's own order
+        what = _links(mine, [cluster.links[x] for x in mine]) if mine else "no own link"
+        return f"{indent}{node}  ({what})"
 
     def walk(i: int, depth: int) -> None:
         s = shared[i]
         indent = "  " * depth
-        lines.append(
-            f"{indent}[{', '.join(s.links)}]  {_caps(s)}  ({len(s.nodes)} nodes)"
-        )
+        if len(set(s.capacities_bps)) == 1:
+            links = f"[{', '.join(s.links)}]  {_bps(s.capacities_bps[0])}"
+        else:
+            links = f"[{_links(s.links, s.capacities_bps)}]"
+        lines.append(f"{indent}{links}  ({_count(len(s.nodes), 'node')})")
         kids = [j for j in parent if parent[j] == i]
         for j in kids:
             walk(j, depth + 1)

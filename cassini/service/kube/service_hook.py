@@ -18,14 +18,28 @@ from cassini.service.kube.sync import KubeSync
 class KubeRunning:
     """What ``--kube`` runs beside the service: the Nodes/Pods sync and, with
     ``--publish-network-topology``, the publisher; ``failed``: the line a fatal error of
-    the sync stops the service with (None: none), handed to :meth:`on_fatal`'s callback."""
+    the sync stops the service with (None: none), handed to :meth:`on_fatal`'s callback;
+    ``applied``: a model reached the registry (set on the serving event loop)."""
 
     def __init__(self, sync: KubeSync | None = None, publisher: Any = None) -> None:
         self.sync = sync
         self.publisher = publisher
         self.failed: str | None = None
+        self.applied = False
         self._on_fatal: Callable[[str], None] | None = None
         self._lock = threading.Lock()
+
+    def not_ready(self) -> str | None:
+        """Why the service cannot answer from the cluster yet (``GET /readyz``'s 503), or
+        None once the first model was applied."""
+        if self.applied:
+            return None
+        if self.failed is not None:
+            return f"no cluster model: {self.failed}"
+        why = "no cluster model yet: waiting for the Kubernetes API server's nodes and pods"
+        watches = self.sync.watches if self.sync is not None else []
+        errors = [f"watch {w.name}: {w.last_error}" for w in watches if w.last_error]
+        return f"{why} (last error: {'; '.join(errors)})" if errors else why
 
     def fail(self, line: str) -> None:
         """The sync cannot go on: tell the callback (now, or when it is given)."""
@@ -57,11 +71,15 @@ def start_kube(service: Any) -> KubeRunning:
     replaces the registry's cluster-file part on the service's event loop."""
     loop = service.loop
     options = service.config.kube
+    running = KubeRunning()
 
     def apply(cluster: ClusterNetwork, jobs: list[RunningJob], left_out: dict[str, str]) -> None:
-        loop.call_soon_threadsafe(service.registry.replace_file, cluster, jobs, left_out)
+        def replace() -> None:
+            service.registry.replace_file(cluster, jobs, left_out)
+            running.applied = True  # after the registry has it: /readyz says ready
 
-    running = KubeRunning()
+        loop.call_soon_threadsafe(replace)
+
     sync = running.sync = KubeSync(options, apply, service.log, fatal=running.fail).start()
     publisher = None
     if options.publish_network_topology:

@@ -7,8 +7,13 @@ shifts and the epoch stay in the state file).
 
 Nodes and Pods are each listed then watched (:class:`~.watch.ListWatch`).  The topology
 source (Kueue ``Topology``, Volcano ``HyperNode``, or ``--topology-labels``) is looked up
-again at every full list of the nodes (none found: the well-known region and zone node
-labels), and the source used is logged when it changes.  A node added, relabelled or
+at every full list of the nodes (none found: the well-known region and zone node
+labels), and read again without a restart (:meth:`KubeSync.refresh_topology`, in its own
+thread): when a node event brings a node the model cannot place (at most every
+``topology_recheck_s``) and every ``topology_resync_s``; a change of the tiers or of
+where nodes sit is logged and rebuilds the model.  Reading the topology objects at the
+first list fails on any API error (the node list is then retried with the watches'
+back-off); later, the previous topology is kept.  A node added, relabelled or
 removed rebuilds the model; a job whose pods sit on a node no longer in the model is kept
 and reported (its other nodes still count); a job id that pods of two namespaces (or
 with two profiles) carry is left out and reported, and handed to ``apply`` as such.  A
@@ -19,12 +24,14 @@ model that cannot be built is logged and the previous one kept; when there is no
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cassini.errors import InputError
 from cassini.service.cluster import ClusterNetwork, RunningJob
+from cassini.service.kube.client import REQUEST_TIMEOUT_S, check_source_options
 from cassini.service.kube.pods import JobPod, job_pod, jobs_from_pods, pod_key
 from cassini.service.kube.topology import KubeNode, LinkOptions, build_cluster, object_name
 from cassini.service.kube.watch import Backoff, ListWatch
@@ -32,10 +39,13 @@ from cassini.service.kube.watch import Backoff, ListWatch
 
 @dataclass(frozen=True)
 class KubeOptions:
-    """``cassini serve --kube``'s options: the kubeconfig (None: in-cluster), the topology
-    (labels, else a Kueue Topology's name, else discovered), link capacities, the
-    NetworkTopology to publish (``[NAMESPACE/]NAME``, None: none) and how often at most
-    (seconds), and the watches' server-side timeout (seconds)."""
+    """``cassini serve --kube``'s options: the kubeconfig (None: in-cluster) and its
+    context (None: its current one), the topology (labels, or a Kueue Topology's name,
+    else discovered), link capacities, the NetworkTopology to publish
+    (``[NAMESPACE/]NAME``, None: none) and how often at most (seconds), the watches'
+    server-side timeout (seconds), how long a list request may wait (seconds), and how
+    often the topology objects are read again: at most every ``topology_recheck_s``
+    seconds for a node the model cannot place, and every ``topology_resync_s`` seconds."""
 
     kubeconfig: str | None = None
     topology_labels: tuple[str, ...] = ()
@@ -45,6 +55,17 @@ class KubeOptions:
     publish_interval_s: float = 30.0
     watch_timeout_s: int = 300
     backoff: Backoff = field(default_factory=Backoff)
+    context: str | None = None
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    topology_recheck_s: float = 10.0
+    topology_resync_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        check_source_options(self.topology_labels, self.kueue_topology)
+        for name in ("request_timeout_s", "topology_recheck_s", "topology_resync_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < float("inf")):
+                raise InputError(name, f"must be a finite number of seconds > 0, got {value!r}")
 
 
 #: ``apply(cluster, jobs, left_out)``: the model, the pods' jobs, and the job ids left
@@ -77,6 +98,11 @@ class KubeSync:
         self._lock = threading.RLock()
         self.synced = threading.Event()  # set after the first model was applied
         self.watches: list[ListWatch] = []
+        self.discovered_at: float | None = None  # time.monotonic() of the last lookup
+        self._want_topology = threading.Event()  # a node the model cannot place came
+        self._stopping = threading.Event()
+        self._refresher = threading.Thread(target=self._refresh_loop, daemon=True,
+                                           name="cassini-kube-topology")
 
     def start(self) -> KubeSync:
         from kubernetes.client import CoreV1Api
@@ -84,10 +110,11 @@ class KubeSync:
         from cassini.service.kube.client import api_client
 
         if self.api is None:
-            self.api = api_client(self.options.kubeconfig)
+            self.api = api_client(self.options.kubeconfig, self.options.context)
         core = CoreV1Api(self.api)
         common = {"log": self.log, "watch_timeout_s": self.options.watch_timeout_s,
-                  "backoff": self.options.backoff}
+                  "backoff": self.options.backoff,
+                  "request_timeout_s": self.options.request_timeout_s}
         self.watches = [
             ListWatch("nodes", core.list_node, object_name,
                       self._nodes_listed, self._node_event, **common),
@@ -96,29 +123,94 @@ class KubeSync:
         ]
         for w in self.watches:
             w.start()
+        if not self.options.topology_labels:  # labels: nothing to read again
+            self._refresher.start()
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
+        self._want_topology.set()  # wakes the refresher, which then sees _stopping
         for w in self.watches:
             w.stopping.set()
         for w in self.watches:
             w.stop()
+        if self._refresher.is_alive():
+            self._refresher.join(5.0)
 
-    # nodes
-    def _nodes_listed(self, objects: dict[str, dict[str, Any]]) -> None:
+    # the topology
+    def _discover(self) -> Any:
+        """The topology source read now (InputError: one it cannot use; RequestFailed:
+        the API failed)."""
         from cassini.service.kube.client import discover_source
 
         o = self.options
+        self.discovered_at = time.monotonic()
+        return discover_source(self.api, o.topology_labels, o.kueue_topology,
+                               o.request_timeout_s)
+
+    def refresh_topology(self) -> bool:
+        """Read the topology objects again; when the tiers or where a node sits changed,
+        log it and rebuild the model.  True when it changed."""
+        from cassini.service.kube.client import RequestFailed
+
         try:
-            self.source = discover_source(self.api, o.topology_labels, o.kueue_topology)
+            source = self._discover()
+        except (InputError, RequestFailed) as e:
+            self.log(f"cassini serve: kube: topology: {e}; keeping the previous topology")
+            return False
+        with self._lock:
+            if self.hierarchy is None or self.failed is not None:  # no model yet: the lists
+                return False
+            try:
+                hierarchy = source.hierarchy(list(self.nodes.values()))
+            except InputError as e:
+                self.log(f"cassini serve: kube: topology: {e}; keeping the previous model")
+                return False
+            if hierarchy == self.hierarchy:
+                self.source = source  # the same model (a status, a resourceVersion moved)
+                return False
+            self.log(f"cassini serve: kube: the topology changed ({hierarchy.source}); "
+                     "rebuilding the model")
+            self.source = source
+            self._rebuild()
+            return True
+
+    def _refresh_loop(self) -> None:
+        """Reads the topology again when a node the model cannot place came (at most every
+        ``topology_recheck_s``) and every ``topology_resync_s`` seconds."""
+        o = self.options
+        while not self._stopping.is_set():
+            since = time.monotonic() - (self.discovered_at or time.monotonic())
+            wanted = self._want_topology.is_set()
+            wait = (o.topology_recheck_s if wanted else o.topology_resync_s) - since
+            if wait > 0:  # woken early by a want (or stop): count again
+                (self._stopping if wanted else self._want_topology).wait(wait)
+                continue
+            self._want_topology.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.refresh_topology()
+            except Exception as e:  # a bug: said, and the next round tries again
+                self.discovered_at = time.monotonic()
+                self.log(f"cassini serve: kube: topology: {type(e).__name__}: {e}; keeping "
+                         "the previous model")
+
+    # nodes
+    def _nodes_listed(self, objects: dict[str, dict[str, Any]]) -> None:
+        from cassini.service.kube.client import RequestFailed
+
+        try:
+            self.source = self._discover()
             self.source_error = None
         except InputError as e:
             self.source_error = str(e)
             self.log(f"cassini serve: kube: {e}" + ("; keeping the previous topology"
                                                     if self.source is not None else ""))
-        except Exception as e:
-            self.source_error = f"cannot read the topology objects: {e}"
-            self.log(f"cassini serve: kube: {self.source_error}")
+        except RequestFailed as e:
+            if self.source is None:  # nothing to go on: the list is retried (back-off)
+                raise
+            self.log(f"cassini serve: kube: topology: {e}; keeping the previous topology")
         nodes = {}
         for name, obj in objects.items():
             try:
@@ -144,6 +236,8 @@ class KubeSync:
             if self.nodes.get(name) != node:  # status-only updates change nothing here
                 self.nodes[name] = node
                 self._rebuild()
+                if self.hierarchy is not None and name not in self.hierarchy.paths:
+                    self._want_topology.set()  # a new HyperNode, Topology... may place it
 
     # pods
     def _pods_listed(self, objects: dict[str, dict[str, Any]]) -> None:
@@ -173,6 +267,7 @@ class KubeSync:
         pod_jobs = jobs_from_pods(self.pods.values())
         self._report("problems", pod_jobs.problems, "job {} not registered: {}")
         self._report("conflicts", pod_jobs.conflicts, "job {} left out: {}")
+        self._report("pod notes", pod_jobs.dropped, "job {}: {}")
         for job_id in sorted(set(self.jobs) - set(pod_jobs.jobs) - set(pod_jobs.conflicts)):
             self.log(f"cassini serve: kube: job {job_id} removed (its last pod ended)")
         for job_id, job in sorted(pod_jobs.jobs.items()):
@@ -216,6 +311,7 @@ class KubeSync:
         self._report("source", {"topology": f"{hierarchy.source}; tiers (top first): {tiers}"},
                      "{}: {}")
         self._report("left out", built.left_out, "node {} left out of the model: {}")
+        self._report("notes", built.notes, "{}: {}")
         if first and not built.cluster.nodes:
             why = (f"all {len(built.left_out)} nodes left out (logged above)" if built.left_out
                    else "the API server lists no node")

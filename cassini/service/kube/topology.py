@@ -13,6 +13,10 @@ Where a node sits (:class:`Hierarchy`) comes from one of:
   (schema: volcano-sh/apis ``pkg/apis/topology/v1alpha1/hypernode_types.go``);
 - plain node labels, top first (``--topology-labels block,rack``); with none of these,
   the well-known ``topology.kubernetes.io/region`` and ``zone`` labels the nodes carry.
+  With labels (these two and Kueue's), a node missing only the lowest tiers' labels sits
+  directly under the deepest domain it names (a node with a region and no zone: under
+  its region), reported in one line per missing label; a node missing a higher tier's
+  label is not placed.
 
 Links (:func:`build_cluster`): every node sends through its NIC (``<node>-nic``, the
 node's annotation ``cassini.io/nic-bps`` in bits/s, a number or a Kubernetes quantity
@@ -21,12 +25,20 @@ uplink and downlink of each domain above it (``<domain path joined by />-up`` an
 ``-down``), whose capacity is the sum of the capacities below it divided by that tier's
 oversubscription.  A job on two or more nodes crosses the links of all its nodes (on one
 node it crosses none), as with a cluster file.
+
+A node the topology places but whose NIC cannot be sized (an annotation that is not a
+capacity of at least :data:`MIN_NIC_BPS`, or none and no ``--nic-bps``) is left out of the
+model, yet its NIC still counts towards the uplinks above it: at ``--nic-bps`` when given,
+else at the median NIC of the kept nodes of its lowest domain that has any (reported, one
+line per domain).  A node the API server no longer lists is gone: the uplinks above it are
+the sum of the nodes that remain.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +52,11 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: the tiers used when the cluster publishes no topology and --topology-labels is not
 #: given: those of these well-known node labels the nodes carry, top first
 WELL_KNOWN_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
+#: the smallest NIC capacity (bits/s) a node annotation may give: below it, the number
+#: was surely meant in another unit (``100`` for 100 Gb/s)
+MIN_NIC_BPS = 1e6
+#: how many node names a one-line summary lists before ``...``
+NAMES_SHOWN = 4
 
 
 def object_name(obj: Any, where: str = "") -> str:
@@ -85,7 +102,8 @@ class KubeNode:
 class Hierarchy:
     """Where nodes sit: the tiers' names (top first), each placed node's domain path (one
     name per tier, top first; shorter where a hierarchy skips tiers), the nodes that could
-    not be placed (with why), and what it was read from."""
+    not be placed (with why), and what it was read from; ``shallow``: the placed nodes
+    whose path stops above the lowest tier for want of labels (node -> the labels)."""
 
     source: str
     tiers: tuple[str, ...]
@@ -94,6 +112,7 @@ class Hierarchy:
     #: the tier (0: top) of a domain whose depth in its path does not say it (a Volcano
     #: rack HyperNode with no parent sits in the rack tier, not the top one)
     domain_tiers: dict[tuple[str, ...], int] = field(default_factory=dict)
+    shallow: dict[str, str] = field(default_factory=dict)
 
     def tier_index(self, path: tuple[str, ...]) -> int:
         """The tier (0: top) of the domain ``path`` (top first)."""
@@ -125,7 +144,9 @@ class LinkOptions:
 def hierarchy_from_labels(
     nodes: Iterable[KubeNode], labels: Sequence[str], source: str = ""
 ) -> Hierarchy:
-    """Tiers from node labels, top first; a last ``kubernetes.io/hostname`` is the node."""
+    """Tiers from node labels, top first; a last ``kubernetes.io/hostname`` is the node.
+    A node missing only the lowest tiers' labels is placed under the deepest domain it
+    names (``shallow``); one missing a higher tier's label is not placed."""
     labels = list(labels)
     if not labels:
         raise InputError("topology-labels", "give at least one label")
@@ -136,13 +157,19 @@ def hierarchy_from_labels(
     tiers = labels[:-1] if labels[-1] == HOSTNAME_LABEL else labels
     paths: dict[str, tuple[str, ...]] = {}
     unplaced: dict[str, str] = {}
+    shallow: dict[str, str] = {}
     for node in nodes:
-        missing = [label for label in tiers if not node.labels.get(label)]
-        if missing:
+        values = [node.labels.get(label) or "" for label in tiers]
+        depth = values.index("") if "" in values else len(values)
+        missing = [label for label, v in zip(tiers, values, strict=True) if not v]
+        if missing and (depth == 0 or any(values[depth:])):  # a higher tier's label missing
             unplaced[node.name] = f"no label {', '.join(missing)}"
-        else:
-            paths[node.name] = tuple(node.labels[label] for label in tiers)
-    return Hierarchy(source or f"labels {','.join(labels)}", tuple(tiers), paths, unplaced)
+            continue
+        paths[node.name] = tuple(values[:depth])
+        if missing:
+            shallow[node.name] = ", ".join(missing)
+    return Hierarchy(source or f"labels {','.join(labels)}", tuple(tiers), paths, unplaced,
+                     shallow=shallow)
 
 
 def hierarchy_from_well_known_labels(nodes: Iterable[KubeNode]) -> Hierarchy:
@@ -403,8 +430,9 @@ def bits_per_s(raw: str) -> float:
 
 
 def nic_capacity(node: KubeNode, default_bps: float | None) -> float | None:
-    """The node's NIC capacity (bits/s): its annotation (:func:`bits_per_s`), else
-    ``default_bps``; InputError naming the annotation (the caller names the node)."""
+    """The node's NIC capacity (bits/s): its annotation (:func:`bits_per_s`, at least
+    :data:`MIN_NIC_BPS`), else ``default_bps``; InputError naming the annotation (the
+    caller names the node)."""
     raw = node.annotations.get(ANNOTATION_NIC_BPS)
     if raw is None:
         return default_bps
@@ -415,18 +443,26 @@ def nic_capacity(node: KubeNode, default_bps: float | None) -> float | None:
             f"must be a number of bits/s > 0 (1.0e+11) or a Kubernetes quantity (100G, "
             f"400M, 100Gi), got {raw!r}",
         )
+    if value < MIN_NIC_BPS:
+        raise InputError(
+            f"annotation {ANNOTATION_NIC_BPS}",
+            f"{raw.strip()} bits/s is below 1 Mbit/s; the unit is bits/s (e.g. 100e9 or 100G)",
+        )
     return value
 
 
 @dataclass(frozen=True)
 class BuiltCluster:
     """The model built, with the hierarchy it came from, the nodes left out (name ->
-    why) and the nodes listed more than once but kept once (name -> how often)."""
+    why), the nodes listed more than once but kept once (name -> how often), and what
+    else the model assumed (subject -> what: left-out nodes' NICs counted at a median,
+    nodes placed above the lowest tier), each one line ``subject: what``."""
 
     cluster: ClusterNetwork
     hierarchy: Hierarchy
     left_out: dict[str, str]
     repeated: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 def check_oversubscription(hierarchy: Hierarchy, options: LinkOptions) -> None:
@@ -452,9 +488,38 @@ def build_cluster(
     """The cluster model: each placed node's NIC and its domains' uplinks and downlinks,
     in sorted order (node names, then domain paths), so the same objects give the same
     model whatever order the API listed them in.  A node listed more than once is kept
-    once when the copies are the same object, else left out; InputError when
-    ``options`` give more oversubscriptions than there are tiers."""
+    once when the copies are the same object, else left out; a placed node whose NIC
+    cannot be sized is left out but counts towards its uplinks (see the module's head);
+    InputError when ``options`` give more oversubscriptions than there are tiers."""
     check_oversubscription(hierarchy, options)
+    by_name, left_out, repeated = _distinct(nodes, hierarchy)
+    nic, unsized = _nics(by_name, hierarchy, options, left_out)
+    estimated, notes = _estimate_nics(nic, unsized, hierarchy, options)
+    notes |= _shallow_notes(hierarchy, by_name)
+    capacity = _domain_capacities({**nic, **estimated}, hierarchy, options)
+    used = {p[:k] for p in (hierarchy.paths[name] for name in nic) for k in range(1, len(p) + 1)}
+    links: dict[str, float] = {}
+    for path in sorted(used):
+        up, down = domain_links(path)
+        links[up] = capacity[path]
+        links[down] = capacity[path]
+    node_links: dict[str, tuple[str, ...]] = {}
+    for name in sorted(nic):
+        links[nic_link(name)] = nic[name]
+        path = hierarchy.paths[name]
+        chain = [nic_link(name)]
+        for k in range(len(path), 0, -1):
+            chain.extend(domain_links(path[:k]))
+        node_links[name] = tuple(chain)
+    return BuiltCluster(ClusterNetwork(links, node_links), hierarchy, left_out, repeated, notes)
+
+
+def _distinct(
+    nodes: Iterable[KubeNode], hierarchy: Hierarchy
+) -> tuple[dict[str, KubeNode], dict[str, str], dict[str, str]]:
+    """Each node once (name -> node), the nodes left out so far (not placed, or listed
+    twice as different objects; name -> why) and those listed twice alike (name -> how
+    often)."""
     copies: dict[str, list[KubeNode]] = {}
     for n in nodes:
         copies.setdefault(n.name, []).append(n)
@@ -466,7 +531,17 @@ def build_cluster(
             repeated[name] = f"listed {len(objs)} times (the same object); counted once"
         elif len(objs) > 1:
             left_out[name] = f"listed {len(objs)} times, with different labels or annotations"
+    return by_name, left_out, repeated
+
+
+def _nics(
+    by_name: Mapping[str, KubeNode], hierarchy: Hierarchy, options: LinkOptions,
+    left_out: dict[str, str],
+) -> tuple[dict[str, float], list[str]]:
+    """The kept nodes' NIC capacities (name -> bits/s), and the placed nodes left out for
+    want of one (sorted names); ``left_out`` gets why."""
     nic: dict[str, float] = {}
+    unsized: list[str] = []
     for name in sorted(by_name):
         if name in left_out:  # not placed, or listed twice over
             continue
@@ -477,18 +552,89 @@ def build_cluster(
             cap = nic_capacity(by_name[name], options.nic_bps)
         except InputError as e:
             left_out[name] = str(e)  # names the annotation, not the node again
+            unsized.append(name)
             continue
         if cap is None:
             left_out[name] = f"no annotation {ANNOTATION_NIC_BPS} and no --nic-bps"
+            unsized.append(name)
             continue
         nic[name] = cap
-    # capacity of each domain: the sum of what is directly below it over its oversubscription
-    below: dict[tuple[str, ...], float] = {}
+    return nic, unsized
+
+
+def _estimate_nics(
+    nic: Mapping[str, float], unsized: Sequence[str], hierarchy: Hierarchy,
+    options: LinkOptions,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The NICs the uplinks count for the placed nodes left out without one (name ->
+    bits/s): ``--nic-bps``, else the median of the kept NICs of the node's lowest domain
+    that has any (none anywhere: not counted); and one note per domain a median sized."""
+    if options.nic_bps is not None:
+        return dict.fromkeys(unsized, options.nic_bps), {}
+    kept: dict[tuple[str, ...], list[float]] = {}
     for name, cap in nic.items():
         path = hierarchy.paths[name]
-        below[path] = below.get(path, 0.0) + cap
+        for k in range(len(path) + 1):
+            kept.setdefault(path[:k], []).append(cap)
+    estimated: dict[str, float] = {}
+    by_domain: dict[tuple[str, ...], list[str]] = {}
+    for name in unsized:
+        path = hierarchy.paths[name]
+        if not path:  # no tier above the node: no uplink to count it in
+            continue
+        source = next((path[:k] for k in range(len(path), -1, -1) if path[:k] in kept), None)
+        if source is not None:
+            estimated[name] = statistics.median(kept[source])
+            by_domain.setdefault(path, []).append(name)
+    notes: dict[str, str] = {}
+    for path, names in sorted(by_domain.items()):
+        source = next(path[:k] for k in range(len(path), -1, -1) if path[:k] in kept)
+        whose = (
+            "its" if source == path
+            else f"domain {'/'.join(source)}'s" if source else "the cluster's"
+        )
+        notes[f"domain {'/'.join(path)}"] = (
+            f"{_count(names, 'node')} left out of the model ({_some(names)}) still "
+            f"count{'s' if len(names) == 1 else ''} towards the uplinks above, each at "
+            f"{estimated[names[0]] / 1e9:.4g} Gb/s: the median NIC of {whose} "
+            f"{_count(kept[source], 'kept node')} (no --nic-bps)"
+        )
+    return estimated, notes
+
+
+def _shallow_notes(hierarchy: Hierarchy, by_name: Mapping[str, KubeNode]) -> dict[str, str]:
+    """One note per set of missing labels: how many nodes, which, placed where."""
+    groups: dict[str, list[str]] = {}
+    for name, labels in sorted(hierarchy.shallow.items()):
+        if name in by_name:
+            groups.setdefault(labels, []).append(name)
+    return {
+        f"label {labels}": f"missing on {_count(names, 'node')} ({_some(names)}), placed "
+        "directly under the deepest domain their other labels name"
+        for labels, names in groups.items()
+    }
+
+
+def _count(items: Sequence[Any], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def _some(names: Sequence[str]) -> str:
+    """The first :data:`NAMES_SHOWN` names, then ``...``."""
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (", ..." if len(names) > NAMES_SHOWN else "")
+
+
+def _domain_capacities(
+    nic: Mapping[str, float], hierarchy: Hierarchy, options: LinkOptions
+) -> dict[tuple[str, ...], float]:
+    """Each domain's capacity: the sum of what is directly below it (NICs, domains) over
+    its tier's oversubscription; InputError naming a domain whose sum overflows."""
+    pending: dict[tuple[str, ...], float] = {}
+    for name, cap in nic.items():
+        path = hierarchy.paths[name]
+        pending[path] = pending.get(path, 0.0) + cap
     capacity: dict[tuple[str, ...], float] = {}
-    pending = dict(below)
     depth = max((len(p) for p in pending), default=0)
     while depth > 0:
         for path in [p for p in pending if len(p) == depth]:
@@ -503,17 +649,4 @@ def build_cluster(
             raise InputError(
                 f"domain {'/'.join(path)}", "capacity too large (the NICs below it overflow)"
             )
-    links: dict[str, float] = {}
-    for path in sorted(capacity):
-        up, down = domain_links(path)
-        links[up] = capacity[path]
-        links[down] = capacity[path]
-    node_links: dict[str, tuple[str, ...]] = {}
-    for name in sorted(nic):
-        links[nic_link(name)] = nic[name]
-        path = hierarchy.paths[name]
-        chain = [nic_link(name)]
-        for k in range(len(path), 0, -1):
-            chain.extend(domain_links(path[:k]))
-        node_links[name] = tuple(chain)
-    return BuiltCluster(ClusterNetwork(links, node_links), hierarchy, left_out, repeated)
+    return capacity

@@ -4,7 +4,9 @@ a paged list gives every object and a ``resourceVersion``; a watch from there
 ``MODIFIED`` and ``DELETED`` events, and ``BOOKMARK`` events that only move the
 ``resourceVersion`` on; when a watch ends it resumes from the last version seen.  An
 ``ERROR`` 410 Gone (the version is too old) or a 410 answer lists everything again;
-other errors back off exponentially (capped) and retry.  An object whose key cannot be
+other errors (a list that waited past its timeout, an error of the ``on_list`` callback
+too: the list is then done again) back off exponentially (capped) and retry, each
+logged in one line naming the request.  An object whose key cannot be
 read (the key function's InputError: a node without a sound ``metadata.name``) is
 reported in one line, naming where it was and its uid, and ignored, as the objects the
 callbacks cannot read are.  Runs in its own thread."""
@@ -21,7 +23,13 @@ from typing import Any
 from cassini.errors import InputError
 from cassini.schema import kind_of
 from cassini.service.cluster import CONTROL_CHARS
-from cassini.service.kube.client import list_all
+from cassini.service.kube.client import (
+    LIST_PATHS,
+    REQUEST_TIMEOUT_S,
+    RequestFailed,
+    list_all,
+    request_failed,
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class ListWatch:
         *,
         watch_timeout_s: int = 300,
         backoff: Backoff = Backoff(),
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.name = name
         self.call = call
@@ -66,6 +75,8 @@ class ListWatch:
         self.log = log
         self.watch_timeout_s = watch_timeout_s
         self.backoff = backoff
+        self.request_timeout_s = request_timeout_s
+        self.last_error: str | None = None  # why the last try failed (None: it did not)
         self.resource_version: str | None = None
         self.lists = 0  # full lists done (the first, then one per 410 Gone)
         self.stopping = threading.Event()
@@ -89,8 +100,6 @@ class ListWatch:
             self._thread.join(timeout_s)
 
     def run(self) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         failures = 0
         while not self.stopping.is_set():
             try:
@@ -101,13 +110,13 @@ class ListWatch:
             except Gone as e:
                 self.log(f"cassini serve: watch {self.name}: {e}; listing again")
                 self.resource_version = None
-            except ApiException as e:
+            except RequestFailed as e:
                 if e.status == 410:
                     self.log(f"cassini serve: watch {self.name}: 410 Gone; listing again")
                     self.resource_version = None
                     continue
                 failures += 1
-                self._wait(failures, f"the API server answered {e.status} {e.reason}")
+                self._wait(failures, str(e))
             except Exception as e:  # connection refused, reset, timeouts, bad JSON...
                 if self.stopping.is_set():
                     break
@@ -115,34 +124,47 @@ class ListWatch:
                 self._wait(failures, f"{type(e).__name__}: {e}")
 
     def _wait(self, failures: int, why: str) -> None:
+        self.last_error = why
         delay = self.backoff.delay(failures)
         self.log(f"cassini serve: watch {self.name}: {why}; retrying in {delay:g} s "
                  f"(error {failures} in a row)")
         self.stopping.wait(delay)
 
+    def _path(self) -> str:
+        name = getattr(self.call, "__name__", "?")
+        return LIST_PATHS.get(name, name)
+
     def _list(self) -> None:
-        result = list_all(self.call)
+        """List, hand the objects to ``on_list``, then watch from the list's version (an
+        error of either lists again, after the back-off)."""
+        result = list_all(self.call, timeout_s=self.request_timeout_s)
         objects = {}
         for i, o in enumerate(result.items):
             key = self._key(o, f"items[{i}]")
             if key is not None:
                 objects[key] = o
-        self.resource_version = result.resource_version or None
-        self.lists += 1
         self.on_list(objects)
+        self.lists += 1
+        self.resource_version = result.resource_version or None
+        self.last_error = None
         self.listed.set()
 
     def _watch(self) -> None:
+        from kubernetes.client.exceptions import ApiException
         from kubernetes.watch.watch import iter_resp_lines
+        from urllib3.exceptions import HTTPError
 
-        resp = self.call(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_timeout_s,
-            _preload_content=False,
-            _request_timeout=(10, self.watch_timeout_s + 30),
-        )
+        try:
+            resp = self.call(
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_timeout_s,
+                _preload_content=False,
+                _request_timeout=(self.request_timeout_s, self.watch_timeout_s + 30),
+            )
+        except (ApiException, HTTPError) as e:
+            raise request_failed(f"GET {self._path()}?watch", e, self.request_timeout_s) from None
         self._resp = resp
         try:
             for line in iter_resp_lines(resp):
