@@ -330,6 +330,15 @@ def _add_profile_parser(sub: Any) -> None:
         "--starts-log)",
     )
     p.add_argument(
+        "--nic-bps",
+        type=positive_float,
+        default=None,
+        metavar="BPS",
+        help="the NIC rate (bits/s) of the host it was measured on, written as "
+        "provenance.nic_bps: cassini sim scales the profile from it to its own links "
+        "(profiles: scale-to-nic; without it, 50 Gbit/s is assumed, with a warning)",
+    )
+    p.add_argument(
         "--plot",
         default=None,
         type=output_path,
@@ -394,13 +403,22 @@ def _profile_command(args: argparse.Namespace) -> int:
     except InputError as e:
         print(f"cassini: error: {e}", file=sys.stderr)
         return 2
-    text = json.dumps(profile.to_dict(), indent=2)
+    text = json.dumps(_with_provenance(profile.to_dict(), args), indent=2)
     if args.out:
         with outputs.replaced(Path(args.out)) as tmp:
             tmp.write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
     return 0
+
+
+def _with_provenance(obj: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The profile's JSON with ``provenance.nic_bps`` (bits/s) when ``--nic-bps`` gave it
+    (what ``cassini sim`` scales the profile from), and its source."""
+    if args.nic_bps is None:
+        return obj
+    return obj | {"provenance": {"nic_bps": args.nic_bps,
+                                 "source": f"cassini profile --from {args.source}"}}
 
 
 def _profile(args: argparse.Namespace) -> Any:

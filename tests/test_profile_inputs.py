@@ -420,3 +420,30 @@ def test_an_ambiguous_model_name_lists_every_equally_close_id():
     assert unknown_model("resnet5", ids).endswith("; did you mean 'resnet50'?")
     assert "did you mean" not in unknown_model("bert", ids)
     assert unknown_model("vgg", []) == "unknown model 'vgg' (library: )"
+
+
+def test_nic_bps_is_written_as_provenance_that_the_simulator_scales_from(tmp_path, capsys):
+    """``cassini profile --nic-bps`` writes ``provenance.nic_bps``: ``cassini sim`` then
+    scales the profile from the NIC it was measured on (without it, a warning says 50
+    Gbit/s was assumed); ``cassini score`` reads the file as it is."""
+    from cassini.nic_scale import measured_nic_bps
+    from cassini.sim.workload import load_library, profile_warnings
+
+    log = tmp_path / "w.jsonl"
+    log.write_text("".join(
+        json.dumps({"start": 10.0 + 0.1 * k, "comm_start": 10.06 + 0.1 * k,
+                    "end": 10.09 + 0.1 * k, "bytes_sent": 1_000_000}) + "\n" for k in range(8)))
+    out, bare = tmp_path / "p.json", tmp_path / "bare.json"
+    for path, extra in ((out, ["--nic-bps", "1e10"]), (bare, [])):
+        code = main(["profile", "--from", "worker-log", str(log), "--job-id", "w",
+                     "--out", str(path), *extra])
+        assert code == 0, capsys.readouterr().err
+    written = json.loads(out.read_text())
+    assert written["provenance"]["nic_bps"] == 1e10
+    assert "provenance" not in json.loads(bare.read_text())
+    assert measured_nic_bps(load_library([out])["w"]) == 1e10
+    assert profile_warnings([out], "scale-to-nic") == []
+    assert len(profile_warnings([bare], "scale-to-nic")) == 1
+    with pytest.raises(SystemExit) as e:
+        main(["profile", "--from", "worker-log", str(log), "--nic-bps", "0"])
+    assert e.value.code == 2 and "--nic-bps" in capsys.readouterr().err

@@ -95,7 +95,8 @@ def test_a_bad_provenance_nic_bps_names_the_field(tmp_path: Path, bad: object) -
 
 WARNING = (
     "profile 'slow' ({path}) has no provenance.nic_bps: taken as measured at 50 Gbit/s "
-    "(rule scale-to-nic); give rule: as-measured to keep its rates"
+    "(rule scale-to-nic); give rule: as-measured to keep its rates, or write "
+    "it with `cassini profile --nic-bps`"
 )
 
 

@@ -48,7 +48,8 @@ def profile_warnings(extra: Sequence[Path | str], rule: str) -> list[str]:
     gbit = f"{MEASURED_NIC_BPS / 1e9:g} Gbit/s"
     return [
         f"profile {p.job_id!r} ({path}) has no provenance.nic_bps: taken as measured at "
-        f"{gbit} (rule scale-to-nic); give rule: as-measured to keep its rates"
+        f"{gbit} (rule scale-to-nic); give rule: as-measured to keep its rates, or write "
+        "it with `cassini profile --nic-bps`"
         for path in extra
         for p, given in _read_profiles(path)
         if not given
