@@ -304,8 +304,8 @@ def _add_profile_parser(sub: Any) -> None:
         "--dt-s",
         type=positive_float,
         default=None,
-        help="pcap: time bin in seconds, above 0 (default 0.001); the iteration time is read "
-        "at bins of at least twice the packets' median spacing",
+        help="pcap: time bin in seconds, at least 1e-06 (default 0.001); the iteration time "
+        "is read at bins of at least twice the packets' median spacing",
     )
     p.add_argument(
         "--window",
@@ -449,20 +449,18 @@ def _profile(args: argparse.Namespace) -> Any:
 def _profile_pcap(args: argparse.Namespace, skip: int) -> Any:
     """``cassini profile --from pcap``: the capture's profile; a series without a period
     is named by the capture and ``--dt-s`` (not the library's ``samples_bps``)."""
-    import ipaddress
-
     from cassini import measure
+    from cassini.agent import MIN_PERIOD_S
 
     if args.file == files.STDIN:
         raise InputError("file", "--from pcap reads a capture file, not standard input")
     if not args.src_ip:
-        raise InputError("src_ip", "missing: --src-ip is required with --from pcap")
-    try:
-        ipaddress.IPv4Address(args.src_ip)
-    except ValueError:
+        raise InputError("--src-ip", "missing: required with --from pcap")
+    if args.dt_s is not None and args.dt_s < MIN_PERIOD_S:  # its phases no reader takes
         raise InputError(
-            "src_ip", f"--src-ip must be an IPv4 address a.b.c.d, got {args.src_ip!r}"
-        ) from None
+            "--dt-s", f"must be >= {MIN_PERIOD_S:g} s (the shortest phase a profile may "
+            f"have), got {args.dt_s:g}"
+        )
     window = tuple(args.window) if args.window else None
     dt_s = 0.001 if args.dt_s is None else args.dt_s
     starts = None
@@ -476,6 +474,8 @@ def _profile_pcap(args: argparse.Namespace, skip: int) -> Any:
             args.job_id, args.file, args.src_ip, dt_s, window_s=window, iteration_starts_s=starts
         )
     except InputError as e:
+        if e.field == "src_ip":  # the address is checked there (a.b.c.d), named as the flag
+            raise InputError("--src-ip", e.problem) from None
         if e.field != "samples_bps":
             raise
         raise InputError(

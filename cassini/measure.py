@@ -19,12 +19,14 @@ tshark write them (pcap or pcapng).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import logging
 import math
 import os
 import struct
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -541,13 +543,28 @@ def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
 LINK_HEADER_BYTES = {0: 4, 1: 14, 12: 0, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
 
 
+@contextlib.contextmanager
+def _scapy_quiet() -> Iterator[None]:
+    """scapy's own warnings held back while a capture is read ("Pcap: packet has been
+    truncated" went to stderr beside the one line that names the problem)."""
+    logger = logging.getLogger("scapy.runtime")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def pcap_packets(
     pcap: Path | str, src_ip: str, *, payload: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Timestamps (s) and sizes (bytes) of the IPv4 packets from ``src_ip`` in a capture,
     classic pcap (micro- or nanosecond) or pcapng (each interface with its own link type
     and time resolution), read by scapy's raw readers; the link types are those of
-    :data:`LINK_HEADER_BYTES` (another is an InputError naming it).  Sizes are IP total
+    :data:`LINK_HEADER_BYTES`: packets on another are skipped (a pcapng capture may hold
+    other interfaces), and a capture with no packet from ``src_ip`` on a supported one is
+    an InputError naming the other link type.  Sizes are IP total
     lengths (what the link carries, less its own header), or with ``payload`` what the
     application sent: the IP length less the IP header and the TCP header (its data
     offset) or UDP's 8 bytes, so a pure ACK counts 0.  Both are read from the headers,
@@ -560,6 +577,7 @@ def pcap_packets(
 
     files.check_nonempty(pcap)
     stamps, sizes = [], []
+    unsupported = None  # the first link type not in LINK_HEADER_BYTES met
     try:
         reader = RawPcapReader(str(pcap))
     except OSError as e:
@@ -567,7 +585,7 @@ def pcap_packets(
     except Scapy_Exception as e:
         raise InputError(str(pcap), f"not a pcap capture ({e})") from None
     consumed = 24  # a classic capture's file header; each record adds 16 + caplen bytes
-    with reader:
+    with reader, _scapy_quiet():
         for data, meta in reader:
             caplen = getattr(meta, "caplen", len(data))
             if len(data) < caplen:
@@ -576,7 +594,10 @@ def pcap_packets(
                 )
             consumed += 16 + caplen
             link, stamp = _link_and_time(reader, meta, pcap)
-            ip = data[_link_header_bytes(link, pcap) :]
+            if link not in LINK_HEADER_BYTES:  # another interface's: refused if it is all
+                unsupported = link if unsupported is None else unsupported
+                continue
+            ip = data[LINK_HEADER_BYTES[link] :]
             if len(ip) < 20 or ip[0] >> 4 != 4 or ip[12:16] != want:
                 continue
             stamps.append(stamp)
@@ -586,6 +607,8 @@ def pcap_packets(
             sizes.append(max(size, 0))
     if type(reader) is RawPcapReader and consumed != os.stat(pcap).st_size:
         raise InputError(str(pcap), "truncated capture: it ends inside a packet record")
+    if not stamps and unsupported is not None:
+        raise _unsupported_link(unsupported, pcap)
     if not stamps:
         raise InputError("src_ip", f"no IPv4 packets from {src_ip} in {pcap}")
     return np.asarray(stamps), np.asarray(sizes, float)
@@ -615,17 +638,16 @@ def _link_and_time(reader: Any, meta: Any, pcap: Path | str) -> tuple[int, float
     return reader.linktype & 0xFFFF, meta.sec + meta.usec * scale  # upper bits: FCS length
 
 
-def _link_header_bytes(link: int, pcap: Path | str) -> int:
-    """Bytes before the IP packet on link type ``link`` (:data:`LINK_HEADER_BYTES`)."""
-    if link in LINK_HEADER_BYTES:
-        return LINK_HEADER_BYTES[link]
+def _unsupported_link(link: int, pcap: Path | str) -> InputError:
+    """The refusal of a capture whose packets from the source are all on link type
+    ``link``, one not in :data:`LINK_HEADER_BYTES` (its DLT name when scapy knows it)."""
     import scapy.data
 
     name = next(
         (k[4:] for k, v in vars(scapy.data).items() if k.startswith("DLT_") and v == link),
         "unknown",
     )
-    raise InputError(
+    return InputError(
         str(pcap),
         f"link type {link} ({name}) is not supported; capture with -i <interface> "
         "(Ethernet, Linux cooked, BSD loopback or raw IP)",

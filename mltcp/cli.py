@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         "mark",
         help="mark an iteration end for a job (exact mode)",
         description="Tell the kernel that JOB finished an iteration (exact mode; a training "
-        "process calls mltcp.mark_iteration instead); prints the job's new mark count.",
+        "process calls mltcp.mark_iteration instead).  Prints a bare number on standard "
+        "output: the iteration ends marked for JOB so far, this one included.",
     )
     mark.add_argument("job", help=job_help)
     port = sub.add_parser(
@@ -340,21 +341,35 @@ def _unload(args: argparse.Namespace) -> int:
 
 def _mark(args: argparse.Namespace) -> int:
     from mltcp import marks
-    from mltcp.admin.state import remember_job
 
     count = marks.mark_iteration(args.job)
-    remember_job(args.job)
-    print(f"job {args.job}: iteration end marked, {count} marked so far")
+    _remember(args.job)
+    print(count)  # the bare number: scripts read it (n=$(mltcp mark JOB))
     return 0
 
 
 def _assign_port(args: argparse.Namespace) -> int:
     from mltcp import marks
-    from mltcp.admin.state import remember_job
 
     marks.assign_port(args.port, args.job)
-    remember_job(args.job)
+    _remember(args.job)
     return 0
+
+
+def _remember(job: str) -> None:
+    """Record ``job``'s name for ``status --flows``; what was done in the kernel stands,
+    so a failure is a warning on standard error, not the command's failure."""
+    from mltcp.admin.state import remember_job
+    from mltcp.pinned import MltcpError
+
+    try:
+        remember_job(job)
+    except (OSError, MltcpError) as e:
+        print(
+            f"mltcp: warning: job {job}'s name not recorded (`status --flows` will show its "
+            f"key): {e}",
+            file=sys.stderr,
+        )
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

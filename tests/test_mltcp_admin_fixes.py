@@ -147,13 +147,15 @@ def test_status_flows_lists_live_flows_by_job_name_and_ended_ones_on_request(ker
 def test_job_names_are_kept_in_the_state_newest_last_and_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(state, "STATE", tmp_path / "state.json")
     monkeypatch.setattr(state, "JOBS_KEPT", 3)
-    for job in ("a", "b", "c", "a", "d"):  # "a" again: it becomes the newest
+    # "a" again: already recorded, not written again (review mends: `mark` runs at every
+    # iteration), so it keeps its place and is the first to go
+    for job in ("a", "b", "c", "a", "d"):
         state.remember_job(job)
     kept = state.read_state().job_names()
-    assert list(kept.values()) == ["c", "a", "d"]
+    assert list(kept.values()) == ["b", "c", "d"]
     assert kept[marks.job_key("d")] == "d"
     raw = json.loads((tmp_path / "state.json").read_text())["jobs"]
-    assert raw == {str(marks.job_key(j)): j for j in ("c", "a", "d")}
+    assert raw == {str(marks.job_key(j)): j for j in ("b", "c", "d")}
     (tmp_path / "state.json").write_text('{"jobs": {"x": "a"}}')
     with pytest.raises(pinned.MltcpError, match="jobs must map job keys"):
         state.read_state()
@@ -309,10 +311,15 @@ def test_parameter_errors_name_the_flag(kernel, capsys, argv, flag):
 
 
 def test_mark_says_what_its_number_is(kernel, capsys, monkeypatch):
+    """Its help says what the number is; stdout is the bare number, as scripts read it
+    (review mends: the words had broken `n=$(mltcp mark job)`)."""
     monkeypatch.setattr(marks, "_marks", None)  # opened afresh, in this fake kernel
     assert mltcp(capsys, "load")[0] == 0
+    assert "iteration ends marked for JOB so far" in " ".join(
+        subcommands()["mark"].format_help().split()
+    )
     code, out, _ = mltcp(capsys, "mark", "trainer-a")
-    assert code == 0 and out == "job trainer-a: iteration end marked, 1 marked so far\n"
+    assert code == 0 and out == "1\n"
     assert state.read_state().job_names() == {marks.job_key("trainer-a"): "trainer-a"}
     monkeypatch.setattr(marks, "_marks", None)
 

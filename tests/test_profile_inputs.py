@@ -447,3 +447,36 @@ def test_nic_bps_is_written_as_provenance_that_the_simulator_scales_from(tmp_pat
     with pytest.raises(SystemExit) as e:
         main(["profile", "--from", "worker-log", str(log), "--nic-bps", "0"])
     assert e.value.code == 2 and "--nic-bps" in capsys.readouterr().err
+
+
+def test_a_truncated_capture_is_one_line_on_the_real_stderr(tmp_path):
+    """scapy logs "Pcap: packet has been truncated" to stderr itself; in a terminal that
+    was a second line beside ours (pytest's log capture hid it from the in-process file
+    fuzzer, which failed only when an earlier test had left a logging handler on a closed
+    stream).  Run as a process, so stderr is what a user sees."""
+    import subprocess
+    import sys
+
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    packets = []
+    for i in range(40):
+        p = Ether() / IP(src=SRC, dst="10.0.0.2") / TCP() / (b"x" * 1000)
+        p.time = 100.0 + 0.1 * (i // 10) + 0.001 * (i % 10)
+        packets.append(p)
+    whole = tmp_path / "whole.pcap"
+    wrpcap(str(whole), packets)
+    cut = tmp_path / "cut.pcap"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    done = subprocess.run(
+        [sys.executable, "-m", "cassini.cli", "profile", "--from", "pcap", str(cut),
+         "--src-ip", SRC],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"cassini: error: {cut}: truncated capture: a packet holds 1042 of 1054 bytes"
+    ]

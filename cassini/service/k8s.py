@@ -158,13 +158,17 @@ def pod_profile(args: ExtenderArgs, running: Mapping[str, RunningJob]) -> JobPro
             )
         f = field.format(ANNOTATION_PROFILE)
         obj = _profile_object(ann[ANNOTATION_PROFILE], f)
-        schema.check_fields(obj, f, ("iteration_time_s", "phases"), ("id",))
+        # id and provenance optional, as a JOB file has them (`cassini profile --nic-bps`
+        # writes provenance); provenance is read as a request body's job reads it: an object
+        schema.check_fields(obj, f, ("iteration_time_s", "phases"), ("id", "provenance"))
+        if "provenance" in obj:
+            schema.require_object(obj["provenance"], f"{f}.provenance")
         try:  # the bounds a request body's job has (a 1 ns iteration would never finish)
             models.validate(models.ProfileAnnotation, obj, f)
         except BadRequest as e:
             raise InputError(e.field or f, e.message) from None
-        jid = job_id or (schema.identifier(obj["id"], f"{f}.id") if "id" in obj else None)
-        return profile_of(obj, f, jid or args.pod_name or "pod")
+        own = schema.identifier(obj["id"], f"{f}.id") if "id" in obj else None
+        return profile_of(obj, f, job_id or own or args.pod_name or "pod")
     if ANNOTATION_MODEL in ann:
         try:
             jid = job_id or args.pod_name or "pod"

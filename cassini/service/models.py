@@ -604,6 +604,18 @@ _TYPES = {
 }
 
 
+#: pydantic's bound errors: (the comparison, its context key)
+_BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"),
+           "less_than_equal": ("<=", "le")}  # fmt: skip
+
+
+def _beside(value: Any, bound: Any) -> str:
+    """``value`` as a bound's error shows it: ``:g``, or in full (repr) when that reads as
+    the bound (``must be <= 604800, got 604800`` for 604800.0001)."""
+    shown = f"{value:g}"
+    return repr(value) if shown == f"{bound:g}" else shown
+
+
 def _problem(err: Mapping[str, Any]) -> str:
     """A pydantic error's problem in the JSON readers' words."""
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
@@ -619,12 +631,9 @@ def _problem(err: Mapping[str, Any]) -> str:
         return f"must be {_TYPES[kind]}, got {_kind(value)}"
     if kind == "finite_number":
         return f"must be finite, got {value}"
-    if kind == "greater_than":
-        return f"must be > {ctx['gt']:g}, got {value:g}"
-    if kind == "greater_than_equal":
-        return f"must be >= {ctx['ge']:g}, got {value:g}"
-    if kind == "less_than_equal":
-        return f"must be <= {ctx['le']:g}, got {value:g}"
+    if kind in _BOUNDS:
+        op, key = _BOUNDS[kind]
+        return f"must be {op} {ctx[key]:g}, got {_beside(value, ctx[key])}"
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "too_short":

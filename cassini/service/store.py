@@ -255,7 +255,7 @@ def _lock(path: str) -> int | None:
     except OSError as e:
         raise StateError(f"{path}: cannot create its directory: {e.strerror or e}") from None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)  # as SQLite makes it
     except OSError as e:
         raise StateError(f"{path}: cannot open: {e.strerror or e}") from None
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from mltcp import layout, variants
 from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, run, verifier_lines
-from mltcp.admin.state import LoaderState, read_state, remember_job, save_state
+from mltcp.admin.state import LoaderState, locked, read_state, remember_job, save_state
 from mltcp.marks import job_key
 from mltcp.pinned import PIN_DIR, SYSCTL, MltcpError, allowed, available, open_map
 
@@ -21,6 +21,7 @@ SELECT_PROG = PIN_DIR / "mltcp_select"  # the pinned cgroup sock_ops program
 MOUNTS = Path("/proc/self/mounts")
 
 
+@locked()  # it reads and writes the loader state: one at a time
 def select(
     cc: str,
     netns: str | None = None,
@@ -167,25 +168,32 @@ def without_removed(state: LoaderState) -> tuple[LoaderState, list[str]]:
 
 def forget_removed_cgroups() -> list[str]:
     """Drop the removed cgroups from the loader's state (``status``, ``select``, ``load``
-    and ``unload`` do); returns them."""
-    state, gone = without_removed(read_state())
-    if gone:
-        save_state(state)
-    return gone
+    and ``unload`` do); returns them.  The state is written (under :func:`locked`) only
+    when one was removed."""
+    if not without_removed(read_state())[1]:
+        return []
+    with locked():
+        state, gone = without_removed(read_state())  # again: another may have dropped them
+        if gone:
+            save_state(state)
+        return gone
 
 
 def forget_cgroup(path: str | os.PathLike[str]) -> bool:
     """For a caller about to remove cgroup ``path`` (the testbed after a run): detach
     mltcp_select from it and drop it from the loader's state.  Returns whether the state
-    had it; a cgroup ``select`` never saw is left alone."""
-    state = read_state()
+    had it; a cgroup ``select`` never saw is left alone (and the state not locked)."""
     cg = str(absolute(path))
-    if cg not in state.cgroups:
+    if cg not in read_state().cgroups:
         return False
-    if Path(cg).is_dir():
-        _detach(cg)
-    save_state(replace(state, cgroups=tuple(c for c in state.cgroups if c != cg)))
-    return True
+    with locked():
+        state = read_state()  # again: another may have dropped it
+        if cg not in state.cgroups:
+            return False
+        if Path(cg).is_dir():
+            _detach(cg)
+        save_state(replace(state, cgroups=tuple(c for c in state.cgroups if c != cg)))
+        return True
 
 
 def unselect_cgroups(state: LoaderState) -> LoaderState:

@@ -20,7 +20,7 @@ from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, check_prerequisites, run, verifier_lines
 from mltcp.admin.cgroup import unselect_cgroups, without_removed
 from mltcp.admin.params import read_config, set_params
-from mltcp.admin.state import STATE, read_state, save_state
+from mltcp.admin.state import STATE, locked, read_state, save_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
 from mltcp.pinned import MAPS, PIN_DIR, SYSCTL, MltcpError, allowed, available, loaded
 from mltcp.policy import MltcpParams
@@ -39,6 +39,7 @@ def sources(variant: str) -> list[str]:
         raise MltcpError(f"unknown variant {variant!r}: one of {choices}, all") from None
 
 
+@locked()  # it reads and writes the loader state: one at a time
 def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
     """Register the variant(s) (idempotent), set parameters, allow them in namespaces.
     Returns the congestion-control names now loaded."""
@@ -81,6 +82,7 @@ def _drop_stale_pins() -> None:
             path.unlink(missing_ok=True)
 
 
+@locked()
 def unload(force: bool = False) -> list[str]:
     """Unregister every variant and put the kernel back as ``load`` found it, named network
     namespaces included: one given to ``select --netns`` gets back what it selected

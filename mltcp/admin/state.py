@@ -3,7 +3,13 @@ so ``unload`` can put it back."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -11,6 +17,7 @@ from typing import Any
 from mltcp.pinned import MltcpError
 
 STATE = Path("/run/mltcp/state.json")
+LOCK_NAME = "state.lock"  # beside STATE: the flock every read-modify-write of it holds
 JOBS_KEPT = 4096  # job names remembered (as many as the kernel's port and mark maps hold)
 
 
@@ -22,8 +29,8 @@ class LoaderState:
     ``netns``: (namespace, the congestion control it selected before ``select --netns``
     first changed it) for every named namespace given to ``select``, sorted; ``jobs``:
     (job key, the name it was given as) for the last :data:`JOBS_KEPT` jobs given to
-    ``select --job``, ``assign-port`` or ``mark``, oldest first, so ``status --flows`` can
-    name a flow's job (the kernel knows only the key, a hash of the name)."""
+    ``select --job``, ``assign-port`` or ``mark``, in the order first given, so ``status
+    --flows`` can name a flow's job (the kernel knows only the key, a hash of the name)."""
 
     allowed_before: tuple[str, ...] | None = None
     default_before: str | None = None
@@ -94,22 +101,72 @@ def _jobs(value: Any) -> tuple[tuple[int, str], ...]:
     return tuple((int(k), v) for k, v in value.items())
 
 
+_held = threading.RLock()  # this process's hold on the flock (its threads wait on it)
+_fd: int | None = None  # the lock file's descriptor while this process holds the flock
+_depth = 0  # how many nested locked() blocks of this process hold it
+
+
+def _after_fork_in_child() -> None:
+    """A child forked inside :func:`locked` does not hold the lock: it closes its copy of
+    the descriptor (which would keep the parent's flock alive) and starts afresh."""
+    global _held, _fd, _depth
+    if _fd is not None:
+        os.close(_fd)
+    _held, _fd, _depth = threading.RLock(), None, 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@contextmanager
+def locked() -> Iterator[None]:
+    """Hold the loader state's lock (an ``flock`` on :data:`LOCK_NAME` beside
+    :data:`STATE`) for one read-modify-write of it: ``mark``, ``assign-port``, ``status``,
+    ``select``, ``load`` and ``unload`` may run at once, and a write between another's read
+    and write was lost (the loaded controls with it, so ``unload`` could not put the host
+    back).  Nested uses in one process share the lock (``select`` forgets removed cgroups
+    and records a job inside its own); also a decorator."""
+    global _fd, _depth
+    with _held:
+        if _depth == 0:
+            STATE.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(STATE.with_name(LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            _fd = fd
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth = max(_depth - 1, 0)  # 0 already in a child forked inside (reset)
+            if _depth == 0 and _fd is not None:
+                os.close(_fd)  # releases the flock
+                _fd = None
+
+
 def remember_job(job: int | str) -> None:
     """Record the name ``job`` was given as (``select --job``, ``assign-port``, ``mark``)
-    under its kernel key, for ``status --flows``."""
+    under its kernel key, for ``status --flows``.  A name already recorded is not written
+    again (``mark`` runs at every iteration)."""
     from mltcp.marks import job_key
 
-    state = read_state()
-    key = job_key(job)
-    if state.jobs[-1:] == ((key, str(job)),):  # already the newest
+    key, name = job_key(job), str(job)
+    if read_state().job_names().get(key) == name:
         return
-    names = [(k, v) for k, v in state.jobs if k != key] + [(key, str(job))]
-    save_state(replace(state, jobs=tuple(names[-JOBS_KEPT:])))
+    with locked():
+        state = read_state()
+        if state.job_names().get(key) == name:  # recorded meanwhile
+            return
+        names = [(k, v) for k, v in state.jobs if k != key] + [(key, name)]
+        save_state(replace(state, jobs=tuple(names[-JOBS_KEPT:])))
 
 
 def read_state() -> LoaderState:
-    """The saved state; an empty one when there is none or it is not JSON (a crash while
-    writing it)."""
+    """The saved state; an empty one when there is none or it is not JSON (written by hand:
+    :func:`save_state` replaces the file whole)."""
     try:
         raw = json.loads(STATE.read_text())
     except (OSError, ValueError):
@@ -118,5 +175,16 @@ def read_state() -> LoaderState:
 
 
 def save_state(state: LoaderState) -> None:
+    """Write ``state`` to :data:`STATE` whole: a temporary file in its folder, renamed over
+    it (a reader sees the old file or the new one, never a half-written one; mode 0644).
+    A read-modify-write holds :func:`locked`."""
     STATE.parent.mkdir(parents=True, exist_ok=True)
-    STATE.write_text(json.dumps(state.to_json()))
+    fd, tmp = tempfile.mkstemp(dir=STATE.parent, prefix=f".{STATE.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(state.to_json()))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, STATE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -161,7 +161,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _from_kube(args: argparse.Namespace) -> int:
     from cassini.service.kube import client
-    from cassini.service.kube.render import cluster_file_text
+    from cassini.service.kube.render import cluster_file_text, counted
 
     client.check_source_options(args.topology_labels, args.kueue_topology)
     client.kubernetes_module()
@@ -202,8 +202,8 @@ def _from_kube(args: argparse.Namespace) -> int:
         reports.append(f"job {job} not registered: {why}")
     for job, why in sorted(pod_jobs.dropped.items()):
         reports.append(f"job {job}: {why}")
-    header.append(f"{_count(len(cluster.nodes), 'node')}, {_count(len(cluster.links), 'link')}, "
-                  f"{_count(len(pod_jobs.jobs), 'running job')}")
+    header.append(f"{counted(len(cluster.nodes), 'node')}, {counted(len(cluster.links), 'link')}, "
+                  f"{counted(len(pod_jobs.jobs), 'running job')}")
     header.extend(reports)
     for line in reports:
         print(f"{tag}: {line}", file=sys.stderr)
@@ -212,11 +212,6 @@ def _from_kube(args: argparse.Namespace) -> int:
         return _write_out(args.out, text)
     sys.stdout.write(text)
     return 0
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 node``, ``2 nodes``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _check_out(path: str) -> None:

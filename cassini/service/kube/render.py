@@ -139,7 +139,9 @@ def _links(links: Sequence[str], capacities: Sequence[float]) -> str:
     return ", ".join(f"{x} {_bps(c)}" for x, c in zip(links, capacities, strict=True))
 
 
-def _count(n: int, noun: str) -> str:
+def counted(n: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``, ``2 shared switches``: the one pluralising helper of the
+    kube modules (cli, topology and this one)."""
     return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('ch') else 's'}"
 
 
@@ -156,8 +158,8 @@ def draw(cluster: ClusterNetwork) -> str:
         parent[i] = min(holders, key=lambda j: len(shared[j].nodes)) if holders else None
     own = {x for s in groups if len(s.nodes) == 1 for x in s.links}  # a node's own links
     lines = [
-        f"{_count(len(cluster.nodes), 'node')}, {_count(len(cluster.links), 'link')}, "
-        f"{_count(len(shared), 'shared switch')}"
+        f"{counted(len(cluster.nodes), 'node')}, {counted(len(cluster.links), 'link')}, "
+        f"{counted(len(shared), 'shared switch')}"
     ]
 
     def node_line(node: str, indent: str) -> str:
@@ -172,7 +174,7 @@ def draw(cluster: ClusterNetwork) -> str:
             links = f"[{', '.join(s.links)}]  {_bps(s.capacities_bps[0])}"
         else:
             links = f"[{_links(s.links, s.capacities_bps)}]"
-        lines.append(f"{indent}{links}  ({_count(len(s.nodes), 'node')})")
+        lines.append(f"{indent}{links}  ({counted(len(s.nodes), 'node')})")
         kids = [j for j in parent if parent[j] == i]
         for j in kids:
             walk(j, depth + 1)

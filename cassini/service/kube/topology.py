@@ -46,6 +46,7 @@ from typing import Any
 from cassini import schema
 from cassini.errors import InputError
 from cassini.service.cluster import CONTROL_CHARS, ClusterNetwork
+from cassini.service.kube.render import counted
 
 ANNOTATION_NIC_BPS = "cassini.io/nic-bps"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -594,10 +595,10 @@ def _estimate_nics(
             else f"domain {'/'.join(source)}'s" if source else "the cluster's"
         )
         notes[f"domain {'/'.join(path)}"] = (
-            f"{_count(names, 'node')} left out of the model ({_some(names)}) still "
+            f"{counted(len(names), 'node')} left out of the model ({_some(names)}) still "
             f"count{'s' if len(names) == 1 else ''} towards the uplinks above, each at "
             f"{estimated[names[0]] / 1e9:.4g} Gb/s: the median NIC of {whose} "
-            f"{_count(kept[source], 'kept node')} (no --nic-bps)"
+            f"{counted(len(kept[source]), 'kept node')} (no --nic-bps)"
         )
     return estimated, notes
 
@@ -609,14 +610,10 @@ def _shallow_notes(hierarchy: Hierarchy, by_name: Mapping[str, KubeNode]) -> dic
         if name in by_name:
             groups.setdefault(labels, []).append(name)
     return {
-        f"label {labels}": f"missing on {_count(names, 'node')} ({_some(names)}), placed "
+        f"label {labels}": f"missing on {counted(len(names), 'node')} ({_some(names)}), placed "
         "directly under the deepest domain their other labels name"
         for labels, names in groups.items()
     }
-
-
-def _count(items: Sequence[Any], noun: str) -> str:
-    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
 def _some(names: Sequence[str]) -> str:
