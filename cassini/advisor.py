@@ -15,22 +15,31 @@ of them to pay for it.
 Advice knows its cost (:mod:`cassini.predict`): for the best candidate (or every one) it
 predicts each job's iteration time with the shifts (held by the agent to the period the
 link's bytes require) and without (same start), and recommends no shift for a job whose
-predicted gain is under a threshold, with the reason.
+predicted gain is under a threshold, with the reason, unless its shift is what gives
+another job its gain (:func:`predict_candidate`).
 """
 
 from __future__ import annotations
 
-import math
+import numbers
 import os
+import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cassini import schema
 from cassini.affinity import affinity_graph, time_shifts
-from cassini.circle import LinkSolution, clear_demand_rows, compatibility_score, n_angles
+from cassini.agent import MAX_PERIOD_S, MAX_RATE_BPS, MIN_PERIOD_S
+from cassini.circle import (
+    MIN_CAPACITY_BPS,
+    LinkSolution,
+    clear_demand_rows,
+    compatibility_score,
+    n_angles,
+)
 from cassini.errors import InputError
 from cassini.files import MAX_WORKERS
 from cassini.predict import (
@@ -41,7 +50,7 @@ from cassini.predict import (
     clear_cache,
     predict_iteration_times,
 )
-from cassini.profile import JobProfile, profile_map
+from cassini.profile import JobProfile
 
 #: Default shift threshold: a job is shifted only if its predicted gain is at least 2 %.
 SHIFT_THRESHOLD = 0.02
@@ -53,6 +62,13 @@ PARALLEL_THRESHOLD = 256
 #: Link solutions kept for reuse across calls (schedulers ask about the same job mixes).
 LINK_CACHE_SIZE = 4096
 _LINK_CACHE: OrderedDict[tuple, LinkSolution] = OrderedDict()
+#: held for each lookup (get and move to the end) and each insertion (and eviction) of
+#: :data:`_LINK_CACHE`: callers in threads share it
+_LINK_CACHE_LOCK = threading.Lock()
+#: held while a candidate is predicted (:func:`predict_candidate`) and while
+#: :func:`clear_link_cache` clears cassini.predict's cache: that cache's lookups are not
+#: locked of their own, and threads share it
+_PREDICT_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -213,43 +229,42 @@ def advise(
 
     Parameters
     ----------
-    links : every link a path may name, with its capacity.
-    jobs : the jobs' profiles.
-    candidates : placements to compare, in the scheduler's order of preference (ties
-        keep that order).
+    links : every link a path may name, as :class:`Link` (the plug-in takes mappings).
+    jobs : the jobs' profiles: a sequence, or a mapping keyed by their job_ids.
+    candidates : :class:`Candidate` placements, in the scheduler's order of preference.
     precision_deg : angle step of the unified circle (5 degrees = 72 angles).
     aggregate : "mean" (paper) or "min" (worst link first); the other is the tie-breaker.
     loops : "reject" a candidate whose loops cost some link more than
         :data:`cassini.affinity.LOOP_TOLERANCE` of score even after repair, or "score" it
         by what its shifts achieve (better for large clusters, where most candidates
         have loops).
-    workers : processes for scoring distinct link problems; None = automatic (a pool only
-        above :data:`PARALLEL_THRESHOLD` problems), 1 = in this process (:func:`pool_size`).
+    workers : processes for scoring distinct link problems (1..MAX_WORKERS); None =
+        automatic (a pool only above :data:`PARALLEL_THRESHOLD` problems), 1 = in this
+        process (:func:`pool_size`).
     resolution_s : iteration times are quantised to this before taking LCMs.
     repair : refine the shifts of loopy affinity graphs (beyond the paper; costs time
         on large candidates).
     predict : predict iteration times with and without the shifts for the "best"
         candidate (default), "all" accepted candidates, or "none".
     shift_threshold : a job whose predicted gain from shifting (same start / advised
-        iteration time - 1) is under this fraction is advised not to shift.
+        - 1) is under this is not shifted, unless its shift gives another job its gain
+        (:func:`predict_candidate`).
     agent_slack : the agent's period margin for jitter (see
         :func:`cassini.predict.agent_period_s`), used in the prediction.
 
     Links scored: 2+ jobs, or one job above the capacity (:func:`_scored_links`).
 
-    Returns
-    -------
-    Advice; ``best`` is None when every candidate was rejected.
-
-    Raises
-    ------
-    InputError for unknown jobs or links in a path, duplicate ids, no candidates, bad
-    precision or aggregate.
+    Returns Advice (``best`` None when every candidate was rejected); every time-shift
+    in ``[0, iteration_time_s)`` of its job.  Raises InputError naming the argument
+    (``links[2].id``, ``jobs[1]``, ``workers``): wrong kinds, unknown jobs or links in a
+    path, duplicate ids, a jobs mapping's key not its profile's job_id, no candidates,
+    bad options, numbers out of the circle's bounds (:func:`_link_map`, :func:`_job_map`).
     """
     _check_options(aggregate, loops, predict, shift_threshold, agent_slack)
+    _check_counts(workers, resolution_s)
     n_angles(precision_deg)  # validates
     link_map = _link_map(links)
-    job_map = profile_map(jobs)
+    job_map = _job_map(jobs)
     candidates = _checked_candidates(candidates, link_map, job_map)
     solutions_of = _link_solutions(
         candidates, link_map, job_map, precision_deg, resolution_s, workers
@@ -320,20 +335,98 @@ def _check_options(
         raise InputError("loops", f"must be 'reject' or 'score', got {loops!r}")
     if predict not in ("best", "all", "none"):
         raise InputError("predict", f"must be 'best', 'all' or 'none', got {predict!r}")
-    if not (math.isfinite(shift_threshold) and shift_threshold >= 0):
-        raise InputError("shift_threshold", f"must be a number >= 0, got {shift_threshold!r}")
-    if not (math.isfinite(agent_slack) and agent_slack >= 0):
-        raise InputError("agent_slack", f"must be a number >= 0, got {agent_slack!r}")
+    schema.number(shift_threshold, "shift_threshold", non_negative=True)
+    schema.number(agent_slack, "agent_slack", non_negative=True)
+
+
+def _check_counts(workers: int | None, resolution_s: float) -> None:
+    """``workers`` (None, or 1 to MAX_WORKERS as the command lines take) and
+    ``resolution_s``, checked whether or not a link is shared."""
+    if workers is not None and (
+        isinstance(workers, bool)
+        or not isinstance(workers, numbers.Integral)
+        or not 1 <= workers <= MAX_WORKERS
+    ):
+        raise InputError(
+            "workers", f"must be None or an integer in 1..{MAX_WORKERS}, got {_kind(workers)}"
+        )
+    schema.number(resolution_s, "resolution_s", positive=True)
+
+
+def _kind(value: Any) -> str:
+    """How an error names a value of the wrong kind."""
+    if value is None or isinstance(value, str | numbers.Number):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _check_period(seconds: float, field: str) -> None:
+    """An iteration time (or held period) the unified circle's arithmetic can hold."""
+    if not MIN_PERIOD_S <= seconds <= MAX_PERIOD_S:
+        raise InputError(
+            field,
+            f"must be in [{MIN_PERIOD_S:g}, {MAX_PERIOD_S:g}] seconds (a microsecond to a "
+            f"week), got {seconds:g}",
+        )
 
 
 def _link_map(links: Iterable[Link]) -> dict[str, Link]:
-    """The links by id; a duplicate id is an error."""
+    """The links by id, in the order given; a duplicate id, or a capacity under
+    :data:`cassini.circle.MIN_CAPACITY_BPS`, is an error naming its index."""
+    if isinstance(links, Mapping | str | bytes) or not isinstance(links, Iterable):
+        raise InputError(
+            "links",
+            f"must be an iterable of cassini.advisor.Link, got {_kind(links)} "
+            "(cassini.plugin.choose_placement takes a mapping link id -> capacity_bps)",
+        )
     link_map: dict[str, Link] = {}
-    for link in links:
+    for i, link in enumerate(links):
+        if not isinstance(link, Link):
+            raise InputError(f"links[{i}]", f"must be a cassini.advisor.Link, got {_kind(link)}")
         if link.link_id in link_map:
-            raise InputError("links", f"duplicate link id {link.link_id!r}")
+            raise InputError(f"links[{i}].id", f"duplicate link id {link.link_id!r}")
+        if link.capacity_bps < MIN_CAPACITY_BPS:
+            raise InputError(
+                f"links[{i}].capacity_bps",
+                f"must be at least {MIN_CAPACITY_BPS:g} bit/s (no link is slower), "
+                f"got {link.capacity_bps:g}",
+            )
         link_map[link.link_id] = link
     return link_map
+
+
+def _job_map(jobs: Sequence[JobProfile] | Mapping[str, JobProfile]) -> dict[str, JobProfile]:
+    """The jobs by id, from a sequence (each id once) or a mapping (each key its profile's
+    job_id), each iteration time in [:data:`cassini.agent.MIN_PERIOD_S`,
+    :data:`cassini.agent.MAX_PERIOD_S`] seconds and no phase faster than
+    :data:`cassini.agent.MAX_RATE_BPS`; errors name ``jobs[i]`` or ``jobs['key']``."""
+    if isinstance(jobs, Mapping):
+        items = [(f"jobs[{key!r}]", key, p) for key, p in jobs.items()]
+    elif isinstance(jobs, str | bytes) or not isinstance(jobs, Iterable):
+        raise InputError(
+            "jobs",
+            f"must be a sequence of JobProfile or a mapping job id -> JobProfile, "
+            f"got {_kind(jobs)}",
+        )
+    else:
+        items = [(f"jobs[{i}]", None, p) for i, p in enumerate(jobs)]
+    job_map: dict[str, JobProfile] = {}
+    for field_name, key, p in items:
+        if not isinstance(p, JobProfile):
+            raise InputError(field_name, f"must be a cassini.profile.JobProfile, got {_kind(p)}")
+        if key is not None and key != p.job_id:
+            raise InputError(field_name, f"key differs from the profile's job_id {p.job_id!r}")
+        if p.job_id in job_map:
+            raise InputError(f"{field_name}.id", f"duplicate job id {p.job_id!r}")
+        _check_period(p.iteration_time_s, f"{field_name}.iteration_time_s")
+        for k, phase in enumerate(p.phases):
+            if phase.rate_bps > MAX_RATE_BPS:
+                raise InputError(
+                    f"{field_name}.phases[{k}].rate_bps",
+                    f"must be at most {MAX_RATE_BPS:g} bits/s, got {phase.rate_bps:g}",
+                )
+        job_map[p.job_id] = p
+    return job_map
 
 
 def _checked_candidates(
@@ -341,13 +434,26 @@ def _checked_candidates(
     link_map: Mapping[str, Link],
     job_map: Mapping[str, JobProfile],
 ) -> list[Candidate]:
-    """The candidates as a list: at least one, ids unique, paths naming known jobs and
-    links."""
+    """The candidates as a list: at least one, each a :class:`Candidate`, ids unique,
+    paths naming known jobs and links."""
+    if isinstance(candidates, Mapping | str | bytes | Candidate) or not isinstance(
+        candidates, Iterable
+    ):
+        raise InputError(
+            "candidates",
+            f"must be an iterable of cassini.advisor.Candidate, got {_kind(candidates)}",
+        )
     candidates = list(candidates)
     if not candidates:
         raise InputError("candidates", "must not be empty")
     seen: set[str] = set()
     for i, cand in enumerate(candidates):
+        if not isinstance(cand, Candidate):
+            raise InputError(
+                f"candidates[{i}]",
+                f"must be a cassini.advisor.Candidate, got {_kind(cand)} "
+                "(cassini.plugin.choose_placement takes mappings job id -> link ids)",
+            )
         if cand.candidate_id in seen:
             raise InputError(f"candidates[{i}].id", f"duplicate candidate id {cand.candidate_id!r}")
         seen.add(cand.candidate_id)
@@ -411,10 +517,17 @@ def _ranked(results: list[CandidateResult], aggregate: str) -> tuple[CandidateRe
 def _check_paths(
     cand: Candidate, index: int, link_map: Mapping[str, Link], job_map: Mapping[str, JobProfile]
 ) -> None:
+    if not isinstance(cand.paths, Mapping):
+        raise InputError(
+            f"candidates[{index}].paths",
+            f"must be a mapping job id -> link ids, got {_kind(cand.paths)}",
+        )
     for job, path in cand.paths.items():
         field_name = f"candidates[{index}].paths.{job}"
         if job not in job_map:
             raise InputError(field_name, f"unknown job {job!r} (not in jobs)")
+        if isinstance(path, str | bytes) or not isinstance(path, Collection):
+            raise InputError(field_name, f"must be a sequence of link ids, got {_kind(path)}")
         for k, link in enumerate(path):
             if link not in link_map:
                 raise InputError(f"{field_name}[{k}]", f"unknown link {link!r} (not in links)")
@@ -486,9 +599,11 @@ def _solve_all(
         shape = (cap, precision_deg, resolution_s) + tuple(
             (job_map[j].iteration_time_s, job_map[j].phases) for j in job_ids
         )
-        known = _LINK_CACHE.get(shape)
+        with _LINK_CACHE_LOCK:  # another thread may evict it between get and move
+            known = _LINK_CACHE.get(shape)
+            if known is not None:
+                _LINK_CACHE.move_to_end(shape)
         if known is not None:
-            _LINK_CACHE.move_to_end(shape)
             solved[(cap, job_ids)] = _renamed(known, job_ids)
         else:
             todo.append(((cap, job_ids), shape))
@@ -505,20 +620,23 @@ def _solve_all(
             solutions = list(pool.map(_solve_one, tasks, chunksize=chunk))
     else:
         solutions = [_solve_one(t) for t in tasks]
-    for (key, shape), sol in zip(todo, solutions, strict=True):
-        solved[key] = sol
-        _LINK_CACHE[shape] = sol
-        if len(_LINK_CACHE) > LINK_CACHE_SIZE:
-            _LINK_CACHE.popitem(last=False)
+    with _LINK_CACHE_LOCK:
+        for (key, shape), sol in zip(todo, solutions, strict=True):
+            solved[key] = sol
+            _LINK_CACHE[shape] = sol
+            if len(_LINK_CACHE) > LINK_CACHE_SIZE:
+                _LINK_CACHE.popitem(last=False)
     return solved
 
 
 def clear_link_cache() -> None:
     """Forget the link solutions and predictions kept from earlier calls (benchmarks time
     cold calls)."""
-    _LINK_CACHE.clear()
+    with _LINK_CACHE_LOCK:
+        _LINK_CACHE.clear()
     clear_demand_rows()
-    clear_cache()
+    with _PREDICT_LOCK:
+        clear_cache()
 
 
 def predict_candidate(
@@ -534,15 +652,34 @@ def predict_candidate(
     per job whether shifting pays.
 
     Shifted: every job sharing a link held by the agent at ``time_shifts_s`` stretched to
-    its :func:`cassini.predict.agent_period_s`.  A job whose gain (same start / advised)
-    is under ``1 + threshold`` is declined (runs free from 0) and the remaining jobs are
-    predicted again, until no job is declined: declining one job can take the gain of
-    its neighbours away.
+    its :func:`cassini.predict.agent_period_s` ("shifted": all held).  Then the decline
+    rule, one job at a time: among the held jobs whose gain (same start / advised) is
+    under ``1 + threshold``, lowest gain first, a job is declined (runs free from 0)
+    unless its shift is what gives another job its gain, that is unless predicting
+    without it takes a held job's gain under the threshold; a job its own shift slows
+    (advised slower than its same start) is declined all the same.  A job left without a
+    held partner is declined with it (nothing to interleave with).  After each decline
+    the rest are predicted again ("advised"), until no job is declined.  Each reason
+    quotes the figure it used: "shifted (all held)" before any decline, else the held
+    set's with the declined jobs named.
 
     Every link of ``solutions`` is simulated, a link with one job (crossed alone above
     its capacity) included: it slows its job.  Only the links with 2+ jobs share: they
     make a job held, give its agent period and count in ``gain``; a job on one-job links
-    only runs free ("shares no link with another job")."""
+    only runs free ("shares no link with another job").  Predictions are made one at a
+    time across threads (:mod:`cassini.predict`'s cache is shared)."""
+    with _PREDICT_LOCK:
+        return _predict_candidate(time_shifts_s, solutions, job_map, capacity_bps, threshold, slack)
+
+
+def _predict_candidate(
+    time_shifts_s: Mapping[str, float],
+    solutions: Mapping[str, LinkSolution],
+    job_map: Mapping[str, JobProfile],
+    capacity_bps: Mapping[str, float],
+    threshold: float,
+    slack: float,
+) -> Prediction:
     links = {link: (capacity_bps[link], sol.job_ids) for link, sol in solutions.items()}
     pairs = {link: sol for link, sol in solutions.items() if len(sol.job_ids) > 1}
     shared = sorted({j for sol in pairs.values() for j in sol.job_ids})
@@ -551,40 +688,19 @@ def predict_candidate(
 
     stretch = _bytes_stretches(periods, pairs, job_map)
 
-    def slots_of(held: Iterable[str]) -> dict[str, Slot]:
-        return {
+    def predicted(held: Iterable[str]) -> dict[str, float]:
+        slots = {
             j: Slot(
                 time_shifts_s.get(j, 0.0) * periods[j] / job_map[j].iteration_time_s, periods[j]
             )
             for j in held
         }
+        return predict_iteration_times(job_map, links, slots)
 
     same = predict_iteration_times(job_map, links)
-    shifted = predict_iteration_times(job_map, links, slots_of(shared))
-    held, advised, reasons = set(shared), shifted, {}
-    partners = _link_partners(shared, pairs)
-    for _ in range(len(shared) + 1):  # each pass removes a job, the last confirms
-        declined = [j for j in sorted(held) if same[j] < advised[j] * (1.0 + threshold)]
-        for j in declined:
-            reasons[j] = _decline_reason(stretch[j], advised[j], same[j], threshold)
-        # a job left without a held partner on any of its links has nothing to interleave
-        # with: its partners' phases wander against its slots
-        rest = held - set(declined)
-        alone = [j for j in sorted(rest) if not partners[j] & rest]
-        for j in alone:
-            reasons[j] = (
-                "no other job on its links is shifted: nothing to interleave with "
-                f"(predicted {_ms(advised[j])} shifted vs {_ms(same[j])} at the same start)"
-            )
-        if not declined and not alone:
-            break
-        held = rest - set(alone)
-        advised = predict_iteration_times(job_map, links, slots_of(held))
-    for j in held:
-        reasons[j] = (
-            f"predicted {_ms(advised[j])} shifted vs {_ms(same[j])} at the same start "
-            f"({same[j] / advised[j] - 1:+.1%})"
-        )
+    shifted = predicted(shared)
+    rule = _DeclineRule(same, predicted, _link_partners(shared, pairs), stretch, threshold)
+    held, advised, reasons = rule.apply(shared, shifted)
     iteration_s, shift = {}, {}
     for j in job_map:
         iteration_s[j] = {"shifted": shifted[j], "same_start": same[j], "advised": advised[j]}
@@ -600,6 +716,90 @@ def predict_candidate(
         agent_period_s={j: periods[j] for j in sorted(held)},
         threshold=threshold,
     )
+
+
+#: a job whose advised iteration time exceeds its same start's by more than this share
+#: is slowed by its own shift (below it: float noise of equal times)
+SLOWED = 1e-9
+
+
+@dataclass(frozen=True)
+class _DeclineRule:
+    """The decline rule of :func:`predict_candidate`: ``same`` (same-start iteration
+    times), ``predicted(held)`` (iteration times with those jobs held), each job's link
+    ``partners`` and bytes ``stretch``, and the gain ``threshold``."""
+
+    same: Mapping[str, float]
+    predicted: Callable[[Iterable[str]], dict[str, float]]
+    partners: Mapping[str, set[str]]
+    stretch: Mapping[str, float]
+    threshold: float
+
+    def gains(self, job: str, times: Mapping[str, float]) -> bool:
+        return self.same[job] >= times[job] * (1.0 + self.threshold)
+
+    def apply(
+        self, shared: list[str], shifted: dict[str, float]
+    ) -> tuple[set[str], dict[str, float], dict[str, str]]:
+        """The jobs held, their advised iteration times and every shared job's reason."""
+        same, gains = self.same, self.gains
+        held, advised, reasons = set(shared), shifted, {}
+        declined: list[str] = []
+        kept_for: dict[str, list[str]] = {}  # a job held for others: whose gain it keeps
+        while True:
+            gaining = sorted(j for j in held if gains(j, advised))
+            under = sorted(held - set(gaining), key=lambda j: (same[j] / advised[j], j))
+            for j in under:
+                rest = held - {j}
+                alone = sorted(k for k in rest if not self.partners[k] & rest)
+                trial = self.predicted(rest - set(alone))
+                taken = [k for k in gaining if k in alone or not gains(k, trial)]
+                if taken and advised[j] <= same[j] * (1.0 + SLOWED):
+                    kept_for[j] = taken
+                    continue
+                figure = _figure(declined, final=False)
+                reasons[j] = self.declined(j, advised, figure)
+                for k in alone:
+                    reasons[k] = self.declined(k, advised, figure)
+                declined += [j, *alone]
+                held, advised = rest - set(alone), trial
+                break
+            else:
+                break
+        figure = _figure(declined, final=True)
+        for j in held:
+            numbers = (
+                f"predicted {_ms(advised[j])} {figure} vs {_ms(same[j])} at the same start "
+                f"({same[j] / advised[j] - 1:+.1%})"
+            )
+            reasons[j] = (
+                numbers
+                if gains(j, advised)
+                else f"held for {', '.join(kept_for[j])}: declining it would take their gain "
+                f"under {self.threshold:.0%} ({numbers})"
+            )
+        return held, advised, reasons
+
+    def declined(self, job: str, advised: Mapping[str, float], figure: str) -> str:
+        """Why ``job`` is declined at the ``advised`` times (``figure``: which they are)."""
+        if self.gains(job, advised):  # its partners went: it has nothing to interleave with
+            return (
+                "no other job on its links is shifted: nothing to interleave with "
+                f"(predicted {_ms(advised[job])} {figure} vs {_ms(self.same[job])} at "
+                "the same start)"
+            )
+        return _decline_reason(
+            self.stretch[job], advised[job], self.same[job], self.threshold, figure
+        )
+
+
+def _figure(declined: Sequence[str], *, final: bool) -> str:
+    """Which predicted iteration time a reason quotes: all held, or (after declines) the
+    held set's, which is the "advised" figure once no more job is declined."""
+    if not declined:
+        return "shifted (all held)"
+    names = ", ".join(sorted(declined))
+    return f"{'advised' if final else 'held'} ({names} not shifted)"
 
 
 def _bytes_stretches(
@@ -630,15 +830,27 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms"
 
 
-def _decline_reason(stretch: float, advised_s: float, same_s: float, threshold: float) -> str:
-    """Why a job is advised not to shift (``stretch``: the bytes stretch of its links)."""
-    numbers = f"predicted {_ms(advised_s)} shifted vs {_ms(same_s)} at the same start"
+def _decline_reason(
+    stretch: float, advised_s: float, same_s: float, threshold: float, figure: str
+) -> str:
+    """Why a job is advised not to shift (``stretch``: the bytes stretch of its links;
+    ``figure``: which prediction ``advised_s`` is)."""
+    numbers = f"predicted {_ms(advised_s)} {figure} vs {_ms(same_s)} at the same start"
     if stretch > 1.0 and advised_s >= same_s:
         return (
             f"the period its links' bytes require (x{stretch:.3f}) costs more than the "
             f"contention shifting removes: {numbers}"
         )
     return f"predicted gain {same_s / advised_s - 1:+.1%} is under {threshold:.0%}: {numbers}"
+
+
+def _wrapped(shift_s: float, job: JobProfile) -> float:
+    """``shift_s`` in ``[0, iteration_time_s)``: a shift that rounding (or ``%`` of a tiny
+    negative) brought to the iteration time is 0, the same point of the job's circle."""
+    if 0.0 <= shift_s < job.iteration_time_s:
+        return shift_s
+    shift_s %= job.iteration_time_s
+    return shift_s if shift_s < job.iteration_time_s else 0.0
 
 
 def _renamed(sol: LinkSolution, job_ids: tuple[str, ...]) -> LinkSolution:
@@ -666,7 +878,7 @@ def _evaluate(
     lone = {link: sol.score for link, sol in sols.items() if len(sol.job_ids) < 2}
     if lone:
         link_scores = dict(sorted({**link_scores, **lone}.items()))
-    shifts = {j: assignment.time_shifts_s.get(j, 0.0) for j in job_map}
+    shifts = {j: _wrapped(assignment.time_shifts_s.get(j, 0.0), job_map[j]) for j in job_map}
     reason = "; ".join(assignment.conflicts) or None
     if reason and loops == "reject":
         return CandidateResult(
@@ -710,7 +922,13 @@ def held_time_shifts(
     their periods (a circle of that circumference), not from the unpadded circle's shifts
     scaled up, which moves the phases against each other by the padding (measured on two
     VGG-11 DDP jobs: 3-6 % longer iterations, and the agent's slots missed).  Jobs not in
-    ``periods`` keep their own profile; ``paths`` names every job's links."""
+    ``periods`` keep their own profile; ``paths`` names every job's links.
+
+    Raises InputError naming ``profiles['j']``, ``paths['j']`` or ``periods['j']``: a
+    profile not under its job_id, a job without a path, a period for a job not in
+    ``profiles``, or one that is not a number at least the job's iteration time (an agent
+    never holds a job to a shorter period)."""
+    _check_held(paths, profiles, periods)
     if not periods:
         return {}
     padded = [
@@ -719,3 +937,44 @@ def held_time_shifts(
     cand = Candidate("held", {j: tuple(paths[j]) for j in profiles})
     advice = advise(links, padded, [cand], precision_deg, loops="score", workers=1, predict="none")
     return {j: float(advice.time_shifts_s.get(j, 0.0)) for j in periods}
+
+
+#: a held period may fall this share under the job's iteration time (float rounding:
+#: :func:`cassini.predict.agent_period_s` of an unstretched job can come back an ulp short)
+PERIOD_ROUNDING = 1e-9
+
+
+def _check_held(
+    paths: Mapping[str, Sequence[str]],
+    profiles: Mapping[str, JobProfile],
+    periods: Mapping[str, float],
+) -> None:
+    """:func:`held_time_shifts`'s arguments, each error naming the job's entry."""
+    for name, value in (("paths", paths), ("profiles", profiles), ("periods", periods)):
+        if not isinstance(value, Mapping):
+            raise InputError(name, f"must be a mapping keyed by job id, got {_kind(value)}")
+    for j, p in profiles.items():
+        if not isinstance(p, JobProfile):
+            raise InputError(f"profiles[{j!r}]", f"must be a JobProfile, got {_kind(p)}")
+        if p.job_id != j:
+            raise InputError(
+                f"profiles[{j!r}]", f"key differs from the profile's job_id {p.job_id!r}"
+            )
+        path = paths.get(j)
+        if isinstance(path, str | bytes) or not isinstance(path, Collection):
+            raise InputError(
+                f"paths[{j!r}]",
+                f"must be the job's link ids (an empty list for none), got {_kind(path)}",
+            )
+    for j, period in periods.items():
+        field_name = f"periods[{j!r}]"
+        if j not in profiles:
+            raise InputError(field_name, f"unknown job {j!r} (not in profiles)")
+        schema.number(period, field_name, positive=True)
+        own = profiles[j].iteration_time_s
+        if period < own * (1.0 - PERIOD_ROUNDING):
+            raise InputError(
+                field_name,
+                f"must be at least the job's iteration time {own:g} s, got {period:g}",
+            )
+        _check_period(period, field_name)

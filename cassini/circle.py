@@ -15,6 +15,7 @@ Angles never leave this module: callers see seconds.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from types import ModuleType
 import numpy as np
 
 from cassini import schema
+from cassini.agent import MAX_PERIOD_S, MAX_RATE_BPS, MIN_PERIOD_S
 from cassini.errors import InputError
 from cassini.profile import _EPS as _PROFILE_EPS
 from cassini.profile import JobProfile, Phase
@@ -34,6 +36,12 @@ EXACT_BUDGET = 3.0e7
 #: Demand rows (one job on one circle) kept by :func:`demand_vectors` for reuse.
 DEMAND_ROW_CACHE_SIZE = 8192
 _DEMAND_ROWS: OrderedDict[tuple, np.ndarray] = OrderedDict()
+#: held around every look-up, move and insertion of :data:`_DEMAND_ROWS` (threads share
+#: it: a row found by one could be evicted by another before it was moved to the end)
+_DEMAND_ROWS_LOCK = threading.Lock()
+#: The smallest link capacity (bits/s) :func:`compatibility_score` takes: below one bit
+#: per second is no link (and its score's arithmetic overflows).
+MIN_CAPACITY_BPS = 1.0
 
 
 @dataclass(frozen=True)
@@ -255,16 +263,19 @@ def _demand_row(
     every link problem it shares on the same circle, and a candidate's check scores the
     same shifts again."""
     key = (job.iteration_time_s, job.phases, t_eff, angles, period_s, shift_s)
-    row = _DEMAND_ROWS.get(key)
-    if row is None:
-        edges = _edges(period_s, angles)
-        row = _stretched_bin_average(job, t_eff, angles, period_s, shift_s, edges=edges)
-        row.setflags(write=False)
+    with _DEMAND_ROWS_LOCK:
+        row = _DEMAND_ROWS.get(key)
+        if row is not None:
+            _DEMAND_ROWS.move_to_end(key)
+            return row
+    # computed outside the lock: two threads may both compute a row (the same values)
+    edges = _edges(period_s, angles)
+    row = _stretched_bin_average(job, t_eff, angles, period_s, shift_s, edges=edges)
+    row.setflags(write=False)
+    with _DEMAND_ROWS_LOCK:
         _DEMAND_ROWS[key] = row
-        if len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
+        while len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
             _DEMAND_ROWS.popitem(last=False)
-    else:
-        _DEMAND_ROWS.move_to_end(key)
     return row
 
 
@@ -278,7 +289,8 @@ def _edges(period_s: float, angles: int) -> np.ndarray:
 
 def clear_demand_rows() -> None:
     """Forget the demand rows kept by :func:`_demand_row` (benchmarks time cold calls)."""
-    _DEMAND_ROWS.clear()
+    with _DEMAND_ROWS_LOCK:
+        _DEMAND_ROWS.clear()
 
 
 def compatibility_score(
@@ -294,35 +306,42 @@ def compatibility_score(
 ) -> LinkSolution:
     """Best rotations of the jobs sharing one link and their compatibility score.
 
-        Parameters
-        ----------
-        jobs : the jobs on the link (order does not matter: they are sorted by id).
-        capacity_bps : link capacity in bits/s.
-        precision_deg : angle step; ``|A| = 360 / precision_deg`` (5 degrees -> 72 angles).
-        resolution_s, max_period_factor : see :func:`unified_period`.
-        method : ``"exact"`` searches every combination of rotations over the grid
-            (vectorised; job 0 fixed, each other job over its distinct rotations);
-            ``"heuristic"`` is coordinate descent from a greedy start and ``restarts``
-            seeded random starts; ``"auto"`` is exact while the search costs at most
-            :data:`EXACT_BUDGET` (typically up to 4 jobs at 5 degrees), else heuristic.
+    Parameters
+    ----------
+    jobs : the jobs on the link (order does not matter: they are sorted by id).
+    capacity_bps : link capacity in bits/s, at least :data:`MIN_CAPACITY_BPS`.
+    precision_deg : angle step; ``|A| = 360 / precision_deg`` (5 degrees -> 72 angles).
+    resolution_s, max_period_factor : see :func:`unified_period`.
+    method : ``"exact"`` searches every combination of rotations over the grid
+        (vectorised; job 0 fixed, each other job over its distinct rotations);
+        ``"heuristic"`` is coordinate descent from a greedy start and ``restarts``
+        seeded random starts; ``"auto"`` is exact while the search costs at most
+        :data:`EXACT_BUDGET` (typically up to 4 jobs at 5 degrees), else heuristic.
 
-        Returns
-        -------
-        LinkSolution with the score (<= 1), one time-shift per job in seconds and the demand
-        curve at the best rotations.
+    Returns
+    -------
+    LinkSolution with the score (<= 1), one time-shift per job in seconds and the demand
+    curve at the best rotations.
 
-        Raises
-        ------
-        InputError for no jobs, duplicate ids, non-positive capacity or a bad precision.
+    Raises
+    ------
+    InputError for no jobs, duplicate ids, a capacity under 1 bit/s, a bad precision, or
+    a job the circle's arithmetic cannot hold (the bounds of :mod:`cassini.agent`): an
+    iteration time outside [:data:`~cassini.agent.MIN_PERIOD_S`,
+    :data:`~cassini.agent.MAX_PERIOD_S`] seconds (a microsecond to a week) or a phase
+    faster than :data:`~cassini.agent.MAX_RATE_BPS`; the error names the job by its
+    position in ``jobs`` (``jobs[1].iteration_time_s``) and its id.
 
-        Examples
-        --------
-        >>> from cassini.profile import _EPS as _PROFILE_EPS
-    from cassini.profile import JobProfile, Phase
-        >>> a = JobProfile("a", 0.040, [Phase(0.0, 0.010, 1e9)])
-        >>> b = JobProfile("b", 0.060, [Phase(0.0, 0.010, 1e9)])
-        >>> compatibility_score([a, b], 1e9).score
-        1.0
+    Examples
+    --------
+    A 40 ms and a 60 ms job on a 120 ms circle: a rotation interleaves their phases.
+
+    >>> from cassini.profile import JobProfile, Phase
+    >>> a = JobProfile("a", 0.040, [Phase(0.0, 0.010, 1e9)])
+    >>> b = JobProfile("b", 0.060, [Phase(0.0, 0.010, 1e9)])
+    >>> sol = compatibility_score([a, b], 1e9)
+    >>> round(sol.score, 9), round(sol.unified_period_s, 9), sol.unified.repeats
+    (1.0, 0.12, (3, 2))
     """
     jobs = _checked_jobs(jobs, capacity_bps, method)
     ids = tuple(j.job_id for j in jobs)
@@ -351,8 +370,16 @@ def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) 
     """:func:`compatibility_score`'s inputs checked, each error naming its field; the jobs
     sorted by id."""
     schema.number(capacity_bps, "capacity_bps", positive=True)
+    if capacity_bps < MIN_CAPACITY_BPS:
+        raise InputError(
+            "capacity_bps",
+            f"must be at least {MIN_CAPACITY_BPS:g} bit/s (no link is slower), "
+            f"got {capacity_bps:g}",
+        )
     if len(jobs) == 0:
         raise InputError("jobs", "must not be empty")
+    for i, job in enumerate(jobs):
+        check_job_bounds(job, f"jobs[{i}]")
     if method not in ("auto", "exact", "heuristic"):
         raise InputError("method", f"must be auto, exact or heuristic, got {method!r}")
     jobs = sorted(jobs, key=lambda j: j.job_id)
@@ -360,6 +387,27 @@ def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) 
     if len(set(ids)) != len(ids):
         raise InputError("jobs", "duplicate job ids on one link")
     return jobs
+
+
+def check_job_bounds(job: JobProfile, field: str) -> None:
+    """InputError naming ``field`` unless the job's iteration time is within
+    [:data:`~cassini.agent.MIN_PERIOD_S`, :data:`~cassini.agent.MAX_PERIOD_S`] seconds and
+    no phase is faster than :data:`~cassini.agent.MAX_RATE_BPS` (the service's bounds:
+    within them the circle's arithmetic stays finite)."""
+    period = job.iteration_time_s
+    if not MIN_PERIOD_S <= period <= MAX_PERIOD_S:
+        raise InputError(
+            f"{field}.iteration_time_s",
+            f"job {job.job_id!r}: must be in [{MIN_PERIOD_S:g}, {MAX_PERIOD_S:g}] seconds "
+            f"(a microsecond to a week), got {period:g}",
+        )
+    for k, phase in enumerate(job.phases):
+        if phase.rate_bps > MAX_RATE_BPS:
+            raise InputError(
+                f"{field}.phases[{k}].rate_bps",
+                f"job {job.job_id!r}: must be at most {MAX_RATE_BPS:g} bits/s, "
+                f"got {phase.rate_bps:g}",
+            )
 
 
 def _best_rotations(

@@ -11,6 +11,11 @@ class InputError(ValueError):
         self.problem = problem
         super().__init__(f"{field}: {problem}" if field else problem)
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str]]:
+        # pickled by its two fields: a worker process's error reaches the caller as itself
+        # (the default rebuilds it from the message alone, and the pool breaks)
+        return type(self), (self.field, self.problem)
+
     def in_file(self, path: object) -> InputError:
         """This error as found in the file ``path``: the file's name leads the message,
         once (an error that already starts with it is returned as it is)."""

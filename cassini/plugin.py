@@ -8,9 +8,12 @@ whose jobs' communication phases interleave best on the links they share, with o
 time-shift per job.  It never blocks a scheduler: when CASSINI rejects every candidate
 the scheduler's first candidate comes back with zero shifts.
 
-Pure: no I/O, no processes, no global state; everything it needs comes in as arguments.
-It runs in the calling process (the advisor's process pool is not used) and solves each
-distinct (link capacity, set of jobs) problem once per call.  Time-shift convention: a job
+No I/O, no processes; everything it needs comes in as arguments, and its answer depends
+on them only.  It runs in the calling process (the advisor's process pool is not used)
+and solves each distinct (link capacity, set of jobs) problem once per call.  The link
+solutions, demand rows and link simulations it computes are kept for later calls in
+module-level caches that every thread shares; they are locked, so threads may call it at
+once (predictions are made one at a time).  Time-shift convention: a job
 shifted by ``t`` sends at time ``x`` what it sent at ``x - t`` unshifted.
 
 Example: two jobs that each send half of every 100 ms iteration at the full 1 Gbps of a
@@ -29,16 +32,19 @@ them, so the candidate that keeps it apart wins:
 (1, '1', 1.0)
 >>> {j: round(t, 3) for j, t in choice.time_shifts_s.items()}
 {'a': 0.0, 'b': 0.05, 'c': 0.0}
+>>> choice.shift, choice.agent_period_s
+({'a': True, 'b': True, 'c': False}, {'a': 0.1, 'b': 0.1})
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cassini import schema
 from cassini.advisor import Advice, Candidate, CandidateResult, Link, advise
 from cassini.errors import InputError
+from cassini.predict import agent_periods_s
 from cassini.profile import JobProfile
 
 __all__ = ["PlacementChoice", "choose_placement"]
@@ -71,6 +77,17 @@ class PlacementChoice:
     ranked : tuple of :class:`cassini.advisor.CandidateResult`
         Every candidate as the advisor scored it, best first; rejected ones last with
         their ``reason``.  Their ``candidate_id`` is the id described above.
+    shift : dict
+        Job id -> whether its agent should hold it to its time-shift, for every job in
+        ``jobs``: the chosen candidate's prediction (``ranked[0].prediction.shift``, with
+        its reasons), or without one (``predict="none"``) every job sharing a link.
+        False for a job sharing no link, and for all in the fallback.
+    agent_period_s : dict
+        Job id -> the period in seconds to hold it to, for each job whose ``shift`` is
+        true: its iteration time stretched to what its links' bytes need
+        (:func:`cassini.predict.agent_periods_s`).  Where it is longer than the
+        iteration time, solve the shifts on these periods
+        (:func:`cassini.advisor.held_time_shifts`), as ``cassini serve`` does.
     """
 
     index: int | None
@@ -78,6 +95,8 @@ class PlacementChoice:
     time_shifts_s: dict[str, float]
     score: float | None
     ranked: tuple[CandidateResult, ...]
+    shift: dict[str, bool] = field(default_factory=dict)
+    agent_period_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def accepted(self) -> bool:
@@ -121,7 +140,7 @@ def choose_placement(
         is ranked by the scores its shifts achieve ("score", better for busy clusters
         where most candidates have loops) or rejected ("reject", as the paper).
     candidate_ids : sequence of str, optional
-        Unique names for the candidates, one each; by default candidate ``i`` is ``str(i)``.
+        Unique non-empty strings, one per candidate; by default candidate ``i`` is ``str(i)``.
     repair : bool, optional (default True)
         Refine the shifts of loopy affinity graphs (beyond the paper, which drops loops);
         off is faster on large candidates.
@@ -133,8 +152,8 @@ def choose_placement(
     Returns
     -------
     choice : PlacementChoice
-        ``index`` and ``candidate_id`` of the best candidate, its per-job
-        ``time_shifts_s`` and its ``score``, and all candidates ``ranked`` best first.
+        ``index`` and ``candidate_id`` of the best candidate, its ``time_shifts_s``,
+        ``shift``, ``agent_period_s`` and ``score``, and all candidates ``ranked``.
 
         Fallback: when every candidate is rejected (only with ``loops="reject"``),
         ``index`` is 0 (the scheduler's first), every ``time_shifts_s`` 0.0 and ``score``
@@ -146,7 +165,7 @@ def choose_placement(
         (a ``ValueError`` naming the offending ``field``) for a job that is not a
         ``JobProfile`` or not under its id, a non-positive or non-finite capacity, no
         candidates, a path that is not link ids or names an unknown job or link, bad
-        ``candidate_ids`` (wrong length, duplicates), ``precision_deg``, ``aggregate`` or ``loops``.
+        ``candidate_ids`` (wrong length, duplicates, not strings) or options.
 
     The module docstring has the notes (process, time-shift convention) and an example.
     """
@@ -179,15 +198,24 @@ def _choice(
             time_shifts_s={j: 0.0 for j in job_map},
             score=None,
             ranked=advice.candidates,
+            shift={j: False for j in job_map},
         )
     index_of = {c.candidate_id: i for i, c in enumerate(cands)}
     best = advice.candidates[0]
+    shift = advice.shift
+    if best.prediction is not None:
+        periods = dict(best.prediction.agent_period_s)
+    else:  # no prediction: every job sharing a link, at the periods its links need
+        shared = [sol for sol in advice.link_solutions.values() if len(sol.job_ids) > 1]
+        periods = agent_periods_s(job_map, shared, shift=shift)
     return PlacementChoice(
         index=index_of[best.candidate_id],
         candidate_id=best.candidate_id,
         time_shifts_s=dict(advice.time_shifts_s),
         score=best.score,
         ranked=advice.candidates,
+        shift=shift,
+        agent_period_s=periods,
     )
 
 
@@ -250,5 +278,9 @@ def _read_candidates(
                     f"must be a sequence of link ids, got {schema.kind_of(path)}",
                 )
             read[str(job)] = tuple(str(link) for link in path)
+        if not isinstance(cid, str):  # an int would come back as a str: refused, not renamed
+            raise InputError(
+                f"candidate_ids[{i}]", f"must be a string id, got {schema.kind_of(cid)}"
+            )
         out.append(Candidate(schema.identifier(cid, f"candidate_ids[{i}]"), read))
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -34,6 +35,12 @@ class Phase:
     start_s: float
     duration_s: float
     rate_bps: float
+
+    def __post_init__(self) -> None:
+        for attr in ("start_s", "duration_s", "rate_bps"):
+            value = getattr(self, attr)
+            if _numpy_like(value):
+                object.__setattr__(self, attr, float(value))
 
     @property
     def end_s(self) -> float:
@@ -65,6 +72,8 @@ class JobProfile:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "job_id", str(self.job_id))
+        if _numpy_like(self.iteration_time_s):
+            object.__setattr__(self, "iteration_time_s", float(self.iteration_time_s))
         object.__setattr__(self, "phases", tuple(self.phases))
         _validate(self)  # reports indices in the order given
         object.__setattr__(self, "phases", tuple(sorted(self.phases, key=lambda p: p.start_s)))
@@ -186,13 +195,15 @@ class JobProfile:
         ----------
         samples_bps : bandwidth in bits/s, one sample per ``dt_s`` seconds.
         dt_s : sample spacing in seconds.
-        iteration_time_s : the iteration time if known; otherwise estimated from the
-            autocorrelation of the series (see :func:`estimate_period`, which needs at
-            least four iterations).
-        threshold_bps : a folded sample above it belongs to a communication phase; default
-            :func:`phase_threshold` of the folded series (robust to a few bins that
-            capture timestamps crowd into a spike, unlike a fraction of the peak).
-        min_iterations : the series must span at least this many iterations.
+        iteration_time_s : the iteration time if known, at least ``dt_s``; otherwise
+            estimated from the autocorrelation of the series (see :func:`estimate_period`:
+            five clean iterations are enough, four only for a short burst; noisy or
+            jittery ones need more, ten or so).
+        threshold_bps : a folded sample above it (bits/s, >= 0) belongs to a
+            communication phase; default :func:`phase_threshold` of the folded series
+            (robust to a few bins that capture timestamps crowd into a spike, unlike a
+            fraction of the peak).
+        min_iterations : the series must span at least this many iterations (>= 1).
         conserve_bytes : scale the phases' rates (by one factor) so that the profile moves
             every bit of the folded series, the bits in samples under the threshold (a
             burst's partly filled first and last bins, short gaps' stragglers) included;
@@ -201,14 +212,19 @@ class JobProfile:
         Returns
         -------
         JobProfile whose phases are the runs of the folded (averaged over iterations)
-        series above the threshold, each with its mean rate.
+        series above the threshold, each with its mean rate.  A constant rate (with
+        ``iteration_time_s`` given) is one phase over the whole iteration at that rate; a
+        series without traffic (all zeros) is a profile without phases.
 
         Raises
         ------
-        InputError if the series is too short, empty, or has no periodic structure.
+        InputError if the series is too short, empty, or has no periodic structure
+        (a constant series without ``iteration_time_s``), or for a bad argument.
         """
         x = np.asarray(samples_bps, float).ravel()
         dt_s = schema.number(dt_s, "dt_s", positive=True)
+        _checked_threshold(threshold_bps)
+        min_iterations = schema.integer(min_iterations, "min_iterations", minimum=1)
         if x.size == 0 or not np.all(np.isfinite(x)):
             raise InputError("samples_bps", "must be a non-empty series of finite numbers")
         if np.any(x < 0):
@@ -216,6 +232,11 @@ class JobProfile:
         if iteration_time_s is None:
             iteration_time_s = estimate_period(x, dt_s)
         period = schema.number(iteration_time_s, "iteration_time_s", positive=True)
+        if period < dt_s:
+            raise InputError(
+                "iteration_time_s",
+                f"must be at least the sample spacing dt_s ({dt_s:g} s), got {period:g} s",
+            )
         if x.size * dt_s < min_iterations * period - dt_s:
             raise InputError(
                 "samples_bps",
@@ -241,11 +262,20 @@ class JobProfile:
     ) -> JobProfile:
         """A profile from one iteration's mean rate (bits/s), ``folded_bps`` in equal bins
         spanning ``iteration_time_s`` from an iteration start; phases are the runs of bins
-        above ``threshold_bps`` (see :meth:`from_samples` for it and ``conserve_bytes``)."""
+        above ``threshold_bps`` (see :meth:`from_samples` for it and ``conserve_bytes``).
+
+        Examples
+        --------
+        >>> JobProfile.from_folded([0.0, 4e9, 4e9, 0.0], 0.1, job_id="a").phases
+        (Phase(start_s=0.025, duration_s=0.05, rate_bps=4000000000.0),)
+        >>> JobProfile.from_folded([5e9] * 4, 0.1).phases  # a constant rate: one phase
+        (Phase(start_s=0.0, duration_s=0.1, rate_bps=5000000000.0),)
+        """
         folded = np.asarray(folded_bps, float).ravel()
         if folded.size == 0 or not np.all(np.isfinite(folded)) or np.any(folded < 0):
             raise InputError("folded_bps", "must be a non-empty series of finite rates >= 0")
         period = schema.number(iteration_time_s, "iteration_time_s", positive=True)
+        threshold_bps = _checked_threshold(threshold_bps)
         if threshold_bps is None:
             threshold_bps = phase_threshold(folded)
         phases = _phases_above(folded, period, threshold_bps)
@@ -283,7 +313,10 @@ def estimate_period(samples: np.ndarray, dt_s: float, *, min_lag_s: float | None
     upper half (a ResNet-50 capture's first hill had maxima at 60 and 63 ms for a 63 ms
     iteration).  The walk stops at the first multiple whose hill is under twice the
     noise (the jitter, added up, has flattened it); the peak must recur at the 2nd
-    multiple, so the series must hold at least four periods.
+    multiple within the first half of the series, so four periods are at the edge: five
+    clean periods are enough, four pass the significance test below only for a short
+    burst (one that fills 10 % to 60 % of the period needs 4.25 to 4.75), and noise and
+    jitter need more, ten or so.
     Only peaks after the autocorrelation first turns negative count: a mean-free periodic
     series sums to zero over a period, so it decorrelates before its period, while a peak
     before that is structure inside a phase (e.g. a shaper releasing packets every timer
@@ -436,12 +469,13 @@ def phase_threshold(samples: np.ndarray) -> float:
     """Default rate (bits/s) above which a folded sample belongs to a communication phase:
     half the median of the samples above the mean, i.e. half the typical rate while
     communicating.  Unlike a fraction of the peak, a few bins into which capture timestamps
-    crowd a burst do not raise it.  A constant series gives its value."""
+    crowd a burst do not raise it.  A constant series (none above its mean) communicates
+    all the time: half its value, so every sample is above it."""
     x = np.asarray(samples, float).ravel()
     if x.size == 0:
         return 0.0
     high = x[x > x.mean()]
-    return float(x.max()) if high.size == 0 else 0.5 * float(np.median(high))
+    return 0.5 * float(np.median(x if high.size == 0 else high))
 
 
 def fold(samples: np.ndarray, dt_s: float, period_s: float) -> np.ndarray:
@@ -475,6 +509,24 @@ def _phases_above(folded: np.ndarray, period_s: float, threshold: float) -> tupl
         start_s = ((s + first_below) % n) * bin_s
         phases.append(Phase(start_s, (e - s) * bin_s, float(values[s:e].mean())))
     return tuple(phases)
+
+
+def _numpy_like(value: Any) -> bool:
+    """A real number other than a plain int or float (a numpy scalar: ``np.float32``,
+    ``np.int64``, also ``np.float64``, a float subclass), stored as a plain float; bools
+    are not numbers."""
+    return (
+        type(value) not in (float, int)
+        and isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+    )
+
+
+def _checked_threshold(threshold_bps: Any) -> float | None:
+    """``threshold_bps`` as a float (None: the default), a finite number >= 0."""
+    if threshold_bps is None:
+        return None
+    return schema.number(threshold_bps, "threshold_bps", non_negative=True)
 
 
 def _check_phase(p: Phase, period: float, field: str) -> None:

@@ -235,12 +235,14 @@ def _proposals(
     period: Mapping[str, float],
 ) -> list[float]:
     """Shifts that restore, on one link, the optimum's placement of ``job`` relative to one
-    neighbour: ``s_k - t_k^l + t_job^l`` (mod T_job)."""
+    neighbour: ``s_k - t_k^l + t_job^l`` (mod T_job), in ``[0, T_job)``: one that rounds
+    to T_job is 0, the same point of the job's circle."""
     out = set()
     for link in links:
         sol = link_solutions[link]
         for k in sol.job_ids:
             if k != job:
                 s = (shifts[k] - sol.time_shifts_s[k] + sol.time_shifts_s[job]) % period[job]
-                out.add(round(s, 12))
+                s = round(s, 12)
+                out.add(s if s < period[job] else 0.0)
     return sorted(out)

@@ -6,8 +6,9 @@ places them, preferring the fewest servers and one rack.  Several placements are
 equally good for GPUs but not for the network: the jobs sharing a server's NIC or a
 rack's uplink may collide in their all-reduce phases or interleave.  Here the placement
 stage hands the candidate server sets to :func:`cassini.plugin.choose_placement`, which
-picks the one whose jobs interleave best and returns a time-shift per job for the
-workers' agents.
+picks the one whose jobs interleave best, says which jobs are predicted to gain from
+being held to a time-shift (``choice.shift``) and to which period
+(``choice.agent_period_s``); the others run free.
 
 Cluster: two racks of two 4-GPU servers; each server's NIC and each rack's uplink is a
 25 Gbit/s link.  Run:  .venv/bin/python examples/themis_placement_stage.py
@@ -18,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
+from cassini.advisor import Link, held_time_shifts
 from cassini.plugin import PlacementChoice, choose_placement
 from cassini.profile import JobProfile, Phase
 
@@ -58,6 +60,8 @@ class Decision:
     servers: dict[str, int]
     choice: PlacementChoice
     candidates: tuple[str, ...]
+    #: job id -> (time-shift s, period s) for each job the agents hold; the rest run free
+    agents: dict[str, tuple[float, float]]
 
 
 class ThemisWithCassini:
@@ -79,8 +83,21 @@ class ThemisWithCassini:
                 free_gpus[server] -= n
             self.running[job.job_id] = (job.profile, servers)
             names = tuple(_name(c) for c in candidates)
-            decisions.append(Decision(job.job_id, servers, choice, names))
+            agents = self.agents(choice)
+            decisions.append(Decision(job.job_id, servers, choice, names, agents))
         return decisions
+
+    def agents(self, choice: PlacementChoice) -> dict[str, tuple[float, float]]:
+        """(time-shift, period) in seconds for each job the choice holds: a period longer
+        than the job's iteration time gets its shifts solved on the periods."""
+        periods = {j: p for j, p in choice.agent_period_s.items() if choice.shift[j]}
+        shifts = choice.time_shifts_s
+        profiles = {j: profile for j, (profile, _) in self.running.items()}
+        if any(p > profiles[j].iteration_time_s for j, p in periods.items()):
+            links = [Link(k, v) for k, v in LINKS.items()]
+            paths = {j: links_crossed(servers) for j, (_, servers) in self.running.items()}
+            shifts = held_time_shifts(links, paths, profiles, periods)
+        return {j: (shifts[j], p) for j, p in sorted(periods.items())}
 
     def candidates(self, gpus: int, free_gpus: dict[str, int]) -> list[dict[str, int]]:
         """Server sets that fit ``gpus`` on the fewest servers, one rack first (the
@@ -144,10 +161,11 @@ def main() -> None:
             print(f"  [{i}] {name:<12} {r.status:<8} score {score}{mark}")
         how = "CASSINI's choice" if c.accepted else "fallback: all rejected, first candidate"
         print(f"  placed on {_name(d.servers)} ({how})")
-        print(
-            "  time-shifts for the agents: "
-            + ", ".join(f"{j} {t * 1e3:.0f} ms" for j, t in sorted(c.time_shifts_s.items()))
-        )
+        held = [f"{j} {t * 1e3:.0f} ms (period {p * 1e3:.0f} ms)" for j, (t, p) in d.agents.items()]
+        print("  time-shifts for the agents: " + (", ".join(held) or "none, all run free"))
+        free_running = sorted(j for j, s in c.shift.items() if not s)
+        if free_running:
+            print(f"  run free (no predicted gain, or no shared link): {', '.join(free_running)}")
     print(f"\nfree GPUs after the round: {free}")
 
 

@@ -240,8 +240,19 @@ def test_prediction_never_beats_a_dedicated_link_and_conserves_bits(
     capacity_f=1.0,
     threshold=0.0,
 )
+@example(  # j1 gains nothing itself: its shift is what gives j0 and j2 theirs (held)
+    jobs=(
+        JobProfile("j0", 0.05, (Phase(0.002, 0.015, 6 * GBPS),)),
+        JobProfile("j1", 0.05, (Phase(0.028, 0.014, 4 * GBPS),)),
+        JobProfile("j2", 0.05, (Phase(0.020, 0.023, 10 * GBPS),)),
+    ),
+    capacity_f=10.0,
+    threshold=0.02,
+)
 @settings(max_examples=60, deadline=None)
 def test_advice_shifts_only_jobs_predicted_to_gain_the_threshold(jobs, capacity_f, threshold):
+    """A held job gains the threshold, or is held for others: its shift costs it nothing
+    and declining it would take a held partner's gain (the decline rule)."""
     capacity = capacity_f * GBPS
     advice = advise(
         [Link("l", capacity)],
@@ -255,7 +266,13 @@ def test_advice_shifts_only_jobs_predicted_to_gain_the_threshold(jobs, capacity_
         for mode in ("shifted", "same_start", "advised"):  # never faster than dedicated
             assert it[mode] >= j.iteration_time_s * (1 - 1e-9)
         if pred.shift[j.job_id]:
-            assert it["same_start"] >= it["advised"] * (1 + threshold) * (1 - 1e-9)
+            if it["same_start"] < it["advised"] * (1 + threshold) * (1 - 1e-9):
+                assert it["advised"] <= it["same_start"] * (1 + 1e-9)  # not slowed
+                assert pred.reasons[j.job_id].startswith("held for ")
+                assert any(
+                    pred.shift[k] and v["same_start"] >= v["advised"] * (1 + threshold)
+                    for k, v in pred.iteration_s.items()
+                )
             assert pred.agent_period_s[j.job_id] >= j.iteration_time_s
         assert pred.reasons[j.job_id]
     # one link: a job is never held without a held partner (nothing to interleave with)
