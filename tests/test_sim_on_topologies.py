@@ -273,4 +273,4 @@ def test_sweep_over_a_host_table(
 
     monkeypatch.setattr(sweep, "run_point", no_run)  # Ray workers would fail far away
     assert cli.main(["sim", "sweep", str(tmp_path / "bad.json"), *args]) == 2
-    assert "cluster.oversubscription" in capsys.readouterr().err
+    assert "bad.json: sweep.oversubscription" in capsys.readouterr().err

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cassini import files, outputs
 from cassini.errors import InputError
@@ -25,13 +25,15 @@ DESCRIPTION = (
     "migrations and ECMP collisions."
 )
 
+#: Where the epilog lists the parts, one line per kind of cassini.sim.parts.KINDS, filled
+#: in when help is shown (:class:`_Help`), so a part added to a table is listed.
+PARTS = "{parts by kind}"
 EPILOG = """\
 schedulers: a queue policy + parts, e.g. themis, themis+cassini, themis+crux+mltcp,
   pollux+defrag+ecmp; ideal (dedicated network).  Parts by kind:
-    queue: themis, pollux, fifo, las, recorded   placement: packed, random, cassini, defrag
-    routing: single, ecmp, crux               sharing: maxmin, mltcp, priority
-    timing: free, held     (cassini = placement cassini + held; crux = crux routing + priority;
-                            a timing named beside cassini replaces held: themis+cassini+free)
+{parts by kind}
+    (cassini = placement cassini + held; crux = crux routing + priority;
+     a timing named beside cassini replaces held: themis+cassini+free)
   recorded (+cassini): each job on the hosts its trace names (philly, lingjun, pai2020)
 config (YAML or JSON), see experiments/configs/sim_*.yaml:
   cluster:   {racks, servers_per_rack, gpus_per_server, server_link_bps, oversubscription,
@@ -63,13 +65,25 @@ examples:
 """
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The epilog as written, :data:`PARTS` replaced by the parts tables' entries."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if PARTS in text:
+            from cassini.sim.parts import KINDS
+
+            kinds = (f"    {kind}: {', '.join(table)}" for kind, table in KINDS.items())
+            text = text.replace(PARTS, "\n".join(kinds))
+        return super()._fill_text(text, width, indent)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser(
         "sim",
         help="simulate a cluster: schedulers with and without CASSINI",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
     ssub = sim.add_subparsers(dest="sim_command", required=True, metavar="SUBCOMMAND")
     run = ssub.add_parser(
@@ -78,9 +92,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Simulate every scheduler of CONFIG on the same jobs; write "
         "results.json, cdf.png, the report's pictures (link_heatmap.png, link_timeline.png, "
         "slowdown_cdf.png, gpu_utilisation.png) and report.html (one static page, opens "
-        "offline) under --out; print a table (or JSON with --format json).",
+        "offline) under --out; print a table (or JSON with --format json).  results.json's "
+        "fields, with their units: docs/sim_traces.md.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
     sweep = ssub.add_parser(
         "sweep",
@@ -89,7 +104,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "jobs at each point) in parallel on Ray (local, or --address) or in a process "
         "pool; write sweep.json and sweep.png under --out.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
     trace = ssub.add_parser(
         "trace",
@@ -105,7 +120,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "first, exit 2); a file not in the named format exits 2 saying what was expected.  "
         "--format, --strict, --seed and --profiles are convert's: given with CONFIG, exit 2.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
     _add_topo(ssub)
     for p in (run, sweep):
@@ -122,8 +137,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     run.add_argument(
         "--timeline-link",
-        help="link whose timeline (which job sends when) the report draws "
-        "(default: the most congested)",
+        help="link whose timeline (which job sends when) the report draws: a link id, or "
+        "a host name of the cluster for its link (default: the most congested)",
     )
     run.add_argument(
         "--scheduler",
@@ -219,11 +234,16 @@ def main(args: argparse.Namespace) -> int:
             if len(args.what) != 1:
                 raise InputError("trace", "give CONFIG, or: convert IN --format F --out FILE")
             _no_convert_options(args)
+            from cassini.sim.report.run import CONVERT_LISTS, skipped_rows_line
+
             cfg = _read_config(args.what[0])
-            jobs = cfg.jobs(cfg.library())
+            workload = cfg.read_workload(cfg.library())
+            line = skipped_rows_line(workload.summary, CONVERT_LISTS)
+            if line:  # as sim run prints it
+                print(line, file=sys.stderr)
             out.parent.mkdir(parents=True, exist_ok=True)
-            write_trace(jobs, out)
-            print(f"wrote {len(jobs)} jobs to {out}", file=sys.stderr)
+            write_trace(workload.jobs, out)
+            print(f"wrote {len(workload.jobs)} jobs to {out}", file=sys.stderr)
             return 0
         return _run(args, cfg, out) if args.sim_command == "run" else _sweep(args, cfg, out)
     except InputError as e:
@@ -272,7 +292,7 @@ def _run(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
 
     progress = None if args.quiet else report.stderr_progress
     done = report.simulate_config(cfg, progress=progress, record=True)
-    line = skipped_rows_line(done.workload.summary)
+    line = report.skipped_rows_line(done.workload.summary)
     if line:  # not progress: printed with --quiet too
         print(line, file=sys.stderr)
     data = report.write_run(
@@ -291,7 +311,11 @@ def _sweep(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
     """``sim sweep``: the grid's points in parallel; sweep.json and sweep.png."""
     from cassini.sim.report import sweep
 
-    for line in sweep_skipped_rows(cfg):  # not progress: printed with --quiet too
+    try:  # an axis value the cluster cannot take: an error in the config's file
+        lines = sweep.sweep_skipped_rows(cfg)
+    except InputError as e:
+        raise e.in_file(files.input_name(args.config)) from None
+    for line in lines:  # not progress: printed with --quiet too
         print(line, file=sys.stderr)
 
     def tick(done: int, total: int) -> None:
@@ -301,51 +325,13 @@ def _sweep(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
     rows, backend = sweep.run_sweep(
         cfg, backend=args.backend, address=args.address, workers=args.workers, progress=tick
     )
-    data = sweep.write_sweep(cfg, rows, backend, out)
+    data = sweep.write_sweep(cfg, rows, backend, out, config_path=args.config)
     if args.format == "json":
         print(outputs.json_text({k: data[k] for k in ("aggregate", "ratios", "backend")}))
     else:
         print(sweep.sweep_table(data))
         print(f"backend: {backend}; results: {out / 'sweep.json'}, plot: {out / 'sweep.png'}")
     return 0
-
-
-def sweep_skipped_rows(cfg: SimConfig) -> list[str]:
-    """:func:`skipped_rows_line` for each distinct trace the sweep's points read with
-    ``bad_rows: skip``, once each: the axes (seed among them) change which model a row
-    gets, never which rows are bad.  sweep.json keeps no rows, so the line points to
-    ``trace convert``, which lists every one."""
-    from cassini.sim.report.sweep import grid
-
-    lines: dict[tuple[Any, ...], str | None] = {}
-    for point in grid(cfg):
-        v = cfg.variant(**point)
-        key = (v.trace, v.trace_format)
-        if v.trace is None or v.bad_rows != "skip" or key in lines:
-            continue
-        summary = v.read_workload(v.library()).summary
-        lines[key] = skipped_rows_line(summary, listed="cassini sim trace convert lists each")
-    return [line for line in lines.values() if line]
-
-
-def skipped_rows_line(
-    summary: Mapping[str, Any], listed: str = "all in results.json"
-) -> str | None:
-    """One line for stderr on a trace's bad rows that ``bad_rows: skip`` left out: how
-    many, the first two with their position and reason, then ``listed``: where the
-    others are (results.json for ``run``)."""
-    n = summary.get("bad_rows", 0)
-    if not n:
-        return None
-    shown = "; ".join(summary.get("bad_row_examples", [])[:2])
-    more = f"; and {n - 2} more" if n > 2 else ""
-    rule = sum(summary.get("skipped", {}).values())
-    by_rule = f" ({rule} more skipped by rule)" if rule else ""
-    return (
-        f"workload: skipped {n} bad row{'s' if n != 1 else ''} of "
-        f"{summary.get('trace', summary.get('path'))} (bad_rows: skip){by_rule}: "
-        f"{shown}{more}; {listed}"
-    )
 
 
 def _convert(args: argparse.Namespace, out: Path) -> int:

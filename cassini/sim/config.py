@@ -18,7 +18,13 @@ from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
 from cassini.sim.topologies import build as build_topology
 from cassini.sim.topology import Cluster
-from cassini.sim.workload import JobSpec, load_library, poisson_jobs, profile_warnings
+from cassini.sim.workload import (
+    JobSpec,
+    library_on_cluster,
+    load_library,
+    poisson_jobs,
+    profile_warnings,
+)
 from mltcp.policy import MltcpParams
 
 SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
@@ -68,7 +74,11 @@ class SimConfig:
         return self.read_workload(library).jobs
 
     def read_workload(self, library: Mapping[str, JobProfile]) -> Workload:
-        """The jobs, from the trace (any format of :mod:`cassini.sim.traces`) or drawn."""
+        """The jobs, from the trace (any format of :mod:`cassini.sim.traces`) or drawn.
+        A trace's run times and a Poisson ``load`` are counted in the profiles as jobs
+        run them on the cluster under ``profiles:`` (:func:`library_on_cluster`: on its
+        server links), as the docs define them on a dedicated network."""
+        library = library_on_cluster(library, self.cluster, self.options.profiles)
         if self.trace is not None:
             from cassini.sim.traces import read
 

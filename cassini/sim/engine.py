@@ -15,6 +15,7 @@ from cassini.errors import InputError
 from cassini.nic_scale import on_link
 from cassini.profile import JobProfile, unknown_model
 from cassini.sim.network import NETWORKS, NetworkModel
+from cassini.sim.network.kernels import load_kernels
 from cassini.sim.network.windows import DEFAULT_WINDOW, NetworkWindow
 from cassini.sim.options import SimOptions
 from cassini.sim.parts import priority as crux
@@ -27,7 +28,7 @@ from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.state import RunningJob
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
-from cassini.sim.workload import JobSpec
+from cassini.sim.workload import JobSpec, cluster_link_bps
 
 
 class Simulation(Routes):
@@ -88,7 +89,7 @@ class Simulation(Routes):
                 raise InputError(
                     f"jobs.{j.job_id}.gpus", f"{j.gpus} GPUs, the cluster has {cluster.gpus}"
                 )
-        slowest = min(server_link_bps(cluster, s) for s in range(cluster.servers))
+        slowest = cluster_link_bps(cluster)
         self.dedicated = {
             m: self._on_links(p, slowest).iteration_time_s for m, p in self.library.items()
         }
@@ -111,10 +112,13 @@ class Simulation(Routes):
         if self.scheduler.dedicated_network and network != "packet":
             network = "windows"
         self.net: NetworkModel = NETWORKS[network](self)
+        self._kernels = None if self.scheduler.dedicated_network else network
         self._history: dict[str, tuple[list[tuple[tuple[float, ...], float]], float]] = {}
 
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> SimResult:
+        sched = self.scheduler  # the kernels it calls load before the clock starts (wall_s)
+        load_kernels(self._kernels, advisor=sched.placement == "cassini" or sched.priority)
         wall = time.perf_counter()
         arrivals = list(reversed(self.jobs))
         total = len(self.jobs)
@@ -264,8 +268,11 @@ class Simulation(Routes):
                 continue
             if r.compact is None:  # on as few racks as it can be: never moves
                 r.compact = is_compact(self.cluster, r.placement)
-            if r.compact or not r.iteration_time_s > r.profile.iteration_time_s:
-                continue  # nothing to gain: no move, or none that can pay back
+            if r.compact:
+                continue
+            pace = self.net.current_iteration_s(r)  # seconds, as the network model runs it
+            if not pace > r.profile.iteration_time_s:
+                continue  # nothing to gain: no move can pay back
             move = defrag_move(self.cluster, self.free, r.placement)
             if move is None:
                 continue
@@ -274,7 +281,7 @@ class Simulation(Routes):
             charge = self.options.migration_s * workers
             # a move must pay back: the time the job would save at its dedicated pace
             done = self.net.done(r)
-            saving = (r.iterations - done) * (r.iteration_time_s - r.profile.iteration_time_s)
+            saving = (r.iterations - done) * (pace - r.profile.iteration_time_s)
             if not saving > charge:
                 continue
             for s, g in r.placement.items():

@@ -45,29 +45,9 @@ def _warm_network(network: str) -> None:
 
 def _warm_advisor() -> None:
     """Crux's level cut and the advisor's link searches."""
-    _warm_priority_cut()
-    _warm_link_search()
+    from cassini.sim.network.kernels import load_advisor
 
-
-def _warm_link_search() -> None:
-    """The advisor's compiled searches (``cassini.circle_compiled``): a small cluster's
-    links rarely hold enough jobs for the descent."""
-    from cassini.circle import warm_compiled
-
-    warm_compiled()
-
-
-def _warm_priority_cut() -> None:
-    """Crux's level cut compiles only past k jobs in one contention group: five jobs in a
-    ring of contention edges, cut into two levels."""
-    import numpy as np
-
-    from cassini.priority import max_k_cut_levels
-
-    names = [f"j{i}" for i in range(5)]
-    edges = {(names[i], names[(i + 1) % 5]): float(i + 1) for i in range(5)}
-    priority = {n: float(i) for i, n in enumerate(names)}
-    max_k_cut_levels(priority, edges, 2, np.random.default_rng(0), orders=2)
+    load_advisor()
 
 
 #: the independent parts (each about 10-20 CPU seconds on the 2-core development machine);

@@ -14,9 +14,11 @@ import numpy as np
 
 from cassini import files, outputs, schema
 from cassini.errors import InputError
-from cassini.nic_scale import MEASURED_NIC_BPS, MeasuredProfile
+from cassini.nic_scale import MEASURED_NIC_BPS, MeasuredProfile, on_link
 from cassini.profile import JobProfile, library_model, profiles_from_dicts
 from cassini.sim.jobspec import JobSpec
+from cassini.sim.topologies.fabric import Topology
+from cassini.sim.topology import Cluster
 
 TRACE_FIELDS = ("job_id", "arrival_s", "gpus", "iterations", "model")
 #: The most jobs a Poisson workload draws (``workload.poisson.jobs``): a simulation of more
@@ -78,6 +80,27 @@ def _profiles(items: Any, field: str) -> list[tuple[JobProfile, bool]]:
     return out
 
 
+def cluster_link_bps(cluster: Cluster | Topology) -> float:
+    """The server link (bits/s) a job has on ``cluster`` before it is placed: the
+    cluster's, the slowest where server links differ (with several planes, one link's
+    capacity x planes, as the network model sees it).  A dedicated network runs a job
+    at its profile on this link; the engine's queue policies rank by it too."""
+    if isinstance(cluster, Topology):
+        return min(cluster.links[link] for links in cluster.host_links for link in links)
+    return float(cluster.server_link_bps)
+
+
+def library_on_cluster(
+    library: Mapping[str, JobProfile], cluster: Cluster | Topology, rule: str
+) -> dict[str, JobProfile]:
+    """Each profile of ``library`` as a job gets it on ``cluster`` under the
+    ``profiles:`` ``rule`` (:func:`cassini.nic_scale.on_link` on
+    :func:`cluster_link_bps`): the profiles a Poisson ``load`` and a trace's run time
+    (seconds on a dedicated network) are counted in."""
+    link = cluster_link_bps(cluster)
+    return {m: on_link(p, link, rule) for m, p in library.items()}
+
+
 # -- Poisson arrivals ---------------------------------------------------------------------
 def check_job_count(n_jobs: object) -> int:
     """``workload.poisson.jobs``: an integer in 1..:data:`MAX_JOBS` (InputError naming
@@ -112,7 +135,12 @@ def poisson_jobs(
     load : offered load, the mean fraction of the cluster's GPUs that the jobs would keep
         busy on a dedicated network (1.0 = all of them).
     total_gpus : GPUs in the cluster.
-    library : profiles by id.
+    library : profiles by id, as the jobs run them on the cluster: the load is counted
+        in their iteration times.  Before placement a job's server link is the
+        cluster's (:func:`cluster_link_bps`), which is what a dedicated network gives
+        it, so :meth:`cassini.sim.config.SimConfig.read_workload` passes
+        :func:`library_on_cluster` (the ``profiles:`` rule on that link); the library as
+        measured counts the load at the NIC it was measured on (50 Gbit/s).
     gpus : GPU-count distribution, ``{gpus: weight}``.
     iterations : inclusive range of iterations per job, drawn uniformly (paper: 200-1000).
     models : profile ids drawn uniformly (default: the whole library, as the paper); a

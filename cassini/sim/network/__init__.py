@@ -63,6 +63,11 @@ class NetworkModel(Protocol):
         """Iterations ``r`` has completed by now."""
         ...
 
+    def current_iteration_s(self, r: RunningJob) -> float:
+        """The iteration time (s) ``r`` runs at now, from the model's own state (what
+        the defragmenter weighs a move by)."""
+        ...
+
     def stalled(self, r: RunningJob) -> None:
         """``r`` was given a migration stall to sit out."""
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from cassini.sim.network.flows import Cycle, cycle_of
 from cassini.sim.network.flowstate import Advanced, FlowState
+from cassini.sim.network.segments import Segments
 from cassini.sim.network.step_windows import StepWindows
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def nearest_level(known: list[tuple[float, int]], priority: float) -> int:
     return known[best][1]
 
 
-class ContinuousNetwork(StepWindows):
+class ContinuousNetwork(Segments, StepWindows):
     """The flow state of one simulation and what it reported so far."""
 
     def __init__(self, sim: ClusterState) -> None:
@@ -58,6 +59,7 @@ class ContinuousNetwork(StepWindows):
         self._sum: list[float] = []  # cycle seconds since the job's last timeline point
         self._n: list[int] = []
         self._mark: dict[str, float] = {}  # time of the job's last timeline point
+        self._since: dict[str, tuple[float, float, float]] = {}  # see Segments
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (uid, cycle s)
         self._finishes: list[tuple[float, str, int]] = []  # (time s, job, version)
         self._cycles: dict[str, Cycle] = {}
@@ -169,15 +171,6 @@ class ContinuousNetwork(StepWindows):
         return best, who
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def register(self, job_id: str, dedicated_s: float) -> int:
-        if job_id not in self.uid:
-            self.uid[job_id] = len(self.dedicated)
-            self.job_of_uid.append(job_id)
-            self.dedicated.append(dedicated_s)
-            self._sum.append(0.0)
-            self._n.append(0)
-        return self.uid[job_id]
-
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.flow
 
@@ -229,19 +222,6 @@ class ContinuousNetwork(StepWindows):
                     self.flow.set_grid(j, None)
                 self._held.discard(j)
 
-    def point(self, job_id: str) -> None:
-        """Close the job's timeline segment since its last point with its mean cycle
-        time there (the iteration time it ran at)."""
-        sim = self.sim
-        r = sim.running[job_id]
-        u = self.uid[job_id]
-        if self._n[u]:
-            mean = self._sum[u] / self._n[u]
-            r.iteration_time_s = mean
-            r.timeline.append((self._mark.get(job_id, r.start_s), mean))
-            self._sum[u], self._n[u] = 0.0, 0
-        self._mark[job_id] = sim.now
-
     # -- changes --------------------------------------------------------------------------
     def update(self, changed: set[str]) -> None:
         """Bring the flow state in line with the running jobs after ``changed`` jobs
@@ -262,7 +242,7 @@ class ContinuousNetwork(StepWindows):
             cycle = self.cycle(r)
             want = bool(path) and bool(cycle.bits)
             if j in self.flow:
-                self.point(j)
+                self.point(j, stays=want)
                 if not want:
                     done, pos, stall = self.flow.remove(j)
                     r.done, r.origin_s = done, sim.now - pos
@@ -272,9 +252,11 @@ class ContinuousNetwork(StepWindows):
                     self.schedule_finish(r)
                     continue
                 self.flow.set_links(j, path)
-                if r.stall_s > 0:  # migrated: sits out the stall, then starts over
-                    self.flow.stall(j, r.stall_s)
+                stall = r.stall_s
+                if stall > 0:  # migrated: sits out the stall, then starts over
+                    self.flow.stall(j, stall)
                     r.stall_s = 0.0
+                self.opened(j, stall)
             elif want:
                 self.materialize(r)
                 pos = (sim.now - r.origin_s) % r.profile.iteration_time_s
@@ -292,6 +274,7 @@ class ContinuousNetwork(StepWindows):
                     share=sim.scheduler.sharing.share(r.spec),
                     uid=self.uid[j],
                 )
+                self.opened(j, r.stall_s)
                 r.stall_s = 0.0
             elif r.samples == ():  # new, at dedicated pace
                 r.iteration_time_s = r.profile.iteration_time_s
@@ -380,6 +363,7 @@ class ContinuousNetwork(StepWindows):
         if job_id in self.uid and (self._n[self.uid[job_id]] or job_id in self._mark):
             self.point(job_id)
         self._cycles.pop(job_id, None)
+        self._since.pop(job_id, None)
 
     # -- results --------------------------------------------------------------------------
     def distribution(self) -> tuple[np.ndarray, np.ndarray]:

@@ -385,3 +385,16 @@ class FlowState:
         """Seconds each link spent with summed demand above capacity, so far."""
         excess = self.link_state[4]
         return {self.link_ids[x]: float(excess[x]) for x in np.flatnonzero(excess > 0)}
+
+
+def load_kernels(cycles: list[Cycle]) -> None:
+    """Run ``cycles`` on one link so numba loads the kernels (``kernels.load_kernels``),
+    by the methods as defined here: a wrapper put on the class later sees no such state."""
+    state = object.__new__(FlowState)
+    _OWN[0](state, {"link": 1e10})
+    for k, cycle in enumerate(cycles):
+        _OWN[1](state, f"warm-{k}", cycle, ["link"], done=0.0, iterations=2, pos_s=0.0)
+    _OWN[2](state, math.inf)
+
+
+_OWN = (FlowState.__init__, FlowState.add, FlowState.advance)

@@ -101,6 +101,11 @@ class WindowNetwork:
         """Iterations ``r`` has completed by now."""
         return r.done
 
+    def current_iteration_s(self, r: RunningJob) -> float:
+        """The iteration time (s) ``r`` runs at now: its group's last window's measure,
+        its pace until the next change."""
+        return r.iteration_time_s
+
     def stalled(self, r: RunningJob) -> None:
         """``r`` was given a migration stall (its pace is re-measured at the update)."""
 

@@ -1,4 +1,5 @@
-"""``report.html``: one static page gathering a run's tables and pictures."""
+"""``report.html``: one static page gathering a run's tables and pictures, every number
+in a cell whose ``data-key`` names it in the unit shown (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ window.addEventListener('load', function () {
 
 
 def number(value: Any) -> str:
-    """How the page prints a number (see the module docstring)."""
+    """How the page prints a number: four significant digits, whole numbers from 10,000
+    up; "–" for none (docs/internals.md, ``report/html_report.py``)."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if isinstance(value, int):
@@ -73,6 +75,12 @@ def text(value: Any) -> str:
     if value is None or isinstance(value, int | float):
         return number(value)
     return str(value)
+
+
+def cell_key(key: str, unit: str) -> str:
+    """The ``data-key`` of a summary column: results.json's key, its ``_s`` made ``_ms``
+    when the page shows milliseconds."""
+    return key[: -len("_s")] + "_ms" if unit == "ms" and key.endswith("_s") else key
 
 
 def _cell(value: Any, key: str | None = None) -> str:
@@ -103,8 +111,8 @@ def _summary_section(data: Mapping[str, Any]) -> list[str]:
     rows = []
     for name, s in data["summaries"].items():
         cells = "".join(
-            _cell(s[key] * scale if scale != 1 else s[key], key)
-            for key, _, scale, _ in SUMMARY_COLUMNS
+            _cell(s[key] * scale if scale != 1 else s[key], cell_key(key, unit))
+            for key, _, scale, unit in SUMMARY_COLUMNS
         )
         rows.append(f'<tr data-scheme="{html.escape(name)}">{_cell(name)}{cells}</tr>')
     parts = [
@@ -148,7 +156,7 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
     for name, table in busiest.items():
         rows = [
             f'<tr data-scheme="{html.escape(name)}" data-link="{html.escape(r["link"])}">'
-            + _cell(r["link"])
+            + _cell(r["link"] + (f" ({r['host']})" if r.get("host") else ""))
             + "".join(
                 _cell(r[k], k)
                 for k in ("capacity_gbps", "mean_utilisation", "peak_utilisation", "excess_s")
@@ -160,8 +168,8 @@ def _busiest_section(busiest: Mapping[str, Sequence[Mapping[str, Any]]]) -> list
             f"<h3>{html.escape(name)}</h3>",
             _table(
                 [
-                    "link",
-                    "capacity (Gbit/s)",
+                    "link (host)",
+                    "capacity (Gbit/s, one link)",
                     "mean utilisation",
                     "peak utilisation (bin)",
                     f"{EXCESS_LABEL} ({EXCESS_UNIT})",
@@ -218,6 +226,7 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
             "workload",
         )
     )
+    parts += _servers_table(data.get("servers", []))
     lists = [
         *(f"skipped {n}: {why}" for why, n in workload.get("skipped", {}).items()),
         *(f"bad row: {b}" for b in workload.get("bad_row_examples", [])),
@@ -228,6 +237,27 @@ def _setup_section(data: Mapping[str, Any], notes: Sequence[str]) -> list[str]:
         parts.append('<ul class="notes">' + "".join(
             f"<li>{html.escape(str(x))}</li>" for x in lists) + "</ul>")  # fmt: skip
     return parts
+
+
+def _servers_table(servers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Which server is which (results.json's ``servers``): index (as placements and
+    ``srv<i>`` links name it), host, rack, pod, GPUs, links and their capacity; folded."""
+    if not servers:
+        return []
+    keys = ("index", "host", "rack", "pod", "tors", "gpus", "links")
+    rows = [
+        f'<tr data-server="{s["index"]}">'
+        + "".join(_cell(s[k], k) for k in keys)
+        + _cell(s["link_bps"] / 1e9, "link_gbps")
+        + "</tr>"
+        for s in servers
+    ]
+    head = ["server", "host", "rack", "pod", "ToR", "GPUs", "links", "Gbit/s (one link)"]
+    return [
+        f"<details><summary>Servers ({len(servers)}): index, host, rack</summary>",
+        _table(head, rows, "servers"),
+        "</details>",
+    ]
 
 
 def _routing(data: Mapping[str, Any]) -> str | None:

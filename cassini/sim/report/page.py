@@ -14,6 +14,9 @@ from cassini.sim.config import SimConfig, Workload
 from cassini.sim.engine import SimResult
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
+from cassini.sim.topologies.fabric import Topology
+from cassini.sim.topologies.servers import host_link, server_table
+from cassini.sim.topology import Cluster
 
 
 @dataclass
@@ -28,6 +31,12 @@ class Run:
 
 #: Rows of each scheme's busiest-links table in the report.
 BUSIEST_LINKS = 10
+#: The report's note on a rail-optimised fabric's capacities.
+RAILS_NOTE = (
+    "rail-optimised fabric: every server has {planes} NICs, one per rail (srv<i>.<rail>); "
+    "each link's capacity is one NIC's (as topo show lists it), and a job puts 1/{planes} "
+    "of its rate on each of its server's rails"
+)
 
 
 def most_congested_link(cfg: SimConfig, run: Run) -> str | None:
@@ -58,6 +67,34 @@ def timeline_choice(
     return link, how, f"the network window with the most jobs on it{never}"
 
 
+def given_link(cfg: SimConfig, given: str | None) -> str | None:
+    """The link ``--timeline-link`` names: a link id, or a host name of the cluster's
+    table (its server's link); InputError naming the flag for anything else."""
+    if given is None or given in cfg.cluster.links:
+        return given
+    link = host_link(cfg.cluster, given, "--timeline-link")
+    if link is not None:
+        return link
+    fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
+    named = isinstance(cfg.cluster, Topology)  # a uniform cluster names no hosts
+    hosts = "; or a host name of the cluster (results.json's servers)" if named else ""
+    raise InputError(
+        "--timeline-link",
+        f"no link {given!r} (srv<i> is server i's link; switch links are named like "
+        f"{', '.join(fabric) or 'tor<r>'}{hosts})",
+    )
+
+
+def link_capacity_bps(cluster: Cluster | Topology, link: str) -> float:
+    """A link's capacity as ``topo show`` lists it: one link's (one NIC's on a
+    rail-optimised fabric) physical bits/s in each direction.  The network model's own
+    figure (``cluster.links``) is that times the rails: every job puts a rail's share of
+    its rate on each, and utilisation is the same fraction in either."""
+    if isinstance(cluster, Topology):
+        return cluster.link_bps[link]
+    return cluster.links[link]
+
+
 def write_report(
     cfg: SimConfig, run: Run, data: Mapping[str, Any], out_dir: Path, timeline_link: str | None
 ) -> dict[str, Any]:
@@ -67,18 +104,15 @@ def write_report(
     from cassini.sim.report.recording import link_timeline
     from cassini.sim.report.utilisation import utilisation
 
-    if timeline_link is not None and timeline_link not in cfg.cluster.links:
-        fabric = [lk for lk in cfg.cluster.links if not lk.startswith("srv")][:2]
-        raise InputError(
-            "--timeline-link",
-            f"no link {timeline_link!r} (srv<i> is server i's link; switch links are "
-            f"named like {', '.join(fabric) or 'tor<r>'})",
-        )
+    given = timeline_link
+    timeline_link = given_link(cfg, given)
     end = max((j.finish_s for r in run.results.values() for j in r.jobs), default=1.0)
     util = {
         name: utilisation(r, cfg.cluster, run.library, end_s=end) for name, r in run.results.items()
     }
     link, how, window = timeline_choice(cfg, run, util, timeline_link)
+    if given is not None and given != link:
+        how += f" as host {given}"
     files = [
         (pictures.heatmap(util, out_dir / "link_heatmap.png", cfg.name),
          "Per-link utilisation over time, the busiest links on top (ideal: the demand a "
@@ -105,11 +139,13 @@ def write_report(
         path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
         files.insert(1, (path, f"Who sends when on link {link} ({how}), in {window}"))
     files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))
+    hosts = {lk: row["host"] for row in server_table(cfg.cluster) for lk in row["links"]}
     busiest = {
         name: [
             {
                 "link": lk,
-                "capacity_gbps": cfg.cluster.links[lk] / 1e9,
+                "host": hosts.get(lk),
+                "capacity_gbps": link_capacity_bps(cfg.cluster, lk) / 1e9,
                 "mean_utilisation": mean,
                 "peak_utilisation": peak,
                 "excess_s": run.results[name].excess_s.get(lk, 0.0),
@@ -121,6 +157,8 @@ def write_report(
     notes = []
     if any(name.startswith("recorded") for name in run.results):
         notes.append(mapping_rule(cfg.cluster))
+    if isinstance(cfg.cluster, Topology) and cfg.cluster.planes > 1:
+        notes.append(RAILS_NOTE.format(planes=cfg.cluster.planes))
     return {
         "timeline_link": link,
         "timeline_link_chosen": how,

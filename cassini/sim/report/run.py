@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cassini import outputs
+from cassini import files, outputs
 from cassini.sim.config import SimConfig, unused_settings
 from cassini.sim.engine import SimResult, run
 from cassini.sim.report.html_report import EXCESS_LABEL, EXCESS_UNIT
 from cassini.sim.report.page import Run, write_page, write_report
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
+from cassini.sim.topologies.servers import server_table
 from cassini.sim.workload import poisson_jobs
 
 RATIO_METRICS = (
@@ -115,26 +117,53 @@ def packet_settings(cfg: SimConfig) -> dict[str, Any]:
             "rule": "link rates and phase bytes divided by scale, compute times kept"}
 
 
+def config_name(path: Path | str | None) -> str | None:
+    """How results.json and sweep.json name the config file: its absolute path (``-``,
+    standard input, as it is; None when not given)."""
+    if path is None or str(path) == files.STDIN:
+        return None if path is None else files.STDIN
+    return os.path.abspath(path)
+
+
+def workload_settings(
+    cfg: SimConfig, workload: Mapping[str, Any] | None = None, *, as_configured: bool = False
+) -> dict[str, Any]:
+    """The workload as results.json records it: ``workload`` (the summary of the one
+    read), else the config's (its trace, or a drawn workload's parameters); a trace's
+    paths absolute, a drawn workload's ``iterations`` range filled in.  With
+    ``as_configured``, a trace's ``format`` and ``bad_rows`` rule as the config gives
+    them (sweep.json: the config's form, not one read's summary)."""
+    if workload is None:
+        workload = {"trace": str(cfg.trace)} if cfg.trace else {"poisson": cfg.poisson}
+        if cfg.trace and as_configured:
+            workload |= {"format": cfg.trace_format, "bad_rows": cfg.bad_rows}
+    paths = {k: os.path.abspath(workload[k]) for k in ("trace", "path")
+             if isinstance(workload.get(k), str) and workload[k] != files.STDIN}  # fmt: skip
+    workload = {**workload, **paths}
+    drawn = workload.get("poisson")
+    if isinstance(drawn, Mapping) and "iterations" not in drawn:  # the range it drew from
+        default = inspect.signature(poisson_jobs).parameters["iterations"].default
+        workload = {**workload, "poisson": {**drawn, "iterations": list(default)}}
+    return dict(workload)
+
+
 def results_json(
     cfg: SimConfig,
     results: Mapping[str, SimResult],
     workload: Mapping[str, Any] | None = None,
     config_path: Path | str | None = None,
 ) -> dict[str, Any]:
-    """What ``results.json`` holds; ``config_path``: the file the config was read from
-    (``config``: null when not given)."""
+    """What ``results.json`` holds (every field: docs/sim_traces.md, "results.json");
+    ``config_path``: the file the config was read from, made absolute (``config``: null
+    when not given, ``-`` for standard input)."""
     summaries = {name: r.summary() for name, r in results.items()}
-    if workload is None:
-        workload = {"trace": str(cfg.trace)} if cfg.trace else {"poisson": cfg.poisson}
-    drawn = workload.get("poisson")
-    if isinstance(drawn, Mapping) and "iterations" not in drawn:  # the range it drew from
-        default = inspect.signature(poisson_jobs).parameters["iterations"].default
-        workload = {**workload, "poisson": {**drawn, "iterations": list(default)}}
     return {
         "name": cfg.name,
-        "config": str(config_path) if config_path is not None else None,
+        "config": config_name(config_path),
         "cluster": cfg.cluster.to_dict() | {"gpus": cfg.cluster.gpus},
-        "workload": dict(workload),
+        # server index (placements, srv<i> links) -> host name, rack, GPUs, links
+        "servers": server_table(cfg.cluster),
+        "workload": workload_settings(cfg, workload),
         "seed": cfg.seed,
         "candidates": cfg.candidates,
         # how the library's profiles met the server links (cassini.nic_scale)
@@ -160,6 +189,30 @@ def results_json(
             for name, r in results.items()
         },
     }
+
+
+#: Where the bad rows are listed when the command's output keeps none of them.
+CONVERT_LISTS = "cassini sim trace convert lists each"
+
+
+def skipped_rows_line(
+    summary: Mapping[str, Any], listed: str = "all in results.json"
+) -> str | None:
+    """One line for stderr on a trace's bad rows that ``bad_rows: skip`` left out: how
+    many, the first two with their position and reason, then ``listed``: where the
+    others are (results.json for ``run``)."""
+    n = summary.get("bad_rows", 0)
+    if not n:
+        return None
+    shown = "; ".join(summary.get("bad_row_examples", [])[:2])
+    more = f"; and {n - 2} more" if n > 2 else ""
+    rule = sum(summary.get("skipped", {}).values())
+    by_rule = f" ({rule} more skipped by rule)" if rule else ""
+    return (
+        f"workload: skipped {n} bad row{'s' if n != 1 else ''} of "
+        f"{summary.get('trace', summary.get('path'))} (bad_rows: skip){by_rule}: "
+        f"{shown}{more}; {listed}"
+    )
 
 
 def _digits(value: float) -> str:

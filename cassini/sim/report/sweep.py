@@ -18,8 +18,17 @@ import numpy as np
 
 from cassini import outputs
 from cassini.advisor import pool_size
+from cassini.errors import InputError
 from cassini.sim.config import SimConfig, unused_settings
-from cassini.sim.report.run import ratios, run_config
+from cassini.sim.report.run import (
+    CONVERT_LISTS,
+    config_name,
+    ratios,
+    run_config,
+    skipped_rows_line,
+    workload_settings,
+)
+from cassini.sim.topologies.hosts import ColumnConflict
 
 BACKENDS = ("auto", "ray", "pool")
 #: Summary fields aggregated over seeds.
@@ -43,10 +52,44 @@ def grid(cfg: SimConfig) -> list[dict[str, Any]]:
     ]
 
 
+def point_config(cfg: SimConfig, point: Mapping[str, Any]) -> SimConfig:
+    """``cfg`` at the grid point ``point``; an axis value the cluster cannot take (an
+    oversubscription on a generator without one, or on a host table whose file gives
+    the ToR uplinks) is an InputError naming the axis, ``sweep.<axis>``."""
+    try:
+        return cfg.variant(**point)
+    except ColumnConflict as e:
+        raise e.given_as("sweep.oversubscription") from None
+    except InputError as e:
+        if "oversubscription" not in point or not e.field.startswith("cluster"):
+            raise
+        kind = getattr(cfg.cluster, "kind", "racks/servers_per_rack")
+        raise InputError(
+            "sweep.oversubscription",
+            f"the cluster ({kind}) cannot take this axis: {e.field}: {e.problem}",
+        ) from None
+
+
 def run_point(cfg: SimConfig, point: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Simulate one grid point; one row per scheduler with the point's axes."""
-    results = run_config(cfg.variant(**point))
+    results = run_config(point_config(cfg, point))
     return [dict(point) | {"scheduler": name} | r.summary() for name, r in results.items()]
+
+
+def sweep_skipped_rows(cfg: SimConfig) -> list[str]:
+    """:func:`~cassini.sim.report.run.skipped_rows_line` for each distinct trace the
+    sweep's points read with ``bad_rows: skip``, once each: the axes (seed among them)
+    change which model a row gets, never which rows are bad.  sweep.json keeps no rows,
+    so the line points to ``trace convert``, which lists every one."""
+    lines: dict[tuple[Any, ...], str | None] = {}
+    for point in grid(cfg):
+        v = point_config(cfg, point)
+        key = (v.trace, v.trace_format)
+        if v.trace is None or v.bad_rows != "skip" or key in lines:
+            continue
+        summary = v.read_workload(v.library()).summary
+        lines[key] = skipped_rows_line(summary, listed=CONVERT_LISTS)
+    return [line for line in lines.values() if line]
 
 
 def ray_available() -> bool:
@@ -75,7 +118,7 @@ def run_sweep(
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     points = grid(cfg)
     for p in points:  # a point the config cannot take (e.g. a host table's own uplink
-        cfg.variant(**p)  # speeds and an oversubscription axis) fails here, not in a worker
+        point_config(cfg, p)  # speeds and an oversubscription axis) fails here, not in a worker
     use_ray = backend == "ray" or (backend == "auto" and (address or ray_available()))
     if use_ray:
         rows = _on_ray(cfg, points, address, progress, ray_logs=ray_logs, workers=workers)
@@ -172,13 +215,26 @@ def sweep_ratios(rows: Sequence[Mapping[str, Any]], axes: Sequence[str]) -> list
 
 
 def write_sweep(
-    cfg: SimConfig, rows: list[dict[str, Any]], backend: str, out_dir: Path
+    cfg: SimConfig,
+    rows: list[dict[str, Any]],
+    backend: str,
+    out_dir: Path,
+    config_path: Path | str | None = None,
 ) -> dict[str, Any]:
-    """Write ``sweep.json`` and ``sweep.png``; return the JSON."""
+    """Write ``sweep.json`` and ``sweep.png``; return the JSON.  Beside the rows it
+    records what reproduces them: the config file (``config_path``, absolute), the base
+    ``seed`` (a point without a seed axis runs with it), the ``schedulers``, ``cluster``
+    and ``workload`` as the config gives them (before the axes change them)."""
     axes = [a for a in sorted(cfg.sweep) if a != "scheduler"]
     by = [a for a in axes if a != "seed"] + ["scheduler"]
     data = {
         "name": cfg.name,
+        "config": config_name(config_path),
+        "seed": cfg.seed,
+        "candidates": cfg.candidates,
+        "schedulers": list(cfg.schedulers),
+        "cluster": cfg.cluster.to_dict() | {"gpus": cfg.cluster.gpus},
+        "workload": workload_settings(cfg, as_configured=True),
         "backend": backend,
         "axes": {a: list(v) for a, v in cfg.sweep.items()},
         "profiles": cfg.options.profiles,
@@ -296,7 +352,8 @@ def _description(data: Mapping[str, Any], x_axis: str | None, rest: Sequence[str
     if seeds and len(seeds) > 1:
         over = f"mean over seeds {', '.join(map(_value, seeds))} (bars: min to max)"
     else:
-        over = f"one run per point (seed {_value(seeds[0])})" if seeds else "the config's seed"
+        seed = _value(seeds[0]) if seeds else _value(data["seed"])
+        over = f"one run per point (seed {seed})"
     if x_axis is None:
         return f"each scheme, {over}"
     lines = " and ".join(["scheme", *rest])

@@ -31,6 +31,25 @@ DEFAULTS = {"server_link_bps": 50e9, "oversubscription": 2.0, "pod_oversubscript
 SWITCH_OF_COLUMN = {"tor_uplink_bps": "ToR", "agg_uplink_bps": "aggregation switch"}
 
 
+class ColumnConflict(InputError):
+    """A parameter given beside the host table's column for the same quantity.  The
+    message names the parameter as the user gave it: :meth:`given_as` renames it
+    (``cluster.gpus_per_server`` in a config, ``--gpus-per-server`` on ``topo show``,
+    ``sweep.oversubscription`` for a sweep axis)."""
+
+    def __init__(self, path: Path, column: str, given: str) -> None:
+        self.path, self.column = path, column
+        super().__init__(
+            given,
+            f"{path} has a {column} column, so {given} must not be given: remove one "
+            "of the two",
+        )
+
+    def given_as(self, given: str) -> ColumnConflict:
+        """This conflict with the parameter named ``given``."""
+        return ColumnConflict(self.path, self.column, given)
+
+
 @dataclass(frozen=True)
 class HostRow:
     """One host as its row gives it; ``cells`` maps a role to (value, column number)."""
@@ -63,7 +82,7 @@ def read_host_table(
         if value is None:
             continue
         if PARAMETER_COLUMN[name] in roles:
-            raise InputError(name, f"{path} has a {PARAMETER_COLUMN[name]} column; give one")
+            raise ColumnConflict(path, PARAMETER_COLUMN[name], name)
         if name == "gpus_per_server":
             check_int(name, value)
         else:

@@ -13,7 +13,7 @@ from cassini.errors import InputError
 from cassini.sim.topologies.clos import three_tier, two_tier
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topologies.fat_tree import fat_tree
-from cassini.sim.topologies.hosts import read_host_table
+from cassini.sim.topologies.hosts import ColumnConflict, read_host_table
 from cassini.sim.topologies.rail import rail_optimised
 
 #: Generators by the name a config's ``generate:`` gives.
@@ -58,6 +58,8 @@ def build(obj: Any, field: str = "cluster", base: Path = Path(".")) -> Topology:
     schema.check_fields(rest, field, required, accepted)
     try:
         return builder(**kwargs, **rest)
+    except ColumnConflict as e:  # a setting beside the host table's column: named in full
+        raise e.given_as(schema.join(field, e.field)) from None
     except InputError as e:
         if ":" in e.field:  # file:line:column of a host table
             raise

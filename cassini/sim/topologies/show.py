@@ -15,8 +15,9 @@ from cassini import files
 from cassini.errors import InputError
 from cassini.sim.topologies.clos import from_cluster
 from cassini.sim.topologies.fabric import Topology
-from cassini.sim.topologies.hosts import read_host_table
+from cassini.sim.topologies.hosts import ColumnConflict, read_host_table
 from cassini.sim.topologies.registry import build, is_topology_form
+from cassini.sim.topologies.servers import server_table
 
 #: GPUs per host assumed for a host table that names none (the Lingjun hosts have 8).
 ASSUMED_GPUS_PER_SERVER = 8
@@ -36,6 +37,8 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
     if path.suffix.lower() == ".csv":
         try:
             return read_host_table(path, **given), notes
+        except ColumnConflict as e:  # named as this command takes it: its flag
+            raise e.given_as("--" + e.field.replace("_", "-")) from None
         except InputError as e:
             if e.field != "gpus_per_server" or "gpus_per_server" in given:
                 raise
@@ -145,6 +148,8 @@ def summarise(topo: Topology, notes: list[str] | None = None) -> dict[str, Any]:
         "upper_switches": upper,
         "irregular": irregularities(topo),
         "notes": list(notes or []),
+        # server index (as a run's placements and srv<i> links name it) -> host, rack, ...
+        "servers": server_table(topo),
     }
 
 

@@ -325,7 +325,9 @@ class ModelRule:
 
 
 def iterations_for(duration_s: float, profile: JobProfile) -> int:
-    """Whole iterations that take ``duration_s`` at the profile's dedicated pace (>= 1)."""
+    """Whole iterations that take ``duration_s`` at the profile's dedicated pace (>= 1):
+    the profile as the job runs it (``SimConfig.read_workload`` hands the readers the
+    library on the cluster's server links, :func:`cassini.sim.workload.library_on_cluster`)."""
     return max(1, math.ceil(duration_s / profile.iteration_time_s - 1e-9))
 
 
