@@ -653,13 +653,15 @@ def predict_candidate(
 
     Shifted: every job sharing a link held by the agent at ``time_shifts_s`` stretched to
     its :func:`cassini.predict.agent_period_s` ("shifted": all held).  Then the decline
-    rule, one job at a time: among the held jobs whose gain (same start / advised) is
-    under ``1 + threshold``, lowest gain first, a job is declined (runs free from 0)
-    unless its shift is what gives another job its gain, that is unless predicting
-    without it takes a held job's gain under the threshold; a job its own shift slows
-    (advised slower than its same start) is declined all the same.  A job left without a
-    held partner is declined with it (nothing to interleave with).  After each decline
-    the rest are predicted again ("advised"), until no job is declined.  Each reason
+    rule: among the held jobs whose gain (same start / advised) is under
+    ``1 + threshold``, those with no partner (a job on one of their links) that gains,
+    and those their own shift slows (advised slower than their same start), are declined
+    (run free from 0) together: declining a job changes only its links' jobs.  Then, one
+    at a time, lowest gain first, a job under the threshold is declined unless its shift
+    is what gives another job its gain, that is unless predicting without it takes a
+    held job's gain under the threshold.  A job left without a held partner is declined
+    with the others (nothing to interleave with).  After each decline the rest are
+    predicted again ("advised"), until no job is declined.  Each reason
     quotes the figure it used: "shifted (all held)" before any decline, else the held
     set's with the declined jobs named.
 
@@ -749,6 +751,15 @@ class _DeclineRule:
         while True:
             gaining = sorted(j for j in held if gains(j, advised))
             under = sorted(held - set(gaining), key=lambda j: (same[j] / advised[j], j))
+            # declining a job can take only its partners' gain: those with no partner that
+            # gains, and those their own shift slows, go together (one prediction)
+            free = [
+                j for j in under
+                if not self.partners[j] & set(gaining) or advised[j] > same[j] * (1.0 + SLOWED)
+            ]  # fmt: skip
+            if free:
+                held, advised = self.decline(free, held, advised, declined, reasons)
+                continue
             for j in under:
                 rest = held - {j}
                 alone = sorted(k for k in rest if not self.partners[k] & rest)
@@ -757,12 +768,7 @@ class _DeclineRule:
                 if taken and advised[j] <= same[j] * (1.0 + SLOWED):
                     kept_for[j] = taken
                     continue
-                figure = _figure(declined, final=False)
-                reasons[j] = self.declined(j, advised, figure)
-                for k in alone:
-                    reasons[k] = self.declined(k, advised, figure)
-                declined += [j, *alone]
-                held, advised = rest - set(alone), trial
+                held, advised = self.decline([j], held, advised, declined, reasons, trial)
                 break
             else:
                 break
@@ -779,6 +785,28 @@ class _DeclineRule:
                 f"under {self.threshold:.0%} ({numbers})"
             )
         return held, advised, reasons
+
+    def decline(
+        self,
+        jobs: list[str],
+        held: set[str],
+        advised: dict[str, float],
+        declined: list[str],
+        reasons: dict[str, str],
+        trial: dict[str, float] | None = None,
+    ) -> tuple[set[str], dict[str, float]]:
+        """Decline ``jobs`` and the held jobs they leave without a held partner (their
+        reasons at the ``advised`` times, ``declined`` extended); the jobs still held and
+        their predicted times (``trial``, when already predicted for exactly them)."""
+        rest = held - set(jobs)
+        alone = sorted(k for k in rest if not self.partners[k] & rest)
+        if trial is None:
+            trial = self.predicted(rest - set(alone))
+        figure = _figure(declined, final=False)
+        for k in (*jobs, *alone):
+            reasons[k] = self.declined(k, advised, figure)
+        declined += [*jobs, *alone]
+        return rest - set(alone), trial
 
     def declined(self, job: str, advised: Mapping[str, float], figure: str) -> str:
         """Why ``job`` is declined at the ``advised`` times (``figure``: which they are)."""
