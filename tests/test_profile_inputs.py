@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import require_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ from cassini.errors import InputError
 from cassini.measure import BucketRecord, fold_phases, pcap_packets, profile_from_buckets
 from cassini.profile import unknown_model
 
-pytest.importorskip("scapy")
+require_module("scapy", "the testbed extra: reads and writes captures")
 
 SRC, DST = "10.0.0.1", "10.0.0.2"
 
@@ -347,7 +348,7 @@ def recorder_log(tmp_path: Path) -> Path:
 
 
 def test_plot_into_a_missing_folder_makes_it(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib", "draws --plot")
     out, plot = tmp_path / "a" / "p.json", tmp_path / "b" / "c" / "p.png"
     code, _, err = run(capsys, "profile", "--from", "recorder", str(recorder_log(tmp_path)),
                        "--out", str(out), "--plot", str(plot))  # fmt: skip
@@ -357,7 +358,7 @@ def test_plot_into_a_missing_folder_makes_it(tmp_path, capsys):
 
 
 def test_a_plot_that_cannot_be_written_names_plot(tmp_path, capsys, monkeypatch):
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib", "draws --plot")
     from matplotlib.figure import Figure
 
     def full(*a, **k):

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require
+from conftest import require, require_module
 from test_mltcp_cli import FakeKernel, fake_kernel, mltcp
 
 from cassini.errors import InputError
@@ -312,7 +312,7 @@ def profile_run(capsys, *argv: str) -> tuple[int, str]:
 
 @pytest.fixture
 def capture(tmp_path: Path) -> Path:
-    pytest.importorskip("scapy")
+    require_module("scapy", "the testbed extra: writes the capture")
     from test_profile_inputs import ETHERNET, bursts, ip_packet, write_pcap
 
     path = tmp_path / "c.pcap"
@@ -405,7 +405,7 @@ def test_a_bound_error_never_shows_the_bound_as_the_value(value, words):
 
 # -- 8. pcapng with an interface of an unsupported link type ----------------------------------
 def test_an_unsupported_interface_is_skipped_when_the_source_is_on_a_supported_one(tmp_path):
-    pytest.importorskip("scapy")
+    require_module("scapy", "the testbed extra: writes the capture")
     from test_profile_inputs import ETHERNET, SRC, ip_packet, write_pcapng
 
     from cassini.measure import pcap_packets
