@@ -71,6 +71,16 @@ _LINK_CACHE_LOCK = threading.Lock()
 _PREDICT_LOCK = threading.Lock()
 
 
+def _new_locks() -> None:
+    """A forked child (the process pool of :func:`advise`) starts with free locks: the
+    parent's may have been held by another thread at the fork, and would stay held."""
+    global _LINK_CACHE_LOCK, _PREDICT_LOCK
+    _LINK_CACHE_LOCK, _PREDICT_LOCK = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks)
+
+
 @dataclass(frozen=True)
 class Link:
     """A network link: ``capacity_bps`` in bits per second."""

@@ -15,6 +15,7 @@ Angles never leave this module: callers see seconds.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -39,6 +40,16 @@ _DEMAND_ROWS: OrderedDict[tuple, np.ndarray] = OrderedDict()
 #: held around every look-up, move and insertion of :data:`_DEMAND_ROWS` (threads share
 #: it: a row found by one could be evicted by another before it was moved to the end)
 _DEMAND_ROWS_LOCK = threading.Lock()
+
+
+def _new_demand_rows_lock() -> None:
+    """A forked child (the advisor's process pool) starts with its own free lock: the
+    parent's may have been held by another thread at the fork, and would stay held."""
+    global _DEMAND_ROWS_LOCK
+    _DEMAND_ROWS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_demand_rows_lock)
 #: The smallest link capacity (bits/s) :func:`compatibility_score` takes: below one bit
 #: per second is no link (and its score's arithmetic overflows).
 MIN_CAPACITY_BPS = 1.0

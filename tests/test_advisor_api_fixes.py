@@ -471,3 +471,47 @@ def test_jobs_with_no_gaining_partner_are_declined_in_one_prediction(monkeypatch
     prediction = advice.candidates[0].prediction
     assert not any(prediction.shift.values())
     assert len(calls) <= 4, len(calls)  # same start, all held, one batch, and no more
+
+
+def test_a_pool_forked_while_another_thread_holds_a_cache_lock_does_not_hang(tmp_path):
+    """The caches' locks are copied into a forked child as they are: a lock another thread
+    held at the fork stayed held there, and ``advise(..., workers=2)`` waited forever on
+    its workers.  Each child now starts with free locks (``os.register_at_fork``)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "fork.py"
+    script.write_text(textwrap.dedent("""
+        import os, threading, time
+        from cassini import circle
+        from cassini.advisor import Candidate, Link, advise
+        from cassini.profile import JobProfile, Phase
+
+        jobs = [JobProfile(f"j{i}", 0.04 + 0.001 * i, [Phase(0.0, 0.01, 8e9)]) for i in range(8)]
+        links = [Link(f"l{k}", 10e9) for k in range(4)]
+        paths = {f"j{i}": (f"l{i // 2}",) for i in range(8)}
+        circle._DEMAND_ROWS_LOCK.acquire()  # another thread inside _demand_row at the fork
+        threading.Timer(1.0, circle._DEMAND_ROWS_LOCK.release).start()
+        done = []
+        def go():
+            done.append(advise(links, jobs, [Candidate("c", paths)], workers=2, predict="none"))
+        t = threading.Thread(target=go, daemon=True)
+        t.start()
+        t.join(30)
+        print("finished" if done else "hung", flush=True)
+        os._exit(0 if done else 1)
+    """))
+    import contextlib
+    import os
+    import signal
+
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:  # hung pool workers of a failing run are left in the group: kill them all
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert out.strip() == "finished", out + err
