@@ -97,6 +97,9 @@ REPAIR_LOG_LEN = 64  # MLTCP_REPAIR_LOG_LEN
 CGROUP_ID = Record("__u64", (("", "Q"),))
 CGROUP_CFG = Record("mltcp_cgroup_cfg", (("cc", "16s"), ("job", "I"), ("flags", "I")))
 CGROUP_ECN = 0x1  # MLTCP_CGROUP_ECN: answer BPF_SOCK_OPS_NEEDS_ECN
+# MLTCP_FLOW_ENDED: set in a flow's factor_q when its socket let go of MLTCP (closed, or
+# moved to another control); F itself never exceeds 64 (2^16 in Q10)
+FLOW_ENDED = 0x80000000
 ECN_IFINDEX = Record("__u32", (("", "I"),))
 ECN_CONFIG = Record("ecn_config", (("rate_bps", "Q"), ("threshold_bytes", "Q")))
 

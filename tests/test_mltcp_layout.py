@@ -95,6 +95,7 @@ def test_constants_match_the_header():
     defines = {name: int(value, 0) for name, value in found}
     assert defines["MLTCP_FLAG_SCALE_CUT"] == policy.FLAG_SCALE_CUT
     assert defines["MLTCP_CGROUP_ECN"] == layout.CGROUP_ECN
+    assert defines["MLTCP_FLOW_ENDED"] == layout.FLOW_ENDED
     assert defines["MLTCP_REPAIR_LOG_LEN"] == layout.REPAIR_LOG_LEN
     assert [defines["MLTCP_MODE_IDLE"], defines["MLTCP_MODE_EXACT"]] == [
         policy.MODES.index("idle"),

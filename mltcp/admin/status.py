@@ -12,12 +12,9 @@ from mltcp.admin.params import get_params
 from mltcp.admin.register import netns_selecting_ours, orphans
 from mltcp.admin.state import STATE, read_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
+from mltcp.layout import FLOW_ENDED
 from mltcp.pinned import MAPS, PIN_DIR, SHARED_MAPS, SYSCTL, allowed, loaded, open_map
 from mltcp.policy import ONE
-
-# MLTCP_FLOW_ENDED (ebpf/mltcp_maps.h): set in a flow's factor_q when its socket let go of
-# MLTCP (closed, or moved to another control); F itself never exceeds 64 (2^16 in Q10)
-FLOW_ENDED = 0x80000000
 
 
 def status(flows: bool = False, ended: bool = True) -> dict[str, Any]:
