@@ -83,11 +83,23 @@ def marks_fd() -> int:
 def job_flows(tag: str) -> list[dict[str, Any]]:
     """The flows the kernel tied to the MLTCP job ``tag``, with the iterations it counted
     on each (``mltcp status --flows``), largest first."""
+    return jobs_flows({tag: tag})[tag]
+
+
+def jobs_flows(tags: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """:func:`job_flows` of every job (id -> its MLTCP tag), from one ``mltcp status``
+    (none without a job)."""
+    if not tags:
+        return {}
     from mltcp import admin, marks
 
-    key = marks.job_key(tag)
-    flows = [f for f in admin.status(flows=True).get("flows", []) if f["job"] == key]
-    return sorted(flows, key=lambda f: -f["bytes_acked"])
+    rows = admin.status(flows=True).get("flows", [])
+    out = {}
+    for job, tag in tags.items():
+        key = marks.job_key(tag)
+        flows = [f for f in rows if f["job"] == key]
+        out[job] = sorted(flows, key=lambda f: -f["bytes_acked"])
+    return out
 
 
 if __name__ == "__main__":

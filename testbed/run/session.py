@@ -278,7 +278,7 @@ class Session:
         after = self.cluster.tx_bytes(fabric_dirs)
         self.link_bytes = {d: after[d] - before.get(d, 0) for d in after}
         self.ecn_marks = self.cluster.ecn_marks() or {}
-        self.flows = {j: mltcp_jobs.job_flows(tag) for j, tag in self.tags.items()}
+        self.flows = mltcp_jobs.jobs_flows(self.tags)
 
     def collect(self, schedule: Schedule) -> SchemeResult:
         """The scheme's result from the workers' logs (after the session is left); a
