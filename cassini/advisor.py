@@ -34,8 +34,8 @@ from cassini import schema
 from cassini.affinity import affinity_graph, time_shifts
 from cassini.agent import MAX_PERIOD_S, MAX_RATE_BPS, MIN_PERIOD_S
 from cassini.circle import (
-    MIN_CAPACITY_BPS,
     LinkSolution,
+    check_capacity,
     clear_demand_rows,
     compatibility_score,
     n_angles,
@@ -51,6 +51,7 @@ from cassini.predict import (
     predict_iteration_times,
 )
 from cassini.profile import JobProfile
+from cassini.schema import kind_of as _kind  # how every error names a wrong value
 
 #: Default shift threshold: a job is shifted only if its predicted gain is at least 2 %.
 SHIFT_THRESHOLD = 0.02
@@ -363,13 +364,6 @@ def _check_counts(workers: int | None, resolution_s: float) -> None:
     schema.number(resolution_s, "resolution_s", positive=True)
 
 
-def _kind(value: Any) -> str:
-    """How an error names a value of the wrong kind."""
-    if value is None or isinstance(value, str | numbers.Number):
-        return repr(value)
-    return f"a {type(value).__name__}"
-
-
 def _check_period(seconds: float, field: str) -> None:
     """An iteration time (or held period) the unified circle's arithmetic can hold."""
     if not MIN_PERIOD_S <= seconds <= MAX_PERIOD_S:
@@ -395,12 +389,7 @@ def _link_map(links: Iterable[Link]) -> dict[str, Link]:
             raise InputError(f"links[{i}]", f"must be a cassini.advisor.Link, got {_kind(link)}")
         if link.link_id in link_map:
             raise InputError(f"links[{i}].id", f"duplicate link id {link.link_id!r}")
-        if link.capacity_bps < MIN_CAPACITY_BPS:
-            raise InputError(
-                f"links[{i}].capacity_bps",
-                f"must be at least {MIN_CAPACITY_BPS:g} bit/s (no link is slower), "
-                f"got {link.capacity_bps:g}",
-            )
+        check_capacity(link.capacity_bps, f"links[{i}].capacity_bps")
         link_map[link.link_id] = link
     return link_map
 
@@ -775,7 +764,7 @@ class _DeclineRule:
                 alone = sorted(k for k in rest if not self.partners[k] & rest)
                 trial = self.predicted(rest - set(alone))
                 taken = [k for k in gaining if k in alone or not gains(k, trial)]
-                if taken and advised[j] <= same[j] * (1.0 + SLOWED):
+                if taken:  # (a job its shift slows is in `free`)
                     kept_for[j] = taken
                     continue
                 held, advised = self.decline([j], held, advised, declined, reasons, trial)

@@ -381,12 +381,7 @@ def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) 
     """:func:`compatibility_score`'s inputs checked, each error naming its field; the jobs
     sorted by id."""
     schema.number(capacity_bps, "capacity_bps", positive=True)
-    if capacity_bps < MIN_CAPACITY_BPS:
-        raise InputError(
-            "capacity_bps",
-            f"must be at least {MIN_CAPACITY_BPS:g} bit/s (no link is slower), "
-            f"got {capacity_bps:g}",
-        )
+    check_capacity(capacity_bps, "capacity_bps")
     if len(jobs) == 0:
         raise InputError("jobs", "must not be empty")
     for i, job in enumerate(jobs):
@@ -398,6 +393,16 @@ def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) 
     if len(set(ids)) != len(ids):
         raise InputError("jobs", "duplicate job ids on one link")
     return jobs
+
+
+def check_capacity(capacity_bps: float, field: str) -> None:
+    """InputError naming ``field`` for a capacity under :data:`MIN_CAPACITY_BPS`."""
+    if capacity_bps < MIN_CAPACITY_BPS:
+        raise InputError(
+            field,
+            f"must be at least {MIN_CAPACITY_BPS:g} bit/s (no link is slower), "
+            f"got {capacity_bps:g}",
+        )
 
 
 def check_job_bounds(job: JobProfile, field: str) -> None:
