@@ -245,7 +245,7 @@ def _parse_cluster_file(path: str | Path) -> Any:
     if name.endswith(".json"):
         try:
             return files.loads_json(text)
-        except (ValueError, RecursionError):
+        except ValueError:  # (too deep a document is files.TooDeep, a ValueError)
             pass  # YAML, or an error the YAML reader names with its line and column
     return files.parse_yaml(text, name)  # every problem an InputError naming the file
 

@@ -39,6 +39,12 @@ REQUEST_TIMEOUT_S = 30.0
 LIST_PATHS = {"list_node": "/api/v1/nodes", "list_pod_for_all_namespaces": "/api/v1/pods"}
 
 
+def list_path(call: Any) -> str:
+    """The request path a client list call asks for (its name when not in LIST_PATHS)."""
+    name = getattr(call, "__name__", "?")
+    return LIST_PATHS.get(name, name)
+
+
 def kubernetes_module() -> Any:
     """The ``kubernetes`` package, or InputError saying how to install it."""
     try:
@@ -219,7 +225,7 @@ def list_all(call: Callable[..., Any], *, timeout_s: float = REQUEST_TIMEOUT_S,
 
     items: list[dict[str, Any]] = []
     token: str | None = None
-    request = f"GET {LIST_PATHS.get(getattr(call, '__name__', ''), getattr(call, '__name__', '?'))}"
+    request = f"GET {list_path(call)}"
     while True:
         extra = {"_continue": token} if token else {}
         try:

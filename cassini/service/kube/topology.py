@@ -579,6 +579,7 @@ def _estimate_nics(
             kept.setdefault(path[:k], []).append(cap)
     estimated: dict[str, float] = {}
     by_domain: dict[tuple[str, ...], list[str]] = {}
+    sources: dict[tuple[str, ...], tuple[str, ...]] = {}  # a domain -> whose median it took
     for name in unsized:
         path = hierarchy.paths[name]
         if not path:  # no tier above the node: no uplink to count it in
@@ -587,9 +588,10 @@ def _estimate_nics(
         if source is not None:
             estimated[name] = statistics.median(kept[source])
             by_domain.setdefault(path, []).append(name)
+            sources[path] = source
     notes: dict[str, str] = {}
     for path, names in sorted(by_domain.items()):
-        source = next(path[:k] for k in range(len(path), -1, -1) if path[:k] in kept)
+        source = sources[path]
         whose = (
             "its" if source == path
             else f"domain {'/'.join(source)}'s" if source else "the cluster's"

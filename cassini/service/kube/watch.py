@@ -24,10 +24,10 @@ from cassini.errors import InputError
 from cassini.schema import kind_of
 from cassini.service.cluster import CONTROL_CHARS
 from cassini.service.kube.client import (
-    LIST_PATHS,
     REQUEST_TIMEOUT_S,
     RequestFailed,
     list_all,
+    list_path,
     request_failed,
 )
 
@@ -130,10 +130,6 @@ class ListWatch:
                  f"(error {failures} in a row)")
         self.stopping.wait(delay)
 
-    def _path(self) -> str:
-        name = getattr(self.call, "__name__", "?")
-        return LIST_PATHS.get(name, name)
-
     def _list(self) -> None:
         """List, hand the objects to ``on_list``, then watch from the list's version (an
         error of either lists again, after the back-off)."""
@@ -164,7 +160,8 @@ class ListWatch:
                 _request_timeout=(self.request_timeout_s, self.watch_timeout_s + 30),
             )
         except (ApiException, HTTPError) as e:
-            raise request_failed(f"GET {self._path()}?watch", e, self.request_timeout_s) from None
+            request = f"GET {list_path(self.call)}?watch"
+            raise request_failed(request, e, self.request_timeout_s) from None
         self._resp = resp
         try:
             for line in iter_resp_lines(resp):
