@@ -28,7 +28,7 @@ from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.state import RunningJob
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
-from cassini.sim.workload import JobSpec, cluster_link_bps
+from cassini.sim.workload import JobSpec, cluster_link_bps, server_link_bps
 
 
 class Simulation(Routes):
@@ -348,15 +348,6 @@ class Simulation(Routes):
     def _on_links(self, profile: JobProfile, link_bps: float) -> JobProfile:
         """``profile`` on a ``link_bps`` (bits/s) server link under ``options.profiles``."""
         return on_link(profile, link_bps, self.options.profiles)
-
-
-def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
-    """Server ``server``'s link to its ToR (bits/s) as the network model sees it: with
-    several planes (rails), one link's capacity x planes, the job's traffic being spread
-    over all of them (``Topology.links``)."""
-    if isinstance(cluster, Topology):
-        return min(cluster.links[link] for link in cluster.host_links[server])
-    return float(cluster.server_link_bps)
 
 
 def job_profile(

@@ -80,14 +80,22 @@ def _profiles(items: Any, field: str) -> list[tuple[JobProfile, bool]]:
     return out
 
 
+def server_link_bps(cluster: Cluster | Topology, server: int) -> float:
+    """Server ``server``'s link to its ToR (bits/s) as the network model sees it: with
+    several planes (rails), one link's capacity x planes, the job's traffic being spread
+    over all of them (``Topology.links``)."""
+    if isinstance(cluster, Topology):
+        return min(cluster.links[link] for link in cluster.host_links[server])
+    return float(cluster.server_link_bps)
+
+
 def cluster_link_bps(cluster: Cluster | Topology) -> float:
     """The server link (bits/s) a job has on ``cluster`` before it is placed: the
-    cluster's, the slowest where server links differ (with several planes, one link's
-    capacity x planes, as the network model sees it).  A dedicated network runs a job
-    at its profile on this link; the engine's queue policies rank by it too."""
+    slowest :func:`server_link_bps`.  A dedicated network runs a job at its profile on
+    this link; the engine's queue policies rank by it too."""
     if isinstance(cluster, Topology):
-        return min(cluster.links[link] for links in cluster.host_links for link in links)
-    return float(cluster.server_link_bps)
+        return min(server_link_bps(cluster, s) for s in range(len(cluster.host_links)))
+    return server_link_bps(cluster, 0)
 
 
 def library_on_cluster(

@@ -15,7 +15,7 @@ from cassini.sim.engine import SimResult
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies.fabric import Topology
-from cassini.sim.topologies.servers import host_link, server_table
+from cassini.sim.topologies.servers import host_link
 from cassini.sim.topology import Cluster
 
 
@@ -139,7 +139,7 @@ def write_report(
         path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
         files.insert(1, (path, f"Who sends when on link {link} ({how}), in {window}"))
     files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))
-    hosts = {lk: row["host"] for row in server_table(cfg.cluster) for lk in row["links"]}
+    hosts = {lk: row["host"] for row in data["servers"] for lk in row["links"]}
     busiest = {
         name: [
             {
