@@ -8,7 +8,8 @@ experiments.cluster_scale`` (small) once per tree, and with ``--only sim_16k``
 trees ``--rounds`` times in one invocation so that both see the same machine load.
 Each run is a subprocess with its tree first on ``PYTHONPATH``; its CPU seconds are the
 child's user + system time.  ``results.json`` of each run is stored with every
-``wall_s`` field masked (wall time varies) and compared byte for byte.
+``wall_s`` field (wall time varies) and the config's path masked, and compared byte
+for byte.
 
     .venv/bin/python benchmarks/sim_before_after.py --tree before=/tmp/simcore-base \\
         --tree after=. --out /tmp/simcore-ba [--rounds 3] [--only sim_1024]
@@ -88,10 +89,15 @@ def continuous_config(out: Path) -> Path:
     return path
 
 
+#: fields that differ between trees whatever the code does: wall time, and the config
+#: file's absolute path (each tree runs its own copy)
+MASKED_FIELDS = frozenset({"wall_s", "config"})
+
+
 def masked(value: Any) -> Any:
-    """``value`` with every ``wall_s`` field replaced by ``"masked"``."""
+    """``value`` with every field of :data:`MASKED_FIELDS` replaced by ``"masked"``."""
     if isinstance(value, dict):
-        return {k: "masked" if k == "wall_s" else masked(v) for k, v in value.items()}
+        return {k: "masked" if k in MASKED_FIELDS else masked(v) for k, v in value.items()}
     if isinstance(value, list):
         return [masked(v) for v in value]
     return value

@@ -235,6 +235,7 @@ def advise(
     predict: str = "best",
     shift_threshold: float = SHIFT_THRESHOLD,
     agent_slack: float = 0.0,
+    stop_at_perfect: bool = False,
 ) -> Advice:
     """Score and rank candidate placements; return the best with its time-shifts.
 
@@ -262,6 +263,12 @@ def advise(
         (:func:`predict_candidate`).
     agent_slack : the agent's period margin for jitter (see
         :func:`cassini.predict.agent_period_s`), used in the prediction.
+    stop_at_perfect : score the candidates in the scheduler's order and stop at the
+        first accepted one that every scored link gives score 1 (to :data:`SCORE_TIE`):
+        no later candidate can outrank it (ties keep the scheduler's order), so the
+        later ones are neither solved nor listed in ``candidates``.  ``best`` and its
+        shifts are those of a full call; for callers that need only the best (the
+        simulator).  Link problems are then solved in this process.
 
     Links scored: 2+ jobs, or one job above the capacity (:func:`_scored_links`).
 
@@ -277,13 +284,15 @@ def advise(
     link_map = _link_map(links)
     job_map = _job_map(jobs)
     candidates = _checked_candidates(candidates, link_map, job_map)
-    solutions_of = _link_solutions(
-        candidates, link_map, job_map, precision_deg, resolution_s, workers
-    )
-    results = [
-        _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
-        for cand in candidates
-    ]
+    solver = _LinkSolver(link_map, job_map, precision_deg, resolution_s)
+    if stop_at_perfect:
+        results, solutions_of = _until_perfect(candidates, solver, job_map, loops, repair)
+    else:
+        solutions_of = solver.solutions(candidates, workers)
+        results = [
+            _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
+            for cand in candidates
+        ]
     ranked = _ranked(results, aggregate)
     if predict != "none":
         capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
@@ -460,30 +469,69 @@ def _checked_candidates(
     return candidates
 
 
-def _link_solutions(
-    candidates: Sequence[Candidate],
-    link_map: Mapping[str, Link],
-    job_map: Mapping[str, JobProfile],
-    precision_deg: float,
-    resolution_s: float,
-    workers: int | None,
-) -> dict[str, dict[str, LinkSolution]]:
-    """Candidate id -> scored link id (:func:`_scored_links`) -> its solution; each
-    distinct link problem (capacity, jobs) across all candidates is solved once."""
-    capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
-    peak: dict[str, float] = {}  # the jobs found alone on a link, by id
-    shared = [_scored_links(cand, capacity, job_map, peak) for cand in candidates]
-    problems: dict[tuple[float, tuple[str, ...]], None] = {}
-    for links in shared:
-        for link, job_ids in links.items():
-            problems[(link_map[link].capacity_bps, job_ids)] = None
-    solved = _solve_all(list(problems), job_map, precision_deg, resolution_s, workers)
-    return {
-        cand.candidate_id: {
-            link: solved[(link_map[link].capacity_bps, job_ids)] for link, job_ids in links.items()
+class _LinkSolver:
+    """The distinct link problems (capacity, jobs) of one :func:`advise` call, each
+    solved once (:func:`_solve_all`) however many candidates share it."""
+
+    def __init__(
+        self,
+        link_map: Mapping[str, Link],
+        job_map: Mapping[str, JobProfile],
+        precision_deg: float,
+        resolution_s: float,
+    ) -> None:
+        self.capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
+        self.job_map = job_map
+        self.precision_deg, self.resolution_s = precision_deg, resolution_s
+        self.peak: dict[str, float] = {}  # the jobs found alone on a link, by id
+        self.solved: dict[tuple[float, tuple[str, ...]], LinkSolution] = {}
+
+    def solutions(
+        self, candidates: Sequence[Candidate], workers: int | None
+    ) -> dict[str, dict[str, LinkSolution]]:
+        """Candidate id -> scored link id (:func:`_scored_links`) -> its solution."""
+        shared = [_scored_links(c, self.capacity, self.job_map, self.peak) for c in candidates]
+        problems: dict[tuple[float, tuple[str, ...]], None] = {}
+        for links in shared:
+            for link, job_ids in links.items():
+                key = (self.capacity[link], job_ids)
+                if key not in self.solved:
+                    problems[key] = None
+        self.solved |= _solve_all(
+            list(problems), self.job_map, self.precision_deg, self.resolution_s, workers
+        )
+        return {
+            cand.candidate_id: {
+                link: self.solved[(self.capacity[link], job_ids)]
+                for link, job_ids in links.items()
+            }
+            for cand, links in zip(candidates, shared, strict=True)
         }
-        for cand, links in zip(candidates, shared, strict=True)
-    }
+
+
+def _until_perfect(
+    candidates: Sequence[Candidate],
+    solver: _LinkSolver,
+    job_map: Mapping[str, JobProfile],
+    loops: str,
+    repair: bool,
+) -> tuple[list[CandidateResult], dict[str, dict[str, LinkSolution]]]:
+    """The candidates scored one at a time, in order, up to the first accepted one whose
+    every scored link has score 1 (to :data:`SCORE_TIE`); with their link solutions."""
+    results: list[CandidateResult] = []
+    solutions_of: dict[str, dict[str, LinkSolution]] = {}
+    perfect = round(1.0 / SCORE_TIE)
+    for cand in candidates:
+        solutions_of |= solver.solutions([cand], 1)
+        result = _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
+        results.append(result)
+        if (
+            result.status == "ok"
+            and round(result.score / SCORE_TIE) >= perfect
+            and round(result.min_link_score / SCORE_TIE) >= perfect
+        ):
+            break
+    return results, solutions_of
 
 
 #: Scores that differ by less than this rank as equal, the scheduler's order deciding: a

@@ -570,3 +570,9 @@ def test_bench_timeshift_removes_its_temporary_folder(monkeypatch, capsys, tmp_p
         assert got["iterations"] == 8
         assert got["modes"]["ahead"]["rank1"]["median_s"] == 1e-4
     assert list(tmp.iterdir()) == []
+
+
+def test_sim_before_after_masks_what_differs_between_trees_only():
+    masked = script("sim_before_after").masked
+    results = {"config": "/tmp/tree/sim.yaml", "summary": [{"wall_s": 1.5, "mean_x": 1.2}]}
+    assert masked(results) == {"config": "masked", "summary": [{"wall_s": "masked", "mean_x": 1.2}]}
