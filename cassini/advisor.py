@@ -263,12 +263,9 @@ def advise(
         (:func:`predict_candidate`).
     agent_slack : the agent's period margin for jitter (see
         :func:`cassini.predict.agent_period_s`), used in the prediction.
-    stop_at_perfect : score the candidates in the scheduler's order and stop at the
-        first accepted one that every scored link gives score 1 (to :data:`SCORE_TIE`):
-        no later candidate can outrank it (ties keep the scheduler's order), so the
-        later ones are neither solved nor listed in ``candidates``.  ``best`` and its
-        shifts are those of a full call; for callers that need only the best (the
-        simulator).  Link problems are then solved in this process.
+    stop_at_perfect : stop at the first accepted candidate whose every scored link
+        scores 1 (no later one can outrank it; :func:`_until_perfect`): ``best`` and its
+        shifts as a full call's, later candidates neither solved nor listed.
 
     Links scored: 2+ jobs, or one job above the capacity (:func:`_scored_links`).
 
@@ -285,14 +282,8 @@ def advise(
     job_map = _job_map(jobs)
     candidates = _checked_candidates(candidates, link_map, job_map)
     solver = _LinkSolver(link_map, job_map, precision_deg, resolution_s)
-    if stop_at_perfect:
-        results, solutions_of = _until_perfect(candidates, solver, job_map, loops, repair)
-    else:
-        solutions_of = solver.solutions(candidates, workers)
-        results = [
-            _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
-            for cand in candidates
-        ]
+    scored = _until_perfect if stop_at_perfect else _every_candidate
+    results, solutions_of = scored(candidates, solver, job_map, loops, repair, workers)
     ranked = _ranked(results, aggregate)
     if predict != "none":
         capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
@@ -509,15 +500,35 @@ class _LinkSolver:
         }
 
 
+def _every_candidate(
+    candidates: Sequence[Candidate],
+    solver: _LinkSolver,
+    job_map: Mapping[str, JobProfile],
+    loops: str,
+    repair: bool,
+    workers: int | None,
+) -> tuple[list[CandidateResult], dict[str, dict[str, LinkSolution]]]:
+    """Every candidate scored (their distinct link problems solved together, in a pool of
+    ``workers`` where there are enough); with their link solutions."""
+    solutions_of = solver.solutions(candidates, workers)
+    results = [
+        _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
+        for cand in candidates
+    ]
+    return results, solutions_of
+
+
 def _until_perfect(
     candidates: Sequence[Candidate],
     solver: _LinkSolver,
     job_map: Mapping[str, JobProfile],
     loops: str,
     repair: bool,
+    workers: int | None = 1,
 ) -> tuple[list[CandidateResult], dict[str, dict[str, LinkSolution]]]:
     """The candidates scored one at a time, in order, up to the first accepted one whose
-    every scored link has score 1 (to :data:`SCORE_TIE`); with their link solutions."""
+    every scored link has score 1 (to :data:`SCORE_TIE`); with their link solutions.
+    ``workers`` is not used: one candidate's problems are too few for a pool."""
     results: list[CandidateResult] = []
     solutions_of: dict[str, dict[str, LinkSolution]] = {}
     perfect = round(1.0 / SCORE_TIE)
