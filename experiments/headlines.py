@@ -13,11 +13,16 @@ a run that starts on a busy host (:func:`experiments.figures.is_busy`: the 1-min
 average above 0.5 per core, or the CPUs more than 25 % busy over 2 s) is kept but not used
 for the figure unless ``--allow-busy``, which labels the figure "busy host".
 
-It writes ``docs/figures/<id>.json`` (the run set and its summary: median [min, max] of N,
-date, machine), appends one dated entry to ``docs/results.md`` and re-renders the README's
+As soon as each headline's runs end it writes ``docs/figures/<id>.json`` (the run set and
+its summary: median [min, max] of N, date, machine), puts the run set's one dated entry in
+``docs/results.md`` (listing the headlines finished so far) and re-renders the README's
 marked figures (``--render`` does only that): the headline table between
 ``<!-- headlines:table -->`` markers and each ``<!-- headline:ID -->…<!-- /headline:ID -->``
-in the text.  A headline without a figures file renders as "not yet re-measured".
+in the text.  Each file is replaced whole (never left half-written), so a run set
+interrupted or killed leaves every finished headline recorded in all three and nothing of
+the one it was running.  A headline without a figures file renders as "not yet re-measured".
+A damaged figures file or a README marker naming no headline stops the command (exit 2)
+before anything runs.
 ``tests/test_headlines.py`` fails when the README differs from its rendering.
 Progress goes to stderr.
 """
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini.files import positive_float
+from cassini.outputs import replaced
 from experiments import host_load
 from experiments.figures import (
     HostLoad,
@@ -667,16 +673,26 @@ def figure_for(h: Headline, runs: list[dict[str, Any]], allow_busy: bool) -> dic
     }
 
 
-def load_figures(where: Path = FIGURES) -> dict[str, dict[str, Any]]:
-    """Every ``<id>.json`` under ``where`` by id; a file naming an unknown headline raises
-    ValueError naming the file."""
+def load_figures(where: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every ``<id>.json`` under ``where`` (default :data:`FIGURES`) by id; a file that is
+    not JSON (truncated, say) or names an unknown headline raises ValueError naming it."""
     out = {}
-    for path in sorted(where.glob("*.json")):
-        data = json.loads(path.read_text())
-        if data.get("id") != path.stem or path.stem not in BY_ID:
+    for path in sorted((FIGURES if where is None else where).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"{path}: damaged figures file, not JSON ({e})") from e
+        if not isinstance(data, dict) or data.get("id") != path.stem or path.stem not in BY_ID:
             raise ValueError(f"{path}: not a figures file of a known headline")
         out[path.stem] = data
     return out
+
+
+def write_text_whole(path: Path, text: str) -> None:
+    """Write ``path`` atomically: a temporary file beside it, moved onto it when complete,
+    so that an interrupt leaves the old file or the new one, never half of one."""
+    with replaced(path) as tmp:
+        tmp.write_text(text)
 
 
 # --- rendering ------------------------------------------------------------------------
@@ -743,24 +759,60 @@ def history_entry(figures: Sequence[Mapping[str, Any]], when: str, allow_busy: b
     return head + "\n".join(lines) + "\n"
 
 
-def append_history(entry: str, path: Path = RESULTS) -> None:
+def append_history(entry: str, path: Path | None = None, replacing: str = "") -> None:
+    """Append ``entry`` to ``path`` (default :data:`RESULTS`), or put it in place of the
+    last ``replacing`` there (the same run set's entry before its latest headline)."""
+    path = RESULTS if path is None else path
     text = path.read_text()
+    if replacing and replacing in text:
+        k = text.rindex(replacing)
+        write_text_whole(path, text[:k] + entry + text[k + len(replacing) :])
+        return
     if HISTORY_HEADING not in text:
         text = text.rstrip("\n") + (
             f"\n\n{HISTORY_HEADING}\n\nAppended by `.venv/bin/python -m experiments.headlines`, "
             "one entry per run set; the figures themselves, with every run, are in "
             "[figures/](figures/).\n"
         )
-    path.write_text(text.rstrip("\n") + "\n" + entry)
+    write_text_whole(path, text.rstrip("\n") + "\n" + entry)
+
+
+def rendered_readme(figures: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+    """(the README, the README rendered from ``figures``); a marker naming no headline
+    raises ValueError naming the marker and the README."""
+    old = README.read_text()
+    try:
+        return old, render(old, figures)
+    except ValueError as e:
+        raise ValueError(f"{README}: {e}") from e
 
 
 def write_readme(figures: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Re-render the README; whether it changed."""
-    old = README.read_text()
-    new = render(old, figures)
+    """Re-render the README (atomically); whether it changed."""
+    old, new = rendered_readme(figures)
     if new != old:
-        README.write_text(new)
+        write_text_whole(README, new)
     return new != old
+
+
+def record(h: Headline, figure: dict[str, Any], entry: str, entry_was: str) -> None:
+    """Record a finished headline: its figures file (kept as it was when the new figure has
+    no usable run), the run set's ``entry`` in the results (in place of ``entry_was``) and
+    the README; the README is rendered first, so that a damaged file stops it before any
+    of the three is written."""
+    path = FIGURES / f"{h.id}.json"
+    keep = figure["summary"] is None and path.exists()
+    figures = load_figures()
+    if not keep:
+        figures[h.id] = figure
+    rendered_readme(figures)
+    if keep:
+        progress(f"{h.id}: no usable run (busy host or failures); {path} kept as it was")
+    else:
+        write_text_whole(path, json.dumps(figure, indent=1) + "\n")
+        progress(f"{h.id}: {cell(h, figure)}")
+    append_history(entry, replacing=entry_was)
+    write_readme(figures)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -796,7 +848,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The headlines' command line; exit status 0 only when every run of every chosen
-    headline finished with its values, 2 for bad flags (before anything runs)."""
+    headline finished with its values, 2 for bad flags, a damaged figures file or a README
+    marker naming no headline (before anything runs)."""
     ap = parser()
     args = ap.parse_args(argv)
     if args.list:
@@ -804,8 +857,13 @@ def main(argv: list[str] | None = None) -> int:
             root = " (root)" if h.needs_root else ""
             print(f"{h.id:24s} x{h.repeats}{root}  {h.what}\n{'':24s} {h.command_text()}")
         return 0
+    try:
+        figures = load_figures()
+        rendered_readme(figures)
+    except ValueError as e:
+        ap.error(str(e))
     if args.render:
-        changed = write_readme(load_figures())
+        changed = write_readme(figures)
         progress("README re-rendered" if changed else "README already up to date")
         return 0
     unknown = [i for i in args.only or [] if i not in BY_ID]
@@ -818,7 +876,8 @@ def main(argv: list[str] | None = None) -> int:
     if needs_root and os.geteuid() != 0:
         ap.error(f"{', '.join(needs_root)} need root (sudo), or leave them out with --only")
     state, machine, started = git_state(), host_load.machine(), utc_now()
-    written = []
+    written: list[dict[str, Any]] = []
+    entry = ""
     for h in chosen:
         repeats = args.repeats or h.repeats
         runs = [
@@ -826,16 +885,12 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(1, repeats + 1)
         ]
         figure = figure_for(h, runs, args.allow_busy)
-        path = FIGURES / f"{h.id}.json"
-        if figure["summary"] is None and path.exists():
-            progress(f"{h.id}: no usable run (busy host or failures); {path} kept as it was")
-        else:
-            FIGURES.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(figure, indent=1) + "\n")
-            progress(f"{h.id}: {cell(h, figure)}")
+        entry_was, entry = entry, history_entry([*written, figure], started, args.allow_busy)
+        try:
+            record(h, figure, entry, entry_was)
+        except ValueError as e:
+            ap.error(f"{e}; {h.id} was measured but not recorded")
         written.append(figure)
-    append_history(history_entry(written, started, args.allow_busy))
-    write_readme(load_figures())
     failed = [f"{f['id']} run {r['run']}" for f in written for r in f["runs"] if run_failed(r)]
     failed += [f"{f['id']} (no usable run)" for f in written if f["summary"] is None]
     if failed:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -359,7 +361,7 @@ def test_a_failed_run_fails_the_command_even_when_others_made_the_figure(
     monkeypatch.setattr(headlines, "run_once", run_once)
     monkeypatch.setattr(headlines, "git_state", lambda: ("abc", False))
     monkeypatch.setattr(headlines, "FIGURES", tmp_path)
-    monkeypatch.setattr(headlines, "append_history", lambda entry: None)
+    monkeypatch.setattr(headlines, "append_history", lambda entry, **kw: None)
     monkeypatch.setattr(headlines, "write_readme", lambda figures: False)
     assert headlines.main(["--only", h.id, "--repeats", "3"]) == 1
     figure = json.loads((tmp_path / f"{h.id}.json").read_text())
@@ -370,3 +372,145 @@ def test_a_failed_run_fails_the_command_even_when_others_made_the_figure(
         **run(k, values), "load_before": {"load_per_core": 0.1}
     })  # fmt: skip
     assert headlines.main(["--only", h.id, "--repeats", "3"]) == 0
+
+
+@pytest.fixture
+def copies(tmp_path, monkeypatch):
+    """The figures, the README and the results history copied under ``tmp_path``, and the
+    command pointed at the copies."""
+    shutil.copytree(headlines.FIGURES, tmp_path / "figures")
+    for name, path in (("README.md", headlines.README), ("results.md", headlines.RESULTS)):
+        shutil.copy(path, tmp_path / name)
+    monkeypatch.setattr(headlines, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(headlines, "README", tmp_path / "README.md")
+    monkeypatch.setattr(headlines, "RESULTS", tmp_path / "results.md")
+    monkeypatch.setattr(headlines, "git_state", lambda: ("abc", False))
+    return tmp_path
+
+
+def fake_run(h, k, state, machine, sample_s, timeout_s=None):
+    values = {x.name: 7.0 for x in h.metrics}
+    return {**run(k, values), "load_before": {"load_per_core": 0.1}}
+
+
+def test_an_interrupted_run_set_leaves_each_finished_headline_recorded(copies, monkeypatch):
+    """Ctrl-C during the third headline left the first two figures files rewritten but the
+    README rendered from the old ones and no entry in the history."""
+    done, cut = ["agent_cost", "advisor_1024"], "sim_1024"
+    figures_before = headlines.load_figures(copies / "figures")
+    history_before = (copies / "results.md").read_text()
+
+    def run_once(h, k, *args, **kwargs):
+        if h.id == cut:
+            raise KeyboardInterrupt
+        return fake_run(h, k, *args, **kwargs)
+
+    monkeypatch.setattr(headlines, "run_once", run_once)
+    with pytest.raises(KeyboardInterrupt):
+        headlines.main(["--only", *done, cut, "--repeats", "2"])
+    figures = headlines.load_figures(copies / "figures")
+    for key in done:
+        assert figures[key]["summary"]["n"] == 2 and figures[key] != figures_before.get(key)
+    assert figures.get(cut) == figures_before.get(cut)
+    readme = (copies / "README.md").read_text()
+    assert readme == headlines.render(readme, figures)
+    history = (copies / "results.md").read_text()
+    assert history.startswith(history_before)
+    added = history[len(history_before) :]
+    # one entry for the run set, listing the headlines it finished and nothing of the cut one
+    assert len(re.findall(r"^### .* UTC: agent_cost, advisor_1024$", added, re.M)) == 1
+    assert added.count("\n### ") == 1 and cut not in added
+    assert all(f"- `{key}`: " in added for key in done)
+
+
+def test_a_write_cut_half_way_leaves_the_old_file_whole(copies, monkeypatch):
+    """The figures file, the history and the README were written in place: an interrupt
+    during the write left half a file (the figures file then no longer loaded)."""
+    before = {p.name: p.read_bytes() for p in copies.rglob("*") if p.is_file()}
+    real_write = Path.write_text
+
+    def half_then_interrupt(self, text, *args, **kwargs):
+        real_write(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(headlines, "run_once", fake_run)
+    monkeypatch.setattr(Path, "write_text", half_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):  # the figures file: written first
+        headlines.main(["--only", "agent_cost", "--repeats", "1"])
+    with pytest.raises(KeyboardInterrupt):
+        headlines.append_history("\n### an entry\n", copies / "results.md")
+    with pytest.raises(KeyboardInterrupt):
+        headlines.write_readme({})  # every figure "not yet re-measured": a change
+    after = {p.name: p.read_bytes() for p in copies.rglob("*") if p.is_file()}
+    assert after == before  # nothing half-written, no temporary file left behind
+
+
+def damage(copies) -> Path:
+    path = copies / "figures" / "agent_cost.json"
+    path.write_text(path.read_text()[:200])
+    return path
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    assert "Traceback" not in err
+    return line
+
+
+@pytest.mark.parametrize("argv", [["--render"], ["--only", "advisor_1024"]])
+def test_a_damaged_figures_file_is_named_in_one_line_before_anything_runs(
+    argv, copies, monkeypatch, capsys
+):
+    """A truncated figures file ended ``--render`` in a JSONDecodeError traceback, and a
+    measuring run only after all its runs."""
+    path = damage(copies)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        headlines.load_figures(path.parent)
+    readme = (copies / "README.md").read_text()
+    monkeypatch.setattr(headlines, "run_once", lambda *a, **kw: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exit_:
+        headlines.main(argv)
+    assert exit_.value.code == 2
+    line = one_error_line(capsys)
+    assert f"{path}: damaged figures file, not JSON" in line, line
+    assert (copies / "README.md").read_text() == readme
+
+
+@pytest.mark.parametrize("argv", [["--render"], ["--only", "advisor_1024"]])
+def test_a_readme_marker_of_no_headline_is_named_in_one_line(argv, copies, monkeypatch, capsys):
+    """``<!-- headline:nope -->`` in the README ended ``--render`` in a ValueError
+    traceback."""
+    readme = copies / "README.md"
+    readme.write_text(readme.read_text() + "x <!-- headline:nope -->y<!-- /headline:nope -->\n")
+    monkeypatch.setattr(headlines, "run_once", lambda *a, **kw: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exit_:
+        headlines.main(argv)
+    assert exit_.value.code == 2
+    line = one_error_line(capsys)
+    assert str(readme) in line and "headline:nope" in line, line
+
+
+def test_a_file_damaged_during_a_run_set_stops_it_with_the_finished_ones_recorded(
+    copies, monkeypatch, capsys
+):
+    """A figures file damaged while the second headline ran: the first stays recorded, the
+    second is not written at all, and the command says so in one line (exit 2)."""
+    figures_before = headlines.load_figures(copies / "figures")
+
+    def run_once(h, k, *args, **kwargs):
+        if h.id == "sim_1024" and k == 1:
+            damage(copies)
+        return fake_run(h, k, *args, **kwargs)
+
+    monkeypatch.setattr(headlines, "run_once", run_once)
+    with pytest.raises(SystemExit) as exit_:
+        headlines.main(["--only", "advisor_1024", "sim_1024", "--repeats", "1"])
+    assert exit_.value.code == 2
+    assert "sim_1024 was measured but not recorded" in one_error_line(capsys)
+    fresh = json.loads((copies / "figures" / "advisor_1024.json").read_text())
+    assert fresh["summary"]["n"] == 1
+    sim = copies / "figures" / "sim_1024.json"
+    assert json.loads(sim.read_text()) == figures_before["sim_1024"]
+    last = (copies / "results.md").read_text().rsplit("\n### ", 1)[1]
+    assert "`advisor_1024`: " in last and "sim_1024" not in last
