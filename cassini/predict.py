@@ -239,6 +239,20 @@ def agent_periods_s(
     }
 
 
+def jitter_beyond_room(jitter: float, held_period_s: float, iteration_time_s: float) -> float:
+    """The part of a job's jitter (fraction of its period) that its held period does not
+    already leave it as idle time: ``max(0, jitter - (held_period_s / iteration_time_s -
+    1))``.  A job held to a period longer than its own iteration (a link its jobs' bytes
+    more than fill stretches the circle; commensurate periods round it up) idles for the
+    difference in every iteration, and an iteration late by less than that still ends
+    before its next slot: its slack for jitter need only cover the rest.  Where the held
+    period is the iteration time (a link with free time) this is ``jitter`` itself."""
+    schema.number(jitter, "jitter", non_negative=True)
+    schema.number(held_period_s, "held_period_s", positive=True)
+    schema.number(iteration_time_s, "iteration_time_s", positive=True)
+    return max(0.0, jitter - max(0.0, held_period_s / iteration_time_s - 1.0))
+
+
 def simulate_link(
     profiles: Sequence[JobProfile],
     capacity_bps: float,

@@ -667,6 +667,34 @@ def test_the_trimmed_rule_forgives_hiccups_the_agent_absorbs_and_pays_for_the_re
     assert load_config({**EXAMPLE, "agent": {"jitter": "trimmed"}}).agent_jitter == "trimmed"
 
 
+def test_the_room_rule_pays_only_the_jitter_a_stretched_period_does_not_leave_idle():
+    """``agent.jitter: room``: two jobs whose bytes need 105 % of the bottleneck are held
+    to 1.05x their iteration; a 5 % jitter is then idle time they already have (the
+    period is the stretch and the agent's 3 % alone), an 8 % one pays its last 3 %;
+    ``stdev`` pays the whole jitter on top of the stretch."""
+    from cassini.predict import jitter_beyond_room
+    from cassini.profile import JobProfile, Phase
+    from testbed.run.planning import plan
+
+    # 52.5 ms at the 200 Mbit/s bottleneck's line rate per 100 ms iteration, each
+    profiles = {j: JobProfile(j, 0.1, (Phase(0.04, 0.0525, 2e8),)) for j in ("a", "b")}
+    periods = {}
+    for rule, jitter in (("stdev", 0.05), ("room", 0.05), ("room", 0.08)):
+        cfg = load_config({**EXAMPLE, "agent": {"jitter": rule}})
+        said: list[str] = []
+        schedule = plan(cfg, profiles, 1.0, jitter, said.append).schedule
+        periods[rule, jitter] = schedule.periods_s
+        assert any(rule != "room" or "jitter paid beyond" in line for line in said)
+    for j in ("a", "b"):
+        assert periods["stdev", 0.05][j] == pytest.approx(0.105 * 1.08)
+        assert periods["room", 0.05][j] == pytest.approx(0.105 * 1.03)
+        assert periods["room", 0.08][j] == pytest.approx(0.105 * 1.06)
+    assert jitter_beyond_room(0.05, 0.1, 0.1) == 0.05  # no room: the whole jitter
+    assert jitter_beyond_room(0.05, 0.09, 0.1) == 0.05  # held shorter: no room either
+    assert jitter_beyond_room(0.0, 0.2, 0.1) == 0.0
+    assert load_config({**EXAMPLE, "agent": {"jitter": "room"}}).agent_jitter == "room"
+
+
 def test_payload_efficiency_counts_each_link_direction_a_hop_crosses():
     from testbed.run.profiles import payload_efficiency
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassini.advisor import Advice, Candidate, Link, advise, held_time_shifts
-from cassini.predict import agent_periods_s, link_load, period_slack
+from cassini.predict import agent_periods_s, jitter_beyond_room, link_load, period_slack
 from cassini.profile import JobProfile
 from cassini.slip import slip_tolerances_s
 from testbed.results import SchemeResult
@@ -51,7 +51,16 @@ def plan(
         loops="score",
         agent_slack=slack + jitter,  # the prediction holds jobs to the agent's period
     )
-    periods = agent_periods(profiles, advice, slack + jitter)
+    if cfg.agent_jitter == "room":  # each job pays the jitter its held period lacks
+        held = agent_periods(profiles, advice, 0.0)
+        periods = {
+            j: p * (1.0 + slack + jitter_beyond_room(jitter, p, profiles[j].iteration_time_s))
+            for j, p in held.items()
+        }
+        paid = ", ".join(f"{j} {periods[j] / p - 1 - slack:.1%}" for j, p in held.items())
+        say(f"  jitter paid beyond each held period's room: {paid or 'none'}")
+    else:
+        periods = agent_periods(profiles, advice, slack + jitter)
     on_period = held_time_shifts(links, paths, profiles, periods)
     shifts = {}
     for job in cfg.jobs:
