@@ -32,7 +32,7 @@ jobs: id, kind (synthetic (default) | ddp | model), hosts, iterations (3 .. 1000
   priority (prio: 0 highest .. 7; default Crux's rule, cassini.priority).
 schemes: SCHEME_NAMES, or {scheme:, name: (a directory name under OUT), cc:}.
 optional: cc (default cubic; dctcp_bpf on ecn; the kernel's or mltcp_*), seed, agent:
-  {slack, drift_tolerance (0..1), jitter (stdev | robust | trimmed | none: how the held
+  {slack, drift_tolerance (0..1), jitter (stdev | robust | trimmed | none | room: how the held
   period's jitter slack is read), rerun_declined}, profile_iterations (3 .. 1000000), profile_source
   (auto | log | hook | pcap), profiles.
 numbers: YAML reads 2e8 as a string; write 2.0e+8 or 200000000.

@@ -245,14 +245,26 @@ def _object_lines(
         except json.JSONDecodeError as e:
             if first and e.pos == i:
                 raise NotThisFormat("trace", f"{name}: not JSON; expected {expected}") from None
-            line, col = lines.at(e.pos)
-            yield BadRow(name, line, col, "trace", f"malformed JSON: {e.msg}")
+            yield _broken_record(name, lines, i, e)
             first = False
             i = _next_record(text, i)
             continue
         first = False
         yield obj, i, end
         i = _skip_ws(text, end)
+
+
+def _broken_record(name: str, lines: _LineIndex, start: int, e: json.JSONDecodeError) -> BadRow:
+    """The BadRow for a record starting at ``start`` that does not parse: on the record's
+    first line (at the fault when it is on that line, else where the record starts, the
+    fault's line and column in the message: a truncated record runs into the next ones)."""
+    line, col = lines.at(start)
+    at_line, at_col = lines.at(e.pos)
+    if at_line == line:
+        return BadRow(name, line, at_col, "trace", f"malformed JSON: {e.msg}")
+    where = f"line {at_line}, column {at_col}"
+    problem = f"malformed JSON: {e.msg} (at {where}, in the record that starts here)"
+    return BadRow(name, line, col, "trace", problem)
 
 
 def _next_record(text: str, i: int) -> int:

@@ -88,7 +88,7 @@ def read(
             raise row.error("inst_num", f"must be a whole number, got {row.raw('inst_num')!r}")
         start = row.number("start_time") if row.present("start_time") else None
         end = row.number("end_time") if row.present("end_time") else None
-        if gpu <= 0:
+        if gpu <= 0 or inst == 0:  # no GPU task: it holds no GPUs
             return
         each = math.ceil(gpu / 100 - 1e-9)
         per_instance[(job, row.text("task_name"))] = each
@@ -122,7 +122,7 @@ def read(
         if run <= 0:
             raise Skip("run time <= 0")
         hosts = merge_hosts(placed.get(job, ()))
-        gpus = sum(g for _, g, _ in tasks) if not hosts else sum(g for _, g in hosts)
+        gpus = sum(g for g, _start, _end in tasks) if not hosts else sum(g for _, g in hosts)
         model = models.choose(job)
         return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
 
