@@ -8,8 +8,15 @@ import pytest
 
 from cassini.errors import InputError
 from cassini.sim.engine import run
-from cassini.sim.recorded import BY_NAME_RULE, MAPPING_RULE, host_servers, mapping_rule
+from cassini.sim.recorded import (
+    BY_NAME_RULE,
+    GENERATED_BY_NAME_RULE,
+    MAPPING_RULE,
+    host_servers,
+    mapping_rule,
+)
 from cassini.sim.topologies.clos import two_tier
+from cassini.sim.topologies.fat_tree import fat_tree
 from cassini.sim.topologies.hosts import read_host_table
 from cassini.sim.topology import Cluster
 from cassini.sim.traces import read
@@ -95,7 +102,7 @@ def test_lingjun_replays_on_its_own_topology_on_the_hosts_it_names(scheduler: st
     topo = read_host_table(LINGJUN_TOPO, gpus_per_server=8)
     jobs = read(DATA / "lingjun", LIBRARY).jobs
     jobs = [JobSpec(j.job_id, j.arrival_s, j.gpus, 50, j.model, j.hosts) for j in jobs]
-    assert mapping_rule(topo) == BY_NAME_RULE
+    assert mapping_rule(topo, jobs) == BY_NAME_RULE
     first_seen = host_servers(jobs, CLUSTER)
     by_name = host_servers(jobs, topo)
     assert by_name != first_seen  # the file's order differs from first appearance
@@ -126,8 +133,40 @@ def test_a_host_the_topology_lacks_is_refused_by_name(tmp_path) -> None:
 def test_generated_topologies_keep_first_appearance() -> None:
     topo = two_tier(racks=2, servers_per_rack=4, gpus_per_server=8)
     jobs = read(DATA / "lingjun", LIBRARY).jobs
-    assert mapping_rule(topo) == MAPPING_RULE
+    assert mapping_rule(topo, jobs) == MAPPING_RULE
     assert host_servers(jobs, topo) == host_servers(jobs, CLUSTER)
+
+
+def test_a_generated_topology_places_its_own_host_names_by_name() -> None:
+    """A trace naming only hosts of a generated topology (fat_tree(4): p<pod>e<edge>h<i>)
+    runs on exactly those hosts, in their racks, not in first-appearance order."""
+    topo = fat_tree(4)
+    jobs = [
+        JobSpec("a", 0.0, 8, 5, "vgg16", (("p2e0h1", 8),)),
+        JobSpec("b", 1.0, 16, 5, "vgg16", (("p0e0h0", 8), ("p3e1h1", 8))),
+    ]
+    assert mapping_rule(topo, jobs) == GENERATED_BY_NAME_RULE
+    assert host_servers(jobs, topo) == {"p2e0h1": 9, "p0e0h0": 0, "p3e1h1": 15}
+    done = {r.job_id: r for r in run(topo, jobs, LIBRARY, "recorded").jobs}
+    assert done["a"].placement == ((9, 8),)
+    assert sorted(done["b"].placement) == [(0, 8), (15, 8)] and done["b"].racks == 2
+
+
+def test_a_name_the_generated_topology_lacks_keeps_first_appearance() -> None:
+    """One host outside the topology's names: every host maps by first appearance, and
+    the stated rule says so (a generated Cluster names no hosts: always first appearance)."""
+    topo = fat_tree(4)
+    jobs = [
+        JobSpec("a", 0.0, 8, 5, "vgg16", (("p2e0h1", 8),)),
+        JobSpec("b", 1.0, 8, 5, "vgg16", (("m1", 8),)),
+    ]
+    assert mapping_rule(topo, jobs) == MAPPING_RULE
+    assert host_servers(jobs, topo) == {"p2e0h1": 0, "m1": 1}
+    done = {r.job_id: r for r in run(topo, jobs, LIBRARY, "recorded").jobs}
+    assert done["a"].placement == ((0, 8),) and done["b"].placement == ((1, 8),)
+    named = [JobSpec("a", 0.0, 8, 5, "vgg16", (("p2e0h1", 8),))]
+    assert mapping_rule(CLUSTER, named) == MAPPING_RULE
+    assert host_servers(named, CLUSTER) == {"p2e0h1": 0}
 
 
 def test_a_config_replays_lingjun_on_its_topo_csv(tmp_path) -> None:
@@ -148,3 +187,27 @@ def test_a_config_replays_lingjun_on_its_topo_csv(tmp_path) -> None:
     for record in data["jobs"]["recorded"]:
         placed = {cfg.cluster.hosts[s]: g for s, g in record["placement"]}
         assert placed == hosts[record["job_id"]]
+
+
+def test_the_report_states_the_by_name_rule_a_named_generated_topology_used(tmp_path) -> None:
+    """``cassini sim run`` on a generated fat tree with a trace naming its hosts: the
+    report's note is the rule the placement used (not first appearance)."""
+    import json
+
+    from cassini import cli
+
+    (tmp_path / "t.csv").write_text(
+        "job_id,arrival_s,gpus,iterations,model,hosts\n"
+        "a,0,8,4,vgg16,p1e0h0:4;p2e0h1:4\n"
+        "b,5,4,4,vgg16,p0e0h0:4\n"
+    )
+    (tmp_path / "c.yaml").write_text(
+        "name: ft\n"
+        "cluster: {generate: fat-tree, k: 4, gpus_per_server: 4, server_link_bps: 5.0e+10}\n"
+        f"workload: {{trace: {tmp_path / 't.csv'}}}\n"
+        "schedulers: [recorded]\n"
+    )
+    out = tmp_path / "o"
+    assert cli.main(["sim", "run", str(tmp_path / "c.yaml"), "--out", str(out), "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["report"]["notes"] == [GENERATED_BY_NAME_RULE]

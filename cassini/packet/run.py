@@ -9,7 +9,9 @@ simulator applies it: :func:`cassini.sim.engine.job_profile`), ``routing``, ``ml
 ``seed`` are used; ``schedulers``, ``network`` and ``candidates`` are not (a packet-level
 run is one mechanism, given with ``--sharing``).  Every job is placed at its arrival,
 packed (:func:`cassini.sim.parts.placement.candidate_placements`' first candidate) on the
-GPUs the jobs before it left free, or on the hosts its trace row names; all jobs must fit
+GPUs the jobs before it left free, or on the hosts its trace row names (given servers by
+the rule ``cassini sim run``'s ``recorded`` scheduler uses:
+:func:`cassini.sim.recorded.host_servers`); all jobs must fit
 at once (no queueing, no completions freeing GPUs: until the simulator's network seam
 lands, a packet-level run replays placements, it does not schedule).
 
@@ -45,6 +47,7 @@ from cassini.packet.plan import as_topology
 from cassini.profile import JobProfile
 from cassini.sim.engine import job_profile
 from cassini.sim.parts.placement import candidate_placements
+from cassini.sim.recorded import host_servers, recorded_options
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
@@ -53,29 +56,31 @@ from cassini.sim.workload import JobSpec
 def place(
     cluster: Cluster | Topology, specs: Sequence[JobSpec], seed: int = 0
 ) -> dict[str, tuple[int, ...]]:
-    """Servers of every job: its trace's hosts, else packed on the GPUs still free; all
-    at once (InputError naming the job when one does not fit)."""
+    """Servers of every job: its trace's hosts (their servers by the simulator's recorded
+    rule, :func:`cassini.sim.recorded.host_servers`: by name on a host table or on a
+    generated topology that names every host the trace names, else first appearance),
+    else packed on the GPUs still free; all at once (InputError naming the job when one
+    does not fit)."""
     topo = as_topology(cluster)
     free = np.array(topo.gpus_per_host, dtype=np.int64)
     rng = np.random.default_rng(seed)
+    recorded = [s for s in specs if s.hosts]
+    host_server = host_servers(recorded, cluster) if recorded else {}
     out: dict[str, tuple[int, ...]] = {}
     for spec in sorted(specs, key=lambda s: s.arrival_s):
         if spec.hosts:
-            chosen = {topo.host_index(h): g for h, g in spec.hosts}
+            options = recorded_options(spec, host_server, free)
+            problem = "its hosts' GPUs are taken by the jobs before it"
         else:
             options = candidate_placements(topo, free, spec.gpus, 1, rng)
-            if not options:
-                raise InputError(
-                    f"jobs.{spec.job_id}",
-                    f"{spec.gpus} GPUs do not fit beside the jobs before it: a packet-level "
-                    "run places every job at once",
-                )
-            chosen = options[0]
-        for s, g in chosen.items():
-            if free[s] < g:
-                raise InputError(f"jobs.{spec.job_id}", f"server {s} has {free[s]} GPUs free")
+            problem = f"{spec.gpus} GPUs do not fit beside the jobs before it"
+        if not options:
+            raise InputError(
+                f"jobs.{spec.job_id}", f"{problem}: a packet-level run places every job at once"
+            )
+        for s, g in options[0].items():
             free[s] -= g
-        out[spec.job_id] = tuple(sorted(chosen))
+        out[spec.job_id] = tuple(sorted(options[0]))
     return out
 
 
@@ -124,7 +129,10 @@ def run_config(
     library = cfg.library()
     specs = cfg.jobs(library)
     topo = as_topology(cfg.cluster)
-    servers = place(topo, specs, cfg.seed)
+    try:
+        servers = place(cfg.cluster, specs, cfg.seed)
+    except InputError as e:
+        raise e.in_file(path) from None
     jobs = jobs_of(specs, servers, library, iterations, topo, cfg.options.profiles)
     load_cpu, load_wall = _cpu_s(), time.perf_counter()
     from cassini.packet import native
@@ -186,7 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Run a simulator configuration at packet level in ns-3.",
     )
     parser.add_argument("config", help="a cassini sim configuration (YAML or JSON)")
-    parser.add_argument("--sharing", default="maxmin", choices=sorted(MECHANISMS))
+    parser.add_argument(
+        "--sharing",
+        default="maxmin",
+        choices=sorted(MECHANISMS),
+        help="link-sharing mechanism: switch queue discipline and TCP variant "
+        "(default: %(default)s)",
+    )
     parser.add_argument(
         "--scale",
         type=float,

@@ -19,23 +19,38 @@ BY_NAME_RULE = (
     "recorded placement: each host of the trace is the host of the same name in the "
     "cluster's host table (its own rack and pod)"
 )
+GENERATED_BY_NAME_RULE = (
+    "recorded placement: every host the trace names is a host of the generated topology, "
+    "so each is the host of that name (its rack and pod)"
+)
 
 
-def by_name(cluster: Cluster | Topology) -> bool:
-    """Whether recorded hosts map to servers by name: the cluster is a host table."""
-    return isinstance(cluster, Topology) and "hosts" in cluster.source
+def by_name(cluster: Cluster | Topology, jobs: Sequence[JobSpec]) -> bool:
+    """Whether recorded hosts map to servers by name: the cluster is a host table, or a
+    generated topology (which names its hosts) naming every host ``jobs`` name.  A
+    generated :class:`Cluster` names none: first appearance."""
+    if not isinstance(cluster, Topology):
+        return False
+    if "hosts" in cluster.source:
+        return True
+    named = {host for job in jobs for host, _ in job.hosts}
+    return bool(named) and named <= set(cluster.hosts)
 
 
-def mapping_rule(cluster: Cluster | Topology) -> str:
-    """The host -> server rule recorded placement uses on ``cluster``."""
-    return BY_NAME_RULE if by_name(cluster) else MAPPING_RULE
+def mapping_rule(cluster: Cluster | Topology, jobs: Sequence[JobSpec]) -> str:
+    """The host -> server rule recorded placement uses for ``jobs`` on ``cluster``."""
+    if not by_name(cluster, jobs):
+        return MAPPING_RULE
+    assert isinstance(cluster, Topology)
+    return BY_NAME_RULE if "hosts" in cluster.source else GENERATED_BY_NAME_RULE
 
 
 def host_servers(jobs: Sequence[JobSpec], cluster: Cluster | Topology) -> dict[str, int]:
-    """Server index of every host the jobs name (see :func:`mapping_rule`); InputError
-    when a job has no hosts, a host the host table lacks, more hosts than servers, or
-    more GPUs on a host than its server has."""
-    named = by_name(cluster)
+    """Server index of every host the jobs name (by name or by first appearance, as
+    :func:`by_name` picks and :func:`mapping_rule` states); InputError when a job has no
+    hosts, a host the host table lacks, more hosts than servers, or more GPUs on a host
+    than its server has."""
+    named = by_name(cluster, jobs)
     out: dict[str, int] = {}
     for job in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
         if not job.hosts:

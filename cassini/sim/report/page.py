@@ -156,7 +156,7 @@ def write_report(
     }
     notes = []
     if any(name.startswith("recorded") for name in run.results):
-        notes.append(mapping_rule(cfg.cluster))
+        notes.append(mapping_rule(cfg.cluster, run.workload.jobs))
     if isinstance(cfg.cluster, Topology) and cfg.cluster.planes > 1:
         notes.append(RAILS_NOTE.format(planes=cfg.cluster.planes))
     return {
