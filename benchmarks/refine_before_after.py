@@ -44,7 +44,7 @@ def cases(scale: int) -> tuple[list[tuple], dict]:
     cands = [bench.candidate(f"c{i}", profiles, gpus, rng, racks) for i in range(10)]
     jobs = {p.job_id: p for p in profiles}
     link_map = advisor._link_map(bench.links(racks))
-    solutions = advisor._LinkSolver(link_map, jobs, 5.0, 1e-3).solutions(cands, 1)
+    solutions = advisor._link_solutions(cands, link_map, jobs, 5.0, 1e-3, 1)
     out = []
     for cand in cands:
         sols = solutions[cand.candidate_id]

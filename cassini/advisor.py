@@ -235,7 +235,6 @@ def advise(
     predict: str = "best",
     shift_threshold: float = SHIFT_THRESHOLD,
     agent_slack: float = 0.0,
-    stop_at_perfect: bool = False,
 ) -> Advice:
     """Score and rank candidate placements; return the best with its time-shifts.
 
@@ -263,9 +262,6 @@ def advise(
         (:func:`predict_candidate`).
     agent_slack : the agent's period margin for jitter (see
         :func:`cassini.predict.agent_period_s`), used in the prediction.
-    stop_at_perfect : stop at the first accepted candidate whose every scored link
-        scores 1 (no later one can outrank it; :func:`_until_perfect`): ``best`` and its
-        shifts as a full call's, later candidates neither solved nor listed.
 
     Links scored: 2+ jobs, or one job above the capacity (:func:`_scored_links`).
 
@@ -281,9 +277,13 @@ def advise(
     link_map = _link_map(links)
     job_map = _job_map(jobs)
     candidates = _checked_candidates(candidates, link_map, job_map)
-    solver = _LinkSolver(link_map, job_map, precision_deg, resolution_s)
-    scored = _until_perfect if stop_at_perfect else _every_candidate
-    results, solutions_of = scored(candidates, solver, job_map, loops, repair, workers)
+    solutions_of = _link_solutions(
+        candidates, link_map, job_map, precision_deg, resolution_s, workers
+    )
+    results = [
+        _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
+        for cand in candidates
+    ]
     ranked = _ranked(results, aggregate)
     if predict != "none":
         capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
@@ -460,89 +460,30 @@ def _checked_candidates(
     return candidates
 
 
-class _LinkSolver:
-    """The distinct link problems (capacity, jobs) of one :func:`advise` call, each
-    solved once (:func:`_solve_all`) however many candidates share it."""
-
-    def __init__(
-        self,
-        link_map: Mapping[str, Link],
-        job_map: Mapping[str, JobProfile],
-        precision_deg: float,
-        resolution_s: float,
-    ) -> None:
-        self.capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
-        self.job_map = job_map
-        self.precision_deg, self.resolution_s = precision_deg, resolution_s
-        self.peak: dict[str, float] = {}  # the jobs found alone on a link, by id
-        self.solved: dict[tuple[float, tuple[str, ...]], LinkSolution] = {}
-
-    def solutions(
-        self, candidates: Sequence[Candidate], workers: int | None
-    ) -> dict[str, dict[str, LinkSolution]]:
-        """Candidate id -> scored link id (:func:`_scored_links`) -> its solution."""
-        shared = [_scored_links(c, self.capacity, self.job_map, self.peak) for c in candidates]
-        problems: dict[tuple[float, tuple[str, ...]], None] = {}
-        for links in shared:
-            for link, job_ids in links.items():
-                key = (self.capacity[link], job_ids)
-                if key not in self.solved:
-                    problems[key] = None
-        self.solved |= _solve_all(
-            list(problems), self.job_map, self.precision_deg, self.resolution_s, workers
-        )
-        return {
-            cand.candidate_id: {
-                link: self.solved[(self.capacity[link], job_ids)]
-                for link, job_ids in links.items()
-            }
-            for cand, links in zip(candidates, shared, strict=True)
-        }
-
-
-def _every_candidate(
+def _link_solutions(
     candidates: Sequence[Candidate],
-    solver: _LinkSolver,
+    link_map: Mapping[str, Link],
     job_map: Mapping[str, JobProfile],
-    loops: str,
-    repair: bool,
+    precision_deg: float,
+    resolution_s: float,
     workers: int | None,
-) -> tuple[list[CandidateResult], dict[str, dict[str, LinkSolution]]]:
-    """Every candidate scored (their distinct link problems solved together, in a pool of
-    ``workers`` where there are enough); with their link solutions."""
-    solutions_of = solver.solutions(candidates, workers)
-    results = [
-        _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
-        for cand in candidates
-    ]
-    return results, solutions_of
-
-
-def _until_perfect(
-    candidates: Sequence[Candidate],
-    solver: _LinkSolver,
-    job_map: Mapping[str, JobProfile],
-    loops: str,
-    repair: bool,
-    workers: int | None = 1,
-) -> tuple[list[CandidateResult], dict[str, dict[str, LinkSolution]]]:
-    """The candidates scored one at a time, in order, up to the first accepted one whose
-    every scored link has score 1 (to :data:`SCORE_TIE`); with their link solutions.
-    ``workers`` is not used: one candidate's problems are too few for a pool."""
-    results: list[CandidateResult] = []
-    solutions_of: dict[str, dict[str, LinkSolution]] = {}
-    perfect = round(1.0 / SCORE_TIE)
-    for cand in candidates:
-        solutions_of |= solver.solutions([cand], 1)
-        result = _evaluate(cand, solutions_of[cand.candidate_id], job_map, loops, repair)
-        results.append(result)
-        if (
-            result.status == "ok"
-            and round(result.score / SCORE_TIE) >= perfect
-            and round(result.min_link_score / SCORE_TIE) >= perfect
-        ):
-            break
-    return results, solutions_of
+) -> dict[str, dict[str, LinkSolution]]:
+    """Candidate id -> scored link id (:func:`_scored_links`) -> its solution; each
+    distinct link problem (capacity, jobs) across all candidates is solved once."""
+    capacity = {link_id: link.capacity_bps for link_id, link in link_map.items()}
+    peak: dict[str, float] = {}  # the jobs found alone on a link, by id
+    shared = [_scored_links(cand, capacity, job_map, peak) for cand in candidates]
+    problems: dict[tuple[float, tuple[str, ...]], None] = {}
+    for links in shared:
+        for link, job_ids in links.items():
+            problems[(link_map[link].capacity_bps, job_ids)] = None
+    solved = _solve_all(list(problems), job_map, precision_deg, resolution_s, workers)
+    return {
+        cand.candidate_id: {
+            link: solved[(link_map[link].capacity_bps, job_ids)] for link, job_ids in links.items()
+        }
+        for cand, links in zip(candidates, shared, strict=True)
+    }
 
 
 #: Scores that differ by less than this rank as equal, the scheduler's order deciding: a

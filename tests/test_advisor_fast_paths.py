@@ -191,8 +191,7 @@ def _solved(seed: int):
     jobs, paths, capacity = _placement(seed)
     links = [advisor.Link(k, v) for k, v in capacity.items()]
     cand = advisor.Candidate("c", paths)
-    solver = advisor._LinkSolver(advisor._link_map(links), jobs, 5.0, 1e-3)
-    sols = solver.solutions([cand], 1)["c"]
+    sols = advisor._link_solutions([cand], advisor._link_map(links), jobs, 5.0, 1e-3, 1)["c"]
     return jobs, paths, sols
 
 

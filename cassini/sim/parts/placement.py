@@ -218,7 +218,6 @@ def cassini(sim: ClusterState, job: JobProfile, options: list[dict[int, int]]) -
         workers=1,
         repair=False,
         predict="none",  # predictions are not used here: not computed
-        stop_at_perfect=True,  # only the best is used: none after a perfect one
     )
     if advice.best is None:  # every candidate rejected: never with loops="score"
         return Choice(options[0], {}, advised=True)
