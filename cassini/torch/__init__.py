@@ -23,7 +23,7 @@ __all__ = ["TimeShift", "TimeShiftError", "CommHookRecorder"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("TimeShift", "TimeShiftError", "ShiftSettings"):
+    if name in ("TimeShift", "TimeShiftError", "ShiftSettings", "ServiceUnavailable"):
         from cassini.torch import timeshift
 
         return getattr(timeshift, name)

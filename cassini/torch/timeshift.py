@@ -11,10 +11,14 @@ What the scheduler hands the job (documented in ``docs/agent.md``):
                       other value is an error)
 ``CASSINI_TOLERANCE_S`` optional, seconds: how late an iteration may start before the
                       agent re-aligns the job (the advisor's slip tolerance,
-                      :mod:`cassini.slip`; default 5 % of the period)
+                      :mod:`cassini.slip`; default 5 % of the period); with
+                      ``CASSINI_URL`` it overrides the served ``tolerance_s``
 
-or, instead of the three numbers, ``CASSINI_URL`` (a ``cassini serve`` base URL) and
-``CASSINI_JOB_ID``: rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift``, and again
+or, instead of the three numbers (both set: an error naming them, ambiguous),
+``CASSINI_URL`` (a ``cassini serve`` base URL, http or https) and ``CASSINI_JOB_ID``:
+rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift`` (a service down, hung, answering
+a 5xx, or a 404 for a job not registered yet: the job runs free, says so once on stderr,
+and keeps re-reading), and again
 every ``CASSINI_REFRESH_ITERATIONS`` iterations (default 50; 0: never) with
 ``If-None-Match`` (a 304 when nothing changed).  A re-read never holds up an iteration:
 rank 0 starts it in a background thread one iteration before the refresh iteration and
@@ -36,7 +40,8 @@ its group) at their next re-read.  With none of these variables set the job runs
 (``TimeShift.enabled`` is False); set but incomplete (``CASSINI_JOB_ID`` without
 ``CASSINI_URL``, ``CASSINI_TOLERANCE_S`` or ``CASSINI_SHIFT=1`` without a grid,
 ``CASSINI_REFRESH_ITERATIONS`` or ``CASSINI_TOKEN_FILE`` without ``CASSINI_URL`` and
-``CASSINI_JOB_ID``) is a :class:`TimeShiftError` naming what is missing.
+``CASSINI_JOB_ID``) is a :class:`TimeShiftError` naming what is missing; every variable
+that is set is checked (:func:`check_variables`), whatever the source.
 
 Rank 0 of the process group resolves the settings and plans every slot; the others
 receive both through ``torch.distributed.broadcast`` (six float64 once, five at each
@@ -46,6 +51,7 @@ or rank 0's settings were refused), so the job takes each decision once.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import math
@@ -92,10 +98,18 @@ TEXT_BYTES = 1024  # a reason or error sent from rank 0 to the other ranks (UTF-
 #: has not answered yet (once per re-read); a held job waits at most until shortly before
 #: its slot, time it would sleep anyway.
 FREE_GRACE_S = 0.01
+#: How long (seconds) rank 0 waits for each socket operation of a fetch from the service.
+FETCH_TIMEOUT_S = 5.0
 
 
 class TimeShiftError(ValueError):
     """Bad or missing time-shift settings; the message names the variable or field."""
+
+
+class ServiceUnavailable(TimeShiftError):
+    """``cassini serve`` cannot answer now (not reachable, timed out, a 5xx) or does not
+    know the job yet (404).  At start-up :meth:`TimeShift.from_env` runs the job free and
+    keeps re-reading; at a refresh the job keeps its grid."""
 
 
 @dataclass(frozen=True)
@@ -166,24 +180,57 @@ def shift_flag(env: Mapping[str, str]) -> bool | None:
     )
 
 
+def check_variables(env: Mapping[str, str]) -> bool | None:
+    """Every CASSINI_ variable that is set, checked on its own whatever the source (a
+    one-line :class:`TimeShiftError` naming it): the numbers parse as finite numbers,
+    ``CASSINI_TOLERANCE_S`` is >= 0, ``CASSINI_URL`` is an http(s) URL,
+    ``CASSINI_REFRESH_ITERATIONS`` an integer >= 0; the three numbers and
+    ``CASSINI_URL`` together are ambiguous (unless ``CASSINI_SHIFT`` says run free).
+    Returns ``CASSINI_SHIFT``'s flag (:func:`shift_flag`)."""
+    flag = shift_flag(env)
+    for name in (*NUMBERS, ENV_TOLERANCE_S):
+        if env.get(name, "").strip():
+            _env_number(env, name)
+    tolerance = env_tolerance(env)
+    if tolerance is not None and tolerance < 0:
+        raise TimeShiftError(
+            f"{ENV_TOLERANCE_S}: must be >= 0 seconds, got {env[ENV_TOLERANCE_S]!r}"
+        )
+    if env.get(ENV_URL):
+        check_url(env[ENV_URL])
+    if env.get(ENV_REFRESH, "").strip():
+        refresh_iterations(env)
+    numbers = [name for name in NUMBERS if env.get(name, "").strip()]
+    if flag is not False and env.get(ENV_URL) and numbers:
+        raise TimeShiftError(
+            f"{', '.join(numbers)}, {ENV_URL}: both set (ambiguous): give the three numbers "
+            f"or {ENV_URL} and {ENV_JOB_ID}, not both"
+        )
+    return flag
+
+
 def settings_from_env(
     environ: Mapping[str, str] | None = None, now_s: float | None = None
 ) -> ShiftSettings | None:
     """The settings in ``environ`` (default ``os.environ``); None when no CASSINI_
     variable is set.  Raises :class:`TimeShiftError` naming a missing or bad variable,
     an epoch more than a day ahead of ``now_s`` (UNIX seconds, default the clock)
-    included."""
+    included.  With ``CASSINI_URL`` it fetches the settings once (a service that does
+    not answer is an error here; :meth:`TimeShift.from_env` runs the job free instead)."""
     env = os.environ if environ is None else environ
-    flag = shift_flag(env)
+    flag = check_variables(env)
     if flag is False:
         return ShiftSettings(False, reason=f"{ENV_SHIFT}={env[ENV_SHIFT]}")
     if env.get(ENV_URL):
-        if not env.get(ENV_JOB_ID):
-            raise TimeShiftError(f"{ENV_JOB_ID}: missing (needed with {ENV_URL})")
-        check_token_file(env)
-        settings = settings_from_url(env[ENV_URL], env[ENV_JOB_ID])
+        settings = service_source(env).first()
         _check_epoch_ahead(settings, f"{ENV_URL}: epoch_s", now_s)
         return settings
+    return _settings_of_numbers(env, now_s)
+
+
+def _settings_of_numbers(env: Mapping[str, str], now_s: float | None) -> ShiftSettings | None:
+    """The grid of ``CASSINI_SHIFT_S``, ``CASSINI_PERIOD_S``, ``CASSINI_EPOCH_S`` (and
+    ``CASSINI_TOLERANCE_S``), or None when none of them (nor ``CASSINI_SHIFT``) is set."""
     if env.get(ENV_JOB_ID):
         raise TimeShiftError(f"{ENV_URL}: missing (needed with {ENV_JOB_ID})")
     for name in (ENV_REFRESH, ENV_TOKEN_FILE):  # used on the service path only
@@ -206,14 +253,13 @@ def settings_from_env(
     if missing:
         raise TimeShiftError(f"{missing[0]}: missing (set with {', '.join(present)})")
     values = {name: _env_number(env, name) for name in NUMBERS}
-    tolerance = _env_number(env, ENV_TOLERANCE_S) if env.get(ENV_TOLERANCE_S, "").strip() else None
     try:
         settings = ShiftSettings(
             True,
             values[ENV_SHIFT_S],
             values[ENV_PERIOD_S],
             values[ENV_EPOCH_S],
-            tolerance,
+            env_tolerance(env),
             source="env",
         )
     except TimeShiftError as e:  # name the variable, not the field
@@ -221,6 +267,28 @@ def settings_from_env(
         raise TimeShiftError(f"CASSINI_{field.upper()}: {message}") from None
     _check_epoch_ahead(settings, ENV_EPOCH_S, now_s)
     return settings
+
+
+def env_tolerance(env: Mapping[str, str]) -> float | None:
+    """``CASSINI_TOLERANCE_S`` in seconds, or None when unset."""
+    return _env_number(env, ENV_TOLERANCE_S) if env.get(ENV_TOLERANCE_S, "").strip() else None
+
+
+def check_url(url: str) -> None:
+    """``CASSINI_URL`` must be an http:// or https:// URL with a host: anything else is a
+    one-line :class:`TimeShiftError` naming the variable (urllib's bare ValueError, such
+    as ``unknown url type``, named neither)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as e:
+        raise TimeShiftError(f"{ENV_URL}: not a URL ({e}): {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or (
+        any(c.isspace() or ord(c) < 32 for c in url)
+    ):
+        raise TimeShiftError(
+            f"{ENV_URL}: must be an http:// or https:// URL with a host, got {url!r}"
+        )
 
 
 def _check_epoch_ahead(settings: ShiftSettings, name: str, now_s: float | None) -> None:
@@ -239,9 +307,12 @@ def _check_epoch_ahead(settings: ShiftSettings, name: str, now_s: float | None) 
 
 def _env_number(env: Mapping[str, str], name: str) -> float:
     try:
-        return float(env[name])
+        value = float(env[name])
     except ValueError:
         raise TimeShiftError(f"{name}: not a number: {env[name]!r}") from None
+    if not math.isfinite(value):
+        raise TimeShiftError(f"{name}: must be a finite number, got {env[name]!r}")
+    return value
 
 
 def settings_from_url(
@@ -268,20 +339,36 @@ def fetch_settings(
     opener: Callable[..., Any] = urllib.request.urlopen,
 ) -> tuple[ShiftSettings | None, str | None]:
     """(settings, ETag) of the job's time-shift; settings None when ``etag`` is given and
-    the service answers 304 (not modified)."""
+    the service answers 304 (not modified).  A service that cannot answer now (not
+    reachable, timed out, a 5xx) or does not know the job yet (404) raises
+    :class:`ServiceUnavailable`; a bad URL or a malformed answer a plain
+    :class:`TimeShiftError`."""
+    check_url(url)
     where = _where(url, job_id)
-    request = urllib.request.Request(where, headers={"If-None-Match": etag} if etag else {})
+    try:
+        request = urllib.request.Request(where, headers={"If-None-Match": etag} if etag else {})
+    except ValueError as e:
+        raise TimeShiftError(f"{ENV_URL}: not a URL ({e}): {url!r}") from None
     try:
         with opener(request, timeout=timeout_s) as resp:
-            body = json.loads(resp.read().decode())
+            data = resp.read()
             new_etag = resp.headers.get("ETag")
     except urllib.error.HTTPError as e:
         if e.code == 304 and etag:
             return None, etag
-        raise TimeShiftError(f"{ENV_URL}: {where} answered {e.code}: {_error_text(e)}") from None
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
+        kind = ServiceUnavailable if e.code == 404 or e.code >= 500 else TimeShiftError
+        raise kind(f"{ENV_URL}: {where} answered {e.code}: {_error_text(e)}") from None
+    except http.client.InvalidURL as e:
+        raise TimeShiftError(f"{ENV_URL}: not a URL ({e}): {url!r}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         why = str(e) or type(e).__name__
-        raise TimeShiftError(f"{ENV_URL}: cannot fetch {where}: {why}") from None
+        raise ServiceUnavailable(f"{ENV_URL}: cannot fetch {where}: {why}") from None
+    except ValueError as e:  # what urllib refuses only when it opens the URL
+        raise TimeShiftError(f"{ENV_URL}: cannot fetch {where}: {e}") from None
+    try:
+        body = json.loads(data.decode())
+    except ValueError as e:
+        raise TimeShiftError(f"{ENV_URL}: {where}: answer is not JSON: {e}") from None
     return _settings_of_answer(body, where), new_etag
 
 
@@ -362,9 +449,10 @@ class ShiftSource:
 
     def __init__(self, url: str, job_id: str, timeout_s: float = 5.0,
                  opener: Callable[..., Any] = urllib.request.urlopen,
-                 token_file: str | None = None) -> None:
+                 token_file: str | None = None, tolerance_s: float | None = None) -> None:
         self.url, self.job_id, self.timeout_s, self.opener = url, job_id, timeout_s, opener
         self.token_file = token_file
+        self.tolerance_s = tolerance_s  # CASSINI_TOLERANCE_S: overrides the served one
         self.partners: frozenset[str] = frozenset()
         self.etag: str | None = None
         self.errors = 0  # refreshes that failed (the job kept its grid)
@@ -397,7 +485,21 @@ class ShiftSource:
         settings, self.etag = fetch_settings(self.url, self.job_id, None, self.timeout_s,
                                              self.opener)
         assert settings is not None
-        return settings
+        return self._with_tolerance(settings)
+
+    def _with_tolerance(self, settings: ShiftSettings) -> ShiftSettings:
+        """The served grid with ``tolerance_s`` (``CASSINI_TOLERANCE_S``) in place of the
+        served tolerance, when set."""
+        if self.tolerance_s is None or not settings.shift:
+            return settings
+        try:
+            return dataclasses.replace(settings, tolerance_s=self.tolerance_s)
+        except TimeShiftError as e:
+            message = str(e).partition(": ")[2]
+            raise TimeShiftError(
+                f"{ENV_TOLERANCE_S}: {message} (period_s {settings.period_s!r} served by "
+                f"{ENV_URL})"
+            ) from None
 
     def poll(self) -> ShiftSettings | None:
         """The settings if the service answers new ones, else None (unchanged, or the
@@ -405,11 +507,24 @@ class ShiftSource:
         try:
             settings, self.etag = fetch_settings(self.url, self.job_id, self.etag,
                                                  self.timeout_s, self.opener)
+            return None if settings is None else self._with_tolerance(settings)
         except TimeShiftError as e:
             self.errors += 1
             self.last_error = str(e)
             return None
-        return settings
+
+
+def service_source(env: Mapping[str, str]) -> ShiftSource:
+    """The :class:`ShiftSource` of ``CASSINI_URL`` and ``CASSINI_JOB_ID`` (with
+    ``CASSINI_TOKEN_FILE``, read now, and ``CASSINI_TOLERANCE_S``, which overrides the
+    served tolerance)."""
+    if not env.get(ENV_JOB_ID):
+        raise TimeShiftError(f"{ENV_JOB_ID}: missing (needed with {ENV_URL})")
+    check_url(env[ENV_URL])
+    check_token_file(env)
+    return ShiftSource(env[ENV_URL], env[ENV_JOB_ID], timeout_s=FETCH_TIMEOUT_S,
+                       token_file=env.get(ENV_TOKEN_FILE) or None,
+                       tolerance_s=env_tolerance(env))
 
 
 def refresh_iterations(env: Mapping[str, str]) -> int:
@@ -642,18 +757,25 @@ class TimeShift:
             self._reporter.join(getattr(self.source, "timeout_s", 5.0) + 1.0)
 
     def attach(self, module: Any) -> Any:
-        """Wait before every forward pass of ``module`` (e.g. the DDP model); returns the
+        """Wait before every *training* forward pass of ``module`` (e.g. the DDP model):
+        one with ``module.training`` and gradients enabled, taken as one iteration; an
+        evaluation forward (``model.eval()``, ``torch.no_grad()``,
+        ``torch.inference_mode()``) neither waits nor counts, so a validation pass on
+        some ranks only cannot leave the ranks one decision broadcast apart.  Returns the
         hook handle (``.remove()`` detaches).  The hook returns None: the inputs go to
         the forward pass unchanged."""
+        import torch
 
-        def hold(_module: Any, _inputs: Any) -> None:
-            self.wait()
+        def hold(held: Any, _inputs: Any) -> None:
+            if held.training and torch.is_grad_enabled():
+                self.wait()
 
         return module.register_forward_pre_hook(hold)
 
     def status(self) -> dict[str, Any]:
-        """JSON-ready: enabled, source, what the agent did (counters summed over every
-        grid the job was held to), and how the re-reads went."""
+        """JSON-ready: enabled, source, ``iterations`` (every :meth:`wait`, whatever the
+        state), what the agent did (re-alignments summed over every grid the job was held
+        to, the first grid's start-up skips), and how the re-reads went."""
         out: dict[str, Any] = {"enabled": self.enabled}
         if self.refresh_every:
             out["changes"] = self.changes
@@ -670,6 +792,7 @@ class TimeShift:
             out.update(self.agent.status())
             out["release_reason"] = self.agent.release_reason
         self._history.add_to(out)
+        out["iterations"] = self._calls  # every training step, held, free or released
         return out
 
     def _source_status(self) -> dict[str, Any]:
@@ -690,29 +813,30 @@ class TimeShift:
 
 class _History:
     """What the agents of earlier grids did, kept when a refresh replaces the agent, so
-    ``status()`` counts the whole run."""
-
-    COUNTERS = ("iterations", "realignments", "startup_skipped_slots")
+    ``status()`` counts the whole run: the re-alignments of every grid, the start-up
+    skips of the first grid only (a later grid's first slot is no start-up)."""
 
     def __init__(self) -> None:
-        self.totals = dict.fromkeys(self.COUNTERS, 0)
+        self.realignments = 0
+        self.startup_skipped_slots: int | None = None  # the first grid's
         self.grids = 0  # agents replaced
         self.release_reason: str | None = None  # the last release's, on an earlier grid
 
     def keep(self, agent: TimeShiftAgent) -> None:
-        self.totals["iterations"] += agent.iteration
-        self.totals["realignments"] += agent.realignments
-        self.totals["startup_skipped_slots"] += agent.startup_skipped_slots
+        self.realignments += agent.realignments
+        if self.startup_skipped_slots is None:
+            self.startup_skipped_slots = agent.startup_skipped_slots
         self.grids += 1
         self.release_reason = agent.release_reason or self.release_reason
 
     def add_to(self, out: dict[str, Any]) -> None:
-        """The earlier grids' counters added to ``out``'s (the current agent's, if any);
-        their release reason when the current grid has none."""
+        """The earlier grids' re-alignments added to ``out``'s (the current agent's, if
+        any), the first grid's start-up skips in place of the current one's; their
+        release reason when the current grid has none."""
         if not self.grids:
             return
-        for key, value in self.totals.items():
-            out[key] = int(out.get(key, 0)) + value
+        out["realignments"] = int(out.get("realignments", 0)) + self.realignments
+        out["startup_skipped_slots"] = self.startup_skipped_slots
         if not out.get("release_reason") and self.release_reason:
             out["release_reason"] = self.release_reason
 
@@ -767,22 +891,26 @@ def _send_settings(
     env: Mapping[str, str], now_s: float, group: Any
 ) -> tuple[ShiftSettings | None, ShiftSource | None, int]:
     """Rank 0 of a group: :func:`_resolve`, and its outcome to the other ranks (six
-    floats, then the reason of a job to run free or the error, as text); raises the
-    error after sending it."""
+    floats, then the reason of a job to run free or the error, as text).  Any exception
+    of rank 0 reaches the other ranks as an error (none waits for a broadcast that never
+    comes), then is raised here."""
     settings, source, refresh, error = None, None, 0, ""
+    failure: Exception | None = None
     try:
         settings, source, refresh = _resolve(env, now_s)
-    except TimeShiftError as e:
-        error = str(e)
-    if error:
+    except Exception as e:  # noqa: BLE001 - any failure: the peers must hear of it
+        failure = e
+        error = str(e) if isinstance(e, TimeShiftError) else f"rank 0: {type(e).__name__}: {e}"
+        error = " ".join(error.splitlines()) or "rank 0 could not read its time-shift settings"
+    if failure is not None:
         floats: tuple[float, ...] = (REFUSED, 0.0, 0.0, 0.0, -1.0)
     else:
         floats = settings.to_floats() if settings else (NO_SETTINGS, 0.0, 0.0, 0.0, -1.0)
     _broadcast((*floats, float(refresh)), group, SETTINGS_FLOATS + 1)
-    if error or (settings is not None and not settings.shift):
+    if failure is not None or (settings is not None and not settings.shift):
         _broadcast_text(error or (settings.reason if settings else None), group)
-    if error:
-        raise TimeShiftError(error)
+    if failure is not None:
+        raise failure
     return settings, source, refresh
 
 
@@ -802,16 +930,34 @@ def _resolve(
     env: Mapping[str, str], now_s: float | None = None
 ) -> tuple[ShiftSettings | None, ShiftSource | None, int]:
     """(settings, the source to re-read them from, iterations between re-reads);
-    ``now_s``: the agent's clock (UNIX seconds), against which the epoch is checked."""
-    if env.get(ENV_URL) and env.get(ENV_JOB_ID) and shift_flag(env) is not False:
+    ``now_s``: the agent's clock (UNIX seconds), against which the epoch is checked.  A
+    service that cannot answer at start-up (:class:`ServiceUnavailable`) leaves the job
+    free, re-reading as it would mid-run, with one warning on stderr."""
+    if check_variables(env) is not False and env.get(ENV_URL):
         refresh = refresh_iterations(env)
-        check_token_file(env)
-        source = ShiftSource(env[ENV_URL], env[ENV_JOB_ID],
-                             token_file=env.get(ENV_TOKEN_FILE) or None)
-        settings = source.first()
+        source = service_source(env)
+        try:
+            settings = source.first()
+        except ServiceUnavailable as e:
+            return _free_until_served(e, refresh), source, refresh
         _check_epoch_ahead(settings, f"{ENV_URL}: epoch_s", now_s)
         return settings, source, refresh
     return settings_from_env(env, now_s), None, 0
+
+
+def _free_until_served(error: ServiceUnavailable, refresh: int) -> ShiftSettings:
+    """Rank 0, the service not answering at start-up: the job runs free (the reason on
+    every rank) and says so in one line on stderr; the refreshes adopt the service's grid
+    once it answers."""
+    why = " ".join(str(error).splitlines())
+    then = (
+        f"re-reads it every {refresh} iterations ({ENV_REFRESH})"
+        if refresh
+        else f"never re-reads it ({ENV_REFRESH}=0)"
+    )
+    print(f"cassini.torch: {why}; the job runs free and {then}", file=sys.stderr, flush=True)
+    return ShiftSettings(False, reason=f"{why}; running free until the service answers",
+                         source="url")
 
 
 def _world(group: Any) -> int:
@@ -895,6 +1041,7 @@ class _AheadExchange:
 
 __all__ = [
     "ReleaseChannel",
+    "ServiceUnavailable",
     "ShiftSettings",
     "ShiftSource",
     "SlotDecision",
