@@ -32,10 +32,11 @@ from typing import Any
 
 from cassini import schema
 from cassini.affinity import affinity_graph, time_shifts
-from cassini.agent import MAX_PERIOD_S, MAX_RATE_BPS, MIN_PERIOD_S
+from cassini.agent import MAX_PERIOD_S, MIN_PERIOD_S
 from cassini.circle import (
     LinkSolution,
     check_capacity,
+    check_job_bounds,
     clear_demand_rows,
     compatibility_score,
     n_angles,
@@ -417,13 +418,7 @@ def _job_map(jobs: Sequence[JobProfile] | Mapping[str, JobProfile]) -> dict[str,
             raise InputError(field_name, f"key differs from the profile's job_id {p.job_id!r}")
         if p.job_id in job_map:
             raise InputError(f"{field_name}.id", f"duplicate job id {p.job_id!r}")
-        _check_period(p.iteration_time_s, f"{field_name}.iteration_time_s")
-        for k, phase in enumerate(p.phases):
-            if phase.rate_bps > MAX_RATE_BPS:
-                raise InputError(
-                    f"{field_name}.phases[{k}].rate_bps",
-                    f"must be at most {MAX_RATE_BPS:g} bits/s, got {phase.rate_bps:g}",
-                )
+        check_job_bounds(p, field_name)  # the circle's own bounds, named as here
         job_map[p.job_id] = p
     return job_map
 
