@@ -67,17 +67,13 @@ _LINK_CACHE: OrderedDict[tuple, LinkSolution] = OrderedDict()
 #: held for each lookup (get and move to the end) and each insertion (and eviction) of
 #: :data:`_LINK_CACHE`: callers in threads share it
 _LINK_CACHE_LOCK = threading.Lock()
-#: held while a candidate is predicted (:func:`predict_candidate`) and while
-#: :func:`clear_link_cache` clears cassini.predict's cache: that cache's lookups are not
-#: locked of their own, and threads share it
-_PREDICT_LOCK = threading.Lock()
 
 
 def _new_locks() -> None:
-    """A forked child (the process pool of :func:`advise`) starts with free locks: the
+    """A forked child (the process pool of :func:`advise`) starts with a free lock: the
     parent's may have been held by another thread at the fork, and would stay held."""
-    global _LINK_CACHE_LOCK, _PREDICT_LOCK
-    _LINK_CACHE_LOCK, _PREDICT_LOCK = threading.Lock(), threading.Lock()
+    global _LINK_CACHE_LOCK
+    _LINK_CACHE_LOCK = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_new_locks)
@@ -629,8 +625,7 @@ def clear_link_cache() -> None:
     with _LINK_CACHE_LOCK:
         _LINK_CACHE.clear()
     clear_demand_rows()
-    with _PREDICT_LOCK:
-        clear_cache()
+    clear_cache()
 
 
 def predict_candidate(
@@ -662,10 +657,8 @@ def predict_candidate(
     Every link of ``solutions`` is simulated, a link with one job (crossed alone above
     its capacity) included: it slows its job.  Only the links with 2+ jobs share: they
     make a job held, give its agent period and count in ``gain``; a job on one-job links
-    only runs free ("shares no link with another job").  Predictions are made one at a
-    time across threads (:mod:`cassini.predict`'s cache is shared)."""
-    with _PREDICT_LOCK:
-        return _predict_candidate(time_shifts_s, solutions, job_map, capacity_bps, threshold, slack)
+    only runs free ("shares no link with another job")."""
+    return _predict_candidate(time_shifts_s, solutions, job_map, capacity_bps, threshold, slack)
 
 
 def _predict_candidate(

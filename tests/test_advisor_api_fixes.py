@@ -515,3 +515,16 @@ def test_a_pool_forked_while_another_thread_holds_a_cache_lock_does_not_hang(tmp
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert out.strip() == "finished", out + err
+
+
+def test_a_forked_child_starts_with_a_free_prediction_cache_lock():
+    """cassini.predict's cache has its own lock (predictions run in parallel threads);
+    a child forked while a thread held it starts with a free one."""
+    import os
+
+    with predict._CACHE_LOCK:
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if it can take the lock at once
+            os._exit(0 if predict._CACHE_LOCK.acquire(timeout=1.0) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
