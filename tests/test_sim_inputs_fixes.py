@@ -17,7 +17,7 @@ import yaml
 from cassini.errors import InputError
 from cassini.nic_scale import MEASURED_NIC_BPS, on_link, scale_to_nic
 from cassini.profile import JobProfile, Phase
-from cassini.sim.config import config_from_dict, unused_settings
+from cassini.sim.config import config_from_dict, run_warnings
 from cassini.sim.traces import BadRow, read
 from cassini.sim.workload import load_library
 
@@ -82,7 +82,7 @@ def test_a_config_run_keeps_a_profile_measured_on_its_links(tmp_path: Path) -> N
     done = simulate_config(cfg)
     for job in done.results["ideal"].jobs:
         assert job.dedicated_iteration_s == pytest.approx(PROFILE.iteration_time_s, rel=1e-9)
-    assert not [w for w in unused_settings(cfg) if "nic_bps" in w]
+    assert not [w for w in run_warnings(cfg) if "nic_bps" in w]
 
 
 @pytest.mark.parametrize("bad", [0, -1e9, "fast", True])
@@ -103,11 +103,11 @@ WARNING = (
 def test_a_profile_file_without_nic_bps_is_warned_about(tmp_path: Path) -> None:
     path = profile_file(tmp_path, "slow.json", None)
     cfg = config_from_dict(sim_config(["slow.json"]), base=tmp_path)
-    assert WARNING.format(path=path) in unused_settings(cfg)
+    assert WARNING.format(path=path) in run_warnings(cfg)
     kept = config_from_dict(
         sim_config({"rule": "as-measured", "files": ["slow.json"]}), base=tmp_path
     )
-    assert not [w for w in unused_settings(kept) if "nic_bps" in w]
+    assert not [w for w in run_warnings(kept) if "nic_bps" in w]
     # and it is still taken as measured at 50 Gbit/s (documented, not changed)
     scaled = on_link(load_library([path])["slow"], 1e9, "scale-to-nic")
     assert scaled.phases == scale_to_nic(PROFILE, 1e9, MEASURED_NIC_BPS).phases

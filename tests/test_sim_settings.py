@@ -13,7 +13,7 @@ import pytest
 
 from cassini import cli
 from cassini.errors import InputError
-from cassini.sim.config import config_from_dict, unused_settings
+from cassini.sim.config import config_from_dict, run_warnings
 from cassini.sim.schedulers import Scheduler
 
 #: a tiny run: a few short jobs on two racks
@@ -118,16 +118,16 @@ def test_unused_settings_warn_on_stderr_and_in_results(tmp_path: Path, capsys) -
 )
 def test_each_unused_setting_is_named(extra, schedulers, key) -> None:
     cfg = config_from_dict(BASE | extra | {"schedulers": schedulers})
-    assert [w.split(":")[0] for w in unused_settings(cfg)] == [key]
+    assert [w.split(":")[0] for w in run_warnings(cfg)] == [key]
     used = {"routing": "themis", "defrag": "themis+defrag", "precision_deg": "themis+cassini",
             "priority_levels": "themis+priority"}[key]  # fmt: skip
-    assert unused_settings(config_from_dict(BASE | extra | {"schedulers": [used]})) == []
+    assert run_warnings(config_from_dict(BASE | extra | {"schedulers": [used]})) == []
     # a sweep's scheduler axis is the run's schedulers
     swept = config_from_dict(BASE | extra | {"schedulers": schedulers,
                                              "sweep": {"scheduler": [used]}})  # fmt: skip
-    assert unused_settings(swept) == []
+    assert run_warnings(swept) == []
     # defaults never warn: only what the config gave
-    assert unused_settings(config_from_dict(BASE | {"schedulers": schedulers})) == []
+    assert run_warnings(config_from_dict(BASE | {"schedulers": schedulers})) == []
 
 
 # -- 3: repeated scheduler names and parts ---------------------------------------------

@@ -208,7 +208,7 @@ def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from cassini.sim.config import check_schedulers, unused_settings
+    from cassini.sim.config import check_schedulers, run_warnings
     from cassini.sim.workload import write_trace
 
     if args.sim_command == "topo":
@@ -226,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
             outputs.check_output_file(out)
         else:
             outputs.check_output_dir(out)
-            for line in unused_settings(cfg):  # not errors; results.json has them too
+            for line in run_warnings(cfg):  # not errors; results.json has them too
                 print(f"sim {args.sim_command}: {line}", file=sys.stderr)
         if args.sim_command == "trace":
             if args.what[0] == "convert":

@@ -58,7 +58,7 @@ class SimConfig:
     sweep: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     options: SimOptions = field(default_factory=SimOptions)
     #: the keys the config file set (top level, and ``cluster.spines``): the settings
-    #: :func:`unused_settings` may say no scheduler of the run uses
+    #: :func:`run_warnings` may say no scheduler of the run uses
     given: frozenset[str] = frozenset()
 
     def settings(self) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def check_schedulers(names: tuple[str, ...], field_name: str) -> None:
             raise InputError(where, e.problem) from None
 
 
-def unused_settings(cfg: SimConfig) -> list[str]:
+def run_warnings(cfg: SimConfig) -> list[str]:
     """The run's warnings (``results.json``'s ``warnings``, stderr): one line per setting
     the config gave that no scheduler of the run uses (the sweep's scheduler axis when it
     has one): ignored, not an error; and one per extra profile taken as measured at

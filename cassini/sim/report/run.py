@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini import files, outputs
-from cassini.sim.config import SimConfig, unused_settings
+from cassini.sim.config import SimConfig, run_warnings
 from cassini.sim.engine import SimResult, run
 from cassini.sim.report.html_report import EXCESS_LABEL, EXCESS_UNIT
 from cassini.sim.report.page import Run, write_page, write_report
@@ -173,7 +173,7 @@ def results_json(
         "settings": cfg.settings(),
         # each scheme's routing: its own part, else the config's (None: dedicated network)
         "routing_by_scheme": routing_by_scheme(cfg, list(results)),
-        "warnings": unused_settings(cfg),
+        "warnings": run_warnings(cfg),
         **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
         "ratios": ratios(summaries),

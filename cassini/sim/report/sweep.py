@@ -19,7 +19,7 @@ import numpy as np
 from cassini import outputs
 from cassini.advisor import pool_size
 from cassini.errors import InputError
-from cassini.sim.config import SimConfig, unused_settings
+from cassini.sim.config import SimConfig, run_warnings
 from cassini.sim.report.run import (
     CONVERT_LISTS,
     config_name,
@@ -239,7 +239,7 @@ def write_sweep(
         "axes": {a: list(v) for a, v in cfg.sweep.items()},
         "profiles": cfg.options.profiles,
         "settings": cfg.settings(),  # every point's (the axes change none of them)
-        "warnings": unused_settings(cfg),
+        "warnings": run_warnings(cfg),
         "rows": rows,
         "aggregate": aggregate(rows, by),
         "ratios": sweep_ratios(rows, axes),
