@@ -12,6 +12,12 @@ from typing import NoReturn
 INSTEAD = "the command is testbed (testbed --help)"
 
 
+def say_on_stderr(message: str) -> None:
+    """One progress or warning line on stderr, flushed (the default ``say`` of the
+    testbed's libraries when their caller gives none)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def not_a_command(module: str, instead: str = INSTEAD) -> NoReturn:
     """``python -m`` on a library module: one line on stderr saying so (``instead``: what
     to run), exit status 2."""

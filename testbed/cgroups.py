@@ -14,12 +14,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from testbed import say_on_stderr
 
 #: what names a run's cgroup: its kind, the run's pid, the job
 NAME = re.compile(r"testbed-(mltcp|prio)-(\d+)-.+")
@@ -79,7 +80,7 @@ def remove(
         time.sleep(POLL_S)
     waited = f" after {wait_s:g} s" if error.errno == errno.EBUSY else ""
     reason = f"{error.strerror or error}{waited}"
-    (say or _stderr)(f"testbed: cgroup {path} not removed ({reason}); {retry}")
+    (say or say_on_stderr)(f"testbed: cgroup {path} not removed ({reason}); {retry}")
     return False
 
 
@@ -149,10 +150,6 @@ def _kill(pid: int) -> None:
 
 def _rmdir(path: Path) -> None:
     os.rmdir(path)
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
+
+from testbed import say_on_stderr
 
 LOCK_PATH = Path(os.environ.get("TESTBED_HOST_LOCK", "/run/testbed-host.lock"))
 HOLDER_ENV = "TESTBED_HOST_LOCK_HOLDER"  # pid of the process holding it, for its children
@@ -52,7 +53,7 @@ def acquire(who: str, say: Callable[[str], None] | None = None) -> None:
     except BlockingIOError:
         f.seek(0)
         holder = f.read().strip() or "another process"
-        (say or _stderr)(f"waiting for the host lock {LOCK_PATH} (held by {holder})")
+        (say or say_on_stderr)(f"waiting for the host lock {LOCK_PATH} (held by {holder})")
         fcntl.flock(f, fcntl.LOCK_EX)
     f.seek(0)
     f.truncate()
@@ -82,10 +83,6 @@ def release() -> None:
 def held() -> bool:
     """Whether this process holds the lock (itself or through an ancestor)."""
     return _depth > 0
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 from cassini.measure import iteration_times
 from mltcp import variants
 from mltcp.policy import MltcpOptions
-from testbed import dscp_jobs, mltcp_jobs, startgate
+from testbed import dscp_jobs, mltcp_jobs, say_on_stderr, startgate
 from testbed.capture import Capture
 from testbed.host import AVAILABLE_CC
 from testbed.iterations import off_slot, read_log
@@ -76,13 +76,9 @@ def ensure_cc(cc: str, say: Progress | None = None) -> bool:
             admin.load(variant="all")
         except MltcpError as e:  # e.g. not root: the testbed's one-line error
             raise TestbedError(f"congestion control {cc!r}: {e}") from None
-        (say or _stderr)(MLTCP_LEFT_LOADED)
+        (say or say_on_stderr)(MLTCP_LEFT_LOADED)
         return True
     raise TestbedError(f"congestion control {cc!r} is not available (have {' '.join(available)})")
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def worker_spec(
