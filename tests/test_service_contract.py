@@ -42,7 +42,7 @@ CONFIG = """\
 [checks.not_a_server_error]
 expected-statuses = ["2xx", "3xx", "4xx", "503", "504"]
 [checks.positive_data_acceptance]
-expected-statuses = ["2xx", "404", "422", "503", "504"]
+expected-statuses = ["2xx", "304", "404", "422", "503", "504"]
 """
 
 

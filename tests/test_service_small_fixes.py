@@ -298,10 +298,11 @@ def test_serve_and_from_kube_use_the_files_types():
 def test_a_put_shift_that_is_not_a_boolean_names_both_choices(shift):
     """``shift`` picks the model (hold: true, release: false); a value of another type
     said "must be True" (Python's spelling, and false is valid too)."""
+    from cassini.service.errors import BadRequest
     from cassini.service.handlers import read_time_shift_put
 
-    with pytest.raises(InputError) as e:
+    with pytest.raises(BadRequest) as e:  # a wrong type: 400, as every other
         read_time_shift_put({"shift": shift}, "j1", default_epoch_s=0.0, iteration_time_s=0.1)
     assert e.value.field == "shift"
-    assert "must be true (hold) or false (release)" in e.value.problem
-    assert "True" not in e.value.problem
+    assert "must be true (hold) or false (release)" in e.value.message
+    assert "True" not in e.value.message

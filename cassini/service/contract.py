@@ -127,6 +127,8 @@ class Operation:
     errors: tuple[int, ...] = (400, 404, 405, 500)  # and DRAINING: every operation
     also: tuple[int, ...] = ()  # other success statuses
     write: bool = False  # changes the registry: needs a bearer token, audited, rate-limited
+    headers: tuple[str, ...] = ()  # sent with its success answers (and 304): HEADERS
+    reads: tuple[str, ...] = ()  # request headers it reads (besides Authorization): HEADERS
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ class Endpoint:
         return tuple(op.method for op in self.operations)
 
     def allowed_methods(self) -> tuple[str, ...]:
+        """Its methods and HEAD with GET (as Starlette routes them): ``Allow`` on a 405,
+        and the operations of the OpenAPI document."""
         methods = [op.method for op in self.operations]
         if "GET" in methods:
             methods.append("HEAD")
@@ -166,6 +170,43 @@ DRAINING = 503
 BODY_ERRORS = (400, 404, 405, 408, 413, 415, 422, 500)
 COMPUTE_ERRORS = BODY_ERRORS + (DRAINING, 504)
 WRITE_ERRORS = (401, 403, 429)
+
+
+@dataclass(frozen=True)
+class Header:
+    """A header the service sends (or reads), as the OpenAPI document declares it;
+    ``required``: on every answer it is declared on."""
+
+    description: str
+    schema: dict[str, Any]
+    required: bool = True
+
+
+_TEXT: dict[str, Any] = {"type": "string"}
+HEADERS: dict[str, Header] = {
+    "Allow": Header("the methods the path accepts (HEAD with GET)", _TEXT),
+    "WWW-Authenticate": Header('Bearer realm="cassini"', _TEXT),
+    "Retry-After": Header(
+        "seconds to wait before retrying: over --write-rate (not for --max-jobs), no free "
+        "worker, or draining (not GET /readyz's not-ready 503)",
+        {"type": "integer", "minimum": 1},
+        required=False,
+    ),
+    "Connection": Header("close: the service is draining", _TEXT, required=False),
+    "ETag": Header("the answer's version (a digest of its body)", _TEXT),
+    "Cache-Control": Header("no-cache: revalidate with If-None-Match", _TEXT),
+    "If-None-Match": Header(
+        "ETags (weak comparison) or *: 304 with no body while one matches", _TEXT,
+        required=False,
+    ),
+}
+#: Headers an error answer sends, by status (errors.py's classes, app.py's 405, drain.py).
+ERROR_HEADERS: dict[int, tuple[str, ...]] = {
+    401: ("WWW-Authenticate",),
+    405: ("Allow",),
+    429: ("Retry-After",),
+    503: ("Retry-After", "Connection"),
+}
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
@@ -225,6 +266,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 answer="TimeShift",
                 errors=(400, 404, 405, 500, DRAINING, 504),  # busy: no free worker
                 also=(304,),
+                headers=("ETag", "Cache-Control"),
+                reads=("If-None-Match",),
             ),
             Operation(
                 "PUT",

@@ -22,7 +22,7 @@ from cassini.agent import MAX_EPOCH_AHEAD_S
 from cassini.errors import InputError
 from cassini.service import k8s, models
 from cassini.service.cluster import check_nodes, read_job
-from cassini.service.errors import NotFound, ServiceError, json_bytes
+from cassini.service.errors import BadRequest, NotFound, ServiceError, json_bytes
 from cassini.service.registry import Registry
 from cassini.service.service import Service
 from cassini.service.shifts import JobShift, answered_shift
@@ -217,11 +217,14 @@ def read_time_shift_put(
     (UNIX seconds, default the clock), else 422, as ``cassini.torch`` refuses such an
     epoch (the job would sleep until then); or ``{"shift": false, "reason"?}``: run
     free, at the job's own ``iteration_time_s`` (seconds).  The ``shift`` field picks the
-    model (the schema's ``oneOf``)."""
+    model (the schema's ``oneOf``); one that is not a boolean is a 400 naming it, as any
+    other type error."""
     if isinstance(obj, dict) and "shift" in obj and not isinstance(obj["shift"], bool):
-        # neither model's: the field that picks the model, in the schema's words
-        raise InputError(
-            "shift", f"must be true (hold) or false (release), got {schema.kind_of(obj['shift'])}"
+        # neither model's: the field that picks the model, in the schema's words; a wrong
+        # type breaks the schema (a boolean), so a 400 as from models.validate
+        raise BadRequest(
+            f"must be true (hold) or false (release), got {schema.kind_of(obj['shift'])}",
+            "shift",
         )
     if isinstance(obj, dict) and obj.get("shift") is False:
         release = models.validate(models.TimeShiftRelease, obj)
@@ -240,7 +243,8 @@ def read_time_shift_put(
                 f"(at most {MAX_EPOCH_AHEAD_S / 86400:g} day): the job would sleep until then",
             )
     epoch = default_epoch_s if hold.epoch_s is None else hold.epoch_s
-    return JobShift(job_id, True, hold.shift_s, hold.period_s, None, None, epoch)
+    # + 0.0: a -0.0 the schema lets through (>= 0) is stored and answered as 0.0
+    return JobShift(job_id, True, hold.shift_s + 0.0, hold.period_s, None, None, epoch + 0.0)
 
 
 async def _extender_scores(service: Service, call: Call, verb: str) -> tuple[Any, Any]:

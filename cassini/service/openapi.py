@@ -1,15 +1,24 @@
 """The OpenAPI 3.1 document of the service (``GET /openapi.json``, ``docs/openapi.json``),
 built from the endpoint table (:data:`cassini.service.contract.ENDPOINTS`: paths, methods,
-query options, statuses, security) and the component schemas generated from the request
-and answer models (:mod:`cassini.service.models`), which also validate the requests; here
-only what neither says: the links between operations and the document's frame."""
+HEAD with each GET, query options, statuses, headers, security) and the component schemas
+generated from the request and answer models (:mod:`cassini.service.models`), which also
+validate the requests; here only what neither says: the links between operations and the
+document's frame."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import cassini
-from cassini.service.contract import DRAINING, ENDPOINTS, QUERY_OPTIONS, Endpoint, Operation
+from cassini.service.contract import (
+    DRAINING,
+    ENDPOINTS,
+    ERROR_HEADERS,
+    HEADERS,
+    QUERY_OPTIONS,
+    Endpoint,
+    Operation,
+)
 from cassini.service.errors import ERRORS, ServiceError, ShuttingDown
 from cassini.service.handlers import NotReady
 from cassini.service.models import component_schemas
@@ -36,6 +45,18 @@ _LINKS: dict[str, dict[str, Any]] = {"register_job": _JOB_LINKS}
 _OWN_ERRORS: dict[str, dict[int, type[ServiceError]]] = {"readiness": {503: NotReady}}
 
 
+def _headers(names: tuple[str, ...]) -> dict[str, Any]:
+    """The ``headers`` of a response that sends ``names`` (:data:`contract.HEADERS`)."""
+    return {
+        name: {
+            "description": HEADERS[name].description,
+            "required": HEADERS[name].required,
+            "schema": HEADERS[name].schema,
+        }
+        for name in names
+    }
+
+
 def _responses(op: Operation) -> dict[str, Any]:
     schema = (
         _ref(op.answer)
@@ -44,6 +65,8 @@ def _responses(op: Operation) -> dict[str, Any]:
     )
     content = {op.media_type: {"schema": schema}}
     success: dict[str, Any] = {"description": "success", "content": content}
+    if op.headers:
+        success["headers"] = _headers(op.headers)
     links = _LINKS.get(op.handler.__name__)
     if links:
         success["links"] = links
@@ -51,6 +74,8 @@ def _responses(op: Operation) -> dict[str, Any]:
     for code in op.also:
         if code == 304:
             responses["304"] = {"description": "not modified: If-None-Match names the ETag"}
+            if op.headers:
+                responses["304"]["headers"] = _headers(op.headers)
         else:
             responses[str(code)] = success
     # every operation answers DRAINING while the server drains (contract.DRAINING)
@@ -64,6 +89,8 @@ def _responses(op: Operation) -> dict[str, Any]:
             "description": f"{own.when}; or {error.when}" if own else error.when,
             "content": {"application/json": {"schema": _ref("Error")}},
         }
+        if code in ERROR_HEADERS:
+            responses[str(code)]["headers"] = _headers(ERROR_HEADERS[code])
     return responses
 
 
@@ -73,17 +100,19 @@ def _operation(op: Operation) -> dict[str, Any]:
         "summary": op.summary,
         "responses": _responses(op),
     }
-    if op.query:
-        operation["parameters"] = [
-            {
-                "name": name,
-                "in": "query",
-                "required": False,
-                "description": QUERY_OPTIONS[name].description,
-                "schema": QUERY_OPTIONS[name].schema,
-            }
-            for name in op.query
-        ]
+    parameters = [
+        {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "description": QUERY_OPTIONS[name].description,
+            "schema": QUERY_OPTIONS[name].schema,
+        }
+        for name in op.query
+    ]
+    parameters += [{"name": name, "in": "header", **_headers((name,))[name]} for name in op.reads]
+    if parameters:
+        operation["parameters"] = parameters
     if op.body:
         operation["requestBody"] = {
             "required": True,
@@ -92,6 +121,21 @@ def _operation(op: Operation) -> dict[str, Any]:
     if op.write:
         operation["security"] = [{"bearer": []}]
     return operation
+
+
+def _head(get: dict[str, Any]) -> dict[str, Any]:
+    """The HEAD operation of a GET one (the server answers HEAD wherever it answers GET):
+    the same parameters, statuses and headers, no body."""
+    responses = {
+        code: {k: v for k, v in answer.items() if k not in ("content", "links")}
+        for code, answer in get["responses"].items()
+    }
+    return {
+        **get,
+        "operationId": f"head_{get['operationId']}",
+        "summary": f"Headers of GET, no body: {get['summary']}",
+        "responses": responses,
+    }
 
 
 def document(endpoints: tuple[Endpoint, ...] = ENDPOINTS) -> dict[str, Any]:
@@ -103,8 +147,11 @@ def document(endpoints: tuple[Endpoint, ...] = ENDPOINTS) -> dict[str, Any]:
             item["parameters"] = [
                 {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
             ]
-        for op in ep.operations:
-            item[op.method.lower()] = _operation(op)
+        for method in ep.allowed_methods():  # the methods its route answers, HEAD with GET
+            op = ep.operation(method)
+            item[method.lower()] = (
+                _operation(op) if op.method == method else _head(_operation(op))
+            )
         paths[ep.template] = item
     return {
         "openapi": "3.1.0",
