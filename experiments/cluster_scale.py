@@ -9,7 +9,7 @@ collisions.  Jobs: Poisson arrivals at 0.9 load drawing models from the measured
 profile library (the testbed-measured entries of ``cassini/data/profiles.json``), or a
 trace file (``--trace``, any format ``cassini sim`` reads).
 
-    .venv/bin/python -m experiments.cluster_scale                 # small, about a minute
+    .venv/bin/python -m experiments.cluster_scale                 # small: 2 x 256 GPUs, ~6 s
     .venv/bin/python -m experiments.cluster_scale --full   # 1,024 GPUs 2:1, 2,048 GPUs 4:1
     .venv/bin/python -m experiments.cluster_scale --full --jobs 300 --schemes themis,themis+crux
 
@@ -319,7 +319,8 @@ OPTIONS = (
         "--summarise",
         metavar="RESULTS_JSON",
         nargs="+",
-        help="print the tables of earlier runs; of several (seeds), the median and range",
+        help="print the tables of earlier runs; of several (seeds), the median and range "
+        "(a seed given twice and rows some runs lack are named on stderr)",
     ),
 )
 
@@ -351,7 +352,8 @@ def run_scale(run: Run) -> int:
             ]
         ),
         "models": sorted(library),
-        "load": args.load,
+        "load": None if args.trace else args.load,
+        "trace": args.trace,
         "routing": args.routing,
         "priority_levels": args.priority_levels,
         "seed": args.seed,
@@ -375,7 +377,7 @@ def run_scale(run: Run) -> int:
             print(f"   {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
             entry["versus_themis"] = versus_themis(entry["rows"])
             _write(data, out)
-        print(f"\n{setup.name}, {len(jobs)} jobs, load {args.load}, routing {args.routing}")
+        print(f"\n{setup.name}, {len(jobs)} jobs, {_arrivals(data)}, routing {args.routing}")
         print(table(entry["rows"], labels))
         print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
         print(papers_table(entry["rows"]))
@@ -384,13 +386,21 @@ def run_scale(run: Run) -> int:
     return 0
 
 
+def _arrivals(data: Mapping[str, Any]) -> str:
+    """Where a run's jobs came from, for a table's title: ``load 0.9`` (Poisson
+    arrivals) or ``trace NAME`` (a trace file has no configured load)."""
+    if data.get("trace"):
+        return f"trace {Path(data['trace']).name}"
+    return f"load {data['load']}"
+
+
 def summarise(path: Path) -> int:
     """Print the tables of a results.json (also one a cut-off run left)."""
-    data = json.loads(path.read_text())
+    data = read_summary(path)
     labels = dict((name, label) for label, name in SCHEMES)
     for setup, entry in data["setups"].items():
         rows = _read_rows(entry)
-        print(f"\n{setup}, {entry['jobs']} jobs, load {data['load']}, routing {data['routing']}")
+        print(f"\n{setup}, {entry['jobs']} jobs, {_arrivals(data)}, routing {data['routing']}")
         print(table(rows, labels))
         print("\nagainst Themis on the same jobs (x = Themis / scheme; > 1 = faster):")
         print(papers_table(rows))
@@ -407,28 +417,148 @@ def _read_rows(entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def summarise_seeds(paths: Sequence[Path]) -> int:
-    """Median [min-max] over runs (e.g. seeds) of each mechanism against Themis."""
-    runs = [json.loads(p.read_text()) for p in paths]
-    setups = list(runs[0]["setups"])
-    for setup in setups:
-        print(f"\n{setup}: {len(runs)} runs (seeds {', '.join(str(r['seed']) for r in runs)})")
+    """Median [min-max] over runs (e.g. seeds) of each mechanism against Themis.  A
+    setup missing from a run is summarised over the runs that have it; a mechanism (or
+    Themis) missing from one of those is left out of the setup's table; both are named
+    in one warning line, as is a seed given by several runs."""
+    runs = [read_summary(p) for p in paths]
+    _warn_repeated_seeds(paths, runs)
+    missing: list[str] = []
+    for setup in dict.fromkeys(s for r in runs for s in r["setups"]):
+        have = [(p, r) for p, r in zip(paths, runs, strict=True) if setup in r["setups"]]
+        missing += [
+            f"{p} lacks the setup {setup!r} (its table is over the other runs)"
+            for p, r in zip(paths, runs, strict=True)
+            if setup not in r["setups"]
+        ]
+        rows = [_read_rows(r["setups"][setup]) for _, r in have]
+        missing += _missing_mechanisms(setup, [p for p, _ in have], rows)
+        seeds = ", ".join(str(r["seed"]) for _, r in have)
+        runs_word = "runs" if len(have) > 1 else "run"
+        print(f"\n{setup}: {len(have)} {runs_word} (seed{'s' if len(have) > 1 else ''} {seeds})")
         print(f"{'mechanism':<11} {'mean x':>19} {'p99 x':>19} {'GPU util':>22} {'mean JCT':>24}")
         for label, name, _ in PAPERS:
-            vs = [versus_themis(_read_rows(r["setups"][setup])).get(name) for r in runs]
-            if any(v is None for v in vs):
-                continue
-            cells = []
-            for key, fmt in (
-                ("mean_speedup", "{:.3f}"),
-                ("p99_speedup", "{:.3f}"),
-                ("gpu_utilisation_gain", "{:+.1%}"),
-                ("mean_jct_change", "{:+.1%}"),
-            ):
-                values = [v[key] for v in vs]
-                med, lo, hi = (fmt.format(x) for x in (np.median(values), min(values), max(values)))
-                cells.append(f"{med} [{lo}, {hi}]")
-            print(f"{label:<11} {cells[0]:>19} {cells[1]:>19} {cells[2]:>22} {cells[3]:>24}")
+            vs = [versus_themis(r).get(name) for r in rows]
+            if not any(v is None for v in vs):
+                print(_range_line(label, vs))
+    if missing:
+        print(
+            f"--summarise: warning: rows missing from some runs: {'; '.join(missing)}",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _missing_mechanisms(
+    setup: str, paths: Sequence[Path], rows: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Per run lacking some: which of Themis and the mechanisms any run of ``setup`` has
+    it lacks (those mechanisms are left out of the setup's table)."""
+    wanted = ["themis"] + [name for _, name, _ in PAPERS if any(name in r for r in rows)]
+    said = []
+    for path, r in zip(paths, rows, strict=True):
+        lacking = [name for name in wanted if name not in r]
+        if lacking:
+            what = ", ".join(
+                "themis (every mechanism's baseline)" if n == "themis" else n for n in lacking
+            )
+            said.append(f"{path} lacks {setup!r}: {what} (left out of its table)")
+    return said
+
+
+def _range_line(label: str, vs: Sequence[Mapping[str, float]]) -> str:
+    """One mechanism's median [min, max] over runs, column by column."""
+    cells = []
+    for key, fmt in (
+        ("mean_speedup", "{:.3f}"),
+        ("p99_speedup", "{:.3f}"),
+        ("gpu_utilisation_gain", "{:+.1%}"),
+        ("mean_jct_change", "{:+.1%}"),
+    ):
+        values = [v[key] for v in vs]
+        med, lo, hi = (fmt.format(x) for x in (np.median(values), min(values), max(values)))
+        cells.append(f"{med} [{lo}, {hi}]")
+    return f"{label:<11} {cells[0]:>19} {cells[1]:>19} {cells[2]:>22} {cells[3]:>24}"
+
+
+def _warn_repeated_seeds(paths: Sequence[Path], runs: Sequence[Mapping[str, Any]]) -> None:
+    """One warning line when several runs have the same seed (their range is then over
+    fewer seeds than runs)."""
+    by_seed: dict[Any, list[str]] = {}
+    for path, r in zip(paths, runs, strict=True):
+        by_seed.setdefault(r["seed"], []).append(str(path))
+    repeated = {seed: ps for seed, ps in by_seed.items() if len(ps) > 1}
+    if repeated:
+        said = "; ".join(f"seed {seed}: {', '.join(ps)}" for seed, ps in repeated.items())
+        print(
+            f"--summarise: warning: the same seed in several runs ({said}): the ranges "
+            f"are over {len(by_seed)} seed{'s' if len(by_seed) > 1 else ''}, not {len(runs)}",
+            file=sys.stderr,
+        )
+
+
+#: the fields of a row the tables read
+ROW_FIELDS = (
+    *("mean_slowdown", "p99_slowdown", "mean_jct_s", "makespan_s", "gpu_utilisation"),
+    *("worst_job_slowdown", "low_decile_slowdown", "low_decile_loss_vs_themis"),
+    *("migrations", "advisor_calls", "link_excess_s", "ecmp_collisions", "wall_s"),
+)
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """An earlier run's ``results.json`` for ``--summarise``; a file that is missing,
+    empty, not JSON or not this experiment's is a :class:`UsageError` naming
+    ``--summarise`` and the file."""
+    if not str(path).strip():
+        raise UsageError("--summarise: an empty file name; give a results.json")
+    where = f"--summarise: {path}"
+    try:
+        text = Path(path).read_text()
+    except IsADirectoryError:
+        raise UsageError(f"{where}: a folder; give the run's results.json in it") from None
+    except FileNotFoundError:
+        raise UsageError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{where}: cannot be read ({e})") from None
+    if not text.strip():
+        raise UsageError(f"{where}: empty, not a cluster_scale results.json")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("setups"), dict):
+        raise UsageError(
+            f"{where}: no 'setups' object: not a cluster_scale results.json "
+            "(another experiment's results?)"
+        )
+    for field in ("load", "routing", "seed"):
+        if field not in data:
+            raise UsageError(f"{where}: no {field!r} field")
+    for setup, entry in data["setups"].items():
+        _check_setup(where, setup, entry)
+    return data
+
+
+def _check_setup(where: str, setup: str, entry: Any) -> None:
+    """Refuse a setup of a ``--summarise`` file whose rows the tables cannot read."""
+    if (
+        not isinstance(entry, dict)
+        or "jobs" not in entry
+        or not isinstance(entry.get("rows"), dict)
+    ):
+        raise UsageError(f"{where}: setups[{setup!r}]: no 'jobs' and 'rows' object")
+    for name, r in entry["rows"].items():
+        at = f"{where}: setups[{setup!r}].rows[{name!r}]"
+        if not isinstance(r, dict):
+            raise UsageError(f"{at}: not an object")
+        for field in ROW_FIELDS:
+            if field not in r:
+                raise UsageError(f"{at}: no {field!r} field")
+            value = r[field]
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise UsageError(f"{at}.{field}: a number or null, got {value!r}")
 
 
 def _write(data: Mapping[str, Any], out: Path) -> None:
@@ -440,8 +570,11 @@ def _write(data: Mapping[str, Any], out: Path) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Refuse a --setup that names no setup, and counts and loads no run can take (exit
-    status 2, before anything runs)."""
+    """Refuse a --summarise file that is no results.json of this experiment, a --setup
+    that names no setup, and counts and loads no run can take (exit status 2, before
+    anything runs)."""
+    for path in args.summarise or ():
+        read_summary(path)
     at_least(args.priority_levels, "--priority-levels", 1)
     at_least(args.jobs, "--jobs", 1)
     positive(args.load, "--load")

@@ -13,7 +13,7 @@ modelled.
     sudo .venv/bin/python -m experiments.sim_validation            # pair, 30 iterations
     sudo .venv/bin/python -m experiments.sim_validation --quick    # pair, 12 iterations
     .venv/bin/python -m experiments.sim_validation --results PATH  # re-model a run, no root
-        (PATH: a finished run's results.json, e.g. results/sim_validation/pair-fair/)
+        (PATH: a finished run's results.json, e.g. results/sim_validation/pair-fair/results.json)
 
 Two model variants, neither fitted to the shared runs:
   model          the links' nominal capacities (bits/s on the wire, as the testbed's
@@ -41,6 +41,7 @@ removed on exit, on errors and on SIGTERM/SIGHUP (testbed.net.EmulatedCluster).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -72,6 +73,7 @@ SCHEMES = ("ideal", "baseline", "cassini")
 VARIANTS = ("model", "model_goodput")
 DEFAULT_ITERATIONS = 30
 QUICK_ITERATIONS = 12
+MIN_ITERATIONS = 5  # the dedicated run profiles all but the first iteration
 ONE_SHOT_PERIOD_S = 1e6  # phase replay: a slot grid whose second slot no run reaches
 
 
@@ -380,20 +382,79 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def chosen_iterations(args: Any) -> int:
-    return args.iterations or (QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS)
+    """``--iterations`` as given (0 too, which :func:`check` refuses), else the default
+    for ``--quick`` or not."""
+    if args.iterations is not None:
+        return int(args.iterations)
+    return QUICK_ITERATIONS if args.quick else DEFAULT_ITERATIONS
 
 
 def check(args: Any) -> None:
-    if chosen_iterations(args) < 5:
-        raise UsageError("--iterations: at least 5 (the dedicated run profiles all but the first)")
+    """Refuse ``--iterations`` below :data:`MIN_ITERATIONS` and a ``--results`` file that
+    is no finished testbed run (exit status 2, before ``--out`` is made)."""
+    count = chosen_iterations(args)
+    if count < MIN_ITERATIONS:
+        raise UsageError(
+            f"--iterations: at least {MIN_ITERATIONS}, got {count} "
+            "(the dedicated run profiles all but the first)"
+        )
+    if args.results is not None:
+        read_results(args.results)
+
+
+def read_results(path: str | Path) -> ExperimentResult:
+    """A finished testbed run's ``results.json`` at ``path`` (``--results``), with the
+    ideal scheme and a config the testbed loads; anything else is a :class:`UsageError`
+    naming ``--results`` and the file."""
+    if not str(path).strip():
+        raise UsageError("--results: an empty file name; give a results.json")
+    where = f"--results: {path}"
+    try:
+        text = Path(path).read_text()
+    except IsADirectoryError:
+        raise UsageError(f"{where}: a folder; give the run's results.json in it") from None
+    except FileNotFoundError:
+        raise UsageError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{where}: cannot be read ({e})") from None
+    if not text.strip():
+        raise UsageError(f"{where}: empty, not a testbed run's results.json")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not JSON ({e})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("schemes"), dict):
+        raise UsageError(
+            f"{where}: no 'schemes' object: not a testbed run's results.json "
+            "(another experiment's results?)"
+        )
+    try:
+        results = ExperimentResult.from_dict(raw)
+        cfg = load_config(dict(results.config))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # InputError too
+        raise UsageError(f"{where}: not a testbed run's results.json ({_problem(e)})") from None
+    ideal = results.schemes.get("ideal")
+    if ideal is None:
+        raise UsageError(f"{where}: the run has no ideal scheme (it measures the profiles)")
+    lacking = [job.job_id for job in cfg.jobs if job.job_id not in ideal.profiles]
+    if lacking:
+        raise UsageError(f"{where}: the ideal scheme has no profile of {', '.join(lacking)}")
+    return results
+
+
+def _problem(e: Exception) -> str:
+    """One line for what a results file lacks: a missing key is named as such."""
+    if isinstance(e, KeyError):
+        return f"no {e.args[0]!r} field"
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def run_validation(run: Run) -> None:
     args = run.args
     iterations = chosen_iterations(args)
     t0 = time.time()
-    if args.results:
-        results = ExperimentResult.read(args.results)
+    if args.results is not None:
+        results = read_results(args.results)
         source = str(args.results)
     else:
         where = run.out / f"{args.set}-fair"
@@ -442,7 +503,11 @@ EXPERIMENT = Experiment(
         option(
             "--set", default="pair", choices=sorted(JOB_SETS), help="job set (default %(default)s)"
         ),
-        iterations(None, f"iterations per job and scheme (default {DEFAULT_ITERATIONS})"),
+        iterations(
+            None,
+            f"iterations per job and scheme, at least {MIN_ITERATIONS} "
+            f"(default {DEFAULT_ITERATIONS}, {QUICK_ITERATIONS} with --quick)",
+        ),
         option(
             "--quick", action="store_true", help=f"{QUICK_ITERATIONS} iterations (a shorter run)"
         ),
@@ -455,7 +520,7 @@ EXPERIMENT = Experiment(
         ),
     ),
     check=check,
-    needs_root=lambda args: not args.results,
+    needs_root=lambda args: args.results is None,
     results_name="validation.json",
 )
 main = EXPERIMENT.main
