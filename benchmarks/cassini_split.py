@@ -2,7 +2,7 @@
 problems and their searches, the candidates' evaluation), the network groups' windows
 (held or free) and the rest, as ``time.process_time`` seconds of one run.
 
-    .venv/bin/python benchmarks/cassini_split.py [--config sim_1024.yaml] \\
+    .venv/bin/python benchmarks/cassini_split.py [--config experiments/configs/sim_1024.yaml] \\
         [--scheduler themis+cassini] [--jobs N]
 
 Each part is timed by a wrapper around its function (a call inside a call of the same

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassini.outputs import json_text
+from cassini.errors import InputError
+from cassini.outputs import json_text, replaced
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
@@ -184,8 +185,11 @@ def calibrate_comm_s(fabric: str, cc: str, where: Path) -> float:
 
 
 def out_dir(name: str, override: str | None = None) -> Path:
-    """``results/<name>`` (or ``override``), created."""
-    path = Path(override) if override else RESULTS / name
+    """``results/<name>`` (or ``override``, the ``--out`` given), created; an empty
+    ``override`` is refused (InputError naming ``--out``), not taken for the default."""
+    if override is not None and not override.strip():
+        raise InputError("--out", f"empty, give a folder (default results/{name})")
+    path = RESULTS / name if override is None else Path(override)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -228,8 +232,11 @@ def write_json(path: Path, data: Any) -> None:
     ratio of nothing, e.g. after start-up in a run shorter than its start-up) written as
     ``null``, numpy numbers as plain ones (:func:`cassini.outputs.json_text`); Python's
     ``NaN`` / ``Infinity`` tokens are not JSON and strict parsers refuse them.  Every
-    experiment's JSON goes through it (``Run.save`` included)."""
-    path.write_text(json_text(data) + "\n")
+    experiment's JSON goes through it (``Run.save`` included).  Written whole
+    (:func:`cassini.outputs.replaced`): an interrupt leaves the file as it was."""
+    text = json_text(data) + "\n"
+    with replaced(path) as tmp:
+        tmp.write_text(text)
 
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:

@@ -1,6 +1,7 @@
 """One harness for every experiment: an experiment declares its options, its checks and its
 run; the harness gives it the command line (``--help`` from the module docstring,
-``--out``), the root check, the output folder, ``results.json`` and tables.
+``--out``), the root check, the output folder, ``results.json`` and tables, and ends a
+bad input met while running, or a Ctrl-C, with one line on stderr (exit status 2, 130).
 
     EXPERIMENT = Experiment(
         "regimes", __doc__, run_regimes, options=(full("the larger sweep"), iterations(30))
@@ -20,6 +21,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,7 +153,14 @@ class Experiment:
         )
         for opt in self.options:
             ap.add_argument(*opt.flags, **opt.settings)
-        ap.add_argument("--out", default=None, help=f"output folder (default results/{self.name})")
+        ap.add_argument(
+            "--out",
+            default=None,
+            help=f"output folder (default results/{self.name}), made when the run starts; "
+            "into an existing folder a run replaces its results file whole (it then "
+            "describes this run only) and the plots and run folders it writes, leaving any "
+            "others there as they were",
+        )
         return ap
 
     def main(self, argv: list[str] | None = None) -> int:
@@ -159,26 +168,99 @@ class Experiment:
         the run's exit status.  Bad input met while running (an
         :class:`~cassini.errors.InputError`, e.g. a testbed config the flags made that
         ``load_config`` refuses) is one line on stderr and exit status 2, as a bad flag;
-        any other failure propagates."""
+        an interrupt (Ctrl-C) is one line saying what was written and exit status 130;
+        either way an output folder this run made and left empty is removed.  Any other
+        failure propagates."""
         ap = self.parser()
-        args = ap.parse_args(argv)
+        out: Path | None = None
+        made: list[Path] = []
+        before: dict[Path, tuple[int, int, int]] | None = None  # None: not started
+        try:
+            args = ap.parse_args(argv)
+            out = self.checked_out(ap, args)
+            needs_root = self.needs_root(args) if callable(self.needs_root) else self.needs_root
+            if needs_root:
+                require_root()
+            name = self.results_name(args) if callable(self.results_name) else self.results_name
+            words = tuple(sys.argv[1:] if argv is None else argv)
+            made = new_folders(out)
+            before = files_in(out)
+            code = self.run(Run(args, out_dir(self.name, str(out)), name, words))
+        except InputError as e:
+            remove_empty(made)
+            print(f"{ap.prog}: input error, the run stopped here: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            remove_empty(made)
+            print(f"{ap.prog}: {interrupted(out, before)}", file=sys.stderr)
+            return 130
+        return 0 if code is None else code
+
+    def checked_out(self, ap: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
+        """The output folder, after the experiment's ``check`` and ``--out``'s own (not made
+        yet); a bad flag ends here as argparse's errors do (exit status 2)."""
         try:
             if self.check is not None:
                 self.check(args)
-            writable_folder(args.out or RESULTS / self.name)
+            if args.out is not None and not args.out.strip():
+                raise UsageError(f"--out: empty, give a folder (default results/{self.name})")
+            out = RESULTS / self.name if args.out is None else Path(args.out)
+            writable_folder(out)
         except UsageError as e:
             ap.error(str(e))
-        needs_root = self.needs_root(args) if callable(self.needs_root) else self.needs_root
-        if needs_root:
-            require_root()
-        name = self.results_name(args) if callable(self.results_name) else self.results_name
-        words = tuple(sys.argv[1:] if argv is None else argv)
-        try:
-            code = self.run(Run(args, out_dir(self.name, args.out), name, words))
-        except InputError as e:
-            print(f"{ap.prog}: input error, the run stopped here: {e}", file=sys.stderr)
-            return 2
-        return 0 if code is None else code
+        return out
+
+
+def new_folders(path: Path) -> list[Path]:
+    """The folders making ``path`` would create, deepest first."""
+    missing = []
+    for folder in (path, *path.absolute().parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
+
+
+def remove_empty(folders: Sequence[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) that is empty."""
+    for folder in folders:
+        with suppress(OSError):
+            folder.rmdir()
+
+
+def files_in(folder: Path) -> dict[Path, tuple[int, int, int]]:
+    """Every file under ``folder`` with what tells a rewrite: inode, size, mtime (ns)."""
+    if not folder.is_dir():
+        return {}
+    out = {}
+    for path in folder.rglob("*"):
+        with suppress(OSError):
+            st = path.stat()
+            if path.is_file():
+                out[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def interrupted(out: Path | None, before: Mapping[Path, tuple[int, int, int]] | None) -> str:
+    """One line for a run stopped by an interrupt: the files it wrote under ``out`` (new
+    since ``before``, or rewritten), or that it wrote nothing (``before`` None: the run
+    had not started)."""
+    if out is None or before is None:
+        return "interrupted: before the run started, nothing written"
+    if not out.is_dir():
+        return f"interrupted: nothing written, {out} not made"
+    written = sorted(
+        str(p.relative_to(out))
+        for p, key in files_in(out).items()
+        if before.get(p) != key and not p.name.startswith(".")
+    )
+    if not written:
+        return f"interrupted: nothing written, {out} left as it was"
+    names = ", ".join(written[:4]) + (f" and {len(written) - 4} more" if len(written) > 4 else "")
+    return (
+        f"interrupted: wrote {names} under {out} before the interrupt; what had not "
+        "finished was not written"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ slowdown within 10 %, 90 % of jobs within 20 %, the same ranking.
     .venv/bin/python -m experiments.sim_vs_packet --scenarios fat-tree-k4 --iterations 20
 
 Writes ``results.json`` (after every scheme) and ``scatter_<scenario>.png`` (per job,
-fluid vs packet) under ``--out`` (default ``results/sim_vs_packet``).  Needs the
-``[packet]`` extra (ns-3), not root.
+fluid vs packet) under ``--out`` (default ``results/sim_vs_packet``).  A run into an
+existing ``--out`` replaces its results: ``results.json`` then lists this run's scenarios
+only, and the ``scatter_*.png`` of an earlier run are removed when this run first writes
+its ``results.json``.  Needs the ``[packet]`` extra (ns-3), not root.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
 from experiments.columns import Column
 from experiments.common import progress
-from experiments.harness import Experiment, Run, UsageError, full, iterations, option
+from experiments.harness import Experiment, Run, UsageError, full, iterations, option, positive
 
 SCHEME_TOL = 0.10  # |fluid / packet - 1| of a scheme's mean slowdown
 JOB_TOL = 0.20  # |fluid / packet - 1| of a job's mean iteration time ...
@@ -247,8 +249,12 @@ def packet_jobs(
     return out
 
 
-def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[str, Any]:
-    """Fluid then packet for every scheme of ``scenario``; rows into ``report``."""
+def run_scenario(
+    run: Run, scenario: Scenario, report: dict[str, Any], save: Callable[[], Any] | None = None
+) -> dict[str, Any]:
+    """Fluid then packet for every scheme of ``scenario``; rows into ``report``, saved
+    by ``save`` after every scheme (default ``run.save(report)``)."""
+    save = save or (lambda: run.save(report))
     from cassini.packet.jobs import simulate
     from cassini.sim.engine import run as fluid_run
     from cassini.sim.options import SimOptions
@@ -306,9 +312,9 @@ def run_scenario(run: Run, scenario: Scenario, report: dict[str, Any]) -> dict[s
                 "ratio": ratio(r.mean_iteration_s, pr.mean_iteration_s),
                 "finished": pr.finished,
             }
-        run.save(report)
+        save()
     summarise(out)
-    run.save(report)
+    save()
     return out
 
 
@@ -387,9 +393,10 @@ def run_experiment(run: Run) -> int:
         "seed": args.seed,
         "scenarios": {},
     }
+    save = saver(run, report)
     for scenario in chosen:
         progress(f"{scenario.name}: {scenario.note}")
-        out = run_scenario(run, scenario, report)
+        out = run_scenario(run, scenario, report, save)
         plot(out, run.out / f"scatter_{scenario.name}.png", f"{scenario.name}: {scenario.note}")
         rows = []
         for scheme, e in out["schemes"].items():
@@ -403,14 +410,46 @@ def run_experiment(run: Run) -> int:
                 "cpu": e.get("packet_cpu_s", math.nan),
             })
         run.show(rows, ROWS, title=f"{scenario.name} ({scenario.note})")
-        print("verdict:", out["verdict"], "ranking fluid", out["ranking_fluid"],
-              "packet", out["ranking_packet"])
+        print(verdict_text(out))
     return 0
+
+
+def saver(run: Run, report: dict[str, Any]) -> Callable[[], None]:
+    """``run.save(report)``; the first time, the ``scatter_*.png`` an earlier run left in
+    ``run.out`` are removed too (the results.json now written does not describe them)."""
+    earlier = sorted(run.out.glob("scatter_*.png"))
+
+    def save() -> None:
+        run.save(report)
+        while earlier:
+            earlier.pop().unlink(missing_ok=True)
+
+    return save
+
+
+def verdict_text(out: Mapping[str, Any]) -> str:
+    """A scenario's verdict and rankings (``summarise``'s) as lines of text."""
+    v = out["verdict"]
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    return "\n".join([
+        f"verdict: schemes' mean slowdown within {SCHEME_TOL:.0%}: "
+        f"{met(v['schemes_within_10pc'])} (worst error {v['worst_scheme_error']:.1%})",
+        f"         jobs' mean iteration within {JOB_TOL:.0%}: {met(v['jobs_target_met'])} "
+        f"({v['jobs_within_20pc_share']:.0%} of jobs, target {JOB_SHARE:.0%})",
+        f"         same ranking: {met(v['same_ranking'])} "
+        f"({v['discordant_pairs']} discordant pairs)",
+        f"ranking fluid:  {', '.join(out['ranking_fluid'])}",
+        f"ranking packet: {', '.join(out['ranking_packet'])}",
+    ])
 
 
 def check(args: Any) -> None:
     if args.iterations < 2:
         raise UsageError("--iterations: at least 2")
+    positive(args.scale, "--scale")
     unknown = [s for s in args.schemes.split(",") if s and s not in SCHEMES]
     if unknown:
         raise UsageError(f"--schemes: unknown {unknown}; known: {', '.join(SCHEMES)}")
@@ -428,7 +467,8 @@ EXPERIMENT = Experiment(
         full("all eight scenarios (up to 128 hosts, 20 jobs)"),
         iterations(5, "iterations per job (default 5)"),
         option("--scale", type=float, default=500.0,
-               help="packet level: link rates and phase bytes divided by this (default 500)"),
+               help="packet level: link rates and phase bytes divided by this factor, above 0 "
+               "(default 500)"),
         option("--schemes", default=",".join(SCHEMES),
                help="comma-separated schemes (default %(default)s)"),
         option("--scenarios", default=None,

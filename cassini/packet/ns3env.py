@@ -5,9 +5,18 @@ Wi-Fi, mesh...) into cppyy's interpreter: 11-14 CPU seconds and ~630 MB.  The pa
 backend needs eight of them, so :func:`load_ns` includes and loads only those
 (:data:`MODULES`, each after the modules it links against): ~2.3 s and ~280 MB on the
 2-core development machine.  It sets up what the wheel's loader does that the backend relies on
-(``Ptr`` as a smart pointer, a ``Node`` left to C++ to destroy) and nothing else (the
-wheel's ``Time`` comparison helpers are not defined).  Everything that needs ns-3 calls
-:func:`load_ns`; the rest of :mod:`cassini.packet` imports without it.
+(``Ptr`` as a smart pointer) and nothing else (the wheel's ``Time`` comparison helpers are
+not defined).  Everything that needs ns-3 calls :func:`load_ns`; the rest of
+:mod:`cassini.packet` imports without it.
+
+The wheel's loader also gives ``Node`` a Python ``__del__`` that keeps every Node proxy
+alive in a list, for a Node Python itself made (``ns.Node()``, which Python would delete
+under ns-3's feet).  The backend makes none: its nodes come from ``NodeContainer.Create``
+as ``Ptr<Node>`` (the proxy holds a reference), and a plain ``Node`` proxy is only ever a
+view through one (``ptr.GetObject``), which Python does not own and never deletes.  So no
+``__del__`` is set: it ran Python code at every such view's deletion, where a Ctrl-C
+landing in it was printed as "Exception ignored" and lost (the run went on), and it kept
+every view, pointing at nodes ns-3 had since destroyed, for the life of the process.
 
 ``ns3/nstime.h`` defines a static ``g_timeInitHelper`` in every translation unit whose
 constructor calls ``Time::StaticInit`` (in ``libns3.*-core``); cling runs it when the
@@ -72,11 +81,7 @@ def load_ns() -> Any:
         module.include(f"ns3/{name}-module.h")
     for path in libraries.values():
         module.load_library(str(path))
-    ns = module.gbl.ns3
-    # a Node is destroyed by ns-3 when the simulation ends; Python must not delete it first
-    ns.__nodes_pending_deletion = []
-    ns.Node.__del__ = lambda node: ns.__nodes_pending_deletion.append(node)
-    return ns
+    return module.gbl.ns3  # no Node.__del__ (see the module's docstring)
 
 
 def module_library(name: str) -> Path | None:
