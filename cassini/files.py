@@ -308,13 +308,20 @@ class NumberTooLong(ValueError):
         return cls(found.group(1)) if found else None
 
 
+def _float(literal: str) -> float:
+    """A JSON number with a fraction or an exponent, -0.0 as 0.0."""
+    return float(literal) + 0.0
+
+
 def loads_json(text: str) -> Any:
     """``json.loads`` that refuses a key given twice in one object (DuplicateKey), and
     says in its own words when the text is nested too deeply (TooDeep, not a
     RecursionError) or holds an integer too long to convert (NumberTooLong, not Python's
-    advice to raise the limit); all three are ValueErrors, as JSONDecodeError is."""
+    advice to raise the limit); all three are ValueErrors, as JSONDecodeError is.  A
+    ``-0.0`` is read as 0.0: every bound treats them alike, and a value stored and
+    echoed back should not carry the sign."""
     try:
-        return json.loads(text, object_pairs_hook=unique_object)
+        return json.loads(text, object_pairs_hook=unique_object, parse_float=_float)
     except RecursionError:
         raise TooDeep() from None
     except (json.JSONDecodeError, DuplicateKey):

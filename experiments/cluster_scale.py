@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.files import parse_json, read_text
 from cassini.profile import JobProfile
 from cassini.sim.config import check_schedulers
 from cassini.sim.engine import SimResult
@@ -512,20 +513,10 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     if not str(path).strip():
         raise UsageError("--summarise: an empty file name; give a results.json")
     where = f"--summarise: {path}"
-    try:
-        text = Path(path).read_text()
-    except IsADirectoryError:
-        raise UsageError(f"{where}: a folder; give the run's results.json in it") from None
-    except FileNotFoundError:
-        raise UsageError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{where}: cannot be read ({e})") from None
-    if not text.strip():
-        raise UsageError(f"{where}: empty, not a cluster_scale results.json")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{where}: not JSON ({e})") from None
+    try:  # the project's file checks: missing, a folder, empty, binary, malformed JSON
+        data = parse_json(read_text(path), str(path))
+    except InputError as e:
+        raise UsageError(f"--summarise: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("setups"), dict):
         raise UsageError(
             f"{where}: no 'setups' object: not a cluster_scale results.json "
@@ -564,9 +555,7 @@ def _check_setup(where: str, setup: str, entry: Any) -> None:
 def _write(data: Mapping[str, Any], out: Path) -> None:
     """``results.json`` as strict JSON (:func:`experiments.common.write_json`: NaN and
     infinities as null), replaced whole."""
-    tmp = out / "results.json.tmp"
-    write_json(tmp, dict(data))
-    tmp.replace(out / "results.json")
+    write_json(out / "results.json", dict(data))
 
 
 def check(args: argparse.Namespace) -> None:

@@ -805,14 +805,15 @@ def record(h: Headline, figure: dict[str, Any], entry: str, entry_was: str) -> N
     figures = load_figures()
     if not keep:
         figures[h.id] = figure
-    rendered_readme(figures)
+    old, new = rendered_readme(figures)
     if keep:
         progress(f"{h.id}: no usable run (busy host or failures); {path} kept as it was")
     else:
         write_text_whole(path, json.dumps(figure, indent=1) + "\n")
         progress(f"{h.id}: {cell(h, figure)}")
     append_history(entry, replacing=entry_was)
-    write_readme(figures)
+    if new != old:  # the same figures as rendered above: the README is not written between
+        write_text_whole(README, new)
 
 
 def parser() -> argparse.ArgumentParser:

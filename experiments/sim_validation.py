@@ -41,7 +41,6 @@ removed on exit, on errors and on SIGTERM/SIGHUP (testbed.net.EmulatedCluster).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -50,6 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cassini.errors import InputError
+from cassini.files import parse_json, read_text
 from cassini.profile import JobProfile
 from cassini.sim.network.flows import FlowJob
 from cassini.sim.network.fluid import simulate
@@ -409,20 +410,10 @@ def read_results(path: str | Path) -> ExperimentResult:
     if not str(path).strip():
         raise UsageError("--results: an empty file name; give a results.json")
     where = f"--results: {path}"
-    try:
-        text = Path(path).read_text()
-    except IsADirectoryError:
-        raise UsageError(f"{where}: a folder; give the run's results.json in it") from None
-    except FileNotFoundError:
-        raise UsageError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{where}: cannot be read ({e})") from None
-    if not text.strip():
-        raise UsageError(f"{where}: empty, not a testbed run's results.json")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{where}: not JSON ({e})") from None
+    try:  # the project's file checks: missing, a folder, empty, binary, malformed JSON
+        raw = parse_json(read_text(path), str(path))
+    except InputError as e:
+        raise UsageError(f"--results: {e}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("schemes"), dict):
         raise UsageError(
             f"{where}: no 'schemes' object: not a testbed run's results.json "

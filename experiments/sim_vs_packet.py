@@ -250,11 +250,10 @@ def packet_jobs(
 
 
 def run_scenario(
-    run: Run, scenario: Scenario, report: dict[str, Any], save: Callable[[], Any] | None = None
+    run: Run, scenario: Scenario, report: dict[str, Any], save: Callable[[], Any]
 ) -> dict[str, Any]:
     """Fluid then packet for every scheme of ``scenario``; rows into ``report``, saved
     by ``save`` after every scheme (default ``run.save(report)``)."""
-    save = save or (lambda: run.save(report))
     from cassini.packet.jobs import simulate
     from cassini.sim.engine import run as fluid_run
     from cassini.sim.options import SimOptions

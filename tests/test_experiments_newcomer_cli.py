@@ -121,14 +121,14 @@ def _cluster_scale_results() -> dict:
         (lambda d: d / "nonexistent.json", "no such file"),
         (lambda d: _write(d, "empty.json", ""), "empty"),
         (lambda d: _write(d, "blank.json", " \n"), "empty"),
-        (lambda d: _write(d, "bad.json", "{not json"), "not JSON"),
+        (lambda d: _write(d, "bad.json", "{not json"), "malformed JSON"),
         (lambda d: _write(d, "list.json", "[1, 2]"), "no 'schemes' object"),
         # cluster_scale's results.json: KeyError 'schemes' before
         (lambda d: _write(d, "cs.json", json.dumps(_cluster_scale_results())), "no 'schemes'"),
         # sim_validation's own validation.json
         (lambda d: _write(d, "v.json", json.dumps({"scenario": {}, "rows": []})), "no 'schemes'"),
         (lambda d: _write(d, "j.json", json.dumps({"schemes": {"ideal": {}}})), "no 'cc' field"),
-        (lambda d: d, "a folder"),
+        (lambda d: d, "is a directory"),
     ],
 )
 def test_a_results_file_that_is_no_testbed_run_is_one_line(make, said, tmp_path, capsys):
@@ -137,7 +137,7 @@ def test_a_results_file_that_is_no_testbed_run_is_one_line(make, said, tmp_path,
     path = make(tmp_path)
     out = tmp_path / "out"
     line = _refused(sv.main, ["--results", str(path), "--out", str(out)], capsys)
-    assert f"--results: {path}: " in line and said in line, line
+    assert f"--results: {path}" in line and said in line, line
     assert not out.exists()
 
 
@@ -211,9 +211,9 @@ def _scale_run(tmp_path: Path, name: str, seed: int, rows=None) -> Path:
     [
         (lambda d: d / "nonexistent.json", "no such file"),
         (lambda d: _write(d, "empty.json", ""), "empty"),
-        (lambda d: _write(d, "bad.json", "{"), "not JSON"),
+        (lambda d: _write(d, "bad.json", "{"), "malformed JSON"),
         (lambda d: _write(d, "tb.json", json.dumps({"schemes": {}})), "no 'setups' object"),
-        (lambda d: d, "a folder"),
+        (lambda d: d, "is a directory"),
     ],
 )
 @pytest.mark.parametrize("several", [False, True])
@@ -223,7 +223,7 @@ def test_a_summarise_file_that_is_no_run_of_it_is_one_line(make, said, several, 
     paths = [str(_scale_run(tmp_path, "good.json", 1)), str(bad)] if several else [str(bad)]
     out = tmp_path / "out"
     line = _refused(cs.main, ["--summarise", *paths, "--out", str(out)], capsys)
-    assert f"--summarise: {bad}: " in line and said in line, line
+    assert f"--summarise: {bad}" in line and said in line, line
     assert not out.exists()
 
 

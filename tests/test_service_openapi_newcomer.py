@@ -120,6 +120,21 @@ def test_a_negative_zero_a_put_stores_is_zero(served):
             assert answer[name] == 0.0 and math.copysign(1.0, answer[name]) == 1.0, answer
 
 
+def test_a_negative_zero_in_any_body_is_stored_as_zero(served):
+    """Not the PUT alone: every JSON body is read with -0.0 as 0.0
+    (cassini.files.loads_json), a registration's phase start included."""
+    raw = (
+        b'{"id": "negz", "iteration_time_s": 0.1, "phases": '
+        b'[{"start_s": -0.0, "duration_s": 0.05, "rate_bps": 1e9}]}'
+    )
+    for status, _, body in (
+        call(served.port, "POST", "/v1/jobs", raw),
+        call(served.port, "GET", "/v1/jobs/negz"),
+    ):
+        assert status in (200, 201), body
+        assert b"-0.0" not in body, body
+
+
 # -- released group: a PUT on a member -------------------------------------------------------
 
 

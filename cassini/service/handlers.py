@@ -243,8 +243,7 @@ def read_time_shift_put(
                 f"(at most {MAX_EPOCH_AHEAD_S / 86400:g} day): the job would sleep until then",
             )
     epoch = default_epoch_s if hold.epoch_s is None else hold.epoch_s
-    # + 0.0: a -0.0 the schema lets through (>= 0) is stored and answered as 0.0
-    return JobShift(job_id, True, hold.shift_s + 0.0, hold.period_s, None, None, epoch + 0.0)
+    return JobShift(job_id, True, hold.shift_s, hold.period_s, None, None, epoch)
 
 
 async def _extender_scores(service: Service, call: Call, verb: str) -> tuple[Any, Any]:

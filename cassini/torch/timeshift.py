@@ -18,7 +18,7 @@ or, instead of the three numbers (both set: an error naming them, ambiguous),
 ``CASSINI_URL`` (a ``cassini serve`` base URL, http or https) and ``CASSINI_JOB_ID``:
 rank 0 fetches ``GET {url}/v1/jobs/{id}/time_shift`` (a service down, hung, answering
 a 5xx, or a 404 for a job not registered yet: the job runs free, says so once on stderr,
-and keeps re-reading), and again
+and keeps re-reading unless ``CASSINI_REFRESH_ITERATIONS`` is 0), and again
 every ``CASSINI_REFRESH_ITERATIONS`` iterations (default 50; 0: never) with
 ``If-None-Match`` (a 304 when nothing changed).  A re-read never holds up an iteration:
 rank 0 starts it in a background thread one iteration before the refresh iteration and
@@ -345,10 +345,7 @@ def fetch_settings(
     :class:`TimeShiftError`."""
     check_url(url)
     where = _where(url, job_id)
-    try:
-        request = urllib.request.Request(where, headers={"If-None-Match": etag} if etag else {})
-    except ValueError as e:
-        raise TimeShiftError(f"{ENV_URL}: not a URL ({e}): {url!r}") from None
+    request = urllib.request.Request(where, headers={"If-None-Match": etag} if etag else {})
     try:
         with opener(request, timeout=timeout_s) as resp:
             data = resp.read()
