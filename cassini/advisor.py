@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import numbers
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -53,6 +51,7 @@ from cassini.predict import (
 )
 from cassini.profile import JobProfile
 from cassini.schema import kind_of as _kind  # how every error names a wrong value
+from cassini.shared_cache import SharedCache
 
 #: Default shift threshold: a job is shifted only if its predicted gain is at least 2 %.
 SHIFT_THRESHOLD = 0.02
@@ -63,20 +62,7 @@ NO_SHARED_LINK = "shares no link with another job"
 PARALLEL_THRESHOLD = 256
 #: Link solutions kept for reuse across calls (schedulers ask about the same job mixes).
 LINK_CACHE_SIZE = 4096
-_LINK_CACHE: OrderedDict[tuple, LinkSolution] = OrderedDict()
-#: held for each lookup (get and move to the end) and each insertion (and eviction) of
-#: :data:`_LINK_CACHE`: callers in threads share it
-_LINK_CACHE_LOCK = threading.Lock()
-
-
-def _new_locks() -> None:
-    """A forked child (the process pool of :func:`advise`) starts with a free lock: the
-    parent's may have been held by another thread at the fork, and would stay held."""
-    global _LINK_CACHE_LOCK
-    _LINK_CACHE_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_locks)
+_LINK_CACHE: SharedCache[LinkSolution] = SharedCache(LINK_CACHE_SIZE)
 
 
 @dataclass(frozen=True)
@@ -589,10 +575,7 @@ def _solve_all(
         shape = (cap, precision_deg, resolution_s) + tuple(
             (job_map[j].iteration_time_s, job_map[j].phases) for j in job_ids
         )
-        with _LINK_CACHE_LOCK:  # another thread may evict it between get and move
-            known = _LINK_CACHE.get(shape)
-            if known is not None:
-                _LINK_CACHE.move_to_end(shape)
+        known = _LINK_CACHE.get(shape)
         if known is not None:
             solved[(cap, job_ids)] = _renamed(known, job_ids)
         else:
@@ -610,20 +593,16 @@ def _solve_all(
             solutions = list(pool.map(_solve_one, tasks, chunksize=chunk))
     else:
         solutions = [_solve_one(t) for t in tasks]
-    with _LINK_CACHE_LOCK:
-        for (key, shape), sol in zip(todo, solutions, strict=True):
-            solved[key] = sol
-            _LINK_CACHE[shape] = sol
-            if len(_LINK_CACHE) > LINK_CACHE_SIZE:
-                _LINK_CACHE.popitem(last=False)
+    for (key, _), sol in zip(todo, solutions, strict=True):
+        solved[key] = sol
+    _LINK_CACHE.put_all((shape, sol) for (_, shape), sol in zip(todo, solutions, strict=True))
     return solved
 
 
 def clear_link_cache() -> None:
     """Forget the link solutions and predictions kept from earlier calls (benchmarks time
     cold calls)."""
-    with _LINK_CACHE_LOCK:
-        _LINK_CACHE.clear()
+    _LINK_CACHE.clear()
     clear_demand_rows()
     clear_cache()
 

@@ -15,9 +15,6 @@ Angles never leave this module: callers see seconds.
 from __future__ import annotations
 
 import math
-import os
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,26 +27,14 @@ from cassini.agent import MAX_PERIOD_S, MAX_RATE_BPS, MIN_PERIOD_S
 from cassini.errors import InputError
 from cassini.profile import _EPS as _PROFILE_EPS
 from cassini.profile import JobProfile, Phase
+from cassini.shared_cache import SharedCache
 
 #: Largest exact search, in (combinations of rotations) x (angles); beyond it the
 #: coordinate-descent heuristic runs.  4 jobs of one period at 5 degrees = 72**4 ~ 2.7e7.
 EXACT_BUDGET = 3.0e7
 #: Demand rows (one job on one circle) kept by :func:`demand_vectors` for reuse.
 DEMAND_ROW_CACHE_SIZE = 8192
-_DEMAND_ROWS: OrderedDict[tuple, np.ndarray] = OrderedDict()
-#: held around every look-up, move and insertion of :data:`_DEMAND_ROWS` (threads share
-#: it: a row found by one could be evicted by another before it was moved to the end)
-_DEMAND_ROWS_LOCK = threading.Lock()
-
-
-def _new_demand_rows_lock() -> None:
-    """A forked child (the advisor's process pool) starts with its own free lock: the
-    parent's may have been held by another thread at the fork, and would stay held."""
-    global _DEMAND_ROWS_LOCK
-    _DEMAND_ROWS_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_demand_rows_lock)
+_DEMAND_ROWS: SharedCache[np.ndarray] = SharedCache(DEMAND_ROW_CACHE_SIZE)
 #: The smallest link capacity (bits/s) :func:`compatibility_score` takes: below one bit
 #: per second is no link (and its score's arithmetic overflows).
 MIN_CAPACITY_BPS = 1.0
@@ -274,19 +259,13 @@ def _demand_row(
     every link problem it shares on the same circle, and a candidate's check scores the
     same shifts again."""
     key = (job.iteration_time_s, job.phases, t_eff, angles, period_s, shift_s)
-    with _DEMAND_ROWS_LOCK:
-        row = _DEMAND_ROWS.get(key)
-        if row is not None:
-            _DEMAND_ROWS.move_to_end(key)
-            return row
-    # computed outside the lock: two threads may both compute a row (the same values)
+    row = _DEMAND_ROWS.get(key)
+    if row is not None:
+        return row
     edges = _edges(period_s, angles)
     row = _stretched_bin_average(job, t_eff, angles, period_s, shift_s, edges=edges)
     row.setflags(write=False)
-    with _DEMAND_ROWS_LOCK:
-        _DEMAND_ROWS[key] = row
-        while len(_DEMAND_ROWS) > DEMAND_ROW_CACHE_SIZE:
-            _DEMAND_ROWS.popitem(last=False)
+    _DEMAND_ROWS.put(key, row)
     return row
 
 
@@ -300,8 +279,7 @@ def _edges(period_s: float, angles: int) -> np.ndarray:
 
 def clear_demand_rows() -> None:
     """Forget the demand rows kept by :func:`_demand_row` (benchmarks time cold calls)."""
-    with _DEMAND_ROWS_LOCK:
-        _DEMAND_ROWS.clear()
+    _DEMAND_ROWS.clear()
 
 
 def compatibility_score(

@@ -20,9 +20,6 @@ Pure: no I/O, deterministic.
 from __future__ import annotations
 
 import math
-import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,23 +29,11 @@ from cassini import schema
 from cassini.circle import LinkSolution
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.shared_cache import SharedCache
 
 #: Predictions kept for reuse (the same link, jobs and slots recur across calls).
 CACHE_SIZE = 8192
-_CACHE: OrderedDict[tuple, LinkRun] = OrderedDict()
-#: held around every look-up, move, insertion and clearing of :data:`_CACHE` (threads
-#: share it: a run found by one could be evicted by another before it was moved)
-_CACHE_LOCK = threading.Lock()
-
-
-def _new_cache_lock() -> None:
-    """A forked child (the advisor's process pool) starts with its own free lock: the
-    parent's may have been held by another thread at the fork, and would stay held."""
-    global _CACHE_LOCK
-    _CACHE_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_cache_lock)
+_CACHE: SharedCache[LinkRun] = SharedCache(CACHE_SIZE)
 
 
 #: The most events one link simulation takes (:func:`simulate_link`): jobs whose
@@ -295,27 +280,20 @@ def simulate_link(
         sharing,
         tuple((p.job_id, p.iteration_time_s, p.phases, slots.get(p.job_id)) for p in profiles),
     )
-    with _CACHE_LOCK:
-        known = _CACHE.get(key)
-        if known is not None:
-            _CACHE.move_to_end(key)
+    known = _CACHE.get(key)
     if known is not None:
         return known
     if sum(p.peak_rate_bps for p in profiles) <= capacity_bps:
         run = _uncontended(profiles, slots, iterations)
     else:
         run = _simulate(profiles, capacity_bps, slots, iterations, warmup, sharing)
-    with _CACHE_LOCK:  # two threads may both have simulated it: the same run, kept once
-        _CACHE[key] = run
-        if len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    _CACHE.put(key, run)
     return run
 
 
 def clear_cache() -> None:
     """Forget the link simulations kept from earlier calls."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 def predict_iteration_times(

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cassini import advisor, predict
+from cassini import advisor, circle, predict
 from cassini.advisor import Candidate, Link, advise, held_time_shifts
 from cassini.errors import InputError
 from cassini.files import MAX_WORKERS
@@ -343,9 +343,8 @@ def test_a_cache_cleared_by_another_thread_mid_lookup_is_no_error(module, monkey
     advisor.clear_link_cache()
     call()  # fills both caches
     hit, cleared = threading.Event(), threading.Event()
-    monkeypatch.setattr(module, "_CACHE" if module is predict else "_LINK_CACHE",
-                        _PausingCache(getattr(module, "_CACHE" if module is predict
-                                              else "_LINK_CACHE"), hit, cleared))  # fmt: skip
+    cache = module._CACHE if module is predict else module._LINK_CACHE
+    monkeypatch.setattr(cache, "items", _PausingCache(cache.items, hit, cleared))
     errors: list[BaseException] = []
 
     def first() -> None:
@@ -491,8 +490,8 @@ def test_a_pool_forked_while_another_thread_holds_a_cache_lock_does_not_hang(tmp
         jobs = [JobProfile(f"j{i}", 0.04 + 0.001 * i, [Phase(0.0, 0.01, 8e9)]) for i in range(8)]
         links = [Link(f"l{k}", 10e9) for k in range(4)]
         paths = {f"j{i}": (f"l{i // 2}",) for i in range(8)}
-        circle._DEMAND_ROWS_LOCK.acquire()  # another thread inside _demand_row at the fork
-        threading.Timer(1.0, circle._DEMAND_ROWS_LOCK.release).start()
+        circle._DEMAND_ROWS.lock.acquire()  # another thread inside _demand_row at the fork
+        threading.Timer(1.0, circle._DEMAND_ROWS.lock.release).start()
         done = []
         def go():
             done.append(advise(links, jobs, [Candidate("c", paths)], workers=2, predict="none"))
@@ -517,14 +516,21 @@ def test_a_pool_forked_while_another_thread_holds_a_cache_lock_does_not_hang(tmp
     assert out.strip() == "finished", out + err
 
 
-def test_a_forked_child_starts_with_a_free_prediction_cache_lock():
-    """cassini.predict's cache has its own lock (predictions run in parallel threads);
-    a child forked while a thread held it starts with a free one."""
+@pytest.mark.parametrize("cache", ["advisor", "predict", "circle"])
+def test_a_forked_child_starts_with_free_cache_locks(cache):
+    """Every shared cache (cassini.shared_cache: the link solutions, the predictions, the
+    demand rows) has its own lock; a child forked while a thread held one starts with a
+    free one."""
     import os
 
-    with predict._CACHE_LOCK:
+    shared = {
+        "advisor": advisor._LINK_CACHE,
+        "predict": predict._CACHE,
+        "circle": circle._DEMAND_ROWS,
+    }[cache]
+    with shared.lock:
         pid = os.fork()
         if pid == 0:  # the child: exit 0 only if it can take the lock at once
-            os._exit(0 if predict._CACHE_LOCK.acquire(timeout=1.0) else 1)
+            os._exit(0 if shared.lock.acquire(timeout=1.0) else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -206,8 +206,8 @@ class _YieldingRows(OrderedDict):
 def test_the_demand_rows_are_shared_safely_between_threads(monkeypatch) -> None:
     """Four threads, a cache of one row: without a lock one thread's lookup finds a row
     that another evicts before it is moved to the end (KeyError)."""
-    monkeypatch.setattr(circle, "DEMAND_ROW_CACHE_SIZE", 1)
-    monkeypatch.setattr(circle, "_DEMAND_ROWS", _YieldingRows())
+    monkeypatch.setattr(circle._DEMAND_ROWS, "size", 1)
+    monkeypatch.setattr(circle._DEMAND_ROWS, "items", _YieldingRows())
     unified = unified_period([0.1])
     jobs = [JobProfile(f"j{i}", 0.1, [Phase(0.01 * i, 0.02, 1e9)]) for i in range(4)]
     expected = [score_at_shifts([j], 5e8, {}, unified, 72)[0] for j in jobs]
