@@ -24,7 +24,7 @@ from cassini.sim import cli as sim_cli
 
 EPILOG = """\
 '-' for the input file reads standard input in score, advise, profile (not --from
-pcap), sim run, sim sweep, sim trace, sim trace convert and sim topo show.
+pcap), sim run, sim sweep, sim trace, sim trace convert, sim topo show and cluster show.
 input formats (JSON):
   score:  {"capacity_bps": C, "jobs": [JOB, ...]}
   advise: {"links": [{"id": "l1", "capacity_bps": C}, ...], "jobs": [JOB, ...],
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "--aggregate",
                 choices=("mean", "min"),
                 default="mean",
-                help="rank by the mean link score (paper) or the worst link",
+                help="rank by the mean link score (default, as the paper) or the worst link",
             )
             p.add_argument(
                 "--loops",

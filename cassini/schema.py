@@ -88,7 +88,7 @@ def integer(
             raise InputError(field, f"must be an integer, got {value!r}")
     out = int(value)
     if minimum is not None and out < minimum:
-        raise InputError(field, f"must be >= {minimum}, got {out}")
+        raise InputError(field, f"must be >= {minimum}, got {shown_value(out)}")
     if maximum is not None and out > maximum:
         shown = out if len(str(out)) <= 30 else "a larger integer"
         raise InputError(field, f"must be <= {maximum}, got {shown}")
@@ -143,16 +143,40 @@ def join(field: str, name: str) -> str:
     return f"{field}.{name}" if field else name
 
 
+#: The most characters of a value an error message repeats: a longer value is cut there
+#: and its length given, so that a 3,000-digit number, or a whole file read as one string
+#: (a CSV where a config was expected), is not printed whole.
+SHOWN_CHARS = 60
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)`` as an error message repeats it: whole up to :data:`SHOWN_CHARS`
+    characters (of a string: of the string itself), else its first ones then ``...
+    (N characters)``; an integer too long for Python to write out is named by its size."""
+    if isinstance(value, str):
+        if len(value) <= SHOWN_CHARS:
+            return repr(value)
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+    try:
+        text = repr(value)
+    except ValueError:  # past sys.get_int_max_str_digits(): repr refuses
+        return f"(about {int(value.bit_length() * math.log10(2)) + 1} digits, too long to write)"
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+
+
 def kind_of(value: Any) -> str:
-    """How an error message names a value that is not what a field wants."""
+    """How an error message names a value that is not what a field wants (a long number
+    or string cut by :func:`shown_value`)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
-        return f"the number {value!r}"
+        return f"the number {shown_value(value)}"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {shown_value(value)}"
     if isinstance(value, list):
         return "an array"
     if isinstance(value, Mapping):
@@ -184,14 +208,15 @@ class Reader:
     def string(self, key: str) -> str:
         v = self._get(key, False)
         if not isinstance(v, str):
-            raise InputError(self.field(key), f"a string, got {v!r}")
+            raise InputError(self.field(key), f"a string, got {shown_value(v)}")
         return v
 
     def choice(self, key: str, options: Iterable[str]) -> str:
         options = tuple(options)
         v = self.string(key)
         if v not in options:
-            raise InputError(self.field(key), f"one of {', '.join(options)}, got {v!r}")
+            problem = f"one of {', '.join(options)}, got {shown_value(v)}"
+            raise InputError(self.field(key), problem)
         return v
 
     def number(self, key: str, *, positive: bool = False, optional: bool = False) -> Any:
@@ -201,11 +226,11 @@ class Reader:
         if v is None and optional:
             return None
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise InputError(self.field(key), f"a finite number, got {v!r}")
+            raise InputError(self.field(key), f"a finite number, got {shown_value(v)}")
         if positive and v <= 0:
-            raise InputError(self.field(key), f"must be > 0, got {v!r}")
+            raise InputError(self.field(key), f"must be > 0, got {shown_value(v)}")
         if v < 0:
-            raise InputError(self.field(key), f"must be >= 0, got {v!r}")
+            raise InputError(self.field(key), f"must be >= 0, got {shown_value(v)}")
         return float(v)
 
     def integer(
@@ -218,9 +243,9 @@ class Reader:
         if v is None and optional:
             return None
         if isinstance(v, bool) or not isinstance(v, int):
-            raise InputError(self.field(key), f"an integer, got {v!r}")
+            raise InputError(self.field(key), f"an integer, got {shown_value(v)}")
         if v < minimum:
-            raise InputError(self.field(key), f"must be >= {minimum}, got {v!r}")
+            raise InputError(self.field(key), f"must be >= {minimum}, got {shown_value(v)}")
         return v
 
     def int_list(self, key: str, minimum: int) -> list[int]:
@@ -230,7 +255,9 @@ class Reader:
             raise InputError(self.field(key), "a non-empty list of integers")
         for i, x in enumerate(v):
             if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
-                raise InputError(f"{self.field(key)}[{i}]", f"an integer >= {minimum}, got {x!r}")
+                raise InputError(
+                    f"{self.field(key)}[{i}]", f"an integer >= {minimum}, got {shown_value(x)}"
+                )
         return v
 
     def objects(self, key: str, what: str) -> list[Reader]:

@@ -174,15 +174,30 @@ def _add_topo(ssub: argparse._SubParsersAction) -> None:
         "oversubscription per ToR and anything irregular (table, or --format json).  FILE "
         "may be - (stdin): a host table if its first line is a CSV header, else a config.",
     )
-    show.add_argument("file", type=input_file, help="host table (.csv) or config (.yaml/.json)")
+    # the defaults the reader uses (None here: a flag given beside its column is an error)
+    from cassini.sim.topologies.hosts import DEFAULTS
+    from cassini.sim.topologies.show import ASSUMED_GPUS_PER_SERVER
+
+    show.add_argument("file", type=input_file, help="host table (CSV, whatever its name: a "
+                      "first line with commas and no colon) or config (YAML/JSON); - for "
+                      "stdin")  # fmt: skip
     show.add_argument("--format", choices=("table", "json"), default="table",
                       help="stdout: table for people (default) or JSON summary")  # fmt: skip
     show.add_argument("--json", dest="format", action="store_const", const="json",
                       help="the same as --format json")  # fmt: skip
-    show.add_argument("--gpus-per-server", type=int, help="host table without a gpus column")
-    show.add_argument("--server-link-bps", type=float, help="host link (bits/s)")
-    show.add_argument("--oversubscription", type=float, help="ToR downlinks / uplinks")
-    show.add_argument("--pod-oversubscription", type=float, help="aggregation down / up")
+    show.add_argument("--gpus-per-server", type=int,
+                      help="GPUs per host of a host table without a gpus column (default "
+                      f"{ASSUMED_GPUS_PER_SERVER}, assumed with a note)")  # fmt: skip
+    show.add_argument("--server-link-bps", type=float,
+                      help="host link, bits/s, where the table has no host_bps column "
+                      f"(default {DEFAULTS['server_link_bps']:g})")  # fmt: skip
+    show.add_argument("--oversubscription", type=float,
+                      help="ToR downlinks / uplinks, where the table has no tor_uplink_bps "
+                      f"column (default {DEFAULTS['oversubscription']:g})")  # fmt: skip
+    show.add_argument("--pod-oversubscription", type=float,
+                      help="aggregation downlinks / uplinks, where the table has an agg and "
+                      "no agg_uplink_bps column (default "
+                      f"{DEFAULTS['pod_oversubscription']:g})")  # fmt: skip
 
 
 def _add_trace_arguments(trace: argparse.ArgumentParser) -> None:

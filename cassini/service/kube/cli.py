@@ -133,7 +133,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "below it), down to each node and its NIC.",
         epilog="exit status: 0 drawn, 2 a bad file (one line naming it on stderr).",
     )
-    show.add_argument("file", type=files.input_file, help="cluster file (YAML/JSON)")
+    show.add_argument("file", type=files.input_file,
+                      help="cluster file (YAML/JSON), or - for standard input")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -151,10 +152,18 @@ def main(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     """Draw the file; a bad file is an InputError naming it once (exit 2, in :func:`main`),
     anything else a bug that surfaces."""
+    from cassini.errors import InputError
     from cassini.service.cluster import load_cluster_file
     from cassini.service.kube.render import draw
 
-    cluster, _ = load_cluster_file(args.file)
+    if args.file != files.STDIN:
+        cluster, _ = load_cluster_file(args.file)
+    else:  # a copy read as a .json file is: JSON if it is JSON, else YAML; named <stdin>
+        with files.spooled(files.read_stdin(), ".json") as spool:
+            try:
+                cluster, _ = load_cluster_file(spool)
+            except InputError as e:
+                raise files.from_stdin(e, spool) from None
     sys.stdout.write(draw(cluster))
     return 0
 

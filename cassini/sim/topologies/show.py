@@ -24,17 +24,18 @@ ASSUMED_GPUS_PER_SERVER = 8
 
 
 def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
-    """The topology in ``path`` -- a host table (``.csv``, with ``params`` as
-    :func:`read_host_table` takes them) or a YAML/JSON config (its ``cluster:``, or the
-    whole file as a ``cluster:`` object) -- and the assumptions made reading it.  ``-``:
-    standard input, a host table or a config (:func:`_load_stdin`)."""
+    """The topology in ``path`` -- a host table (``params`` as :func:`read_host_table`
+    takes them) or a YAML/JSON config (its ``cluster:``, or the whole file as a
+    ``cluster:`` object) -- and the assumptions made reading it.  Which of the two is
+    :func:`is_host_table`'s answer for the file's first lines, whatever its name; ``-``:
+    standard input, decided the same way (:func:`_load_stdin`)."""
     if str(path) == files.STDIN:
         return _load_stdin(**params)
     path = Path(path)
     files.check_text(path)
     notes: list[str] = []
     given = {k: v for k, v in params.items() if v is not None}
-    if path.suffix.lower() == ".csv":
+    if is_host_table(_head(path)):
         try:
             return read_host_table(path, **given), notes
         except ColumnConflict as e:  # named as this command takes it: its flag
@@ -49,19 +50,39 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
         topo = read_host_table(path, **given, gpus_per_server=ASSUMED_GPUS_PER_SERVER)
         return topo, notes
     if given:
-        raise InputError("topo show", "link speed and GPU options apply to .csv host tables")
+        raise InputError("topo show", NOT_A_HOST_TABLE)
     return _config_topology(files.read_data(path), path.parent, notes)
 
 
-def _load_stdin(**params: Any) -> tuple[Topology, list[str]]:
-    """:func:`load` of standard input: a host table when its first line that is not a
-    YAML comment has commas and no colon (a CSV header), read from a private copy whose
-    name errors do not show; else a YAML/JSON config, the files it names found from the
-    current folder."""
-    text = files.read_stdin()
+#: Why the host-table options are refused for a config.
+NOT_A_HOST_TABLE = (
+    "link speed and GPU options apply to host tables (a first line that is a CSV header)"
+)
+
+
+def is_host_table(text: str) -> bool:
+    """Whether ``text`` (a whole input, or its first lines) is a host table: its first
+    line that is neither blank nor a YAML comment has commas and no colon (a CSV header;
+    a YAML or JSON config's first line has a colon, or no comma).  The one rule for files,
+    whatever their name, and for standard input."""
     first = next((line for line in text.splitlines()
                   if line.strip() and not line.lstrip().startswith("#")), "")  # fmt: skip
-    if "," in first and ":" not in first:
+    return "," in first and ":" not in first
+
+
+def _head(path: Path, size: int = 1 << 16) -> str:
+    """The first ``size`` bytes of ``path`` as text (checked by :func:`files.check_text`
+    before), enough for :func:`is_host_table`."""
+    with open(path, "rb") as f:
+        return f.read(size).decode("utf-8", "replace")
+
+
+def _load_stdin(**params: Any) -> tuple[Topology, list[str]]:
+    """:func:`load` of standard input: a host table when :func:`is_host_table` says so,
+    read from a private copy whose name errors do not show; else a YAML/JSON config, the
+    files it names found from the current folder."""
+    text = files.read_stdin()
+    if is_host_table(text):
         with files.spooled(text, ".csv") as spool:
             try:
                 topo, notes = load(spool, **params)
@@ -69,7 +90,7 @@ def _load_stdin(**params: Any) -> tuple[Topology, list[str]]:
                 raise files.from_stdin(e, spool) from None
         return replace(topo, source={**topo.source, "hosts": files.STDIN}), notes
     if any(v is not None for v in params.values()):
-        raise InputError("topo show", "link speed and GPU options apply to .csv host tables")
+        raise InputError("topo show", NOT_A_HOST_TABLE)
     return _config_topology(files.parse_yaml(text, files.STDIN_NAME), Path("."), [])
 
 
