@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassini.errors import InputError
 from cassini.outputs import json_text, replaced
 from cassini.profile import JobProfile, Phase
 from cassini.sim.network.flows import FlowJob, cycle_of
 from cassini.sim.network.fluid import simulate
 from mltcp.policy import MltcpParams
+from testbed import say_on_stderr
 from testbed.iterations import read_log
 from testbed.results import ExperimentResult, SchemeResult
 from testbed.run.config import RunConfig
@@ -184,16 +184,6 @@ def calibrate_comm_s(fabric: str, cc: str, where: Path) -> float:
     return float(res.schemes["ideal"].profiles["a"].phases[0].duration_s)
 
 
-def out_dir(name: str, override: str | None = None) -> Path:
-    """``results/<name>`` (or ``override``, the ``--out`` given), created; an empty
-    ``override`` is refused (InputError naming ``--out``), not taken for the default."""
-    if override is not None and not override.strip():
-        raise InputError("--out", f"empty, give a folder (default results/{name})")
-    path = RESULTS / name if override is None else Path(override)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def p99(times: list[float]) -> float:
     """99th percentile by nearest rank (a measured iteration time, not an interpolation)."""
     ordered = sorted(times)
@@ -210,12 +200,24 @@ def require_root() -> None:
 
 
 def run_config(cfg: dict[str, Any], where: Path, label: str) -> ExperimentResult:
-    """Run one testbed config (quietly) under ``where`` and return its results (also in
-    ``where/results.json``)."""
+    """Run one testbed config under ``where`` and return its results (also in
+    ``where/results.json``), quietly: of the runner's progress only :func:`headline`'s
+    lines reach stderr."""
     from testbed.run import load_config, run_experiment
 
     progress(f"{label} ...")
-    return run_experiment(load_config(cfg), where, progress=lambda m: None)
+    return run_experiment(load_config(cfg), where, progress=headline)
+
+
+def headline(msg: str) -> None:
+    """The quiet progress of :func:`run_config`: the runner's unindented lines on stderr,
+    its indented detail dropped.  Unindented are each scheme's first line (``[2/3]
+    baseline: baseline scheme``: which scheme the iteration counters under it count) and
+    the notice that this run loaded MLTCP and left it loaded
+    (:data:`testbed.run.session.MLTCP_LEFT_LOADED`, said once, by the run that loads it);
+    indented are the planner's lines and, without a terminal, the counters."""
+    if not msg.startswith(" "):
+        say_on_stderr(msg)
 
 
 def cassini_advice(res: ExperimentResult) -> tuple[SchemeResult, dict[str, Any]] | None:

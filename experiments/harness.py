@@ -29,7 +29,7 @@ from typing import Any
 from cassini.errors import InputError
 from cassini.outputs import check_output_dir
 from experiments.columns import Column
-from experiments.common import RESULTS, out_dir, require_root, table, write_json
+from experiments.common import RESULTS, require_root, table, write_json
 from testbed.run.config import MIN_ITERATIONS
 
 
@@ -185,7 +185,8 @@ class Experiment:
             words = tuple(sys.argv[1:] if argv is None else argv)
             made = new_folders(out)
             before = files_in(out)
-            code = self.run(Run(args, out_dir(self.name, str(out)), name, words))
+            out.mkdir(parents=True, exist_ok=True)
+            code = self.run(Run(args, out, name, words))
         except InputError as e:
             remove_empty(made)
             print(f"{ap.prog}: input error, the run stopped here: {e}", file=sys.stderr)

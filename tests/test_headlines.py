@@ -347,7 +347,7 @@ def test_sample_and_timeout_are_refused_in_one_line_before_any_run(
 
 
 def test_a_failed_run_fails_the_command_even_when_others_made_the_figure(
-    tmp_path, monkeypatch, capsys
+    copies, monkeypatch, capsys
 ):
     """One run of three failing left a figure from the other two and exit status 0."""
     h = headlines.BY_ID["agent_cost"]
@@ -359,12 +359,8 @@ def test_a_failed_run_fails_the_command_even_when_others_made_the_figure(
         return {**rec, "load_before": {"load_per_core": 0.1}}
 
     monkeypatch.setattr(headlines, "run_once", run_once)
-    monkeypatch.setattr(headlines, "git_state", lambda: ("abc", False))
-    monkeypatch.setattr(headlines, "FIGURES", tmp_path)
-    monkeypatch.setattr(headlines, "append_history", lambda entry, **kw: None)
-    monkeypatch.setattr(headlines, "write_readme", lambda figures: False)
     assert headlines.main(["--only", h.id, "--repeats", "3"]) == 1
-    figure = json.loads((tmp_path / f"{h.id}.json").read_text())
+    figure = json.loads((copies / "figures" / f"{h.id}.json").read_text())
     assert figure["summary"]["n"] == 2 and figure["summary"]["runs_total"] == 3
     assert "failed: agent_cost run 2" in capsys.readouterr().err
     # every run finished: exit status 0
@@ -372,6 +368,17 @@ def test_a_failed_run_fails_the_command_even_when_others_made_the_figure(
         **run(k, values), "load_before": {"load_per_core": 0.1}
     })  # fmt: skip
     assert headlines.main(["--only", h.id, "--repeats", "3"]) == 0
+
+
+@pytest.fixture(autouse=True)
+def _the_repository_is_not_written():
+    """No test of this file writes the repository's README, results history or figures
+    (a test that stubbed the writer of one wrote the real README when the code changed)."""
+    paths = [headlines.README, headlines.RESULTS, *sorted(headlines.FIGURES.glob("*.json"))]
+    before = {p: p.read_bytes() for p in paths}
+    yield
+    after = [headlines.README, headlines.RESULTS, *sorted(headlines.FIGURES.glob("*.json"))]
+    assert after == paths and all(p.read_bytes() == before[p] for p in paths)
 
 
 @pytest.fixture

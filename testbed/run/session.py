@@ -172,9 +172,13 @@ class Session:
     def __enter__(self) -> Session:
         ensure_cc(self.cc)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        for paths in self.logs.values():  # leftovers of an earlier run in this directory
+        # leftovers of an earlier run in this directory: its ready files would release
+        # this run early, its logs would show its final counts as this run's progress
+        # (a worker writes its log only from its first iteration on)
+        for paths in self.logs.values():
             for path in paths:
                 Path(str(path) + startgate.READY_SUFFIX).unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
         board = board_for(self.gate)  # an earlier run's releases must not release this one
         for job in self.cfg.jobs:
             (board / job.job_id).unlink(missing_ok=True)
