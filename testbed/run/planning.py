@@ -49,15 +49,17 @@ def plan(
         list(profiles.values()),
         [Candidate("configured", paths)],
         loops="score",
-        agent_slack=slack + jitter,  # the prediction holds jobs to the agent's period
+        # the prediction holds jobs to the agent's period (under ``room`` the whole
+        # jitter still: the advice's gains are those of the longer period, a lower bound)
+        agent_slack=slack + jitter,
     )
     if cfg.agent_jitter == "room":  # each job pays the jitter its held period lacks
-        held = agent_periods(profiles, advice, 0.0)
+        held_s = agent_periods(profiles, advice, 0.0)
         periods = {
             j: p * (1.0 + slack + jitter_beyond_room(jitter, p, profiles[j].iteration_time_s))
-            for j, p in held.items()
+            for j, p in held_s.items()
         }
-        paid = ", ".join(f"{j} {periods[j] / p - 1 - slack:.1%}" for j, p in held.items())
+        paid = ", ".join(f"{j} {periods[j] / p - 1 - slack:.1%}" for j, p in held_s.items())
         say(f"  jitter paid beyond each held period's room: {paid or 'none'}")
     else:
         periods = agent_periods(profiles, advice, slack + jitter)
