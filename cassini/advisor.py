@@ -42,11 +42,13 @@ from cassini.circle import (
 from cassini.errors import InputError
 from cassini.files import MAX_WORKERS
 from cassini.predict import (
+    MAX_PROPAGATED_STRETCH,
     NotConverged,
     Slot,
     agent_periods_s,
     bytes_stretch,
     clear_cache,
+    drifting_links,
     predict_iteration_times,
 )
 from cassini.profile import JobProfile
@@ -675,6 +677,8 @@ def _predict_candidate(
         shift[j] = j in held
         if j not in periods:
             reasons[j] = NO_SHARED_LINK
+    for j, why in _drift_reasons(pairs, {j: periods[j] for j in held}).items():
+        reasons[j] = f"{reasons[j]}; {why}"
     gain = float(sum(same[j] / shifted[j] for j in shared) / len(shared)) if shared else 1.0
     return Prediction(
         iteration_s=iteration_s,
@@ -684,6 +688,32 @@ def _predict_candidate(
         agent_period_s={j: periods[j] for j in sorted(held)},
         threshold=threshold,
     )
+
+
+def _drift_reasons(
+    solutions: Mapping[str, LinkSolution], periods: Mapping[str, float]
+) -> dict[str, str]:
+    """Why a held job's interleaving does not last, for each held job (``periods``: the
+    held jobs' agent periods, seconds) on a link where
+    :func:`cassini.predict.drifting_links` finds the held jobs' periods not in the ratio
+    of the link's circle: the partners, the link, their periods and repeats."""
+    clauses: dict[str, list[str]] = {}
+    for link, jobs in drifting_links(solutions, periods).items():
+        reps = dict(zip(solutions[link].job_ids, solutions[link].unified.repeats, strict=True))
+        for j in jobs:
+            others = [k for k in jobs if k != j]
+            figures = ", ".join(f"{k} {periods[k]:.4g} s" for k in (j, *others))
+            times = ", ".join(str(reps[k]) for k in (j, *others))
+            clauses.setdefault(j, []).append(
+                f"against {', '.join(others)} on {link} (periods {figures}; "
+                f"{link}'s circle repeats them {times} times)"
+            )
+    return {
+        j: f"held, but drifts {' and '.join(parts)}: not commensurate, the stretch that "
+        f"would make them so exceeds MAX_PROPAGATED_STRETCH ({MAX_PROPAGATED_STRETCH:.0%}), "
+        "so the interleaving there does not last"
+        for j, parts in clauses.items()
+    }
 
 
 #: a job whose advised iteration time exceeds its same start's by more than this share

@@ -183,7 +183,8 @@ def held_periods_s(
     no common period exists and every revisit would stretch the loop further (periods of
     10^5 s on a 1,024-GPU simulation); so a revisit may raise a job's period by at most
     :data:`MAX_PROPAGATED_STRETCH` over what its own links ask, and past that the job keeps
-    its period and drifts on the link that asked for more.  Links with one job are
+    its period and drifts on the link that asked for more (:func:`drifting_links` names
+    those links; the advice gives their held jobs a reason).  Links with one job are
     ignored (:func:`requested_periods_s`): a job on such links only is not held."""
     sols = [sol for sol in link_solutions if len(sol.job_ids) > 1]
     period = requested_periods_s(profiles, sols)
@@ -199,6 +200,33 @@ def held_periods_s(
         if not changed:
             break
     return period
+
+
+#: Relative difference under which two held jobs' ``period * repeats`` on a link count as
+#: the same circle (:func:`drifting_links`): float noise, not drift.
+COMMENSURATE_RTOL = 1e-9
+
+
+def drifting_links(
+    link_solutions: Mapping[str, LinkSolution], held: Mapping[str, float]
+) -> dict[str, tuple[str, ...]]:
+    """The links whose held jobs drift against each other: link id -> its jobs in
+    ``held`` (job id -> held period, seconds; slack or not, as long as it is the same
+    factor for all), for every link with 2+ of them whose ``period * repeats`` differ by
+    more than :data:`COMMENSURATE_RTOL` (relative), that is whose periods are not in the
+    ratio of the link's unified circle.  :func:`held_periods_s` leaves them so where the
+    stretch that would make them commensurate exceeds :data:`MAX_PROPAGATED_STRETCH`;
+    their slots then slide against each other every iteration.  Jobs not in ``held``
+    (run free) are left out."""
+    out: dict[str, tuple[str, ...]] = {}
+    for link, sol in link_solutions.items():
+        reps = sol.unified.repeats
+        circles = {j: held[j] * reps[k] for k, j in enumerate(sol.job_ids) if j in held}
+        if len(circles) > 1 and max(circles.values()) > min(circles.values()) * (
+            1.0 + COMMENSURATE_RTOL
+        ):
+            out[link] = tuple(circles)
+    return out
 
 
 def agent_period_s(

@@ -1,0 +1,105 @@
+"""Held jobs whose periods do not fit together on a link are named: the 25 % cap of
+:func:`cassini.predict.held_periods_s` leaves them drifting, and the advice says so."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cassini.advisor import Candidate, Link, advise
+from cassini.circle import compatibility_score
+from cassini.plugin import choose_placement
+from cassini.predict import MAX_PROPAGATED_STRETCH, drifting_links, held_periods_s
+from cassini.profile import JobProfile, Phase
+from cassini.service.cluster import library
+
+GBPS = 1e9
+
+
+def _job(job_id: str, period_s: float, share: float, rate_bps: float) -> JobProfile:
+    return JobProfile(job_id, period_s, [Phase(0.0, share * period_s, rate_bps)])
+
+
+def test_two_links_whose_circles_disagree_beyond_the_cap_are_named():
+    """b and c more than fill l2 (1.4x its capacity: both asked for 0.14 s); a and b on
+    l1 have room and repeat 1:1, so a would need 0.14 s, 40 % over what its own link
+    asks: past the 25 % cap a keeps 0.1 s and drifts against b on l1.  l2 fits."""
+    a = _job("a", 0.1, 0.1, 0.4 * GBPS)
+    b = _job("b", 0.1, 0.5, GBPS)
+    c = _job("c", 0.1, 0.9, GBPS)
+    jobs = {"a": a, "b": b, "c": c}
+    sols = {"l1": compatibility_score([a, b], GBPS), "l2": compatibility_score([b, c], GBPS)}
+    assert sols["l1"].unified.repeats == (1, 1) == sols["l2"].unified.repeats
+    held = held_periods_s(jobs, sols.values())
+    assert held["a"] == pytest.approx(0.1)
+    assert held["b"] == held["c"] == pytest.approx(0.14)
+    assert held["b"] > held["a"] * (1 + MAX_PROPAGATED_STRETCH)
+    assert drifting_links(sols, held) == {"l1": ("a", "b")}
+    # run free, a job drifts against no one: only the held jobs count
+    assert drifting_links(sols, {j: held[j] for j in "bc"}) == {}
+
+
+def test_periods_that_fit_are_not_named():
+    """A chain whose circles agree (a job on two links takes the longer, its partners
+    follow within the cap) and a 2:1 pair held in exactly that ratio: no drift."""
+    a, b = _job("a", 0.0900, 0.3, 0.5 * GBPS), _job("b", 0.0902, 0.3, 0.5 * GBPS)
+    e = _job("e", 0.0950, 0.1, 0.5 * GBPS)
+    sols = {"s1": compatibility_score([a, b], GBPS), "s2": compatibility_score([b, e], GBPS)}
+    held = held_periods_s({"a": a, "b": b, "e": e}, sols.values())
+    assert drifting_links(sols, held) == {}
+    c, d = _job("c", 0.0402, 0.25, 0.5 * GBPS), _job("d", 0.0800, 0.125, 0.5 * GBPS)
+    pair = {"l": compatibility_score([c, d], GBPS)}
+    assert pair["l"].unified.repeats == (2, 1)
+    held = held_periods_s({"c": c, "d": d}, pair.values())
+    assert drifting_links(pair, held) == {}
+    # slack multiplies every period alike: still commensurate
+    assert drifting_links(pair, {j: p * 1.03 for j, p in held.items()}) == {}
+
+
+def test_advice_says_which_held_jobs_drift_and_where():
+    """The reviewer's case: vgg and huge share s1 and both stay held, at 0.186 s and
+    0.685 s (s1's circle repeats them 7 and 8 times): each one's reason names the
+    other, the link and both periods.  Which jobs are held and their periods are
+    unchanged; the declined jobs' reasons are as before."""
+    lib = library()
+    jobs = {
+        j: dataclasses.replace(lib[name], job_id=j)
+        for j, name in [("vgg", "vgg16"), ("rn", "resnet50"), ("big", "gpt2"),
+                        ("one", "bert"), ("huge", "wideresnet101")]
+    }  # fmt: skip
+    links = {f"s{i}": 50e9 for i in range(6)}
+    links |= {"rack0-up": 50e9, "rack1-up": 50e9, "rack2-up": 10e9}
+    spine = ["rack0-up", "rack2-up"]
+    cand = {
+        "vgg": ["s0", "s1"],
+        "rn": ["s2", "s3"],
+        "big": [*spine, "s0", "s4", "s5"],
+        "one": [],
+        "huge": [*spine, "rack1-up", "s1", "s2", "s3", "s4", "s5"],
+    }
+    choice = choose_placement(jobs, links, [cand])
+    assert choice.shift == {"vgg": True, "huge": True, "rn": False, "big": False, "one": False}
+    periods = choice.agent_period_s
+    assert periods["huge"] / periods["vgg"] > 3.0  # not 8:7
+    reasons = choice.ranked[0].prediction.reasons
+    for job, partner in (("vgg", "huge"), ("huge", "vgg")):
+        why = reasons[job]
+        assert f"drifts against {partner} on s1 " in why
+        assert f"{periods[job]:.4g} s" in why and f"{periods[partner]:.4g} s" in why
+        assert "MAX_PROPAGATED_STRETCH" in why and "does not last" in why
+    # links where only one of them is held (s0: big declined; s2, s3: rn declined) drift
+    # against no one
+    assert "s0" not in reasons["vgg"] and "s2" not in reasons["huge"]
+    for job in ("rn", "big", "one"):
+        assert "drifts" not in reasons[job]
+
+
+def test_advice_whose_periods_fit_gives_no_drift_reason():
+    comm = 0.05
+    a = JobProfile("a", 0.1, [Phase(0.05, comm, GBPS)])
+    b = JobProfile("b", 0.1, [Phase(0.05, comm, GBPS)])
+    advice = advise([Link("l", GBPS)], [a, b], [Candidate("c", {"a": ("l",), "b": ("l",)})])
+    pred = advice.prediction
+    assert pred.shift == {"a": True, "b": True}
+    assert all("drifts" not in why for why in pred.reasons.values())
