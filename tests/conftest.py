@@ -162,6 +162,38 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _signal_dispositions_are_left_as_found():
+    """Every test leaves SIGINT, SIGTERM and SIGHUP as it found them: a handler or an
+    ignore left behind is inherited by what later tests start (an ignored SIGINT made a
+    later test's Ctrl-C of its child do nothing, in one pytest-xdist worker of a run)."""
+    import signal
+
+    wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in wanted}
+    ignored = _ignored_signals()  # the kernel's view: C code may ignore one, unseen above
+    yield
+    changed = {s.name: signal.getsignal(s) for s in wanted if signal.getsignal(s) != before[s]}
+    changed |= {f"{s.name} (ignored by the kernel)": True for s in wanted
+                if (s in _ignored_signals()) != (s in ignored)}  # fmt: skip
+    for s in wanted:  # restored, so that one test's leak fails that test only
+        if before[s] is not None:  # None: set outside Python, cannot be put back from here
+            signal.signal(s, before[s])
+    assert not changed, f"signal dispositions left changed: {changed}"
+
+
+def _ignored_signals() -> set[int]:
+    """The signals this process ignores (``SigIgn`` of /proc/self/status; empty where
+    there is no /proc)."""
+    try:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines()
+                    if x.startswith("SigIgn:"))  # fmt: skip
+    except (OSError, StopIteration):
+        return set()
+    mask = int(line.split()[1], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+@pytest.fixture(autouse=True)
 def _root_test_leaves_no_namespace_behind(request: pytest.FixtureRequest):
     """After every root test: no process of ours outside the init network namespace, no
     network namespace of ours (a few seconds allowed for killed processes to go)."""

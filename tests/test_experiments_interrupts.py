@@ -48,8 +48,12 @@ def _interrupt(argv: list[str], started: str, cwd: Path = ROOT) -> tuple[int, li
     """Run ``argv``; once a line of stderr starts with ``started``, SIGINT; the exit
     status and the stderr lines that followed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # a suite started in the background (nohup, CI) has SIGINT ignored, and a child
+    # inherits that: Python then never raises KeyboardInterrupt.  The child gets the
+    # default back, as a terminal's Ctrl-C would find it.
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stderr is not None
         for line in proc.stderr:

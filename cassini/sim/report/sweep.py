@@ -9,6 +9,8 @@ import itertools
 import logging
 import math
 import os
+import signal
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -161,6 +163,7 @@ def _on_ray(
         ) from None
     at_once = pool_size(workers, len(points)) if workers else len(points)
     started = not ray.is_initialized()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     if started:
         level = logging.INFO if ray_logs else logging.ERROR  # Ray's "ray" logger
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -183,6 +186,11 @@ def _on_ray(
     finally:
         if started:
             ray.shutdown()
+            # ray.init installs a SIGTERM handler of its own and leaves it after shutdown:
+            # the caller's process gets its own handlers back
+            if threading.current_thread() is threading.main_thread():
+                for s, handler in handlers.items():
+                    signal.signal(s, handler)
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
