@@ -42,6 +42,7 @@ from cassini.circle import (
 from cassini.errors import InputError
 from cassini.files import MAX_WORKERS
 from cassini.predict import (
+    COMMENSURATE_RTOL,
     MAX_PROPAGATED_STRETCH,
     NotConverged,
     Slot,
@@ -700,8 +701,16 @@ def _drift_reasons(
     clauses: dict[str, list[str]] = {}
     for link, jobs in drifting_links(solutions, periods).items():
         reps = dict(zip(solutions[link].job_ids, solutions[link].unified.repeats, strict=True))
+        circle = {k: periods[k] * reps[k] for k in jobs}  # equal for jobs that fit together
         for j in jobs:
-            others = [k for k in jobs if k != j]
+            others = [
+                k
+                for k in jobs
+                if k != j
+                and max(circle[k], circle[j]) > min(circle[k], circle[j]) * (1 + COMMENSURATE_RTOL)
+            ]
+            if not others:  # it fits with every partner here (they drift among themselves)
+                continue
             figures = ", ".join(f"{k} {periods[k]:.4g} s" for k in (j, *others))
             times = ", ".join(str(reps[k]) for k in (j, *others))
             clauses.setdefault(j, []).append(

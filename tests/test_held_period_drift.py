@@ -103,3 +103,19 @@ def test_advice_whose_periods_fit_gives_no_drift_reason():
     pred = advice.prediction
     assert pred.shift == {"a": True, "b": True}
     assert all("drifts" not in why for why in pred.reasons.values())
+
+
+def test_a_job_is_named_against_the_partners_it_drifts_from_only():
+    """Three held jobs on one link, two of them on one circle: each names only the job
+    off its circle (a and b fit together; both drift against c, stretched by a second
+    link)."""
+    from cassini.advisor import _drift_reasons
+
+    a, b = _job("a", 0.1, 0.1, 0.2 * GBPS), _job("b", 0.1, 0.1, 0.2 * GBPS)
+    c, d = _job("c", 0.1, 0.5, GBPS), _job("d", 0.1, 0.9, GBPS)
+    sols = {"l1": compatibility_score([a, b, c], GBPS), "l2": compatibility_score([c, d], GBPS)}
+    held = held_periods_s({"a": a, "b": b, "c": c, "d": d}, sols.values())
+    assert held["a"] == held["b"] != held["c"]
+    reasons = _drift_reasons(sols, held)
+    assert "drifts against c on l1" in reasons["a"] and "drifts against c on l1" in reasons["b"]
+    assert "drifts against a, b on l1" in reasons["c"]

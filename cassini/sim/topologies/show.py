@@ -35,7 +35,7 @@ def load(path: Path | str, **params: Any) -> tuple[Topology, list[str]]:
     files.check_text(path)
     notes: list[str] = []
     given = {k: v for k, v in params.items() if v is not None}
-    if is_host_table(_head(path)):
+    if path.suffix.lower() == ".csv" or is_host_table(_head(path)):  # a .csv is one anyway
         try:
             return read_host_table(path, **given), notes
         except ColumnConflict as e:  # named as this command takes it: its flag
