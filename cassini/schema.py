@@ -90,8 +90,7 @@ def integer(
     if minimum is not None and out < minimum:
         raise InputError(field, f"must be >= {minimum}, got {shown_value(out)}")
     if maximum is not None and out > maximum:
-        shown = out if len(str(out)) <= 30 else "a larger integer"
-        raise InputError(field, f"must be <= {maximum}, got {shown}")
+        raise InputError(field, f"must be <= {maximum}, got {shown_value(out)}")
     return out
 
 

@@ -36,12 +36,11 @@ from typing import Any
 from cassini import files
 from cassini.errors import InputError
 from experiments.columns import CASSINI_VS_IDEAL, REALIGNED, RELEASED, SAME_START_VS_IDEAL, Column
-from experiments.common import progress, run_config
+from experiments.common import STARTUP, progress, run_config
 from experiments.harness import Experiment, Run, UsageError, at_least, iterations, option
 from testbed.run.profiles import JITTER_RULES
 
 TARGET = 1.02  # CASSINI / same start, at most, in every run
-STARTUP = 5  # iterations left out of the "after start-up" ratios
 SCHEMES = ("ideal", "baseline", "cassini")  # what every run runs, whatever the config says
 
 

@@ -29,6 +29,10 @@ from testbed.results import ExperimentResult, SchemeResult
 from testbed.run.config import RunConfig
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
+#: iterations of each job left out of an "after start-up" figure (the demo's part 1,
+#: cassini_repeats' ratios): a held job's first slots are where it re-aligns, one ~190 ms
+#: iteration when it does
+STARTUP = 5
 BOTTLENECK_BPS = 200_000_000  # the dumbbell's shared link
 ACCESS_BPS = 1_000_000_000  # every host's own link
 

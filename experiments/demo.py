@@ -21,6 +21,7 @@ from cassini.advisor import NO_SHARED_LINK
 from experiments.columns import NOTE, SCHEME, TIMES_VS_IDEAL, Column
 from experiments.common import (
     PAIR,
+    STARTUP,
     calibrate_comm_s,
     cassini_advice,
     filling_config,
@@ -35,9 +36,6 @@ from testbed.results import ExperimentResult
 
 DURATION = "about a minute"  # a whole run here (51 and 59 s on 2026-11-29); README says so
 ITERATIONS_1 = 25
-# part 1's iterations left out of every scheme, as cassini_repeats' "after start-up": a
-# held job's first slots are where it re-aligns (one ~190 ms iteration when it does)
-STARTUP = 5
 ITERATIONS_2 = 45  # MLTCP needs a few to a few tens of iterations to interleave
 LAST_2 = 15  # the steady state it reaches, as a ratio to ideal
 SHOWN = {"baseline": "same start"}  # scheme names as the table prints them

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from cassini.circle import compatibility_score
 from cassini.profile import JobProfile, Phase
 from cassini.service.cluster import MAX_SCORE, NEUTRAL_SCORE, ClusterNetwork, RunningJob
+from cassini.shared_cache import SharedCache
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def _shape(p: JobProfile) -> tuple:
 #: Link scores kept across requests and cluster changes (per worker process), keyed by
 #: (capacity, precision, pod shape, others' shapes).
 LINK_CACHE_SIZE = 65536
-_LINK_SCORES: OrderedDict[tuple, float] = OrderedDict()
+_LINK_SCORES: SharedCache[float] = SharedCache(LINK_CACHE_SIZE)
 
 
 class Prepared:
@@ -89,16 +90,13 @@ class Prepared:
         key = (capacity, precision_deg, pod_shape, others)
         hit = _LINK_SCORES.get(key)
         if hit is not None:
-            _LINK_SCORES.move_to_end(key)
             return hit
         profiles = [pod] + [
             JobProfile(f"other{i}", t, [Phase(*q) for q in phases])
             for i, (t, phases) in enumerate(others)
         ]
         score = float(compatibility_score(profiles, capacity, precision_deg=precision_deg).score)
-        _LINK_SCORES[key] = score
-        if len(_LINK_SCORES) > LINK_CACHE_SIZE:
-            _LINK_SCORES.popitem(last=False)
+        _LINK_SCORES.put(key, score)
         return score
 
     def for_pod(self, pod_shape: tuple, precision_deg: float) -> tuple[list, dict]:
