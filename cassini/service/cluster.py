@@ -229,20 +229,23 @@ def load_cluster_file(path: str | Path) -> tuple[ClusterNetwork, list[RunningJob
     (:func:`~cassini.files.parse_yaml`; JSON is YAML, and a ``.json`` file may hold the
     YAML ``cassini cluster from-kube --out`` writes): a syntax error, or a key given twice
     in one mapping (a node listed twice would silently keep the last), names its line and
-    column, in a ``.json`` file too."""
+    column, in a ``.json`` file too.  ``-`` is standard input, read as a ``.json`` file is
+    and named ``<stdin>``."""
+    from cassini import files
+
     try:
         return read_cluster(_parse_cluster_file(path))
     except InputError as e:
-        raise e.in_file(path) from None
+        raise e.in_file(files.input_name(path)) from None
 
 
 def _parse_cluster_file(path: str | Path) -> Any:
     """The document in a cluster file (see :func:`load_cluster_file`)."""
     from cassini import files
 
-    name = str(path)
-    text = files.read_text(path)
-    if name.endswith(".json"):
+    name = files.input_name(path)
+    text = files.read_input(path)
+    if name.endswith(".json") or str(path) == files.STDIN:
         try:
             return files.loads_json(text)
         except ValueError:  # (too deep a document is files.TooDeep, a ValueError)

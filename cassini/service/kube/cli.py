@@ -152,18 +152,10 @@ def main(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     """Draw the file; a bad file is an InputError naming it once (exit 2, in :func:`main`),
     anything else a bug that surfaces."""
-    from cassini.errors import InputError
     from cassini.service.cluster import load_cluster_file
     from cassini.service.kube.render import draw
 
-    if args.file != files.STDIN:
-        cluster, _ = load_cluster_file(args.file)
-    else:  # a copy read as a .json file is: JSON if it is JSON, else YAML; named <stdin>
-        with files.spooled(files.read_stdin(), ".json") as spool:
-            try:
-                cluster, _ = load_cluster_file(spool)
-            except InputError as e:
-                raise files.from_stdin(e, spool) from None
+    cluster, _ = load_cluster_file(args.file)  # - : standard input
     sys.stdout.write(draw(cluster))
     return 0
 
