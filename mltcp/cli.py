@@ -199,10 +199,15 @@ def _given(args: argparse.Namespace) -> dict[str, object]:
 def _params(args: argparse.Namespace) -> MltcpParams | None:
     """The parameters ``load`` or ``set`` asks for: the loaded ones with those given
     changed (``load`` with nothing loaded: the defaults with them changed; with none given:
-    None, the loaded ones kept).  ValueError naming the field where they are not valid."""
+    None, the loaded ones kept).  ValueError naming the field where they are not valid:
+    those given are checked first, on their own (before anything is read: a bad flag is
+    named, not that nothing is loaded), then with the loaded ones."""
     from mltcp import admin
+    from mltcp.policy import ONE
 
     given = _given(args)
+    # the smallest rule: what it refuses, every loaded rule (intercept >= 1/1024) refuses
+    replace(MltcpParams(slope=0.0, intercept=1 / ONE), **given)
     if args.command == "load":
         if not given:
             return None
@@ -430,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except MltcpError as e:
         print(f"mltcp: {e}", file=sys.stderr)
-        return 1
+        return getattr(e, "exit_status", 1)  # 2: run where it cannot do what it says
     except PermissionError as e:  # root without the capability (a container, lockdown)
         print(f"mltcp: {args.command}: {e} (root, yet not permitted here)", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ checked against the sizes the kernel reports when it is opened.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from mltcp import layout, variants
@@ -21,10 +22,44 @@ MAPS = {  # name: (key size, value size) in bytes, from the one definition
     name: (key.size, value.size) for name, (key, value) in layout.MAPS.items()
 }
 SHARED_MAPS = [m for m in MAPS if m != "mltcp_cgroup_cfg"]  # pinned by every variant
+PROC = Path("/proc")  # PROC/PID/ns/mnt: each process's mount namespace
+NOT_HOST_SYS = (
+    "this process runs in another mount namespace than the host's, without its /sys "
+    "(`ip netns exec` mounts one of its own): run mltcp in the host's mount namespace "
+    "(`nsenter --net=/run/netns/NAME mltcp ...` keeps it)"
+)
 
 
 class MltcpError(RuntimeError):
     """A clear, one-line problem with what to do about it."""
+
+
+class MltcpUsageError(MltcpError):
+    """A command run where it cannot do what it says (outside the host's mount or network
+    namespace): ``mltcp`` exits 2 for it, as for a bad argument."""
+
+    exit_status = 2
+
+
+def _mount_ns(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def host_sys_hidden() -> bool:
+    """Does this process not see the host's /sys: it runs in another mount namespace than
+    init's (kthreadd's where init's cannot be read) and the BPF file system is not mounted
+    at :data:`PIN_DIR` there (``ip netns exec`` mounts a /sys of its own, without the BPF
+    pins and the cgroup hierarchies; ``nsenter --net`` keeps the host's)?  False when it
+    cannot tell."""
+    if os.path.ismount(PIN_DIR):
+        return False
+    here = _mount_ns(PROC / "self" / "ns" / "mnt")
+    init = _mount_ns(PROC / "1" / "ns" / "mnt") or _mount_ns(PROC / "2" / "ns" / "mnt")
+    return None not in (here, init) and here != init
 
 
 def available() -> list[str]:
@@ -48,6 +83,8 @@ def open_map(name: str) -> PinnedMap:
     of another layout is an :class:`MltcpError` saying what to do."""
     path = PIN_DIR / name
     if not path.exists():
+        if host_sys_hidden():  # not missing: out of this process's sight
+            raise MltcpUsageError(f"{PIN_DIR} is not the host's here: {NOT_HOST_SYS}")
         if loaded():
             raise MltcpError(
                 f"{path} is missing (removed by hand?): run `mltcp unload --force` and load again"

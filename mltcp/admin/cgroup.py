@@ -15,7 +15,17 @@ from mltcp.admin import netns as namespaces
 from mltcp.admin.build import build, run, verifier_lines
 from mltcp.admin.state import LoaderState, locked, read_state, remember_job, save_state
 from mltcp.marks import job_key
-from mltcp.pinned import PIN_DIR, SYSCTL, MltcpError, allowed, available, open_map
+from mltcp.pinned import (
+    NOT_HOST_SYS,
+    PIN_DIR,
+    SYSCTL,
+    MltcpError,
+    MltcpUsageError,
+    allowed,
+    available,
+    host_sys_hidden,
+    open_map,
+)
 
 SELECT_PROG = PIN_DIR / "mltcp_select"  # the pinned cgroup sock_ops program
 MOUNTS = Path("/proc/self/mounts")
@@ -41,9 +51,11 @@ def select(
         raise MltcpError("--job goes with --cgroup (or use `mltcp assign-port`)")
     if ecn is not None and cgroup is None:
         raise MltcpError("--ecn goes with --cgroup (elsewhere net.ipv4.tcp_ecn decides)")
+    if default and cgroup is None and not netns:
+        _refuse_outside_the_host_netns(cc)
+    forget_removed_cgroups()  # before any change: refused where the host's /sys is hidden
     if cc not in allowed():
         (SYSCTL / "tcp_allowed_congestion_control").write_text(" ".join([*allowed(), cc]))
-    forget_removed_cgroups()
     if cgroup is not None:
         ecn = variants.needs_ecn(cc) if ecn is None else ecn
         _select_cgroup(cc, absolute(cgroup), job, ecn)
@@ -69,6 +81,24 @@ def _select_netns(cc: str, ns: str) -> None:
             )
         save_state(replace(state, netns=tuple(sorted({**before, ns: was}.items()))))
     namespaces.select(ns, cc)
+
+
+def _refuse_outside_the_host_netns(cc: str) -> None:
+    """``select --default`` from another network namespace than the host's (``nsenter
+    --net``) would change that one's default, unrecorded: :class:`MltcpUsageError`, saying
+    to select it by ``--netns NAME`` (recorded, so ``unload`` puts it back)."""
+
+    def ident(pid: str) -> tuple[int, int] | None:
+        return namespaces._ident(namespaces.PROC / pid / "ns" / "net")
+
+    host = ident("1") or ident("2")  # init's, or kthreadd's where init's is hidden
+    if host is not None and ident("self") not in (None, host):
+        label = next((ns.label for ns in namespaces.every() if ns.here), "this one")
+        name = label if label in namespaces.names() else "NAME"
+        raise MltcpUsageError(
+            f"--default is the host's, but this process runs in netns {label} and would "
+            f"change that one's only: `mltcp select {cc} --netns {name}` selects for it"
+        )
 
 
 def not_loaded(cc: str) -> str:
@@ -159,17 +189,27 @@ def _detach(cg: str) -> None:
             run(["bpftool", "cgroup", "detach", cg, "sock_ops", "id", str(a["id"])])
 
 
-def without_removed(state: LoaderState) -> tuple[LoaderState, list[str]]:
-    """``state`` without the cgroups that no longer exist, and those: a removed cgroup's
-    attachment went with it, so there is nothing left to detach or report."""
+def removed(state: LoaderState) -> list[str]:
+    """The cgroups of ``state`` that no longer exist.  :class:`MltcpUsageError` where one
+    only looks missing because this process does not see the host's /sys (``ip netns
+    exec``): it is never taken for removed then."""
     gone = [cg for cg in state.cgroups if not Path(cg).is_dir()]
+    if gone and host_sys_hidden():
+        raise MltcpUsageError(f"cannot tell whether cgroup {gone[0]} still exists: {NOT_HOST_SYS}")
+    return gone
+
+
+def without_removed(state: LoaderState) -> tuple[LoaderState, list[str]]:
+    """``state`` without the cgroups that no longer exist, and those (:func:`removed`): a
+    removed cgroup's attachment went with it, so there is nothing left to detach."""
+    gone = removed(state)
     return replace(state, cgroups=tuple(c for c in state.cgroups if c not in gone)), gone
 
 
 def forget_removed_cgroups() -> list[str]:
-    """Drop the removed cgroups from the loader's state (``status``, ``select``, ``load``
-    and ``unload`` do); returns them.  The state is written (under :func:`locked`) only
-    when one was removed."""
+    """Drop the removed cgroups from the loader's state (``select``, ``load`` and
+    ``unload`` do; ``status`` only reports them); returns them.  The state is written
+    (under :func:`locked`) only when one was removed."""
     if not without_removed(read_state())[1]:
         return []
     with locked():

@@ -7,24 +7,42 @@ from pathlib import Path
 from typing import Any
 
 from mltcp import layout, variants
-from mltcp.admin.cgroup import SELECT_PROG, attached, forget_removed_cgroups
+from mltcp.admin import netns as namespaces
+from mltcp.admin.cgroup import SELECT_PROG, attached, removed
 from mltcp.admin.params import get_params
 from mltcp.admin.register import netns_selecting_ours, orphans
 from mltcp.admin.state import STATE, read_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
 from mltcp.layout import FLOW_ENDED
-from mltcp.pinned import MAPS, PIN_DIR, SHARED_MAPS, SYSCTL, allowed, loaded, open_map
+from mltcp.pinned import (
+    MAPS,
+    NOT_HOST_SYS,
+    PIN_DIR,
+    SHARED_MAPS,
+    SYSCTL,
+    MltcpUsageError,
+    allowed,
+    host_sys_hidden,
+    loaded,
+    open_map,
+)
 from mltcp.policy import ONE
 
 
 def status(flows: bool = False, ended: bool = True) -> dict[str, Any]:
     """Loaded controls, allowed list, default, parameters, window repairs (with their log),
-    problems and notes (cgroups found removed, dropped from the state then: each is noted
-    once); with ``flows``, the flows the kernel tracks (with ``ended``, those whose socket
-    has closed or left MLTCP too, each marked so, until the map reuses their slot)."""
+    problems and notes (cgroups found removed, which the next ``select``, ``load`` or
+    ``unload`` drops from the state); with ``flows``, the flows the kernel tracks (with
+    ``ended``, those whose socket has closed or left MLTCP too, each marked so, until the
+    map reuses their slot).  It only reads: the loader's state is left as it is.
+    :class:`MltcpUsageError` where this process does not see the host's /sys (``ip netns
+    exec``): what it would report is not there."""
+    if host_sys_hidden():
+        raise MltcpUsageError(f"status cannot see MLTCP's pins and cgroups here: {NOT_HOST_SYS}")
     notes = [
-        f"cgroup {cg} was removed: forgotten (its mltcp_select attachment went with it)"
-        for cg in forget_removed_cgroups()
+        f"cgroup {cg} was removed (its mltcp_select attachment went with it): the next "
+        "`mltcp select`, `load` or `unload` forgets it"
+        for cg in removed(read_state())
     ]
     ours = loaded()
     out: dict[str, Any] = {
@@ -133,12 +151,12 @@ def problems(ours: list[str] | None = None) -> list[str]:
         if cc not in ours:  # unregistered: new connections there still get it
             out.append(
                 f"netns {ns} selects {cc}, which is not loaded: `mltcp load` it, or select "
-                f"another there (`ip netns exec {ns} sysctl -w "
+                f"another there (`nsenter --net={namespaces.NETNS_DIR / ns} sysctl -w "
                 f"net.ipv4.tcp_congestion_control={variants.base_of(cc)}`)"
             )
     for cg in read_state().cgroups:
         if not Path(cg).is_dir():
-            continue  # removed: status forgets it (a note, once)
+            continue  # removed: a note (select, load or unload forgets it)
         if not SELECT_PROG.exists():
             out.append(f"cgroup {cg} was selected but {SELECT_PROG} is missing")
         elif not attached(Path(cg)):
