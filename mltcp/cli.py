@@ -103,7 +103,8 @@ def _add_status(sub: argparse._SubParsersAction) -> None:
         help="what is loaded, parameters, per-flow statistics",
         description="What is loaded, the allowed list and default, the parameters, window "
         "repairs, and what is wrong in MLTCP's kernel state (a line `problem:` each, saying "
-        "what to do; `note:` for what status has tidied itself).",
+        "what to do; `note:` for what the next select, load or unload will tidy, such as "
+        "a removed cgroup; status itself only reads).",
     )
     st.add_argument(
         "--flows",
