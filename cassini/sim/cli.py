@@ -44,6 +44,7 @@ config (YAML or JSON), see experiments/configs/sim_*.yaml:
   defrag: {migration_s: 9, cooldown_s: 300}
   network: windows (default: each group re-simulated per change) | continuous (one flow
            state stepped once through time; for thousands of jobs, docs/sim_speed.md)
+           | packet (each window run in ns-3, rates scaled down; docs/packet_reference.md)
   workload:  {poisson: {jobs, load, gpus: {count: weight}, iterations: [lo, hi], models}}
              or {trace: FILE, format: F, bad_rows: error|skip}   (format detected if absent)
 trace formats (cassini/sim/traces/<format>.py documents columns and assumptions):

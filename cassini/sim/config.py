@@ -14,6 +14,7 @@ from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
 from cassini.profile import JobProfile, library_model
 from cassini.sim.options import NETWORK_MODELS, SimOptions
 from cassini.sim.parts.routing import ROUTINGS
+from cassini.sim.recorded import recorded_warnings
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
 from cassini.sim.topologies import build as build_topology
@@ -233,9 +234,9 @@ def check_schedulers(names: tuple[str, ...], field_name: str) -> None:
 
 def run_warnings(cfg: SimConfig) -> list[str]:
     """The run's warnings (``results.json``'s ``warnings``, stderr): one line per setting
-    the config gave that no scheduler of the run uses (the sweep's scheduler axis when it
-    has one): ignored, not an error; and one per extra profile taken as measured at
-    50 Gbit/s (:func:`cassini.sim.workload.profile_warnings`)."""
+    the config gave that no scheduler of the run (or of the sweep's scheduler axis) uses:
+    ignored, not an error; one per extra profile taken as measured at 50 Gbit/s
+    (``profile_warnings``); one for a recorded trace's hosts (``recorded_warnings``)."""
     names = cfg.sweep.get("scheduler") or cfg.schedulers
     run = [Scheduler.parse(n) for n in names]
     racks = cfg.cluster.racks
@@ -263,7 +264,8 @@ def run_warnings(cfg: SimConfig) -> list[str]:
     unused = [
         f"{k}: {why}; ignored" for k, (use, why) in uses.items() if k in cfg.given and not use
     ]
-    return unused + profile_warnings(cfg.profiles, cfg.options.profiles)
+    hosts = recorded_warnings(cfg.cluster, run, lambda: cfg.read_workload(cfg.library()).jobs)
+    return unused + profile_warnings(cfg.profiles, cfg.options.profiles) + hosts
 
 
 def check_models(cfg: SimConfig) -> SimConfig:
@@ -310,8 +312,13 @@ def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:
             f = f"sweep.{axis}[{k}]"
             if axis == "scheduler":
                 schema.identifier(v, f)
+            elif axis == "seed":  # as the top-level seed: int(1.9) ran seed 1 labelled 1.9
+                _count(v, f, minimum=0)
             else:
-                schema.number(v, f, positive=axis != "seed", non_negative=True)
+                schema.number(v, f, positive=True, non_negative=True)
+            if axis != "scheduler" and v in sweep[axis][:k]:  # 2 "runs" of one
+                first = f"sweep.{axis}[{sweep[axis].index(v)}]"
+                raise InputError(f, f"{v!r} repeats {first}; give each value once")
         if axis == "scheduler":
             check_schedulers(sweep[axis], f"sweep.{axis}")
     return sweep

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec
@@ -43,6 +44,48 @@ def mapping_rule(cluster: Cluster | Topology, jobs: Sequence[JobSpec]) -> str:
         return MAPPING_RULE
     assert isinstance(cluster, Topology)
     return BY_NAME_RULE if "hosts" in cluster.source else GENERATED_BY_NAME_RULE
+
+
+def unmatched_hosts_warning(cluster: Cluster | Topology, jobs: Sequence[JobSpec]) -> str | None:
+    """One line when some, not all, of the hosts ``jobs`` name are host names of the
+    generated topology ``cluster``: a typo then silently moves every job to first
+    appearance (:func:`by_name`); up to 3 of the unmatched hosts are named."""
+    if not isinstance(cluster, Topology) or "hosts" in cluster.source:
+        return None
+    ranked = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+    named = list(dict.fromkeys(host for job in ranked for host, _ in job.hosts))
+    known = set(cluster.hosts)
+    unmatched = [h for h in named if h not in known]
+    if not unmatched or len(unmatched) == len(named):
+        return None
+    more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+    return (
+        f"recorded placement: {len(named) - len(unmatched)} of the trace's {len(named)} "
+        f"hosts are host names of the generated topology, not "
+        f"{', '.join(map(repr, unmatched[:3]))}{more}: every host was placed by first "
+        "appearance instead (by name only when all match)"
+    )
+
+
+def recorded_warnings(
+    cluster: Cluster | Topology,
+    schedulers: Sequence[Scheduler],
+    read_jobs: Callable[[], Sequence[JobSpec]],
+) -> list[str]:
+    """:func:`unmatched_hosts_warning` for a run of ``schedulers`` (the sweep's scheduler
+    axis among them) on ``cluster`` when one is recorded, the jobs read by ``read_jobs``
+    only then; a workload that cannot be read gives none here (its error comes where
+    the run reads it)."""
+    if not any(s.policy == "recorded" for s in schedulers):
+        return []
+    if not isinstance(cluster, Topology) or "hosts" in cluster.source:
+        return []  # a host table refuses an unknown host; a uniform cluster names none
+    try:
+        jobs = read_jobs()
+    except InputError:
+        return []
+    line = unmatched_hosts_warning(cluster, jobs)
+    return [line] if line else []
 
 
 def host_servers(jobs: Sequence[JobSpec], cluster: Cluster | Topology) -> dict[str, int]:

@@ -71,6 +71,12 @@ class SimResult:
     #: network model: simulated seconds of all windows
     network_window_s: float = 0.0
 
+    @property
+    def excess_measured(self) -> bool:
+        """Whether the network model measured excess demand: the packet model does not
+        (NaN on every link), and the summary's excess fields are then NaN/None (null)."""
+        return not any(math.isnan(s) for s in self.excess_s.values())
+
     def summary(self) -> dict[str, Any]:
         """Mean and p99 iteration time (absolute s, and over dedicated), JCT, makespan,
         excess-demand time per link, GPU utilisation (compute GPU-seconds over allocated
@@ -98,7 +104,7 @@ class SimResult:
             "makespan_s": self.makespan_s,
             "excess_demand_s_total": float(excess.sum()),
             "excess_demand_s_max_link": float(excess.max()),
-            "links_with_excess": int((excess > 0).sum()),
+            "links_with_excess": int((excess > 0).sum()) if self.excess_measured else None,
             "wall_s": self.wall_s,
             "network_evaluations": self.network_evaluations,
             "network_events": self.network_events,

@@ -66,6 +66,12 @@ class PacketNetwork(WindowNetwork):
             return "mltcp"
         return "priority" if scheduler.priority else "maxmin"
 
+    def excess_s(self) -> dict[str, float]:
+        """Not measured at packet level (ns-3 reports no demand over capacity): NaN on
+        every link, which results.json writes as ``null``, never as a 0 that says no link
+        was congested."""
+        return dict.fromkeys(self.sim.cluster.links, math.nan)
+
     def _evaluate_group(self, group: list[str]) -> None:
         """A group coupled through links: the window model's rule over ns-3 windows;
         jobs on links of their own (or a dedicated network): each measured alone."""

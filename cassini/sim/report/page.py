@@ -3,6 +3,7 @@ draws, and why), each scheme's busiest links, and ``report.html``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,19 @@ RAILS_NOTE = (
     "each link's capacity is one NIC's (as topo show lists it), and a job puts 1/{planes} "
     "of its rate on each of its server's rails"
 )
+#: What the report says of excess demand where the network model did not measure it
+#: (``network: packet``: NaN per link, ``null`` in results.json).
+NOT_MEASURED = "excess demand is not measured at packet level"
+NOT_MEASURED_NOTE = (
+    f"network: packet: {NOT_MEASURED} (results.json gives it as null, this page as \u2013), "
+    "and ns-3's windows are not recorded, so no link timeline is drawn"
+)
+
+
+def excess_measured(run: Run) -> bool:
+    """Whether every scheme's network model measured excess demand (the packet model
+    does not)."""
+    return all(r.excess_measured for r in run.results.values())
 
 
 def most_congested_link(cfg: SimConfig, run: Run) -> str | None:
@@ -55,15 +69,17 @@ def timeline_choice(
 ) -> tuple[str | None, str, str]:
     """The link the timeline draws, how it was chosen, and which of its windows: the
     given link, else the most congested, else (nothing congested) the busiest; the
-    window where the link was most congested, or the one with the most jobs on it."""
+    window where the link was most congested, or the one with the most jobs on it.
+    Where excess demand was not measured (packet level), nothing is said congested."""
     link = given or most_congested_link(cfg, run)
     how = "given with --timeline-link" if given else "the most congested"
-    if link is None:  # nothing congested: the busiest link
+    measured = excess_measured(run)
+    if link is None:  # nothing congested (or nothing measured): the busiest link
         link = next((u.links[0] for u in util.values() if u.links), None)
-        how = "the busiest; no link was ever congested"
+        how = "the busiest; " + ("no link was ever congested" if measured else NOT_MEASURED)
     if any(r.excess_s.get(link, 0.0) > 0 for r in run.results.values()):
         return link, how, "the network window where it was most congested"
-    never = "; it was never congested" if given else ""
+    never = ("; it was never congested" if measured else f"; {NOT_MEASURED}") if given else ""
     return link, how, f"the network window with the most jobs on it{never}"
 
 
@@ -122,7 +138,7 @@ def write_report(
         (pictures.gpu_utilisation(util, out_dir / "gpu_utilisation.png"),
          "GPU utilisation over time: computing (solid) and allocated (dashed)"),
     ]  # fmt: skip
-    if link is not None:
+    if link is not None and excess_measured(run):  # packet level: no windows recorded
         lines: dict[str, Any] = {}
         for name, rec in run.recorders.items():
             scheduler = Scheduler.parse(name)
@@ -140,6 +156,7 @@ def write_report(
         files.insert(1, (path, f"Who sends when on link {link} ({how}), in {window}"))
     files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))
     hosts = {lk: row["host"] for row in data["servers"] for lk in row["links"]}
+    unmeasured = 0.0 if excess_measured(run) else math.nan  # a link excess_s leaves out
     busiest = {
         name: [
             {
@@ -148,7 +165,7 @@ def write_report(
                 "capacity_gbps": link_capacity_bps(cfg.cluster, lk) / 1e9,
                 "mean_utilisation": mean,
                 "peak_utilisation": peak,
-                "excess_s": run.results[name].excess_s.get(lk, 0.0),
+                "excess_s": run.results[name].excess_s.get(lk, unmeasured),
             }
             for lk, mean, peak in u.busiest(BUSIEST_LINKS)
         ]
@@ -157,6 +174,8 @@ def write_report(
     notes = []
     if any(name.startswith("recorded") for name in run.results):
         notes.append(mapping_rule(cfg.cluster, run.workload.jobs))
+    if not excess_measured(run):
+        notes.append(NOT_MEASURED_NOTE)
     if isinstance(cfg.cluster, Topology) and cfg.cluster.planes > 1:
         notes.append(RAILS_NOTE.format(planes=cfg.cluster.planes))
     return {

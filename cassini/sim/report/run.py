@@ -177,8 +177,10 @@ def results_json(
         **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
         "ratios": ratios(summaries),
-        "excess_demand_s_per_link": {
+        "excess_demand_s_per_link": {  # null: not measured (network: packet)
             name: {link: s for link, s in sorted(r.excess_s.items()) if s > 0}
+            if r.excess_measured
+            else None
             for name, r in results.items()
         },
         "jobs": {
@@ -215,6 +217,12 @@ def skipped_rows_line(
     )
 
 
+def _excess_cell(link_s: float) -> str:
+    """The table's excess demand (link-seconds), or "-" where it is not measured (NaN:
+    the packet level)."""
+    return "-" if math.isnan(link_s) else f"{link_s:.1f}"
+
+
 def _digits(value: float) -> str:
     """Three significant digits below 100 (0.00287, 12.3), whole numbers above."""
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
@@ -237,7 +245,7 @@ def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             f"{name:<{width}} {s['mean_iteration_s'] * 1e3:>8.1f} "
             f"{s['p99_iteration_s'] * 1e3:>8.1f} "
             f"{s['mean_slowdown']:>7.3f} {s['p99_slowdown']:>7.3f} {s['mean_jct_s']:>9.1f} "
-            f"{s['makespan_s']:>9.1f} {s['excess_demand_s_total']:>{excess}.1f} "
+            f"{s['makespan_s']:>9.1f} {_excess_cell(s['excess_demand_s_total']):>{excess}} "
             f"{_digits(s['wall_s']):>8}"
         )
     for pair, r in ratios(summaries).items():

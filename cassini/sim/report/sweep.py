@@ -22,6 +22,7 @@ from cassini import outputs
 from cassini.advisor import pool_size
 from cassini.errors import InputError
 from cassini.sim.config import SimConfig, run_warnings
+from cassini.sim.recorded import host_servers
 from cassini.sim.report.run import (
     CONVERT_LISTS,
     config_name,
@@ -30,6 +31,7 @@ from cassini.sim.report.run import (
     skipped_rows_line,
     workload_settings,
 )
+from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies.hosts import ColumnConflict
 
 BACKENDS = ("auto", "ray", "pool")
@@ -82,15 +84,22 @@ def sweep_skipped_rows(cfg: SimConfig) -> list[str]:
     """:func:`~cassini.sim.report.run.skipped_rows_line` for each distinct trace the
     sweep's points read with ``bad_rows: skip``, once each: the axes (seed among them)
     change which model a row gets, never which rows are bad.  sweep.json keeps no rows,
-    so the line points to ``trace convert``, which lists every one."""
+    so the line points to ``trace convert``, which lists every one.  Every distinct trace
+    is read here, before any point runs: one that cannot be read, or whose hosts the
+    recorded scheduler cannot place, is an InputError now, not in every worker after
+    Ray or the pool started."""
     lines: dict[tuple[Any, ...], str | None] = {}
+    names = cfg.sweep.get("scheduler") or cfg.schedulers
+    recorded = any(Scheduler.parse(n).policy == "recorded" for n in names)
     for point in grid(cfg):
         v = point_config(cfg, point)
         key = (v.trace, v.trace_format)
-        if v.trace is None or v.bad_rows != "skip" or key in lines:
+        if v.trace is None or key in lines:
             continue
-        summary = v.read_workload(v.library()).summary
-        lines[key] = skipped_rows_line(summary, listed=CONVERT_LISTS)
+        workload = v.read_workload(v.library())
+        if recorded:  # the engine's own check of the trace's hosts on the cluster
+            host_servers(workload.jobs, v.cluster)
+        lines[key] = skipped_rows_line(workload.summary, listed=CONVERT_LISTS)
     return [line for line in lines.values() if line]
 
 
@@ -164,11 +173,11 @@ def _on_ray(
     at_once = pool_size(workers, len(points)) if workers else len(points)
     started = not ray.is_initialized()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    if started:
-        level = logging.INFO if ray_logs else logging.ERROR  # Ray's "ray" logger
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level=level)  # fmt: skip
-    try:
+    try:  # an init that installed its handler and then failed: handlers restored too
+        if started:
+            level = logging.INFO if ray_logs else logging.ERROR  # Ray's "ray" logger
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     logging_level=level)  # fmt: skip
         remote = ray.remote(run_point)
         queue, refs, pending, done = list(points), [], [], 0
         while queue or pending:
@@ -176,21 +185,36 @@ def _on_ray(
                 refs.append(remote.remote(cfg, queue.pop(0)))
                 pending.append(refs[-1])
             ready, pending = ray.wait(pending, num_returns=1)
+            _ray_get(ray, ready)  # a failed point's error now, not after every point ran
             done += len(ready)
             if progress:
                 progress(done, len(points))
         rows: list[dict[str, Any]] = []
-        for r in ray.get(refs):
+        for r in _ray_get(ray, refs):
             rows += r
         return rows
     finally:
         if started:
             ray.shutdown()
             # ray.init installs a SIGTERM handler of its own and leaves it after shutdown:
-            # the caller's process gets its own handlers back
+            # the caller's process gets its own handlers back (None: one not set from
+            # Python, which signal.signal cannot take back)
             if threading.current_thread() is threading.main_thread():
                 for s, handler in handlers.items():
-                    signal.signal(s, handler)
+                    if handler is not None:
+                        signal.signal(s, handler)
+
+
+def _ray_get(ray: Any, refs: list[Any]) -> list[Any]:
+    """``ray.get(refs)``, a point's failure raised as the error the point raised (as the
+    pool raises it: an InputError is one line), not as Ray's task error, whose message
+    is Ray's coloured traceback; the task error stays chained for a bug's traceback."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        if isinstance(e.cause, Exception):
+            raise e.cause from e
+        raise
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], by: Sequence[str]) -> list[dict[str, Any]]:
