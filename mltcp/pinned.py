@@ -62,6 +62,14 @@ def host_sys_hidden() -> bool:
     return None not in (here, init) and here != init
 
 
+def require_host_sys() -> None:
+    """:class:`MltcpUsageError` (:data:`NOT_HOST_SYS`) where :func:`host_sys_hidden`:
+    load, unload and select must not mount a BPF file system, write sysctls or forget
+    cgroups in a /sys of their own."""
+    if host_sys_hidden():
+        raise MltcpUsageError(NOT_HOST_SYS)
+
+
 def available() -> list[str]:
     """Congestion controls the kernel has (built in or registered)."""
     return (SYSCTL / "tcp_available_congestion_control").read_text().split()

@@ -204,3 +204,21 @@ def test_select_default_from_another_network_namespace_is_refused(kernel, capsys
     assert mltcp(capsys, "select", "mltcp_cubic", "--netns", "B")[0] == 0  # what it says
     assert kernel.netns["B"] == "mltcp_cubic"
     assert state.read_state().netns_before() == {"B": "cubic"}
+
+
+def test_the_real_prerequisites_refuse_before_mounting_a_bpf_fs_in_a_hidden_sys(
+    monkeypatch, tmp_path
+):
+    """load and unload call build.check_prerequisites, which mounted a BPF file system at
+    the fresh /sys/fs/bpf of ``ip netns exec``: the hidden view then looked like the
+    host's and a selected cgroup was forgotten (the tests' stand-in never mounts).  It
+    refuses first now, whatever is selected."""
+    ip_netns_exec(monkeypatch, tmp_path)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(build.subprocess, "run", lambda cmd, **kw: ran.append(cmd))
+    monkeypatch.setattr(build.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(build.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(build, "Path", lambda p: type("P", (), {"exists": lambda s: True})())
+    with pytest.raises(pinned.MltcpUsageError, match="mount namespace"):
+        build.check_prerequisites()
+    assert ran == []  # nothing mounted

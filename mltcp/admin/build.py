@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mltcp.pinned import PIN_DIR, MltcpError
+from mltcp.pinned import PIN_DIR, MltcpError, require_host_sys
 
 EBPF_DIR = Path(__file__).resolve().parent.parent.parent / "ebpf"
 
@@ -25,6 +25,7 @@ def check_prerequisites() -> None:
     for tool in ("clang", "bpftool"):
         if shutil.which(tool) is None:
             raise MltcpError(f"`{tool}` not found: run `make setup` (Debian: clang llvm bpftool)")
+    require_host_sys()  # before mounting a BPF file system in another /sys
     if not os.path.ismount(PIN_DIR):
         subprocess.run(["mount", "-t", "bpf", "bpf", str(PIN_DIR)], check=True)
 

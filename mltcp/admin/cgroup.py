@@ -25,6 +25,7 @@ from mltcp.pinned import (
     available,
     host_sys_hidden,
     open_map,
+    require_host_sys,
 )
 
 SELECT_PROG = PIN_DIR / "mltcp_select"  # the pinned cgroup sock_ops program
@@ -45,6 +46,7 @@ def select(
     the TCP sockets of one cgroup v2 (a sock_ops program; with ``job``, those sockets are
     also tied to the job for exact mode).  For a cgroup, ECN is negotiated per socket
     (``BPF_SOCK_OPS_NEEDS_ECN``) when ``ecn`` says so, by default when ``cc`` needs it."""
+    require_host_sys()  # a /sys of its own (ip netns exec): nothing here is the host's
     if cc not in available():
         raise MltcpError(not_loaded(cc))
     if job is not None and cgroup is None:
