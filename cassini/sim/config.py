@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -232,13 +232,12 @@ def check_schedulers(names: tuple[str, ...], field_name: str) -> None:
             raise InputError(where, e.problem) from None
 
 
-def run_warnings(cfg: SimConfig) -> list[str]:
-    """The run's warnings (``results.json``'s ``warnings``, stderr): one line per setting
-    the config gave that no scheduler of the run (or of the sweep's scheduler axis) uses:
-    ignored, not an error; one per extra profile taken as measured at 50 Gbit/s
-    (``profile_warnings``); one for a recorded trace's hosts (``recorded_warnings``)."""
-    names = cfg.sweep.get("scheduler") or cfg.schedulers
-    run = [Scheduler.parse(n) for n in names]
+def run_warnings(cfg: SimConfig, jobs: Sequence[JobSpec] | None = None) -> list[str]:
+    """The run's warnings (``results.json``'s ``warnings``, stderr), a line each: a setting
+    no scheduler of the run (or the sweep's scheduler axis) uses, ignored; an extra profile
+    taken as measured at 50 Gbit/s (``profile_warnings``); a recorded trace's hosts
+    (``recorded_warnings``, on ``jobs`` when the run read them, else read again)."""
+    run = [Scheduler.parse(n) for n in cfg.sweep.get("scheduler") or cfg.schedulers]
     racks = cfg.cluster.racks
     uses = {
         "routing": (
@@ -264,7 +263,8 @@ def run_warnings(cfg: SimConfig) -> list[str]:
     unused = [
         f"{k}: {why}; ignored" for k, (use, why) in uses.items() if k in cfg.given and not use
     ]
-    hosts = recorded_warnings(cfg.cluster, run, lambda: cfg.read_workload(cfg.library()).jobs)
+    read = (lambda: jobs) if jobs is not None else lambda: cfg.read_workload(cfg.library()).jobs
+    hosts = recorded_warnings(cfg.cluster, run, read)
     return unused + profile_warnings(cfg.profiles, cfg.options.profiles) + hosts
 
 

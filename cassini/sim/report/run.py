@@ -20,7 +20,7 @@ from cassini.sim.report.page import Run, write_page, write_report
 from cassini.sim.report.recording import NetworkRecorder
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies.servers import server_table
-from cassini.sim.workload import poisson_jobs
+from cassini.sim.workload import JobSpec, poisson_jobs
 
 RATIO_METRICS = (
     "mean_iteration_s",
@@ -152,10 +152,12 @@ def results_json(
     results: Mapping[str, SimResult],
     workload: Mapping[str, Any] | None = None,
     config_path: Path | str | None = None,
+    jobs: Sequence[JobSpec] | None = None,
 ) -> dict[str, Any]:
     """What ``results.json`` holds (every field: docs/sim_traces.md, "results.json");
     ``config_path``: the file the config was read from, made absolute (``config``: null
-    when not given, ``-`` for standard input)."""
+    when not given, ``-`` for standard input); ``jobs``: the run's, when read (the
+    warnings need not read the workload again)."""
     summaries = {name: r.summary() for name, r in results.items()}
     return {
         "name": cfg.name,
@@ -173,7 +175,7 @@ def results_json(
         "settings": cfg.settings(),
         # each scheme's routing: its own part, else the config's (None: dedicated network)
         "routing_by_scheme": routing_by_scheme(cfg, list(results)),
-        "warnings": run_warnings(cfg),
+        "warnings": run_warnings(cfg, jobs),
         **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
         "ratios": ratios(summaries),
@@ -274,7 +276,8 @@ def write_run(
     from cassini.sim.report.pictures import plot_cdfs
 
     with outputs.staged(out_dir) as stage:
-        data = results_json(cfg, results, run.workload.summary if run else None, config_path)
+        workload, jobs = (run.workload.summary, run.workload.jobs) if run else (None, None)
+        data = results_json(cfg, results, workload, config_path, jobs)
         if run is not None:
             data["report"] = write_report(cfg, run, data, stage, timeline_link)
         (stage / "results.json").write_text(outputs.json_text(data))

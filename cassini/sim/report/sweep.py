@@ -86,8 +86,9 @@ def sweep_skipped_rows(cfg: SimConfig) -> list[str]:
     change which model a row gets, never which rows are bad.  sweep.json keeps no rows,
     so the line points to ``trace convert``, which lists every one.  Every distinct trace
     is read here, before any point runs: one that cannot be read, or whose hosts the
-    recorded scheduler cannot place, is an InputError now, not in every worker after
-    Ray or the pool started."""
+    recorded scheduler cannot place on the first point's cluster, is an InputError now,
+    not in every worker after Ray or the pool started (a cluster axis's other clusters
+    are checked by their points)."""
     lines: dict[tuple[Any, ...], str | None] = {}
     names = cfg.sweep.get("scheduler") or cfg.schedulers
     recorded = any(Scheduler.parse(n).policy == "recorded" for n in names)
