@@ -124,10 +124,15 @@ def _run_kernel(folder: Path) -> str:
 
 
 def _edit_callee(folder: Path, value: int) -> None:
+    """Rewrite callee.py (the same size each time), its mtime at least 2 s past the last
+    one's: Python's bytecode cache keys a module by its size and its mtime in whole
+    seconds, so two edits within one second (a fast run) read the first's bytecode."""
     callee = folder / "callee.py"
+    before = callee.stat().st_mtime_ns if callee.exists() else 0
     source = f"from numba import njit\n\n@njit(cache=True)\ndef value():\n    return {value}\n"
     callee.write_text(source)
-    os.utime(callee, ns=(callee.stat().st_mtime_ns + 10**9,) * 2)
+    stamp = max(callee.stat().st_mtime_ns, before) + 2 * 10**9
+    os.utime(callee, ns=(stamp, stamp))
 
 
 def test_a_cached_kernel_sees_its_callee_change(tmp_path):
