@@ -10,7 +10,7 @@ from mltcp import layout, variants
 from mltcp.admin import netns as namespaces
 from mltcp.admin.cgroup import SELECT_PROG, attached, removed
 from mltcp.admin.params import get_params
-from mltcp.admin.register import netns_selecting_ours, orphans
+from mltcp.admin.register import netns_selecting_ours, orphans, sockets_using
 from mltcp.admin.state import STATE, read_state
 from mltcp.bpfmap import LayoutMismatch, PinnedMap
 from mltcp.layout import FLOW_ENDED
@@ -117,6 +117,24 @@ def repair_log(repairs: int) -> list[dict[str, int]]:
     return rows
 
 
+def _orphan_problem(orphan: dict[str, Any], ours: list[str]) -> str:
+    """The problem line of one orphan: held by sockets (``unload --force`` moves them and
+    the kernel frees it), or, where no socket uses its name and none of ours registered
+    under it could, held by the kernel itself (a failed setsockopt or sysctl of the control
+    can leak a reference): nothing frees it but a reboot, and it is harmless."""
+    name, where = orphan["name"], f"{orphan['name']} (struct_ops map id {orphan['id']})"
+    if name not in ours and sockets_using(name) == 0:
+        return (
+            f"{where} is unregistered and no socket uses it (an orphan the kernel itself "
+            "holds, e.g. from a failed setsockopt or sysctl of it): harmless, freed at reboot; "
+            "`unload --force` cannot free it"
+        )
+    return (
+        f"{where} is unregistered but still held by sockets (an orphan): `mltcp unload "
+        f"--force` moves them to {variants.base_of(name)} and the kernel frees it"
+    )
+
+
 def problems(ours: list[str] | None = None) -> list[str]:
     """What is broken in MLTCP's kernel state, one line each: pinned maps missing or of
     another layout, a named network namespace selecting one of our controls that is not
@@ -124,12 +142,7 @@ def problems(ours: list[str] | None = None) -> list[str]:
     does not know: unregistered ones sockets still hold (orphans), registered ones
     ``mltcp load`` did not record."""
     ours = loaded() if ours is None else ours
-    out = [
-        f"{o['name']} (struct_ops map id {o['id']}) is unregistered but still held by sockets "
-        f"(an orphan): `mltcp unload --force` moves them to {variants.base_of(o['name'])} "
-        "and the kernel frees it"
-        for o in orphans()
-    ]
+    out = [_orphan_problem(o, ours) for o in orphans()]
     recorded = read_state().loaded
     out += [
         f"{cc} is registered but `mltcp load` did not record it ({STATE} lost, or registered "
