@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from cassini.errors import InputError
-from cassini.files import parse_json, read_text
 from cassini.profile import JobProfile
 from cassini.sim.config import check_schedulers
 from cassini.sim.engine import SimResult
@@ -42,7 +41,16 @@ from cassini.sim.options import SimOptions
 from cassini.sim.topology import Cluster
 from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
 from experiments.common import write_json
-from experiments.harness import Experiment, Run, UsageError, at_least, full, option, positive
+from experiments.harness import (
+    Experiment,
+    Run,
+    UsageError,
+    at_least,
+    earlier_results,
+    full,
+    option,
+    positive,
+)
 
 #: (label, scheduler name) rows, in the table's order
 SCHEMES: tuple[tuple[str, str], ...] = (
@@ -510,18 +518,8 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     """An earlier run's ``results.json`` for ``--summarise``; a file that is missing,
     empty, not JSON or not this experiment's is a :class:`UsageError` naming
     ``--summarise`` and the file."""
-    if not str(path).strip():
-        raise UsageError("--summarise: an empty file name; give a results.json")
+    data = earlier_results(path, "--summarise", "setups", "a cluster_scale results.json")
     where = f"--summarise: {path}"
-    try:  # the project's file checks: missing, a folder, empty, binary, malformed JSON
-        data = parse_json(read_text(path), str(path))
-    except InputError as e:
-        raise UsageError(f"--summarise: {e}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("setups"), dict):
-        raise UsageError(
-            f"{where}: no 'setups' object: not a cluster_scale results.json "
-            "(another experiment's results?)"
-        )
     for field in ("load", "routing", "seed"):
         if field not in data:
             raise UsageError(f"{where}: no {field!r} field")

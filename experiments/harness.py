@@ -38,6 +38,26 @@ class UsageError(Exception):
     and is reported as argparse reports its own errors (exit status 2)."""
 
 
+def earlier_results(path: str | Path, flag: str, key: str, what: str) -> dict[str, Any]:
+    """An earlier run's ``results.json`` given by ``flag``: read with the project's file
+    checks (missing, a folder, empty, binary, malformed JSON) and holding a ``key``
+    object (else not ``what``, e.g. another experiment's results); anything else is a
+    :class:`UsageError` naming ``flag`` and the file."""
+    from cassini.files import parse_json, read_text
+
+    if not str(path).strip():
+        raise UsageError(f"{flag}: an empty file name; give a results.json")
+    try:
+        data = parse_json(read_text(path), str(path))
+    except InputError as e:
+        raise UsageError(f"{flag}: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), dict):
+        raise UsageError(
+            f"{flag}: {path}: no {key!r} object: not {what} (another experiment's results?)"
+        )
+    return data
+
+
 def at_least(value: float | None, flag: str, minimum: float = MIN_ITERATIONS) -> None:
     """Refuse ``flag``'s ``value`` below ``minimum`` (default: the fewest iterations a
     testbed job runs) or not finite; None (the flag not given) passes."""

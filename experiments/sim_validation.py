@@ -49,8 +49,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cassini.errors import InputError
-from cassini.files import parse_json, read_text
 from cassini.profile import JobProfile
 from cassini.sim.network.flows import FlowJob
 from cassini.sim.network.fluid import simulate
@@ -65,7 +63,7 @@ from experiments.common import (
     progress,
     run_config,
 )
-from experiments.harness import Experiment, Run, UsageError, iterations, option
+from experiments.harness import Experiment, Run, UsageError, earlier_results, iterations, option
 from experiments.plots import figure
 from testbed.results import ExperimentResult, SchemeResult
 from testbed.run import RunConfig, load_config
@@ -407,18 +405,8 @@ def read_results(path: str | Path) -> ExperimentResult:
     """A finished testbed run's ``results.json`` at ``path`` (``--results``), with the
     ideal scheme and a config the testbed loads; anything else is a :class:`UsageError`
     naming ``--results`` and the file."""
-    if not str(path).strip():
-        raise UsageError("--results: an empty file name; give a results.json")
+    raw = earlier_results(path, "--results", "schemes", "a testbed run's results.json")
     where = f"--results: {path}"
-    try:  # the project's file checks: missing, a folder, empty, binary, malformed JSON
-        raw = parse_json(read_text(path), str(path))
-    except InputError as e:
-        raise UsageError(f"--results: {e}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("schemes"), dict):
-        raise UsageError(
-            f"{where}: no 'schemes' object: not a testbed run's results.json "
-            "(another experiment's results?)"
-        )
     try:
         results = ExperimentResult.from_dict(raw)
         cfg = load_config(dict(results.config))
