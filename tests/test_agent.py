@@ -4,11 +4,10 @@ taken once per job, identical on every rank, graceful release, settings from env
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from helpers.fake_http import JsonHandler, serving
 from helpers.gloo_util import leave_process_group
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -410,33 +409,23 @@ def test_timeshift_without_distributed_holds_slots():
     assert TimeShift(None).wait() == 0.0 and not TimeShift(None).enabled
 
 
-class _ShiftServer(BaseHTTPRequestHandler):
+class _ShiftServer(JsonHandler):
     answers: dict = {}
     #: the 404 body: cassini serve's error object
     missing = {"error": {"code": 404, "field": "job_id", "message": "job 'nope': not found"}}
 
     def do_GET(self):  # noqa: N802 - http.server's name
         body = self.answers.get(self.path)
-        code = 200 if body is not None else 404
-        data = json.dumps(body if body is not None else self.missing).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        if body is None:
+            self.send_json(404, self.missing)
+        else:
+            self.send_json(200, body)
 
 
 @pytest.fixture
 def shift_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ShiftServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _ShiftServer.answers
-    server.shutdown()
-    server.server_close()
+    with serving(_ShiftServer) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}", _ShiftServer.answers
 
 
 def test_settings_from_url(shift_server):

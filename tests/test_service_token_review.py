@@ -5,10 +5,9 @@ TokenReviews the way kube-apiserver does (``status.authenticated``, ``status.use
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from helpers.fake_http import JsonHandler, serving
 from helpers.service_util import HALF, call, ok_json, start
 
 OWN = "the-service-own-serviceaccount-token"
@@ -18,7 +17,7 @@ KNOWN = {
 }
 
 
-class _ApiServer(BaseHTTPRequestHandler):
+class _ApiServer(JsonHandler):
     reviews: list = []
 
     def do_POST(self):  # noqa: N802 - http.server's name
@@ -30,34 +29,23 @@ class _ApiServer(BaseHTTPRequestHandler):
         type(self).reviews.append(review)
         user = KNOWN.get(review["spec"]["token"])
         status = {"authenticated": True, "user": {"username": user}} if user else {}
-        data = json.dumps({**review, "status": status}).encode()
-        self.send_response(201)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(201, {**review, "status": status})
 
 
 @pytest.fixture
 def served(tmp_path):
-    api = ThreadingHTTPServer(("127.0.0.1", 0), _ApiServer)
-    threading.Thread(target=api.serve_forever, daemon=True).start()
     own = tmp_path / "token"
     own.write_text(OWN + "\n")
-    url = f"http://127.0.0.1:{api.server_address[1]}/apis/authentication.k8s.io/v1/tokenreviews"
     audit = tmp_path / "audit.jsonl"
-    srv = start(token_review_url=url, insecure_writes=False, audit_log=str(audit),
-                token_review_users=("system:serviceaccount:training:launcher",),
-                token_review_own_token=str(own), workers=1, quiet=True)
-    try:
-        yield srv, audit
-    finally:
-        srv.stop()
-        api.shutdown()
-        api.server_close()
+    with serving(_ApiServer) as api:
+        url = f"http://127.0.0.1:{api.server_address[1]}/apis/authentication.k8s.io/v1/tokenreviews"
+        srv = start(token_review_url=url, insecure_writes=False, audit_log=str(audit),
+                    token_review_users=("system:serviceaccount:training:launcher",),
+                    token_review_own_token=str(own), workers=1, quiet=True)
+        try:
+            yield srv, audit
+        finally:
+            srv.stop()
 
 
 def test_a_reviewed_service_account_of_an_allowed_user_may_write(served):

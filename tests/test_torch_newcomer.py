@@ -8,14 +8,12 @@ and text rank 0 sends), a virtual clock, and a stand-in for ``cassini serve`` on
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import LazyModule
+from helpers.fake_http import JsonHandler, serving
 from test_timeshift_robust import FakeClock
 
 from cassini.torch import timeshift
@@ -56,30 +54,17 @@ def _phase_error(t: float, epoch: float, shift: float, period: float) -> float:
 # -- a stand-in for cassini serve -------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     def do_GET(self):  # noqa: N802 - http.server's name
-        code, body = self.server.answer  # type: ignore[attr-defined]
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(*self.server.answer)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
 def service():
     """(server, url): ``server.answer = (code, JSON-able body or bytes)``; 404 at first."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.answer = (404, {"error": {"code": 404, "field": "job_id", "message": "not found"}})
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Handler) as server:
+        server.answer = (404, {"error": {"code": 404, "field": "job_id", "message": "not found"}})
+        yield server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def _env(url: str, **more: str) -> dict[str, str]:
