@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from test_cli_bounds import cassini  # ``cassini ARGV`` in this process
 
 from cassini import cli, schema
 from cassini.errors import InputError
@@ -21,21 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LINGJUN = ROOT / "tests" / "data" / "topologies" / "lingjun_irregular.csv"
 CLUSTER_EXAMPLE = ROOT / "deploy" / "cluster-example.yaml"
 CONFIG = "cluster: {generate: two-tier, racks: 2, servers_per_rack: 2, gpus_per_server: 8}\n"
-
-
-def cassini(capsys, *argv: str, stdin: str | None = None) -> tuple[int, str, str]:
-    """``cassini ARGV`` in this process: exit status, stdout, stderr."""
-    old = sys.stdin
-    if stdin is not None:
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    finally:
-        sys.stdin = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(err: str) -> str:

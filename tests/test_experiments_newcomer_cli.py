@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_experiment_flags import _refused  # the one error line, exit status 2
 
 from experiments import cluster_scale as cs
 from experiments import common
@@ -32,17 +33,6 @@ def no_testbed_run(monkeypatch):
 
     monkeypatch.setattr(sv, "run_config", stop)
     monkeypatch.setattr("experiments.harness.require_root", stop)
-
-
-def _refused(main, argv, capsys) -> str:
-    """The one error line ``main(argv)`` exits with (status 2), no traceback."""
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2, (exit_.value.code, err)
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def _args(**kw) -> argparse.Namespace:

@@ -7,13 +7,13 @@ import json
 import math
 import signal
 import sys
-import types
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from conftest import require_module
+from test_sim_sweep_report import _FakeRay  # Ray as sweep._on_ray calls it
 
 from cassini import cli
 from cassini.errors import InputError
@@ -159,33 +159,18 @@ def test_a_point_failing_on_ray_raises_the_pools_one_line(tmp_path) -> None:
     assert "\n" not in str(on_ray.value) and "\x1b" not in str(on_ray.value)
 
 
-class _Ray(types.ModuleType):
-    """Ray as :func:`sweep._on_ray` calls it, tasks run when submitted; ``init`` may set
-    a SIGTERM handler of its own (as Ray's does) and then fail."""
+class _Ray(_FakeRay):
+    """The sweep tests' fake Ray whose ``init`` sets a SIGTERM handler of its own (as
+    Ray's does) and may then fail."""
 
     def __init__(self, fail: bool = False) -> None:
-        super().__init__("ray")
+        super().__init__()
         self.fail = fail
-
-    def is_initialized(self) -> bool:
-        return False
 
     def init(self, **kwargs) -> None:
         signal.signal(signal.SIGTERM, lambda *a: None)
         if self.fail:
             raise RuntimeError("ray.init failed")
-
-    def remote(self, fn):
-        return SimpleNamespace(remote=lambda *a: fn(*a))
-
-    def wait(self, pending, num_returns=1):
-        return pending[:num_returns], pending[num_returns:]
-
-    def get(self, refs):
-        return refs
-
-    def shutdown(self) -> None:
-        pass
 
 
 @pytest.fixture
