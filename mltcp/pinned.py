@@ -41,12 +41,21 @@ class MltcpUsageError(MltcpError):
     exit_status = 2
 
 
-def _mount_ns(path: Path) -> tuple[int, int] | None:
+def namespace_ident(path: Path) -> tuple[int, int] | None:
+    """The namespace a file refers to (nsfs device and inode: ``/proc/PID/ns/net``, a
+    named netns, ``/proc/PID/ns/mnt``), None if it is gone or cannot be read."""
     try:
         st = os.stat(path)
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def init_namespace(proc: Path, kind: str) -> tuple[int, int] | None:
+    """:func:`namespace_ident` of init's namespace of ``kind`` (``net``, ``mnt``) under
+    ``proc``: pid 1's, or kthreadd's (pid 2, always in init's) where pid 1's cannot be
+    read."""
+    return namespace_ident(proc / "1" / "ns" / kind) or namespace_ident(proc / "2" / "ns" / kind)
 
 
 def host_sys_hidden() -> bool:
@@ -57,8 +66,8 @@ def host_sys_hidden() -> bool:
     cannot tell."""
     if os.path.ismount(PIN_DIR):
         return False
-    here = _mount_ns(PROC / "self" / "ns" / "mnt")
-    init = _mount_ns(PROC / "1" / "ns" / "mnt") or _mount_ns(PROC / "2" / "ns" / "mnt")
+    here = namespace_ident(PROC / "self" / "ns" / "mnt")
+    init = init_namespace(PROC, "mnt")
     return None not in (here, init) and here != init
 
 

@@ -24,6 +24,7 @@ from mltcp.pinned import (
     allowed,
     available,
     host_sys_hidden,
+    namespace_ident,
     open_map,
     require_host_sys,
 )
@@ -91,7 +92,7 @@ def _refuse_outside_the_host_netns(cc: str) -> None:
     to select it by ``--netns NAME`` (recorded, so ``unload`` puts it back)."""
 
     def ident(pid: str) -> tuple[int, int] | None:
-        return namespaces._ident(namespaces.PROC / pid / "ns" / "net")
+        return namespace_ident(namespaces.PROC / pid / "ns" / "net")
 
     host = ident("1") or ident("2")  # init's, or kthreadd's where init's is hidden
     if host is not None and ident("self") not in (None, host):

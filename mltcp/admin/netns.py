@@ -7,13 +7,12 @@ controls, so ``unload`` counts and moves sockets in each."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from mltcp.admin.build import run
-from mltcp.pinned import MltcpError
+from mltcp.pinned import MltcpError, init_namespace, namespace_ident
 
 NETNS_DIR = Path("/run/netns")  # where `ip netns add` mounts a named namespace
 PROC = Path("/proc")  # each process's namespace: PROC/PID/ns/net
@@ -56,33 +55,24 @@ class Namespace:
     here: bool = False
 
 
-def _ident(path: Path) -> tuple[int, int] | None:
-    """The namespace a file refers to (nsfs device and inode), None if it is gone."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def every() -> list[Namespace]:
     """Every network namespace reachable through ``/run/netns`` or a process
     (``/proc/PID/ns/net``), each once, this process's own first.  (One held only by a
     bind mount elsewhere or an open descriptor is not found: ``status`` reports what it
     leaves behind, see :func:`mltcp.admin.register.orphans`.)"""
-    here = _ident(PROC / "self" / "ns" / "net")
+    here = namespace_ident(PROC / "self" / "ns" / "net")
     # the init namespace: init's, or (init's hidden, in a sandbox) kthreadd's, pid 2
-    init = _ident(PROC / "1" / "ns" / "net") or _ident(PROC / "2" / "ns" / "net")
+    init = init_namespace(PROC, "net")
     labels: dict[tuple[int, int], str] = {}
     paths: dict[tuple[int, int], list[str]] = {}
     for name in names():
-        if (key := _ident(NETNS_DIR / name)) is not None:
+        if (key := namespace_ident(NETNS_DIR / name)) is not None:
             labels.setdefault(key, name)
             paths.setdefault(key, []).append(str(NETNS_DIR / name))
     pids = sorted(int(p.name) for p in PROC.iterdir() if p.name.isdigit())
     for pid in pids:
         path = PROC / str(pid) / "ns" / "net"
-        if (key := _ident(path)) is None:  # exited meanwhile, or a zombie
+        if (key := namespace_ident(path)) is None:  # exited meanwhile, or a zombie
             continue
         labels.setdefault(key, "init" if key == init else f"pid {pid}")
         found = paths.setdefault(key, [])
