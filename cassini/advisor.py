@@ -97,7 +97,9 @@ class Prediction:
     "advised" (only the jobs with ``shift[job]`` true held); ``gain`` is the mean over the
     jobs sharing links of same_start / shifted (1.0 when none does); ``shift[job]`` says
     whether the job should apply its time-shift, ``reasons[job]`` why (or why not);
-    ``agent_period_s[job]`` is the period the agent holds a shifted job to."""
+    ``agent_period_s[job]`` is the period the agent holds a shifted job to.  ``drifts[job]``
+    is the caveat of a held job whose interleaving does not last (its period is not
+    commensurate with a partner's; also the tail of its ``reasons`` entry)."""
 
     iteration_s: dict[str, dict[str, float]]
     gain: float
@@ -105,6 +107,7 @@ class Prediction:
     reasons: dict[str, str]
     agent_period_s: dict[str, float]
     threshold: float
+    drifts: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -678,7 +681,8 @@ def _predict_candidate(
         shift[j] = j in held
         if j not in periods:
             reasons[j] = NO_SHARED_LINK
-    for j, why in _drift_reasons(pairs, {j: periods[j] for j in held}).items():
+    drifts = _drift_reasons(pairs, {j: periods[j] for j in held})
+    for j, why in drifts.items():
         reasons[j] = f"{reasons[j]}; {why}"
     gain = float(sum(same[j] / shifted[j] for j in shared) / len(shared)) if shared else 1.0
     return Prediction(
@@ -688,6 +692,7 @@ def _predict_candidate(
         reasons=dict(sorted(reasons.items())),
         agent_period_s={j: periods[j] for j in sorted(held)},
         threshold=threshold,
+        drifts=dict(sorted(drifts.items())),
     )
 
 

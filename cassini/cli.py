@@ -249,6 +249,8 @@ def _advice_table(a: Advice) -> str:
     for job, why in pred.reasons.items():
         if not pred.shift[job]:
             lines.append(f"  {job}: not shifted: {why}")
+        elif job in pred.drifts:
+            lines.append(f"  {job}: shifted, but {pred.drifts[job].removeprefix('held, but ')}")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -119,3 +120,79 @@ def test_a_job_is_named_against_the_partners_it_drifts_from_only():
     reasons = _drift_reasons(sols, held)
     assert "drifts against c on l1" in reasons["a"] and "drifts against c on l1" in reasons["b"]
     assert "drifts against a, b on l1" in reasons["c"]
+
+
+# -- the drift caveat where users read the advice: the CLI table and the service -------------
+
+_SPINE = ["rack0-up", "rack2-up"]
+#: the reviewer's case above: job -> (library model, the links it crosses)
+_DRIFT_CASE = {
+    "vgg": ("vgg16", ["s0", "s1"]),
+    "rn": ("resnet50", ["s2", "s3"]),
+    "big": ("gpt2", [*_SPINE, "s0", "s4", "s5"]),
+    "one": ("bert", []),
+    "huge": ("wideresnet101", [*_SPINE, "rack1-up", "s1", "s2", "s3", "s4", "s5"]),
+}
+_DRIFT_CAPS = {f"s{i}": 50e9 for i in range(6)} | {
+    "rack0-up": 50e9, "rack1-up": 50e9, "rack2-up": 10e9
+}  # fmt: skip
+
+
+def test_the_advice_table_says_which_shifted_jobs_drift(tmp_path, capsys):
+    """A held job's caveat was only in the JSON's shift_reasons: the table printed
+    reasons for jobs not shifted only."""
+    from cassini.cli import main
+
+    lib = library()
+    request = {
+        "links": [{"id": k, "capacity_bps": v} for k, v in _DRIFT_CAPS.items()],
+        "jobs": [
+            dataclasses.replace(lib[m], job_id=j).to_dict() for j, (m, _) in _DRIFT_CASE.items()
+        ],
+        "candidates": [{"id": "c", "paths": {j: p for j, (_, p) in _DRIFT_CASE.items()}}],
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    assert main(["advise", str(path), "--format", "table"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split(":")[0].strip(): line for line in out.splitlines() if line.startswith("  ")}
+    for job, partner in (("vgg", "huge"), ("huge", "vgg")):
+        assert lines[job].startswith(f"  {job}: shifted, but drifts against {partner} on s1 "), out
+        assert "does not last" in lines[job]
+    assert lines["rn"].startswith("  rn: not shifted: ") and "drifts" not in lines["rn"]
+
+
+def test_the_service_answers_a_shifted_jobs_drift_as_its_reason():
+    """GET time_shift of a held job answered reason null even when its interleaving
+    drifts; a job whose periods fit still answers null."""
+    from cassini.service.cluster import read_cluster
+    from cassini.service.scoring import State
+    from cassini.service.shifts import compute_shifts
+
+    doc = {
+        "links": [{"id": k, "capacity_bps": v} for k, v in _DRIFT_CAPS.items()],
+        "nodes": {f"{j}-0": p for j, (_, p) in _DRIFT_CASE.items()}
+        | {f"{j}-1": [] for j in _DRIFT_CASE},
+        "jobs": [
+            {"id": j, "model": m, "nodes": [f"{j}-0", f"{j}-1"]}
+            for j, (m, _) in _DRIFT_CASE.items()
+        ],
+    }
+    cluster, jobs = read_cluster(doc)
+    got = compute_shifts(State(1, cluster, {j.job_id: j for j in jobs}))
+    assert {j for j, s in got.items() if s.shift} == {"vgg", "huge"}
+    for job, partner in (("vgg", "huge"), ("huge", "vgg")):
+        assert got[job].reason.startswith(f"held, but drifts against {partner} on s1 "), got[job]
+    # periods that fit: shifted, reason null
+    fit = {
+        "links": [{"id": "l", "capacity_bps": GBPS}],
+        "nodes": {"a0": ["l"], "a1": [], "b0": ["l"], "b1": []},
+        "jobs": [
+            {"id": j, "iteration_time_s": 0.1, "nodes": [f"{j}0", f"{j}1"],
+             "phases": [{"start_s": 0.05, "duration_s": 0.05, "rate_bps": GBPS}]}
+            for j in ("a", "b")
+        ],  # fmt: skip
+    }
+    cluster, jobs = read_cluster(fit)
+    got = compute_shifts(State(1, cluster, {j.job_id: j for j in jobs}))
+    assert all(s.shift and s.reason is None for s in got.values()), got

@@ -461,7 +461,12 @@ class TimeShift(Closed):
     shift_s: Annotated[float, Field(ge=0, description="seconds in [0, period_s)")]
     period_s: Annotated[float, Field(gt=0, description="seconds; the job's iteration time")]
     epoch_s: Annotated[float, Field(ge=0, description="UNIX seconds slot 0 counts from")]
-    reason: str | None
+    reason: Annotated[
+        str | None,
+        Field(description="shift false: why it runs free; shift true: null, or the caveat "
+              "that its interleaving drifts (held, but its period is not commensurate with "
+              "a partner's on a link)"),
+    ]
     released: Annotated[
         bool,
         Field(description="true: released by PUT (shift false), the job's own or a job "

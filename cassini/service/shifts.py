@@ -15,7 +15,8 @@ from cassini.slip import slip_tolerances_s
 
 @dataclass(frozen=True)
 class JobShift:
-    """A running job's time-shift: ``shift`` False means run free (``reason`` says why);
+    """A running job's time-shift: ``shift`` False means run free (``reason`` says why; on a
+    shifted job ``reason`` is None, or the caveat that its interleaving drifts);
     ``shift_s`` in [0, ``period_s``) seconds; ``tolerance_s`` how late (seconds) a shifted
     job may run before its agent re-aligns it (:mod:`cassini.slip`); ``epoch_s`` the UNIX
     time its slots count from (None: the service's epoch)."""
@@ -105,7 +106,8 @@ def compute_shifts(state: State, precision_deg: float = 5.0) -> dict[str, JobShi
         if prediction is not None and jid in prediction.agent_period_s:
             held = max(period, float(prediction.agent_period_s[jid]))
         shift = float(on_period.get(jid, result.time_shifts_s.get(jid, 0.0))) % held
-        out[jid] = JobShift(jid, True, shift, held, None)
+        caveat = prediction.drifts.get(jid) if prediction is not None else None
+        out[jid] = JobShift(jid, True, shift, held, caveat)
     shifted = {j: s for j, s in out.items() if s.shift}
     if shifted:
         capacities = {lid: state.cluster.links[lid] for j in shifted for lid in paths[j]}
