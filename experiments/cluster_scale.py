@@ -51,6 +51,7 @@ from experiments.harness import (
     option,
     positive,
 )
+from experiments.plots import save_figure
 
 #: (label, scheduler name) rows, in the table's order
 SCHEMES: tuple[tuple[str, str], ...] = (
@@ -275,7 +276,7 @@ def plot(
         ax.legend(fontsize=7)
     fig.tight_layout()
     cdf = out / "slowdown_cdf.png"
-    fig.savefig(cdf, dpi=110)
+    save_figure(fig, cdf, 110)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.5), squeeze=False)
@@ -289,7 +290,7 @@ def plot(
         ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     bars = out / "gpu_utilisation.png"
-    fig.savefig(bars, dpi=110)
+    save_figure(fig, bars, 110)
     plt.close(fig)
     return [cdf, bars]
 

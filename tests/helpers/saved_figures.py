@@ -19,7 +19,10 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     real = Figure.savefig
 
     def savefig(self: Figure, fname: Any, *args: Any, **kwargs: Any) -> Any:
-        saved[Path(str(fname)).name] = self
+        name = Path(str(fname)).name
+        if name.startswith(".") and ".partial-" in name:  # cassini.outputs.replaced's file
+            name = name[1:].rsplit(".partial-", 1)[0]
+        saved[name] = self
         return real(self, fname, *args, **kwargs)
 
     monkeypatch.setattr(Figure, "savefig", savefig)
