@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,7 +118,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and write our trace (F ends in .csv, or .json for a JSON array).  Bad rows are "
         "skipped, each reported as file:line:column, and counted (--strict: stop at the "
         "first, exit 2); a file not in the named format exits 2 saying what was expected.  "
-        "--format, --strict, --seed and --profiles are convert's: given with CONFIG, exit 2.",
+        "--format, --strict, --seed and --profiles are convert's: given with CONFIG, exit 2.  "
+        "Recorded run times are written as duration_s, seconds (docs/sim_traces.md).",
         epilog=EPILOG,
         formatter_class=_Help,
     )
@@ -225,7 +225,8 @@ def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from cassini.sim.config import check_schedulers, run_warnings
-    from cassini.sim.workload import write_trace
+    from cassini.sim.traces.ours import write
+    from cassini.sim.workload import check_trace_suffix
 
     if args.sim_command == "topo":
         from cassini.sim.topologies.show import main as topo_main
@@ -246,7 +247,9 @@ def main(args: argparse.Namespace) -> int:
                 print(f"sim {args.sim_command}: {line}", file=sys.stderr)
         if args.sim_command == "trace":
             if args.what[0] == "convert":
-                return _convert(args, out)
+                from cassini.sim.traces.convert import convert
+
+                return convert(args, out)
             if len(args.what) != 1:
                 raise InputError("trace", "give CONFIG, or: convert IN --format F --out FILE")
             _no_convert_options(args)
@@ -257,8 +260,9 @@ def main(args: argparse.Namespace) -> int:
             line = skipped_rows_line(workload.summary, CONVERT_LISTS)
             if line:  # as sim run prints it
                 print(line, file=sys.stderr)
+            check_trace_suffix(out)
             out.parent.mkdir(parents=True, exist_ok=True)
-            write_trace(workload.jobs, out)
+            write(workload.jobs, out)  # recorded run times as duration_s, as convert
             print(f"wrote {len(workload.jobs)} jobs to {out}", file=sys.stderr)
             return 0
         return _run(args, cfg, out) if args.sim_command == "run" else _sweep(args, cfg, out)
@@ -347,52 +351,4 @@ def _sweep(args: argparse.Namespace, cfg: SimConfig, out: Path) -> int:
     else:
         print(sweep.sweep_table(data))
         print(f"backend: {backend}; results: {out / 'sweep.json'}, plot: {out / 'sweep.png'}")
-    return 0
-
-
-def _convert(args: argparse.Namespace, out: Path) -> int:
-    """``trace convert``: a published trace to our CSV; bad rows reported, never dropped
-    silently.  ``-``: the trace on standard input (copied to a file the readers open)."""
-    from cassini.sim.traces.files import check_not_gzip
-
-    if len(args.what) != 2:
-        raise InputError("trace", "usage: cassini sim trace convert IN [--format F] --out FILE")
-    if args.what[1] == files.STDIN:
-        text = files.read_stdin()
-        with files.spooled(text, ".json" if text.lstrip()[:1] in "[{" else ".csv") as spool:
-            def named(line: str) -> str:
-                return line.replace(str(spool), files.STDIN_NAME)
-
-            try:
-                return _convert_file(args, spool, out, named)
-            except InputError as e:
-                raise files.from_stdin(e, spool) from None
-    if not Path(args.what[1]).is_dir():  # a folder may hold a trace's tables (pai2020, ...)
-        check_not_gzip(Path(args.what[1]))  # before check_text: it would say "binary file"
-        files.check_text(args.what[1])
-    return _convert_file(args, Path(args.what[1]), out, lambda line: line)
-
-
-def _convert_file(args: argparse.Namespace, path: Path, out: Path, named: Callable) -> int:
-    """Convert the trace ``path`` to ``out``; ``named(line)``: a line as printed."""
-    from cassini.sim.traces import read
-    from cassini.sim.workload import check_trace_suffix, load_library, write_trace
-
-    library = load_library(args.profiles)
-    got = read(path, library, format=args.trace_format, seed=args.seed or 0, strict=args.strict)
-    check_trace_suffix(out)  # after the input's own errors, before a line is printed
-    for bad in got.bad:
-        print(named(f"bad row: {bad}"), file=sys.stderr)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_trace(got.jobs, out)
-    for note in got.notes:
-        print(named(f"assumed: {note}"), file=sys.stderr)
-    skipped = ", ".join(f"{n} {why}" for why, n in got.skipped.items())
-    print(
-        f"wrote {len(got.jobs)} jobs ({got.format}) to {out}; "
-        f"{len(got.bad)} bad row{'s' if len(got.bad) != 1 else ''}"
-        + (" (skipped, each listed above)" if got.bad else "")
-        + (f"; skipped {sum(got.skipped.values())} by rule: {skipped}" if got.skipped else ""),
-        file=sys.stderr,
-    )
     return 0

@@ -1,10 +1,10 @@
 """What every trace reader shares: rows that know their file, line and column; the error
-that names them; the seeded model rule; durations turned into iterations."""
+that names them; the checks of every job; the model and length rules (from ``rules``)."""
 
 from __future__ import annotations
 
-import hashlib
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cassini.errors import InputError
-from cassini.profile import JobProfile, match_model, model_key, model_keys
 from cassini.sim.jobspec import JobSpec
-
-#: Iterations drawn for a job whose trace records neither a duration nor a count
-#: (Pollux): uniform in this inclusive range, as the CASSINI paper's workloads.
-DEFAULT_ITERATIONS = (200, 1000)
+from cassini.sim.traces.rules import DEFAULT_ITERATIONS as DEFAULT_ITERATIONS
+from cassini.sim.traces.rules import DURATION_NOTE as DURATION_NOTE
+from cassini.sim.traces.rules import ModelRule as ModelRule
+from cassini.sim.traces.rules import iterations_for as iterations_for
+from cassini.sim.traces.rules import recount
 
 #: Bounds on what a trace row may ask for (docs/sim_traces.md): more iterations than
 #: this, or an arrival or run time longer than MAX_SECONDS (about 31.7 years), is a bad
@@ -258,86 +258,6 @@ def check_job(
     first_line[job.job_id] = row.line
 
 
-# -- models and iterations ------------------------------------------------------------------
-class ModelRule:
-    """Which library profile a job trains.
-
-    A name the trace gives is matched to a profile id ignoring case and punctuation
-    (``GPT-2`` -> ``gpt2``; :func:`cassini.profile.match_model`, as every model name
-    is), then through the reader's alias table.  Otherwise — no name,
-    or one the library lacks — the **seeded rule**: the library's ids sorted, index
-    ``sha256("<seed>:<job id>") mod count``; the same job gets the same model for the same
-    seed and library, whatever else is in the trace."""
-
-    def __init__(
-        self,
-        library: Mapping[str, JobProfile],
-        seed: int,
-        aliases: Mapping[str, str] | None = None,
-    ) -> None:
-        self.library = library
-        self.seed = seed
-        self.ids = sorted(library)
-        self.by_key = model_keys(self.ids)
-        self.aliases = {model_key(k): v for k, v in (aliases or {}).items() if v in library}
-        self.used: Counter[str] = Counter()  # how: named, alias, seeded
-        self.unmatched: Counter[str] = Counter()
-
-    def choose(self, job_id: str, name: str | None = None) -> str:
-        if name:
-            found = match_model(name, self.library, self.by_key)
-            if found is not None:
-                self.used["named"] += 1
-                return found
-            key = model_key(name)
-            if key in self.aliases:
-                self.used["alias"] += 1
-                return self.aliases[key]
-            self.unmatched[name] += 1
-        self.used["seeded"] += 1
-        digest = hashlib.sha256(f"{self.seed}:{job_id}".encode()).digest()
-        return self.ids[int.from_bytes(digest[:8], "big") % len(self.ids)]
-
-    def draw(self, job_id: str, low_high: tuple[int, int] = DEFAULT_ITERATIONS) -> int:
-        """Iterations for a job whose trace gives none: uniform in ``low_high`` from the
-        same seeded hash (salted)."""
-        lo, hi = low_high
-        digest = hashlib.sha256(f"{self.seed}:{job_id}:iterations".encode()).digest()
-        return lo + int.from_bytes(digest[:8], "big") % (hi - lo + 1)
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.used["named"] or self.used["alias"]:
-            out.append(
-                f"model: {self.used['named']} jobs by the trace's model name, "
-                f"{self.used['alias']} through the reader's alias table"
-            )
-        if self.used["seeded"]:
-            out.append(
-                f"model: {self.used['seeded']} jobs by the seeded rule (library ids sorted, "
-                f"index sha256('{self.seed}:<job id>') mod {len(self.ids)}; "
-                f"library: {', '.join(self.ids)})"
-            )
-        if self.unmatched:
-            names = ", ".join(f"{n} ({c})" for n, c in self.unmatched.most_common(8))
-            out.append(f"model names not in the library (seeded rule used): {names}")
-        return out
-
-
-def iterations_for(duration_s: float, profile: JobProfile) -> int:
-    """Whole iterations that take ``duration_s`` at the profile's dedicated pace (>= 1):
-    the profile as the job runs it (``SimConfig.read_workload`` hands the readers the
-    library on the cluster's server links, :func:`cassini.sim.workload.library_on_cluster`)."""
-    return max(1, math.ceil(duration_s / profile.iteration_time_s - 1e-9))
-
-
-DURATION_NOTE = (
-    "iterations: the recorded run time (s) over the chosen profile's dedicated iteration "
-    "time, rounded up: the trace's run time, which included whatever contention that "
-    "cluster had, is taken as the run time on a dedicated network"
-)
-
-
 def finish(
     out: TraceRead,
     kept: Sequence[tuple[Row, JobSpec]],
@@ -347,8 +267,10 @@ def finish(
     from_zero: bool = True,
 ) -> TraceRead:
     """Sort by arrival, start arrivals at 0 (``from_zero``).  A job arriving more than
-    :data:`MAX_SECONDS` after the first is a bad row naming ``fields.arrival``; ids were
-    made unique by :func:`collect`."""
+    :data:`MAX_SECONDS` before the median submission (a placeholder date), or of the
+    rest more than that after the first, is a bad row naming ``fields.arrival``; ids were
+    made unique by :func:`collect`.  The model rule's notes count the jobs kept."""
+    kept = _outliers(out, kept, strict=strict, fields=fields) if from_zero else list(kept)
     first = min((j.arrival_s for _, j in kept), default=0.0) if from_zero else 0.0
     jobs = []
     for row, j in kept:
@@ -364,6 +286,7 @@ def finish(
             out.bad.append(e)
             continue
         jobs.append(j)
+    out.notes = recount(out.notes, jobs)
     if not jobs:
         why = ""
         if out.bad:  # say what was wrong, not only how often (the caller lists them later)
@@ -385,6 +308,31 @@ def finish(
         seen.add(j.job_id)
     out.jobs = jobs
     return out
+
+
+def _outliers(
+    out: TraceRead, kept: Sequence[tuple[Row, JobSpec]], *, strict: bool, fields: JobFields
+) -> list[tuple[Row, JobSpec]]:
+    """``kept`` without the jobs submitted more than :data:`MAX_SECONDS` before the median
+    submission, each a bad row (raised when ``strict``): one such date must not put every
+    other row out of bounds."""
+    if not kept:
+        return []
+    median = statistics.median(j.arrival_s for _, j in kept)
+    rest = []
+    for row, j in kept:
+        if median - j.arrival_s > MAX_SECONDS:
+            e = row.error(
+                fields.arrival,
+                f"arrives {median - j.arrival_s:.3g} s before the median submission, more "
+                f"than {short(MAX_SECONDS)} s (about 31.7 years)",
+            )
+            if strict:
+                raise e
+            out.bad.append(e)
+            continue
+        rest.append((row, j))
+    return rest
 
 
 def merge_hosts(pairs: Sequence[tuple[str, int]]) -> tuple[tuple[str, int], ...]:

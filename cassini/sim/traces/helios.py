@@ -20,6 +20,7 @@ from cassini.sim.traces.common import (
     iterations_for,
 )
 from cassini.sim.traces.files import csv_rows
+from cassini.sim.traces.secondary import require_columns
 
 NAME = "helios"
 SOURCE = "S-Lab-System-Group/HeliosData: data/<cluster>/cluster_log.csv"
@@ -54,17 +55,20 @@ def read_job_log(
     fields = JobFields("job_id", "submit_time", "duration", "gpu_num")
 
     def parse(row: Row) -> JobSpec:
+        require_columns(row, columns)  # a line cut short is a bad row, not a skipped one
         job_id = row.text("job_id")
         gpus = row.count("gpu_num")
         arrival = row.time("submit_time")
+        if gpus == 0:
+            raise Skip("no GPUs (gpu_num 0)")
         if row.present("duration"):
             run = row.number("duration", maximum=MAX_SECONDS)
+        elif not row.present("start_time"):
+            raise Skip("never started (no start_time nor duration)")
         elif row.present("end_time"):
             run = row.time("end_time") - row.time("start_time")
         else:
             raise Skip("no duration and no end_time")
-        if gpus == 0:
-            raise Skip("no GPUs (gpu_num 0)")
         if run <= 0:
             raise Skip("run time <= 0")
         model = models.choose(job_id, row.raw(model_column) if model_column else None)
@@ -72,7 +76,8 @@ def read_job_log(
 
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [
-        "run time: the duration column (end_time - start_time when empty); all final states",
+        "run time: the duration column (end_time - start_time when empty); all final "
+        "states; skipped: gpu_num 0, never started (no start_time nor duration)",
         DURATION_NOTE,
         *models.notes(),
     ]

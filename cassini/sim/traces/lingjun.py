@@ -24,6 +24,7 @@ from cassini.sim.traces.common import (
     merge_hosts,
 )
 from cassini.sim.traces.files import csv_rows
+from cassini.sim.traces.secondary import SecondaryRows
 
 NAME = "lingjun"
 SOURCE = "alibaba/alibaba-lingjun-dataset-2023: data/job.csv, data/worker.csv"
@@ -65,6 +66,47 @@ def worker_gpus(row: Row) -> int:
     return 0
 
 
+#: per job: worker_name -> (host_ip, GPUs, the line it was first on)
+Workers = dict[str, dict[str, tuple[str, int, int]]]
+
+
+def read_workers(
+    worker_path: Path, out: TraceRead, secondary: SecondaryRows
+) -> tuple[Workers, int]:
+    """Each GPU worker once by name, and how many rows repeated a worker exactly."""
+    workers: Workers = {}
+    repeated = 0
+
+    def parse_worker(row: Row) -> None:
+        nonlocal repeated
+        gpus = worker_gpus(row)
+        job = row.text("job_name")
+        name = row.text("worker_name")
+        if not gpus:
+            return
+        host = row.text("host_ip")
+        mine = workers.setdefault(job, {})
+        if name not in mine:
+            mine[name] = (host, gpus, row.line)
+            return
+        first_host, first_gpus, line = mine[name]
+        if (first_host, first_gpus) != (host, gpus):
+            raise row.error(
+                "worker_name",
+                f"worker {name!r} repeats line {line} with another host_ip or GPUs "
+                f"({host}:{gpus}, was {first_host}:{first_gpus})",
+            )
+        repeated += 1
+
+    rows = csv_rows(
+        worker_path,
+        WORKER_COLUMNS,
+        expected="a Lingjun worker.csv (header with " + ", ".join(WORKER_COLUMNS) + ")",
+    )
+    collect(rows, secondary.guard(parse_worker, WORKER_COLUMNS), out, strict=secondary.strict)
+    return workers, repeated
+
+
 def read(
     path: Path,
     library: Mapping[str, JobProfile],
@@ -83,23 +125,11 @@ def read(
         raise InputError(
             "trace", f"{worker_path}: missing; the Lingjun reader needs worker.csv beside job.csv"
         )
-    workers: dict[str, list[tuple[str, str, int]]] = {}
-
-    def parse_worker(row: Row) -> None:
-        gpus = worker_gpus(row)
-        job = row.text("job_name")
-        name = row.text("worker_name")
-        if gpus:
-            workers.setdefault(job, []).append((name, row.text("host_ip"), gpus))
-
-    rows = csv_rows(
-        worker_path,
-        WORKER_COLUMNS,
-        expected="a Lingjun worker.csv (header with " + ", ".join(WORKER_COLUMNS) + ")",
-    )
-    collect(rows, parse_worker, out, strict=strict)
+    secondary = SecondaryRows(strict=strict)
+    workers, repeated = read_workers(worker_path, out, secondary)
 
     def parse_job(row: Row) -> JobSpec:
+        secondary.check(row)
         job = row.text("job_name")
         arrival = row.time("gmt_job_submitted")
         if not row.present("gmt_job_running"):
@@ -111,12 +141,12 @@ def read(
         if end_column is None:
             raise Skip("no gmt_job_finished nor gmt_job_stopped")
         run = row.time(end_column) - start
-        mine = sorted(workers.get(job, ()))
+        mine = workers.get(job, {})
         if not mine:
             raise Skip("no GPU workers")
         if run <= 0:
             raise Skip("run time <= 0")
-        hosts = merge_hosts([(host, gpus) for _, host, gpus in mine])
+        hosts = merge_hosts([(host, gpus) for _, (host, gpus, _line) in sorted(mine.items())])
         name = row.raw("model") if row.present("model") else None
         model = models.choose(job, name)
         gpus = sum(g for _, g in hosts)
@@ -125,8 +155,16 @@ def read(
     rows_again = itertools.chain([first] if first else [], job_rows)
     fields = JobFields("job_name", "gmt_job_submitted", "gmt_job_finished", "job_name")
     kept = collect(rows_again, parse_job, out, strict=strict, fields=fields, max_gpus=max_gpus)
+    secondary.leftover(out)
+    by_name = (
+        "GPUs and placement: each GPU worker's host_ip with its RES GPUs (workers by name: "
+        "a worker_name repeated with the same host_ip and GPUs counts once, repeated with "
+        "another is a bad row)"
+    )
+    if repeated:
+        by_name += f"; {repeated} repeated worker row{'s' if repeated > 1 else ''} counted once"
     out.notes += [
-        "GPUs and placement: each GPU worker's host_ip with its RES GPUs (workers by name)",
+        by_name,
         "run time: gmt_job_finished (else gmt_job_stopped) minus gmt_job_running",
         DURATION_NOTE,
         *models.notes(),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import csv
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from cassini import outputs
 from cassini.profile import JobProfile, match_model, model_keys, unknown_model
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
@@ -19,6 +23,7 @@ from cassini.sim.traces.common import (
     short,
 )
 from cassini.sim.traces.files import csv_rows, json_records
+from cassini.sim.traces.rules import recorded_run_s
 
 NAME = "csv"
 SOURCE = "this project (cassini sim trace / trace convert)"
@@ -116,3 +121,45 @@ def read(
 
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     return finish(out, kept, strict=strict, fields=fields, from_zero=False)
+
+
+def write(jobs: Sequence[JobSpec], path: Path) -> None:
+    """Write ``jobs`` as our trace: a JSON array for ``.json``, else CSV (the caller checks
+    the suffix: :func:`cassini.sim.workload.check_trace_suffix`); never half-written.
+
+    A job whose iterations were counted from a recorded run time is written as that
+    ``duration_s``: read on any cluster, it runs the trace's run time on that cluster's
+    links, as the published trace read directly does (its iterations hold only for the
+    profile they were counted in).  Other jobs (the trace gave a count, or it was drawn)
+    as ``iterations``.  ``hosts`` is written only when a job has recorded hosts."""
+    rows = [_record(j) for j in jobs]
+    names = ["job_id", "arrival_s", "gpus", "iterations", "duration_s", "model", "hosts"]
+    if not any("duration_s" in r for r in rows):
+        names.remove("duration_s")
+    if not any(j.hosts for j in jobs):
+        names.remove("hosts")
+        for r in rows:
+            del r["hosts"]
+    with outputs.replaced(Path(path)) as tmp:
+        if Path(path).suffix.lower() == ".json":
+            tmp.write_text(json.dumps(rows, indent=1))
+            return
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=names)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow(r | ({"hosts": format_hosts(r["hosts"])} if "hosts" in r else {}))
+
+
+def _record(job: JobSpec) -> dict[str, Any]:
+    run = recorded_run_s(job)
+    length = {"iterations": int(job.iterations)} if run is None else {"duration_s": run}
+    return {
+        "job_id": job.job_id, "arrival_s": job.arrival_s, "gpus": job.gpus, **length,
+        "model": job.model, "hosts": [[h, g] for h, g in job.hosts],
+    }  # fmt: skip
+
+
+def format_hosts(hosts: Sequence[Sequence[Any]]) -> str:
+    """``[["m1", 8], ["m2", 4]]`` -> ``"m1:8;m2:4"`` (the CSV trace's ``hosts`` cell)."""
+    return ";".join(f"{h}:{g}" for h, g in hosts)
