@@ -13,7 +13,10 @@ class JobSpec:
 
     ``hosts``: where a trace recorded the job ran, ``(host name, GPUs on it)`` pairs
     (Philly's machines, Lingjun's worker host_ip, PAI's instance machines); empty when
-    the trace records none.  Only the ``recorded`` scheduler uses it."""
+    the trace records none.  Only the ``recorded`` scheduler uses it.  ``run_s``: the
+    recorded run time (seconds) ``iterations`` were counted from (None when the trace gave
+    a count, or none: drawn); a trace written out keeps it, not a count that holds for
+    one profile on one cluster."""
 
     job_id: str
     arrival_s: float
@@ -21,6 +24,7 @@ class JobSpec:
     iterations: int
     model: str
     hosts: tuple[tuple[str, int], ...] = ()
+    run_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

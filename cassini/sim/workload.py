@@ -3,7 +3,6 @@ given load, and trace files."""
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -12,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cassini import files, outputs, schema
+from cassini import files, schema
 from cassini.errors import InputError
 from cassini.nic_scale import MEASURED_NIC_BPS, MeasuredProfile, on_link
 from cassini.profile import JobProfile, library_model, profiles_from_dicts
@@ -20,7 +19,6 @@ from cassini.sim.jobspec import JobSpec
 from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topology import Cluster
 
-TRACE_FIELDS = ("job_id", "arrival_s", "gpus", "iterations", "model")
 #: The most jobs a Poisson workload draws (``workload.poisson.jobs``): a simulation of more
 #: would run for days, and a huge count overflowed numpy's draw.
 MAX_JOBS = 1_000_000
@@ -213,36 +211,10 @@ def check_trace_suffix(path: Path | str) -> None:
 
 def write_trace(jobs: Sequence[JobSpec], path: Path | str) -> None:
     """Write jobs as a CSV (``.csv``) or JSON (``.json``) trace that :func:`read_trace`
-    reads back; another suffix is an InputError.  A ``hosts`` column
-    (``host:gpus;host:gpus``) is written only when a job has recorded hosts."""
+    reads back; another suffix is an InputError.  The one writer of our trace
+    (:func:`cassini.sim.traces.ours.write`: a job counted from a recorded run time is
+    written as its ``duration_s``, ``hosts`` only when a job has recorded hosts)."""
+    from cassini.sim.traces.ours import write  # the readers import this module
+
     check_trace_suffix(path)
-    path = Path(path)
-    with outputs.replaced(path) as tmp:  # never half-written
-        _write_trace(jobs, path.suffix.lower(), tmp)
-
-
-def _write_trace(jobs: Sequence[JobSpec], suffix: str, path: Path) -> None:
-    with_hosts = any(j.hosts for j in jobs)
-    if suffix == ".json":
-        rows = []
-        for j in jobs:
-            row = {k: getattr(j, k) for k in TRACE_FIELDS}
-            if with_hosts:
-                row["hosts"] = [[h, g] for h, g in j.hosts]
-            rows.append(row)
-        path.write_text(json.dumps(rows, indent=1))
-        return
-    fields = TRACE_FIELDS + (("hosts",) if with_hosts else ())
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for j in jobs:
-            row = {k: getattr(j, k) for k in TRACE_FIELDS}
-            if with_hosts:
-                row["hosts"] = format_hosts(j.hosts)
-            writer.writerow(row)
-
-
-def format_hosts(hosts: Sequence[tuple[str, int]]) -> str:
-    """``(("m1", 8), ("m2", 4))`` -> ``"m1:8;m2:4"`` (the CSV trace's ``hosts`` cell)."""
-    return ";".join(f"{h}:{g}" for h, g in hosts)
+    write(jobs, Path(path))

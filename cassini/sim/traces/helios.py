@@ -72,7 +72,7 @@ def read_job_log(
         if run <= 0:
             raise Skip("run time <= 0")
         model = models.choose(job_id, row.raw(model_column) if model_column else None)
-        return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
+        return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model, run_s=run)
 
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [

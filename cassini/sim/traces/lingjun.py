@@ -150,7 +150,8 @@ def read(
         name = row.raw("model") if row.present("model") else None
         model = models.choose(job, name)
         gpus = sum(g for _, g in hosts)
-        return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
+        iterations = iterations_for(run, library[model])
+        return JobSpec(job, arrival, gpus, iterations, model, hosts, run_s=run)
 
     rows_again = itertools.chain([first] if first else [], job_rows)
     fields = JobFields("job_name", "gmt_job_submitted", "gmt_job_finished", "job_name")

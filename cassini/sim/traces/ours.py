@@ -23,7 +23,6 @@ from cassini.sim.traces.common import (
     short,
 )
 from cassini.sim.traces.files import csv_rows, json_records
-from cassini.sim.traces.rules import recorded_run_s
 
 NAME = "csv"
 SOURCE = "this project (cassini sim trace / trace convert)"
@@ -103,6 +102,7 @@ def read(
                 given[-1] if given else "iterations",
                 "give exactly one of iterations and duration_s",
             )
+        run: float | None = None
         if given[0] == "iterations":
             iterations = row.count("iterations", positive=True, maximum=MAX_ITERATIONS)
         else:
@@ -117,7 +117,7 @@ def read(
         hosts = parse_hosts(row)
         if hosts and sum(g for _, g in hosts) != gpus:
             raise row.error("hosts", f"hosts hold {sum(g for _, g in hosts)} GPUs, gpus is {gpus}")
-        return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
+        return JobSpec(job_id, arrival, gpus, iterations, model, hosts, run_s=run)
 
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     return finish(out, kept, strict=strict, fields=fields, from_zero=False)
@@ -152,7 +152,7 @@ def write(jobs: Sequence[JobSpec], path: Path) -> None:
 
 
 def _record(job: JobSpec) -> dict[str, Any]:
-    run = recorded_run_s(job)
+    run = job.run_s
     length = {"iterations": int(job.iterations)} if run is None else {"duration_s": run}
     return {
         "job_id": job.job_id, "arrival_s": job.arrival_s, "gpus": job.gpus, **length,

@@ -184,7 +184,8 @@ def read(
             if why:
                 unplaced[job] = why
         model = models.choose(job)
-        return JobSpec(job, arrival, gpus, iterations_for(run, library[model]), model, hosts)
+        iterations = iterations_for(run, library[model])
+        return JobSpec(job, arrival, gpus, iterations, model, hosts, run_s=run)
 
     job_rows = csv_rows(job_path, JOB_COLUMNS, expected=EXPECTED, header=False)
     fields = JobFields("job_name", "start_time", "end_time", "job_name")

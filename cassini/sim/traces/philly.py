@@ -94,7 +94,7 @@ def read(
             raise Skip("run time <= 0")
         model = models.choose(job_id)
         iterations = iterations_for(t1 - t0, library[model])
-        return JobSpec(job_id, arrival, gpus, iterations, model, hosts)
+        return JobSpec(job_id, arrival, gpus, iterations, model, hosts, run_s=t1 - t0)
 
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
     out.notes += [

@@ -16,35 +16,12 @@ from cassini.sim.jobspec import JobSpec
 DEFAULT_ITERATIONS = (200, 1000)
 
 
-class RunIterations(int):
-    """Iterations counted from a recorded run time: an ``int`` that keeps that run time
-    as ``duration_s`` (seconds), so that a trace written out (``trace convert``,
-    ``sim trace CONFIG``) gives the run time, not a count that holds for one profile."""
-
-    duration_s: float
-
-    def __new__(cls, iterations: int, duration_s: float) -> RunIterations:
-        obj = super().__new__(cls, iterations)
-        obj.duration_s = duration_s
-        return obj
-
-    def __reduce__(self) -> tuple[type[RunIterations], tuple[int, float]]:
-        return (RunIterations, (int(self), self.duration_s))
-
-
-def recorded_run_s(job: JobSpec) -> float | None:
-    """The recorded run time (s) ``job``'s iterations were counted from, or None when its
-    trace gave a count (or none: drawn)."""
-    return job.iterations.duration_s if isinstance(job.iterations, RunIterations) else None
-
-
 def iterations_for(duration_s: float, profile: JobProfile) -> int:
     """Whole iterations that take ``duration_s`` at the profile's dedicated pace (>= 1):
     the profile as the job runs it (``SimConfig.read_workload`` hands the readers the
     library on the cluster's server links, :func:`cassini.sim.workload.library_on_cluster`).
-    A :class:`RunIterations` keeping ``duration_s``."""
-    count = max(1, math.ceil(duration_s / profile.iteration_time_s - 1e-9))
-    return RunIterations(count, duration_s)
+    The job keeps ``duration_s`` as its :attr:`JobSpec.run_s`."""
+    return max(1, math.ceil(duration_s / profile.iteration_time_s - 1e-9))
 
 
 DURATION_NOTE = (

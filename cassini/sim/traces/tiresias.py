@@ -57,7 +57,7 @@ def read(
         if run <= 0:
             raise Skip("duration <= 0")
         model = models.choose(job_id, name)
-        return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model)
+        return JobSpec(job_id, arrival, gpus, iterations_for(run, library[model]), model, run_s=run)
 
     fields = JobFields("job_id", "submit_time", "duration", "num_gpu")
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
