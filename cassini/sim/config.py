@@ -8,17 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from cassini import schema
-from cassini.circle import n_angles
 from cassini.errors import InputError
-from cassini.nic_scale import DEFAULT_PROFILE_RULE, PROFILE_RULES
 from cassini.profile import JobProfile, library_model
-from cassini.sim.options import NETWORK_MODELS, SimOptions
-from cassini.sim.parts.routing import ROUTINGS
-from cassini.sim.recorded import recorded_warnings
+from cassini.sim.config_sections import (
+    check_schedulers,
+    parse_count,
+    parse_options,
+    parse_poisson,
+    parse_precision,
+    parse_profiles,
+    parse_sweep,
+)
+from cassini.sim.options import SimOptions
+from cassini.sim.recorded import host_servers, recorded_warnings
 from cassini.sim.schedulers import Scheduler
 from cassini.sim.topologies import Topology, is_topology_form
 from cassini.sim.topologies import build as build_topology
-from cassini.sim.topology import Cluster
+from cassini.sim.topology import SINGLE_ROUTING_SPINES, Cluster
 from cassini.sim.workload import (
     JobSpec,
     library_on_cluster,
@@ -26,9 +32,7 @@ from cassini.sim.workload import (
     poisson_jobs,
     profile_warnings,
 )
-from mltcp.policy import MltcpParams
 
-SWEEP_AXES = ("load", "seed", "scheduler", "oversubscription")
 BAD_ROWS = ("error", "skip")
 
 
@@ -61,6 +65,9 @@ class SimConfig:
     #: the keys the config file set (top level, and ``cluster.spines``): the settings
     #: :func:`run_warnings` may say no scheduler of the run uses
     given: frozenset[str] = frozenset()
+    #: the file the config was read from, as its errors name it (None: not read from a
+    #: file); the run's own checks of it (:func:`check_recorded_hosts`) name it too
+    file: str | None = field(default=None, compare=False)
 
     def settings(self) -> dict[str, Any]:
         """The run's network settings, defaults filled in (``results.json``'s
@@ -138,7 +145,20 @@ def read_config(path: Path | str) -> SimConfig:
         cfg = check_models(config_from_dict(obj, base=path.parent))
     except InputError as e:
         raise e.in_file(path) from None
-    return cfg
+    return replace(cfg, file=str(path))
+
+
+def check_recorded_hosts(cfg: SimConfig, jobs: Sequence[JobSpec]) -> None:
+    """When a scheduler of ``cfg`` replays recorded placement, the engine's own check
+    that ``jobs``' hosts fit the cluster (:func:`~cassini.sim.recorded.host_servers`),
+    before any scheduler runs; its InputError names the config's file, as every other
+    error of the config does."""
+    if not any(Scheduler.parse(n).policy == "recorded" for n in cfg.schedulers):
+        return
+    try:
+        host_servers(jobs, cfg.cluster)
+    except InputError as e:
+        raise (e.in_file(cfg.file) if cfg.file else e) from None
 
 
 def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
@@ -190,12 +210,12 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
     elif "format" in workload or "bad_rows" in workload:
         raise InputError("workload.format", "only with a trace")
     else:
-        poisson = _poisson(workload["poisson"], cluster)
-    profile_rule, profile_files = _profiles(obj.get("profiles", []))
+        poisson = parse_poisson(workload["poisson"], cluster)
+    profile_rule, profile_files = parse_profiles(obj.get("profiles", []))
     profiles = tuple(
         base / schema.identifier(p, f"profiles[{i}]") for i, p in enumerate(profile_files)
     )
-    sweep = _sweep(obj.get("sweep", {}))
+    sweep = parse_sweep(obj.get("sweep", {}))
     cfg = SimConfig(
         cluster=cluster,
         schedulers=schedulers,
@@ -204,32 +224,15 @@ def config_from_dict(obj: Any, base: Path = Path(".")) -> SimConfig:
         trace_format=trace_format,
         bad_rows=bad_rows,
         profiles=profiles,
-        candidates=_count(obj.get("candidates", 10), "candidates"),
-        seed=_count(obj.get("seed", 0), "seed", minimum=0),
-        precision_deg=_precision(obj.get("precision_deg", 5.0)),
+        candidates=parse_count(obj.get("candidates", 10), "candidates"),
+        seed=parse_count(obj.get("seed", 0), "seed", minimum=0),
+        precision_deg=parse_precision(obj.get("precision_deg", 5.0)),
         name=str(obj.get("name", "sim")),
         sweep=sweep,
-        options=replace(_options(obj), profiles=profile_rule),
+        options=replace(parse_options(obj), profiles=profile_rule),
         given=frozenset(obj) | {f"cluster.{k}" for k in obj["cluster"] if k == "spines"},
     )
     return cfg
-
-
-def check_schedulers(names: tuple[str, ...], field_name: str) -> None:
-    """Every name parses and none repeats an earlier one (results are keyed by name: a
-    second ``themis`` ran again and replaced the first); InputError names
-    ``field_name[i]``."""
-    for i, name in enumerate(names):
-        where = f"{field_name}[{i}]"
-        if name in names[:i]:
-            raise InputError(
-                where,
-                f"{name!r} repeats {field_name}[{names.index(name)}]; name each scheduler once",
-            )
-        try:
-            Scheduler.parse(name)
-        except InputError as e:
-            raise InputError(where, e.problem) from None
 
 
 def run_warnings(cfg: SimConfig, jobs: Sequence[JobSpec] | None = None) -> list[str]:
@@ -238,7 +241,6 @@ def run_warnings(cfg: SimConfig, jobs: Sequence[JobSpec] | None = None) -> list[
     taken as measured at 50 Gbit/s (``profile_warnings``); a recorded trace's hosts
     (``recorded_warnings``, on ``jobs`` when the run read them, else read again)."""
     run = [Scheduler.parse(n) for n in cfg.sweep.get("scheduler") or cfg.schedulers]
-    racks = cfg.cluster.racks
     uses = {
         "routing": (
             any(s.routing is None and not s.dedicated_network for s in run),
@@ -255,10 +257,7 @@ def run_warnings(cfg: SimConfig, jobs: Sequence[JobSpec] | None = None) -> list[
             any(s.placement == "cassini" for s in run),
             "no scheduler of this run consults CASSINI (cassini)",
         ),
-        "cluster.spines": (
-            (racks if isinstance(racks, int) else len(racks)) > 1,
-            "a one-rack cluster sends no traffic through spines",
-        ),
+        "cluster.spines": _spines_use(cfg, run),
     }
     unused = [
         f"{k}: {why}; ignored" for k, (use, why) in uses.items() if k in cfg.given and not use
@@ -266,6 +265,21 @@ def run_warnings(cfg: SimConfig, jobs: Sequence[JobSpec] | None = None) -> list[
     read = (lambda: jobs) if jobs is not None else lambda: cfg.read_workload(cfg.library()).jobs
     hosts = recorded_warnings(cfg.cluster, run, read)
     return unused + profile_warnings(cfg.profiles, cfg.options.profiles) + hosts
+
+
+def _spines_use(cfg: SimConfig, run: Sequence[Scheduler]) -> tuple[bool, str]:
+    """Whether the run uses ``cluster.spines``, and why not: a one-rack cluster sends
+    nothing through spines; on the uniform form only a scheduler routing per spine
+    (ecmp, crux: its own part, else the config's ``routing``) uses more than one."""
+    racks = cfg.cluster.racks
+    if (racks if isinstance(racks, int) else len(racks)) <= 1:
+        return False, "a one-rack cluster sends no traffic through spines"
+    if isinstance(cfg.cluster, Cluster) and cfg.cluster.spines > 1:
+        routes = {s.routing or cfg.options.routing for s in run if not s.dedicated_network}
+        which = ", which no scheduler of this run uses"
+        why = SINGLE_ROUTING_SPINES.format(spines=cfg.cluster.spines, which=which)
+        return bool(routes - {"single"}), why
+    return True, ""
 
 
 def check_models(cfg: SimConfig) -> SimConfig:
@@ -281,120 +295,3 @@ def check_models(cfg: SimConfig) -> SimConfig:
         for i, model in enumerate(cfg.poisson["models"])
     ]
     return replace(cfg, poisson={**cfg.poisson, "models": models})
-
-
-def _profiles(raw: Any) -> tuple[str, list[Any]]:
-    """The ``profiles:`` key: a rule name, a list of extra profile files, or
-    ``{rule:, files:}``; returns (rule, files).  The rule defaults to scale-to-nic."""
-    rule, files = DEFAULT_PROFILE_RULE, raw
-    if isinstance(raw, str):
-        rule, files = raw, []
-    elif isinstance(raw, Mapping):
-        schema.check_fields(raw, "profiles", (), ("rule", "files"))
-        rule, files = raw.get("rule", DEFAULT_PROFILE_RULE), raw.get("files", [])
-    if not isinstance(rule, str) or rule not in PROFILE_RULES:
-        raise InputError(
-            "profiles",
-            f"must be one of {', '.join(PROFILE_RULES)}, a list of profile files, or "
-            f"{{rule:, files:}}; got {rule!r}",
-        )
-    return rule, schema.array(files, "profiles")
-
-
-def _sweep(obj: Any) -> dict[str, tuple[Any, ...]]:
-    """The ``sweep:`` grid: axis -> values, each value checked."""
-    sweep = {}
-    for axis, values in schema.require_object(obj, "sweep").items():
-        if axis not in SWEEP_AXES:
-            raise InputError(f"sweep.{axis}", f"unknown axis (allowed: {', '.join(SWEEP_AXES)})")
-        sweep[axis] = tuple(schema.array(values, f"sweep.{axis}", non_empty=True))
-        for k, v in enumerate(sweep[axis]):
-            f = f"sweep.{axis}[{k}]"
-            if axis == "scheduler":
-                schema.identifier(v, f)
-            elif axis == "seed":  # as the top-level seed: int(1.9) ran seed 1 labelled 1.9
-                _count(v, f, minimum=0)
-            else:
-                schema.number(v, f, positive=True, non_negative=True)
-            if axis != "scheduler" and v in sweep[axis][:k]:  # 2 "runs" of one
-                first = f"sweep.{axis}[{sweep[axis].index(v)}]"
-                raise InputError(f, f"{v!r} repeats {first}; give each value once")
-        if axis == "scheduler":
-            check_schedulers(sweep[axis], f"sweep.{axis}")
-    return sweep
-
-
-def _options(obj: Mapping[str, Any]) -> SimOptions:
-    """The mechanisms' settings: routing, priority_levels, mltcp, defrag."""
-    routing = schema.choice(obj.get("routing", "single"), "routing", ROUTINGS)
-    levels = _count(obj.get("priority_levels", 8), "priority_levels")
-    m = schema.require_object(obj.get("mltcp", {}), "mltcp")
-    schema.check_fields(m, "mltcp", (), ("slope", "intercept", "scale_cut"))
-    try:
-        mltcp = MltcpParams(**m)
-    except (TypeError, ValueError) as e:
-        raise InputError("mltcp", str(e)) from None
-    d = schema.require_object(obj.get("defrag", {}), "defrag")
-    schema.check_fields(d, "defrag", (), ("migration_s", "cooldown_s"))
-    defaults = SimOptions()
-    network = schema.choice(obj.get("network", defaults.network), "network", NETWORK_MODELS)
-    return SimOptions(
-        network=network,
-        routing=routing,
-        priority_levels=levels,
-        mltcp=mltcp,
-        migration_s=schema.number(
-            d.get("migration_s", defaults.migration_s), "defrag.migration_s", non_negative=True
-        ),
-        cooldown_s=schema.number(
-            d.get("cooldown_s", defaults.cooldown_s), "defrag.cooldown_s", non_negative=True
-        ),
-    )
-
-
-def _poisson(obj: Any, cluster: Cluster | Topology) -> dict[str, Any]:
-    f = "workload.poisson"
-    obj = schema.require_object(obj, f)
-    schema.check_fields(obj, f, ("jobs", "load", "gpus"), ("iterations", "models"))
-    gpus_raw = schema.require_object(obj["gpus"], f"{f}.gpus")
-    gpus = {}
-    for k, w in gpus_raw.items():
-        try:
-            g = int(k)
-        except ValueError:
-            raise InputError(f"{f}.gpus.{k}", "keys must be GPU counts") from None
-        if g < 1 or g > cluster.gpus:
-            raise InputError(f"{f}.gpus.{k}", f"must be 1..{cluster.gpus} GPUs")
-        gpus[g] = schema.number(w, f"{f}.gpus.{k}", non_negative=True)
-    if not gpus or sum(gpus.values()) <= 0:
-        raise InputError(f"{f}.gpus", "needs at least one GPU count with a weight above 0")
-    out: dict[str, Any] = {
-        "jobs": _count(obj["jobs"], f"{f}.jobs"),
-        "load": schema.number(obj["load"], f"{f}.load", positive=True),
-        "gpus": gpus,
-    }
-    if "iterations" in obj:
-        lo_hi = schema.array(obj["iterations"], f"{f}.iterations")
-        if len(lo_hi) != 2:
-            raise InputError(f"{f}.iterations", "must be [low, high]")
-        out["iterations"] = tuple(_count(x, f"{f}.iterations") for x in lo_hi)
-        if out["iterations"][0] > out["iterations"][1]:
-            raise InputError(f"{f}.iterations", f"must be [low, high], got {lo_hi}")
-    if "models" in obj:
-        models = schema.array(obj["models"], f"{f}.models", non_empty=True)
-        out["models"] = [schema.identifier(m, f"{f}.models[{i}]") for i, m in enumerate(models)]
-    return out
-
-
-def _count(value: Any, field_name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(field_name, f"must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _precision(value: Any) -> float:
-    """``precision_deg``: the advisor's angle step, checked when the config is read (the
-    advisor's own check came only once CASSINI was first consulted, mid-run)."""
-    value = schema.number(value, "precision_deg", positive=True)
-    n_angles(value)  # the advisor's check: [0.1, 180]
-    return value

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from cassini.sim.topologies.fabric import physical_link
+
 
 @dataclass(frozen=True)
 class JobRecord:
@@ -77,13 +79,28 @@ class SimResult:
         (NaN on every link), and the summary's excess fields are then NaN/None (null)."""
         return not any(math.isnan(s) for s in self.excess_s.values())
 
+    def excess_by_link(self) -> dict[str, float]:
+        """Excess-demand seconds per physical link, as the summary counts them: a switch
+        link whose two directions are two resources of the network model (a generated or
+        host-table fabric's ``tor3-agg1:up`` and ``:down``) counts once, under its link id,
+        with the seconds of its more congested direction; a resource that is a whole
+        duplex link (a server's ``srv<i>``, the uniform form's ``tor<r>``, ``pod<p>``)
+        counts as it is.  A ring job puts the same rate on both directions of every
+        switch link it crosses on one path, so the same congestion gives the same
+        link-seconds on ``generate: two-tier`` as on the uniform form."""
+        out: dict[str, float] = {}
+        for resource, s in self.excess_s.items():
+            link = physical_link(resource)
+            out[link] = s if link not in out else max(out[link], s)
+        return out
+
     def summary(self) -> dict[str, Any]:
         """Mean and p99 iteration time (absolute s, and over dedicated), JCT, makespan,
-        excess-demand time per link, GPU utilisation (compute GPU-seconds over allocated
-        GPU-seconds, Crux's metric), worst job, lowest-priority decile, migrations,
-        ECMP collisions."""
+        excess-demand time per physical link (:meth:`excess_by_link`), GPU utilisation
+        (compute GPU-seconds over allocated GPU-seconds, Crux's metric), worst job,
+        lowest-priority decile, migrations, ECMP collisions."""
         jct = np.array([j.jct_s for j in self.jobs])
-        excess = np.array(list(self.excess_s.values()) or [0.0])
+        excess = np.array(list(self.excess_by_link().values()) or [0.0])
         compute = sum(j.compute_gpu_s for j in self.jobs)
         allocated = sum(j.allocated_gpu_s for j in self.jobs)
         cut = dict(self.priority_cut)

@@ -10,6 +10,22 @@ from typing import Any
 from cassini import schema
 from cassini.errors import InputError
 
+#: Why a cluster with pods takes no ``spines``: the run and ``topo show`` (which shows
+#: the generated fabric, :func:`cassini.sim.topologies.clos.from_cluster`) refuse it alike.
+POD_SPINES = (
+    "{spines} spines with racks_per_pod: a cluster with pods has one aggregation switch "
+    "per pod under one core, so its ToR uplinks are not split over spines (give spines: "
+    "1, or describe the fabric with generate: three-tier, aggs_per_pod and cores)"
+)
+
+#: What ``spines`` changes on the uniform form: only a routing that picks a spine per job
+#: (ecmp, crux) uses the ``tor<r>s<k>`` links; ``single`` takes each rack's summed
+#: ``tor<r>`` uplink (``run_warnings`` and ``topo show`` say so).
+SINGLE_ROUTING_SPINES = (
+    "{spines} spines only matter to ecmp and crux routing{which}: single routing "
+    "balances perfectly over each rack's summed tor<r> uplink"
+)
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -40,6 +56,8 @@ class Cluster:
                 "racks_per_pod",
                 f"must be an integer >= 1 dividing racks, got {self.racks_per_pod!r}",
             )
+        if self.racks_per_pod is not None and self.spines > 1:
+            raise InputError("spines", POD_SPINES.format(spines=self.spines))
 
     # -- sizes ----------------------------------------------------------------------------
     @property

@@ -92,7 +92,7 @@ def plain_clusters(draw: st.DrawFn) -> _Cluster:
     }
     if draw(st.booleans()):
         obj["spines"] = draw(st.integers(1, 4))
-    if racks > 1 and draw(st.booleans()):
+    if racks > 1 and obj.get("spines", 1) == 1 and draw(st.booleans()):
         obj["racks_per_pod"] = draw(st.sampled_from([d for d in (1, 2) if racks % d == 0]))
         obj["pod_oversubscription"] = draw(st.sampled_from([1, 2]))
     return _Cluster(obj, _named(racks * servers, gpus))

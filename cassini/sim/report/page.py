@@ -38,6 +38,13 @@ RAILS_NOTE = (
     "each link's capacity is one NIC's (as topo show lists it), and a job puts 1/{planes} "
     "of its rate on each of its server's rails"
 )
+#: The report's note on a scheme that runs every job on a dedicated network (``ideal``).
+DEDICATED_NOTE = (
+    "{names}: every job runs on a dedicated network, so its busiest links give the demand "
+    "those jobs would put on the shared fabric's links over their capacity: "
+    "peak_utilisation above 1 is demand a shared link could not carry, with no excess "
+    "demand counted (no link is shared)"
+)
 #: What the report says of excess demand where the network model did not measure it
 #: (``network: packet``: NaN per link, ``null`` in results.json).
 NOT_MEASURED = "excess demand is not measured at packet level"
@@ -174,6 +181,9 @@ def write_report(
     notes = []
     if any(name.startswith("recorded") for name in run.results):
         notes.append(mapping_rule(cfg.cluster, run.workload.jobs))
+    dedicated = [name for name in run.results if Scheduler.parse(name).dedicated_network]
+    if dedicated:
+        notes.append(DEDICATED_NOTE.format(names=", ".join(dedicated)))
     if not excess_measured(run):
         notes.append(NOT_MEASURED_NOTE)
     if isinstance(cfg.cluster, Topology) and cfg.cluster.planes > 1:

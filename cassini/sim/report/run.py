@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cassini import files, outputs
-from cassini.sim.config import SimConfig, run_warnings
+from cassini.sim.config import SimConfig, check_recorded_hosts, run_warnings
 from cassini.sim.engine import SimResult, run
 from cassini.sim.report.html_report import EXCESS_LABEL, EXCESS_UNIT
 from cassini.sim.report.page import Run, write_page, write_report
@@ -43,6 +43,7 @@ def simulate_config(
     now_s)``: jobs finished of the scheduler ``name`` and simulated seconds reached."""
     library = cfg.library()
     workload = cfg.read_workload(library)
+    check_recorded_hosts(cfg, workload.jobs)
     out = Run({}, workload, library)
     for name in cfg.schedulers:
         tick = (
@@ -179,8 +180,8 @@ def results_json(
         **({"packet": packet_settings(cfg)} if cfg.options.network == "packet" else {}),
         "summaries": summaries,
         "ratios": ratios(summaries),
-        "excess_demand_s_per_link": {  # null: not measured (network: packet)
-            name: {link: s for link, s in sorted(r.excess_s.items()) if s > 0}
+        "excess_demand_s_per_link": {  # per physical link; null: not measured (packet)
+            name: {link: s for link, s in sorted(r.excess_by_link().items()) if s > 0}
             if r.excess_measured
             else None
             for name, r in results.items()

@@ -8,7 +8,7 @@ from typing import Any
 from cassini.errors import InputError
 from cassini.sim.topologies.fabric import FabricBuilder, Topology
 from cassini.sim.topologies.params import check_int, check_positive
-from cassini.sim.topology import Cluster
+from cassini.sim.topology import POD_SPINES, Cluster
 
 
 def two_tier(
@@ -116,15 +116,11 @@ def from_cluster(cluster: Cluster, *, spines: int | None = None) -> Topology:
     """The generated fabric equivalent to a uniform :class:`Cluster` (``spines`` spines,
     the cluster's own by default, or one aggregation switch per pod under one core):
     same racks, same links per ring job, same capacities.  A cluster with pods and more
-    than one spine has no such equivalent: InputError names ``spines``."""
+    than one spine has no such equivalent: InputError names ``spines`` (a
+    :class:`Cluster` refuses them already, :data:`cassini.sim.topology.POD_SPINES`)."""
     spines = cluster.spines if spines is None else spines
     if cluster.racks_per_pod is not None and spines > 1:
-        raise InputError(
-            "spines",
-            f"{spines} spines with racks_per_pod: the generated fabric of a cluster with "
-            "pods has one aggregation switch per pod under one core (give spines: 1, or "
-            "describe the fabric with generate: three-tier)",
-        )
+        raise InputError("spines", POD_SPINES.format(spines=spines))
     common = {
         "racks": cluster.racks,
         "servers_per_rack": cluster.servers_per_rack,

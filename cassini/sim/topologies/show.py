@@ -101,12 +101,26 @@ def _config_topology(obj: Any, base: Path, notes: list[str]) -> tuple[Topology, 
     cluster = obj["cluster"] if field else obj
     if is_topology_form(cluster):
         return build(cluster, field or "cluster", base), notes
-    from cassini.sim.topology import Cluster
+    from cassini import schema
+    from cassini.sim.topology import SINGLE_ROUTING_SPINES, Cluster
 
     notes.append("today's uniform Cluster form, shown as the equivalent generated fabric")
     uniform = Cluster.from_dict(cluster, field or "cluster")
+    if uniform.spines > 1:  # what the run does with them (run_warnings says it too)
+        why = SINGLE_ROUTING_SPINES.format(spines=uniform.spines, which="")
+        shown = f"shown here split into its {uniform.spines} tor-spine links"
+        notes.append(f"{schema.join(field or 'cluster', 'spines')}: {why}, {shown}")
     # the fabric the run builds from it (cassini.packet.plan.as_topology), spines and all
-    return from_cluster(uniform), notes
+    return _run_tor_names(from_cluster(uniform)), notes
+
+
+def _run_tor_names(topo: Topology) -> Topology:
+    """``topo`` (a uniform cluster's generated fabric) with every ToR named by its id,
+    ``tor<r>`` for rack r, as the run names it (results.json's ``servers``, the
+    ``tor<r>`` uplinks), not ``pod<p>-tor<k>`` as ``generate: three-tier`` does."""
+    tors = {t for rack in topo.rack_tors for t in rack}
+    switches = tuple(replace(s, name=s.id) if s.id in tors else s for s in topo.switches)
+    return replace(topo, switches=switches)
 
 
 def _link_tier(topo: Topology, lower: str, upper: str) -> str:
