@@ -357,10 +357,13 @@ def profile_from_log(
     """A job's profile from its timing log (one worker): iteration time = median interval
     between iteration ends; one communication phase starting after the median compute
     time, lasting the median communication time, at the rate that moves the median bytes
-    in that time.  Medians, not means: a host's hiccup in a short profiling run (one
-    147 ms iteration, or a few slow ones, among ~105 ms) would otherwise stretch the
-    profile, and the advice then sees two equal jobs as incompatible (score 0.85 for the
-    compatible pair on the testbed, where the medians give 1.0).
+    in that time; when the two medians add up to more than the period (iterations
+    alternating 100 and 120 ms gave 72 + 48 ms in 110), the phase keeps its duration
+    and starts that long before the iteration's end, which it then reaches, not passes.
+    Medians, not means: a host's hiccup in a short profiling run (one 147 ms iteration,
+    or a few slow ones, among ~105 ms) would otherwise stretch the profile, and the
+    advice then sees two equal jobs as incompatible (score 0.85 for the compatible pair
+    on the testbed, where the medians give 1.0).
 
     Raises InputError naming the field of a record that lacks a number, whose times run
     backwards (``comm_start`` before ``start``, ``end`` before ``comm_start``) or whose
@@ -417,7 +420,7 @@ def profile_from_log(
                 "equals comm_start in most profiled iterations: bytes sent in no time",
             )
     comm = min(comm, period * 0.999)
-    start = min(max(compute, 0.0), period * 0.999)
+    start = min(max(compute, 0.0), period - comm)
     phases = [Phase(start, comm, sent * 8 / comm)] if sent > 0 and comm > 0 else []
     return JobProfile(job_id, period, phases)
 
@@ -541,6 +544,22 @@ def read_jsonl(path: Path | str, source: str = "log") -> list[Any]:
 #: loopback, 4 bytes of address family), Ethernet, raw IP (12, 101, 228), Linux cooked
 #: (``tcpdump -i any``: SLL, 16 bytes; SLL2, 20 bytes).
 LINK_HEADER_BYTES = {0: 4, 1: 14, 12: 0, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
+#: Ethertypes of an 802.1Q VLAN tag (0x8100), an 802.1ad service tag (0x88a8) and the
+#: older QinQ tag (0x9100): 4 bytes each between an Ethernet header and its payload.
+VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
+_VLAN_TAGS = {struct.pack("!H", t) for t in VLAN_ETHERTYPES}
+
+
+def _ip_offset(link: int, data: bytes) -> int:
+    """Where the IP packet starts in a frame of link type ``link``: after the link
+    header (:data:`LINK_HEADER_BYTES`) and, on Ethernet and Linux cooked (SLL, whose
+    header also ends in the ethertype), after every VLAN tag, stacked ones (QinQ) too
+    (:data:`VLAN_ETHERTYPES`): a tagged frame had been skipped as not IPv4."""
+    offset = LINK_HEADER_BYTES[link]
+    if link in (1, 113):
+        while data[offset - 2 : offset] in _VLAN_TAGS:
+            offset += 4
+    return offset
 
 
 @contextlib.contextmanager
@@ -562,9 +581,10 @@ def pcap_packets(
     """Timestamps (s) and sizes (bytes) of the IPv4 packets from ``src_ip`` in a capture,
     classic pcap (micro- or nanosecond) or pcapng (each interface with its own link type
     and time resolution), read by scapy's raw readers; the link types are those of
-    :data:`LINK_HEADER_BYTES`: packets on another are skipped (a pcapng capture may hold
-    other interfaces), and a capture with no packet from ``src_ip`` on a supported one is
-    an InputError naming the other link type.  Sizes are IP total
+    :data:`LINK_HEADER_BYTES` (frames VLAN-tagged or not, see :func:`_ip_offset`):
+    packets on another are skipped (a pcapng capture may hold other interfaces), and a
+    capture with no packet from ``src_ip`` on a supported one is an InputError naming
+    the other link type.  Sizes are IP total
     lengths (what the link carries, less its own header), or with ``payload`` what the
     application sent: the IP length less the IP header and the TCP header (its data
     offset) or UDP's 8 bytes, so a pure ACK counts 0.  Both are read from the headers,
@@ -597,7 +617,7 @@ def pcap_packets(
             if link not in LINK_HEADER_BYTES:  # another interface's: refused if it is all
                 unsupported = link if unsupported is None else unsupported
                 continue
-            ip = data[LINK_HEADER_BYTES[link] :]
+            ip = data[_ip_offset(link, data) :]
             if len(ip) < 20 or ip[0] >> 4 != 4 or ip[12:16] != want:
                 continue
             stamps.append(stamp)

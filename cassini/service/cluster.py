@@ -42,7 +42,10 @@ from cassini.profile import JobProfile, library_model
 #: server without a cluster): the middle of kube-scheduler's 0..10, the same for every node.
 NEUTRAL_SCORE = 5
 MAX_SCORE = 10
-JOB_FIELDS = ("id", "nodes", "model", "iteration_time_s", "phases")
+#: A running job's fields: ``provenance`` (an object saying where the numbers come from,
+#: as ``cassini profile --nic-bps`` writes it) is read as every JOB reader reads it
+#: (:meth:`cassini.profile.JobProfile.from_dict`): checked to be an object, not kept.
+JOB_FIELDS = ("id", "nodes", "model", "iteration_time_s", "phases", "provenance")
 
 
 @lru_cache(maxsize=1)
@@ -113,9 +116,12 @@ def check_routable(job_id: str, field: str) -> None:
 
 def read_job(obj: Any, field: str = "", *, job_id: str | None = None) -> RunningJob:
     """A running job from JSON: ``{"id", "nodes", "model"}`` or ``{"id", "nodes",
-    "iteration_time_s", "phases"}`` (the JOB of ``cassini advise`` plus its nodes)."""
+    "iteration_time_s", "phases"}`` (the JOB of ``cassini advise`` plus its nodes), either
+    with an optional ``provenance`` object (see :data:`JOB_FIELDS`)."""
     obj = schema.require_object(obj, field)
     schema.check_fields(obj, field, (), JOB_FIELDS)
+    if "provenance" in obj:
+        schema.require_object(obj["provenance"], schema.join(field, "provenance"))
     if "id" not in obj and job_id is None:
         raise InputError(schema.join(field, "id"), "missing required field")
     jid = schema.identifier(obj.get("id", job_id), schema.join(field, "id"))

@@ -276,6 +276,12 @@ class JobRegistration(Strict):
               description="seconds per iteration"),
     ]
     phases: Annotated[list[Phase], Field(default=None, json_schema_extra=_no_default)]
+    provenance: Annotated[
+        dict[str, Any],
+        Field(default=None, json_schema_extra=_no_default,
+              description="where the numbers come from (as cassini profile --nic-bps "
+              "writes it, or a library entry's); read and not used"),
+    ]
 
     @model_validator(mode="after")
     def _model_or_own_profile(self) -> JobRegistration:
