@@ -49,12 +49,14 @@ def _digest(token: str) -> bytes:
 
 def read_token_file(path: str | Path) -> Tokens:
     """``TOKEN [NAME]`` per line (``#`` comments and blank lines skipped; NAME defaults
-    to ``line-N``); InputError names the file and line, never the token."""
+    to ``line-N``); InputError names the file and line, never the token.  A token given
+    twice, under two names, is refused: the audit would always name the first."""
     from cassini import files
 
     text = files.read_text(path)
     entries: list[tuple[bytes, str]] = []
     names: set[str] = set()
+    seen: dict[bytes, tuple[int, str]] = {}  # digest -> (line, name) where first given
     for n, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
         if not words:
@@ -68,8 +70,17 @@ def read_token_file(path: str | Path) -> Tokens:
             )
         if name in names:
             raise InputError(f"token-file line {n}", f"name {name!r} given twice")
+        digest = _digest(token)
+        if digest in seen:
+            first_line, first_name = seen[digest]
+            raise InputError(
+                f"token-file line {n}",
+                f"the token of line {first_line} ({first_name!r}) again, named {name!r}: "
+                "give each token one name",
+            )
         names.add(name)
-        entries.append((_digest(token), name))
+        seen[digest] = (n, name)
+        entries.append((digest, name))
     if not entries:
         raise InputError("token-file", f"{path} holds no token")
     return Tokens(tuple(entries))

@@ -77,7 +77,7 @@ def serve_command(args: argparse.Namespace) -> int:
         min_score=args.min_score,
         precision_deg=args.precision_deg,
         quiet=args.quiet,
-        state_path=args.state or default_state_path(),
+        state_path=default_state_path() if args.state is None else args.state,
         token_file=args.token_file,
         insecure_writes=args.insecure_writes,
         max_jobs=args.max_jobs,
@@ -193,9 +193,10 @@ def _stop_on_kube_failure(service: Any, server: Any, failures: list[str]) -> Non
 def check_input_files(args: argparse.Namespace) -> str | None:
     """What is wrong with the first file the options name (``--flag PATH: problem``), or
     None: every file is checked before the service reads it, opens a port or loads TLS.
-    The state file may be absent or empty (SQLite's new database: it is made, or
-    migrated from version 0); an existing one must be a readable file, and the store
-    refuses one that is not a sound database."""
+    An empty path is refused (``--state ""`` had meant the default file).  The state
+    file may be absent or empty (SQLite's new database: it is made, or migrated from
+    version 0); an existing one must be a readable file, and the store refuses one that
+    is not a sound database."""
     from cassini import files
     from cassini.errors import InputError
 
@@ -208,13 +209,13 @@ def check_input_files(args: argparse.Namespace) -> str | None:
     ]
     if args.token_review:
         checks.append(("--token-review-ca", args.token_review_ca, lambda p: _pem(p, "CERTIFICATE")))
-    state = args.state
-    if state and state != ":memory:" and os.path.lexists(state):
-        checks.append(("--state", state, files.check_file))
+    checks.append(("--state", args.state, _state_file))
     checks.append(("--audit-log", getattr(args, "audit_log", None), _appendable))
     for flag, path, check in checks:
         if path is None:
             continue
+        if not path:
+            return f"{flag}: empty path, expected a file name"
         try:
             check(path)
         except InputError as e:
@@ -230,6 +231,14 @@ def check_input_files(args: argparse.Namespace) -> str | None:
                 f"its private key ({getattr(e, 'reason', None) or e})"
             )
     return None
+
+
+def _state_file(path: str) -> None:
+    """An existing state file must be a file that can be read (absent: it is made)."""
+    from cassini import files
+
+    if path != ":memory:" and os.path.lexists(path):
+        files.check_file(path)
 
 
 def _appendable(path: str) -> None:

@@ -4,9 +4,9 @@ came over HTTP is written through to the :class:`~cassini.service.store.Store` (
 transaction per write, committed before the answer) and read back from it at start.
 
 The service never refuses to start because of rows it wrote itself: a registered job it
-can no longer use (a node of it left the cluster, or its row no longer reads) is kept,
-listed by :meth:`Registry.unusable`, left out of every computation and answered
-``shift: false`` with the reason."""
+can no longer use (a node of it left the cluster, or its row, or the row of its explicit
+time-shift, no longer reads) is kept, listed by :meth:`Registry.unusable`, left out of
+every computation and answered ``shift: false`` with the reason."""
 
 from __future__ import annotations
 
@@ -42,7 +42,11 @@ class Registry:
         self.unreadable: dict[str, tuple[str, float | None]] = dict(stored.unreadable)
         #: jobs the cluster source left out (``--kube``: pods in conflict): id -> why
         self.file_left_out: dict[str, str] = {}
-        self.explicit: dict[str, JobShift] = {s.job_id: s for s in store.shifts()}
+        shifts = store.shifts()
+        self.explicit: dict[str, JobShift] = {s.job_id: s for s in shifts.shifts}
+        #: explicit shifts kept in the state file that no longer read: job id -> why (the
+        #: job is not used until a PUT, a new registration or a DELETE replaces the row)
+        self.unreadable_shifts: dict[str, str] = dict(shifts.unreadable)
         self._version = 0
         self._state: State | None = None
         self._unusable: dict[str, str] | None = None
@@ -78,6 +82,10 @@ class Registry:
             for jid, why in self.file_left_out.items():
                 if jid not in self.api_jobs:  # registered over HTTP: that one is used
                     out.setdefault(jid, why)
+            jobs = self.jobs()
+            for jid, why in self.unreadable_shifts.items():
+                if jid in jobs:
+                    out.setdefault(jid, why)
             for jid, job in self.api_jobs.items():
                 why = self.stale_reason(job)
                 if why is not None:
@@ -105,14 +113,16 @@ class Registry:
         jobs = self.jobs()
         new = job.job_id not in jobs
         if new and len(jobs) >= self.max_jobs:
+            over = len(jobs) - self.max_jobs + 1
             raise TooManyJobs(
-                f"the registry holds {len(jobs)} jobs, the limit (--max-jobs); remove one "
-                "first", "id"
+                f"the registry holds {len(jobs)} jobs, the limit is {self.max_jobs} "
+                f"(--max-jobs); remove {'one' if over == 1 else over} first", "id"
             )
         self.store.put_job(job)
         self.api_jobs[job.job_id] = job
         self.unreadable.pop(job.job_id, None)
         self.explicit.pop(job.job_id, None)
+        self.unreadable_shifts.pop(job.job_id, None)
         self._changed()
         return new
 
@@ -123,6 +133,7 @@ class Registry:
             self.store.delete_job(job_id)
             del self.unreadable[job_id]
             self.explicit.pop(job_id, None)
+            self.unreadable_shifts.pop(job_id, None)
             self._changed()
             return None
         if job is None:
@@ -131,6 +142,7 @@ class Registry:
         if self.api_jobs.pop(job_id, None) is None:
             self.file_jobs.pop(job_id, None)
         self.explicit.pop(job_id, None)
+        self.unreadable_shifts.pop(job_id, None)
         self._changed()
         return job
 
@@ -140,6 +152,8 @@ class Registry:
         self.job(shift.job_id)
         self.store.set_shift(shift)
         self.explicit[shift.job_id] = shift
+        if self.unreadable_shifts.pop(shift.job_id, None) is not None:
+            self._changed()  # its row reads again: the job is used again
 
     def replace_file(
         self,
@@ -153,7 +167,10 @@ class Registry:
         self.file_jobs = {j.job_id: j for j in file_jobs}
         self.file_left_out = dict(left_out or {})
         keep = set(self.jobs()) | set(self.unreadable)
-        if any(j not in keep for j in self.explicit):
+        if any(j not in keep for j in [*self.explicit, *self.unreadable_shifts]):
             self.store.forget_shifts(keep)
         self.explicit = {j: v for j, v in self.explicit.items() if j in keep}
+        self.unreadable_shifts = {
+            j: why for j, why in self.unreadable_shifts.items() if j in keep
+        }
         self._changed()

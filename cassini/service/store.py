@@ -11,7 +11,8 @@ is not a sound SQLite database is refused (:class:`StateError`) and left as it i
 so is a SQLite database of another program (tables of its own and no cassini schema).
 
 A row the service wrote is never a reason to refuse the file: a job row it can no longer
-read is kept as it is and reported (:attr:`StoredJobs.unreadable`), never dropped.  A job
+read is kept as it is and reported (:attr:`StoredJobs.unreadable`), never dropped, and so
+is a time-shift row that breaks PUT's rules (:attr:`StoredShifts.unreadable`).  A job
 registered by ``model`` is stored with the model *and* the profile it resolved to; it is
 read back with that profile (the library may have changed since), the model as its label.
 """
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cassini.agent import MAX_PERIOD_S, MIN_PERIOD_S, epoch_problem
 from cassini.errors import InputError
 from cassini.service.cluster import RunningJob, read_job
 from cassini.service.shifts import JobShift
@@ -61,6 +63,15 @@ class StoredJobs:
 
     jobs: list[RunningJob] = field(default_factory=list)
     unreadable: dict[str, tuple[str, float | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredShifts:
+    """The time-shift rows of a state file: those read (``shifts``) and those kept but no
+    longer readable (``unreadable``: job id -> why)."""
+
+    shifts: list[JobShift] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
 
 class Store:
@@ -97,10 +108,9 @@ class Store:
         }
         if (version == 0 and tables) or (0 < version <= SCHEMA_VERSION
                                          and not tables >= OUR_TABLES):
-            theirs = ", ".join(sorted(tables - OUR_TABLES)) or "none of its tables"
             raise StateError(
-                f"{self.path}: not a cassini state file (a SQLite database with tables "
-                f"{theirs}); give another --state file"
+                f"{self.path}: not a cassini state file ({_foreign(version, tables)}); "
+                "give another --state file"
             )
         if version > SCHEMA_VERSION:
             raise StateError(
@@ -128,10 +138,12 @@ class Store:
                 epoch_s = float(row[0])
             except (TypeError, ValueError):
                 epoch_s = math.nan
-            if not (math.isfinite(epoch_s) and epoch_s >= 0):
+            # the rule of PUT and the cluster file: UNIX seconds, finite, in [0, 1e10)
+            problem = epoch_problem(epoch_s) if math.isfinite(epoch_s) else (
+                "must be a finite number of UNIX seconds")
+            if problem is not None:
                 raise StateError(
-                    f"{self.path}: meta.epoch_s must be a number of UNIX seconds >= 0, got "
-                    f"{str(row[0])[:40]!r}"
+                    f"{self.path}: meta.epoch_s is {str(row[0])[:40]!r}: {problem}"
                 )
             return epoch_s
         with self._transaction():
@@ -166,12 +178,21 @@ class Store:
                                                _iteration_time_s(body))
         return out
 
-    def shifts(self) -> list[JobShift]:
-        """The time-shifts set explicitly (by PUT)."""
+    def shifts(self) -> StoredShifts:
+        """The time-shifts set explicitly (by PUT), each row checked as PUT checks its
+        body; rows that fail are kept and reported."""
+        out = StoredShifts()
         rows = self._conn.execute(
             "SELECT job_id, shift, shift_s, period_s, epoch_s, reason FROM shifts ORDER BY job_id"
         )
-        return [JobShift(j, bool(s), a, p, r, None, e) for j, s, a, p, e, r in rows]
+        for j, s, a, p, e, r in rows:
+            problem = _shift_row_problem(s, a, p, e, r)
+            if problem is not None:
+                out.unreadable[str(j)] = f"stored time-shift unreadable: {problem}"
+            else:
+                out.shifts.append(JobShift(j, bool(s), float(a), float(p), r, None,
+                                           None if e is None else float(e)))
+        return out
 
     # -- writing: one transaction each ---------------------------------------------------
     def put_job(self, job: RunningJob) -> None:
@@ -226,6 +247,41 @@ def stored_job(obj: Any) -> RunningJob:
             raise InputError("model", "must be a non-empty string")
         return replace(read_job(own), model=model)
     return read_job(obj)
+
+
+def _foreign(version: int, tables: set[str]) -> str:
+    """What a SQLite database that is not a cassini state file holds instead."""
+    theirs = sorted(tables - OUR_TABLES)
+    if theirs:
+        return f"a SQLite database with tables {', '.join(theirs)}"
+    if version == 0:
+        return f"tables {', '.join(sorted(tables))} but schema version 0"
+    missing = ", ".join(sorted(OUR_TABLES - tables))
+    return f"schema version {version} without its tables {missing}"
+
+
+def _shift_row_problem(shift: Any, shift_s: Any, period_s: Any, epoch_s: Any,
+                       reason: Any) -> str | None:
+    """What is wrong with a row of the ``shifts`` table, or None: ``shift`` 0 or 1,
+    ``period_s`` in the slot grid's bounds (seconds), ``shift_s`` in [0, period_s),
+    ``epoch_s`` null or UNIX seconds in [0, 1e10), ``reason`` null or text."""
+    def number(value: Any) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    if not isinstance(shift, int) or shift not in (0, 1):
+        return f"shift must be 0 or 1, got {str(shift)[:40]!r}"
+    if not (number(period_s) and MIN_PERIOD_S <= period_s <= MAX_PERIOD_S):
+        return (f"period_s must be in [{MIN_PERIOD_S:g}, {MAX_PERIOD_S:g}] seconds, got "
+                f"{str(period_s)[:40]!r}")
+    if not (number(shift_s) and 0 <= shift_s < period_s):
+        return f"shift_s must be in [0, period_s = {period_s:g}), got {str(shift_s)[:40]!r}"
+    if epoch_s is not None and not number(epoch_s):
+        return f"epoch_s must be a number of UNIX seconds, got {str(epoch_s)[:40]!r}"
+    if epoch_s is not None and (problem := epoch_problem(float(epoch_s))) is not None:
+        return f"epoch_s {problem}"  # PUT's rule: UNIX seconds in [0, 1e10)
+    if reason is not None and not isinstance(reason, str):
+        return f"reason must be text, got {str(reason)[:40]!r}"
+    return None
 
 
 def _iteration_time_s(body: str) -> float | None:
