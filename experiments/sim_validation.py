@@ -408,7 +408,7 @@ def read_results(path: str | Path) -> ExperimentResult:
     raw = earlier_results(path, "--results", "schemes", "a testbed run's results.json")
     where = f"--results: {path}"
     try:
-        results = ExperimentResult.from_dict(raw)
+        results = ExperimentResult.from_dict(raw, Path(path).absolute().parent)  # its logs
         cfg = load_config(dict(results.config))
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # InputError too
         raise UsageError(f"{where}: not a testbed run's results.json ({_problem(e)})") from None

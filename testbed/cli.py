@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from cassini.files import input_file, output_path
@@ -37,7 +38,9 @@ optional: cc (default cubic; dctcp_bpf on ecn; the kernel's or mltcp_*), seed, a
   (auto | log | hook | pcap), profiles.
 numbers: YAML reads 2e8 as a string; write 2.0e+8 or 200000000.
 output: OUT/results.json (testbed.results.ExperimentResult): per scheme and job, iteration
-  times, bytes and the workers' log paths; the profiles measured and CASSINI's advice.
+  times, bytes and the workers' log paths (relative to OUT); the profiles measured and
+  CASSINI's advice; "complete": false while (or if a run stopped before) every scheme ran.
+  Each scheme's logs in OUT/<name>/ (ideal: OUT/<name>/<job>/).
 """
 
 
@@ -223,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("testbed: interrupted; the cluster was torn down", file=sys.stderr)
         return 130
-    if args.json:
-        print(json_text(results.to_dict()))
+    if args.json:  # log paths absolute: stdout has no folder to be relative to
+        print(json_text(replace(results, folder=None).to_dict()))
     else:
         print(format_table(results))
         print(f"results: {out / 'results.json'}")

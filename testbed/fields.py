@@ -11,6 +11,10 @@ from typing import Any
 from cassini.errors import InputError
 from cassini.schema import CONTROL_CHARS, kind_of
 
+RUN_FILES = ("results.json",)
+"""What a run writes in its output folder itself, beside the schemes' folders: no scheme
+may be called so (its folder would take the file's place)."""
+
 
 def name(value: Any, field: str) -> str:
     """``value`` as a name that is also a directory's (a scheme's results go to
@@ -25,6 +29,17 @@ def name(value: Any, field: str) -> str:
         raise InputError(field, f"must not contain {bad!r} (it names a directory), got {value!r}")
     if value in (".", ".."):
         raise InputError(field, f"must not be {value!r} (it names a directory)")
+    return value
+
+
+def scheme_name(value: Any, field: str) -> str:
+    """A scheme's name: a :func:`name` that is not one of the run's own files
+    (:data:`RUN_FILES`: ``OUT/results.json`` is the run's, ``OUT/<name>`` the scheme's)."""
+    value = name(value, field)
+    if value in RUN_FILES:
+        raise InputError(
+            field, f"must not be {value!r} (the run writes that file in its output folder)"
+        )
     return value
 
 

@@ -85,6 +85,10 @@ class EmulatedCluster:
         if not self._locked:  # fixed names: one cluster (or root test) on the host at a time
             hostlock.acquire(f"testbed cluster {'/'.join(self.topo.switches)}")
             self._locked = True
+        left = leftovers()  # we hold the host lock: no other run's, a crashed run's
+        if left:  # before anything is made or recorded: stop() must not touch them either
+            shown = " ".join(left[:4]) + (" ..." if len(left) > 4 else "")
+            raise TestbedError(f"leftovers of an earlier run ({shown}): run 'sudo testbed cleanup'")
         from mininet.link import Link, TCLink
         from mininet.log import setLogLevel
         from mininet.net import Mininet
@@ -125,6 +129,7 @@ class EmulatedCluster:
         self._procs.clear()
         try:
             if self.net is not None:
+                _drop_busy_shells(self.net)
                 self.net.stop()
         finally:
             self.net = None
@@ -283,6 +288,25 @@ class EmulatedCluster:
         self._old_handlers.clear()
 
 
+def _drop_busy_shells(net: Any) -> None:
+    """Kill and drop every node's shell whose command a Ctrl-C cut off: Mininet waits for
+    each command it sends (bring-up sends many), and such a shell still "waits", so
+    ``net.stop()`` died asserting before it sent the next one.  (Waiting for it to answer
+    could hang on its terminal.)  Mininet then skips the dropped shell's commands;
+    :func:`cleanup` removes its switch's bridge and ports, a host's namespace goes with
+    its shell."""
+    for node in (*net.hosts, *net.switches):
+        shell = getattr(node, "shell", None)
+        if shell is None or not getattr(node, "waiting", False):
+            continue
+        with contextlib.suppress(OSError):  # Mininet starts each shell in its own session
+            os.killpg(shell.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            shell.wait(timeout=5)
+        node.waiting = False
+        node.cleanup()  # closes its terminal; no shell: Mininet skips its commands
+
+
 def _bridge(args: list[str]) -> None:
     r = subprocess.run(["bridge", *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -362,13 +386,21 @@ def _links() -> list[str]:
 
 
 def _alive(pid: Any) -> bool:
+    """Whether process ``pid`` runs: not gone, and not a zombie (a run killed a moment
+    ago, not yet reaped, is dead: its leftovers are cleanup's)."""
     if not isinstance(pid, int):
         return False
     try:
         os.kill(pid, 0)
-        return True
     except OSError:
         return False
+    try:  # the state follows the command's name in parentheses: "pid (name) Z ..."
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[:1]
+    except FileNotFoundError:  # gone meanwhile
+        return False
+    except OSError:
+        return True
+    return state != ["Z"]
 
 
 if __name__ == "__main__":

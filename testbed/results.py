@@ -2,14 +2,18 @@
 worker log paths, measured profiles and the advice CASSINI followed.
 
 ``ExperimentResult.to_dict()`` is what ``results.json`` holds; ``from_dict`` reads it back.
+Worker log paths are held absolute and written relative to results.json's folder (the
+folder moves with its logs); :meth:`ExperimentResult.read` resolves them against it
+(and still reads files written with absolute or working-directory-relative paths).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +78,15 @@ class JobResult:
         """The rank's per-iteration log records."""
         return iterations.read_log(self.logs[rank])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
+        """As results.json holds it: log paths relative to ``folder`` (results.json's)
+        where they lie under it, else as they are."""
         out: dict[str, Any] = {
             "iteration_times_s": list(self.iteration_times_s),
             "bytes": self.bytes,
             "start_offset_s": self.start_offset_s,
             "comm_times_s": list(self.comm_times_s),
-            "logs": [str(p) for p in self.logs],
+            "logs": [_log_text(p, folder) for p in self.logs],
         }
         for name in ("realignments", "released", "period_s", "tolerance_s"):
             if getattr(self, name) is not None:
@@ -90,12 +96,16 @@ class JobResult:
         return out
 
     @classmethod
-    def from_dict(cls, job_id: str, obj: Mapping[str, Any]) -> JobResult:
+    def from_dict(
+        cls, job_id: str, obj: Mapping[str, Any], folder: Path | None = None
+    ) -> JobResult:
+        """Read back; with ``folder`` (results.json's), log paths resolved against it
+        (:func:`resolve_log`)."""
         return cls(
             job_id=job_id,
             iteration_times_s=tuple(obj["iteration_times_s"]),
             bytes=int(obj["bytes"]),
-            logs=tuple(Path(p) for p in obj.get("logs", ())),
+            logs=tuple(resolve_log(p, folder) for p in obj.get("logs", ())),
             start_offset_s=float(obj.get("start_offset_s", 0.0)),
             comm_times_s=tuple(obj.get("comm_times_s", ())),
             realignments=obj.get("realignments"),
@@ -146,12 +156,13 @@ class SchemeResult:
             out[job] = (sum(times) / len(times)) / (sum(base) / len(base)) if times else math.nan
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
+        """As results.json holds it (log paths relative to ``folder``: JobResult.to_dict)."""
         out: dict[str, Any] = {
             "kind": self.kind,
             "cc": self.cc,
             "fabric": self.fabric,
-            "jobs": {j: r.to_dict() for j, r in self.jobs.items()},
+            "jobs": {j: r.to_dict(folder) for j, r in self.jobs.items()},
             "summary": self.summary,
             "link_bytes": dict(self.link_bytes),
             "duration_s": self.duration_s,
@@ -170,13 +181,15 @@ class SchemeResult:
         return out
 
     @classmethod
-    def from_dict(cls, name: str, obj: Mapping[str, Any]) -> SchemeResult:
+    def from_dict(
+        cls, name: str, obj: Mapping[str, Any], folder: Path | None = None
+    ) -> SchemeResult:
         return cls(
             name=name,
             kind=obj.get("kind", name),
             cc=obj["cc"],
             fabric=obj.get("fabric", ""),
-            jobs={j: JobResult.from_dict(j, r) for j, r in obj["jobs"].items()},
+            jobs={j: JobResult.from_dict(j, r, folder) for j, r in obj["jobs"].items()},
             link_bytes=obj.get("link_bytes", {}),
             ecn_marks=obj.get("ecn_marks", {}),
             duration_s=float(obj.get("duration_s", 0.0)),
@@ -193,10 +206,16 @@ class SchemeResult:
 
 @dataclass(frozen=True)
 class ExperimentResult:
-    """Every scheme of one config, in the order they ran, and the config itself."""
+    """Every scheme of one config, in the order they ran, and the config itself.
+    ``complete``: every scheme of the config ran (false in the results.json an
+    interrupted or failed run leaves: the schemes before it).  ``folder``: where its
+    results.json is (read from, or written by the runner): log paths are written
+    relative to it."""
 
     schemes: Mapping[str, SchemeResult]
     config: Mapping[str, Any]
+    complete: bool = True
+    folder: Path | None = field(default=None, compare=False)
 
     @property
     def ideal(self) -> SchemeResult | None:
@@ -204,25 +223,64 @@ class ExperimentResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schemes": {n: s.to_dict() for n, s in self.schemes.items()},
+            "schemes": {n: s.to_dict(self.folder) for n, s in self.schemes.items()},
             "config": dict(self.config),
+            "complete": self.complete,
         }
 
     def write(self, path: Path) -> None:
         """``to_dict()`` as strict JSON (:func:`cassini.outputs.json_text`: NaN and
-        infinities, e.g. the summary of a job without iterations, as ``null``)."""
-        path.write_text(json_text(self.to_dict()))
+        infinities, e.g. the summary of a job without iterations, as ``null``), log
+        paths relative to ``path``'s folder."""
+        here = replace(self, folder=Path(path).absolute().parent)
+        path.write_text(json_text(here.to_dict()))
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> ExperimentResult:
+    def from_dict(cls, obj: Mapping[str, Any], folder: Path | None = None) -> ExperimentResult:
+        """Read back; ``folder``: where results.json is (relative log paths resolved
+        against it).  A file from before ``complete`` was written counts as complete."""
         return cls(
-            {n: SchemeResult.from_dict(n, s) for n, s in obj["schemes"].items()},
+            {n: SchemeResult.from_dict(n, s, folder) for n, s in obj["schemes"].items()},
             obj.get("config", {}),
+            complete=bool(obj.get("complete", True)),
+            folder=folder,
         )
 
     @classmethod
     def read(cls, path: Path | str) -> ExperimentResult:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """``path`` (a results.json), its log paths resolved against its folder."""
+        path = Path(path)
+        return cls.from_dict(json.loads(path.read_text()), path.absolute().parent)
+
+
+def _log_text(log: Path, folder: Path | None) -> str:
+    """``log`` as results.json in ``folder`` holds it: relative to ``folder`` when it lies
+    under it (a relative ``log`` is the working directory's), else absolute."""
+    if folder is None:
+        return str(log)
+    log, folder = Path(os.path.abspath(log)), Path(os.path.abspath(folder))
+    return str(log.relative_to(folder)) if log.is_relative_to(folder) else str(log)
+
+
+def resolve_log(text: str, folder: Path | None) -> Path:
+    """A log path as results.json in ``folder`` holds it, made absolute.  Written since
+    2026-11-29: relative to ``folder``.  Older files hold absolute paths, or paths
+    relative to the working directory of their run (``--out relout``:
+    ``relout/baseline/a-rank0.jsonl``); a path that is not there is looked up under
+    ``folder`` by its tail (``folder/baseline/a-rank0.jsonl``), so a moved folder still
+    reads.  Nothing found: ``folder/text`` (relative) or ``text`` (absolute)."""
+    path = Path(text)
+    if folder is None:
+        return path
+    first = path if path.is_absolute() else folder / path
+    if first.exists():
+        return first
+    parts = path.parts[1:] if path.is_absolute() else path.parts
+    for k in range(1, len(parts)):
+        tail = folder.joinpath(*parts[k:])
+        if tail.exists():
+            return tail
+    return first
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from anyone else's.
 - :func:`leaf_spine` — ``leaves`` leaf switches ``tbl1..``, ``spines`` spine switches
   ``tbp1..``, ``hosts_per_leaf`` hosts on each leaf; uplink capacity set by the
   oversubscription.  ``routing`` picks the spine a flow to another leaf crosses:
-  ``fixed`` (to host ``i``: spine ``tbp{i mod spines + 1}``), ``hash`` (ECMP: a keyed
+  ``fixed`` (to host ``h<i>``: spine ``tbp{(i - 1) mod spines + 1}``), ``hash`` (ECMP: a keyed
   hash of the flow, seeded by ``ecmp_seed``, as a switch's 5-tuple hash; :func:`ecmp_spine`)
   or ``path`` (path selection: each job's flows placed on the least-loaded spine,
   :func:`select_paths`, applied when the config's jobs are known).  Linux bridges forward

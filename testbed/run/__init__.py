@@ -7,7 +7,8 @@ on a freshly built emulated cluster (:mod:`~testbed.run.session`), CASSINI's pla
 
 Returns a :class:`testbed.results.ExperimentResult`; ``DIR/results.json`` holds its
 ``to_dict()``: ``{"schemes": {name: {"jobs": {job: {"iteration_times_s", "bytes", "logs",
-...}}, "summary": {job: {"mean_s", "p50_s", "p99_s"}}, ...}}, "config": ...}``.
+...}}, "summary": {job: {"mean_s", "p50_s", "p99_s"}}, ...}}, "config": ..., "complete":
+true}`` (``false`` until every scheme ran), log paths relative to ``DIR``.
 """
 
 from testbed.run.config import ConfigError, RunConfig, SchemeSpec, TestbedJob

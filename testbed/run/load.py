@@ -74,10 +74,10 @@ def load_config(source: str | Path | dict[str, Any]) -> RunConfig:
     if len(set(ids)) != len(ids):
         raise ConfigError("jobs: duplicate job ids")
     used: dict[str, str] = {}
-    for j in jobs:
+    for i, j in enumerate(jobs):
         for h in j.hosts:
             if h in used:
-                raise ConfigError(f"jobs.{j.job_id}.hosts: {h} already runs job {used[h]}")
+                raise ConfigError(f"jobs[{i}].hosts", f"{h} already runs job {used[h]}")
             used[h] = j.job_id
     if topo.routing == "path":  # path selection: the jobs' flows spread over the spines
         from testbed.topo import select_paths
@@ -334,7 +334,7 @@ def _scheme(raw: Any, index: int) -> SchemeSpec:
     cc = raw.get("cc")
     if cc is not None:
         cc = _cc(cc, f"schemes[{index}].cc")
-    name = _field(fields.name, raw.get("name", kind), f"schemes[{index}].name")
+    name = _field(fields.scheme_name, raw.get("name", kind), f"schemes[{index}].name")
     return SchemeSpec(name, kind, cc, options)
 
 

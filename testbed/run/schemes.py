@@ -14,6 +14,9 @@ table by the name a config gives (the only place a new scheme is added; see
               ``mltcp_cc``: ``mltcp_dctcp`` on ``ecn``, ``mltcp_reno`` otherwise; see
               ``mltcp load``), with ``mode`` (idle/exact), ``slope``, ``intercept`` and
               ``scale_cut``.
+
+Each scheme writes only in its own folder ``OUT/<name>`` (``ideal``: ``OUT/<name>/<job>/``
+per job; CASSINI's profiling run: ``OUT/<name>/profiling/<job>/``), so no two share one.
 """
 
 from __future__ import annotations
@@ -81,20 +84,22 @@ class Ideal(Scheme):
 
     def run(self, state: RunState, spec: SchemeSpec) -> SchemeResult:
         cc = self.congestion_control(state.cfg, spec)
-        res = run_alone(state.cfg, spec, cc, state.out, state.say)
+        res = run_alone(state.cfg, spec, cc, state.out / spec.name, state.say)
         state.learn_from(res)
         return res
 
 
 def run_alone(cfg: RunConfig, spec: SchemeSpec, cc: str, out: Path, say: Progress) -> SchemeResult:
-    """Each job alone on the cluster (logs under ``out``); its profile measured from the
-    chosen source (worker log, DDP bucket hook, or a capture on its rank 0's host)."""
+    """Each job alone on the cluster, its logs in ``out/<job>/`` (``out``: the scheme's
+    own folder, ``OUT/<name>``, so two schemes never share one); its profile measured
+    from the chosen source (worker log, DDP bucket hook, or a capture on its rank 0's
+    host)."""
     jobs: dict[str, JobResult] = {}
     measured: dict[str, JobProfile] = {}
     sources = set()
     link_bytes: dict[str, int] = {}
     for job in cfg.jobs:
-        where = out / f"ideal-{job.job_id}"
+        where = out / job.job_id
         source = profiles.profile_source(cfg, job)
         sources.add(source)
         pcap = where / "rank0.pcap" if source == "pcap" else None
@@ -177,7 +182,8 @@ class Cassini(Scheme):
                 f"{state.step} profiling each job alone ({cfg.profile_iterations} iterations)"
             )
             short = with_iterations(cfg, cfg.profile_iterations)
-            state.learn_from(run_alone(short, spec, cc, state.out / "profiling", state.say))
+            profiling = state.out / spec.name / "profiling"  # in the scheme's own folder
+            state.learn_from(run_alone(short, spec, cc, profiling, state.say))
         assert state.profiles is not None
         p = planning.plan(cfg, state.profiles, state.efficiency, state.jitter, state.say)
         advice = p.advice.to_dict()
