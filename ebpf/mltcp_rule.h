@@ -14,15 +14,33 @@
 #define MLTCP_SHIFT 10
 #define MLTCP_ONE (1U << MLTCP_SHIFT)
 #define MLTCP_U32_MAX 0xffffffffULL
+#define MLTCP_U64_MAX 0xffffffffffffffffULL
 
-/* ratio in Q10: floor(sent * 1024 / per_iter), 0 with no estimate, 1024 once past it */
+/* ratio in Q10: floor(sent * 1024 / per_iter), 0 with no estimate, 1024 once past it.
+ * sent << 10 overflows 64 bits from sent >= 2^54 (16 PiB in one iteration): there the
+ * quotient's 10 bits come from a long division, one bit a step, the remainder kept below
+ * per_iter (so no step overflows either). */
 static inline unsigned int mltcp_ratio_q(unsigned long long sent, unsigned long long per_iter)
 {
+	unsigned int q = 0;
+	int i;
+
 	if (per_iter == 0)
 		return 0;
 	if (sent >= per_iter)
 		return MLTCP_ONE;
-	return (unsigned int)((sent << MLTCP_SHIFT) / per_iter);
+	if (sent <= MLTCP_U64_MAX >> MLTCP_SHIFT)
+		return (unsigned int)((sent << MLTCP_SHIFT) / per_iter);
+	for (i = 0; i < MLTCP_SHIFT; i++) {	/* sent < per_iter throughout */
+		q <<= 1;
+		if (sent >= per_iter - sent) {
+			sent -= per_iter - sent;
+			q |= 1;
+		} else {
+			sent += sent;
+		}
+	}
+	return q;
 }
 
 /* Idle mode: does a transmission after `elapsed_us` of silence end the flow's iteration?

@@ -9,7 +9,11 @@ base congestion control and for MLTCP, and draws the reference model's predictio
 on the same axes.  A model sweep over slope, intercept and start offsets maps the
 iterations needed to interleave; the summary it prints is the count at MLTCP's default
 parameters (``mltcp.policy.MltcpParams``) from a 10 % start offset, as results.json's
-``sweep.defaults`` records it.
+``sweep.defaults`` records it.  The model's policy is the one the parameters and the
+control call for (``mltcp.model.policy_of``: with the default ``scale_cut``, ``mltcp_dctcp``
+shares as F**2, ``mltcp-scale-cut``); the sweep models the ecn case's control
+(``sweep.cc``, ``sweep.policy``), each run's model the control and parameters it ran with
+(``model.policy``).
 
 Units in results.json (its ``units`` and ``sweep.units`` say the same): ``offsets`` are
 fractions of a communication phase (0..1), no time unit, both the measured and modelled
@@ -50,7 +54,7 @@ from experiments.common import (
 )
 from experiments.harness import Experiment, Run, UsageError, full, iterations, option
 from experiments.plots import figure
-from mltcp.model import simulate, two_job_offsets
+from mltcp.model import policy_of, simulate, two_job_offsets
 from mltcp.policy import MltcpParams
 from testbed.iterations import comm_overlap
 from testbed.results import ExperimentResult
@@ -183,11 +187,16 @@ RUN_UNITS = {
 }
 
 
-def sweep(iterations: int = 30) -> dict[str, Any]:
+SWEEP_CC = CASES["ecn"][2]  # the control the sweep models: the default case's MLTCP
+
+
+def sweep(iterations: int = 30, cc: str = SWEEP_CC) -> dict[str, Any]:
     """Model: iterations to interleave over slope x intercept (MLTCP's defaults, from
-    :class:`~mltcp.policy.MltcpParams`, among them), for three start offsets; ``defaults``:
-    the defaults and their count from a :data:`SUMMARY_OFFSET` start offset."""
+    :class:`~mltcp.policy.MltcpParams`, among them), for three start offsets, under the
+    policy control ``cc`` calls for with the defaults (``policy``); ``defaults``: the
+    defaults and their count from a :data:`SUMMARY_OFFSET` start offset."""
     default = MltcpParams()
+    policy = policy_of(cc, default)
     slopes = np.array(sorted({0.25, 0.5, 1.0, 1.5, 2.0, 3.0, default.slope}))
     intercepts = np.array(sorted({0.25, 0.5, 1.0, default.intercept}))
     offsets = np.array(sorted({0.02, SUMMARY_OFFSET, 0.3}))
@@ -198,7 +207,7 @@ def sweep(iterations: int = 30) -> dict[str, Any]:
         np.full((m, 2), 0.05),
         np.stack([np.zeros(m), grid[:, 2] * 0.05], axis=1),
         iterations,
-        "mltcp",
+        policy,
         grid[:, 0],
         grid[:, 1],
     )
@@ -210,6 +219,8 @@ def sweep(iterations: int = 30) -> dict[str, Any]:
     )
     return {
         "units": SWEEP_UNITS,
+        "cc": cc,
+        "policy": policy,
         "slopes": slopes.tolist(),
         "intercepts": intercepts.tolist(),
         "offsets": offsets.tolist(),
@@ -233,7 +244,8 @@ def sweep_summary(s: dict[str, Any]) -> str:
     said = lambda n: "never" if n < 0 else str(n)  # noqa: E731
     by_slope = ", ".join(f"slope {sl:g}: {said(k[i, j, o])}" for i, sl in enumerate(s["slopes"]))
     return (
-        f"model sweep ({s['configs']} configurations): iterations to interleave from a "
+        f"model sweep ({s['configs']} configurations, {s['cc']} modelled as policy "
+        f"{s['policy']}): iterations to interleave from a "
         f"{d['offset'] * 100:g} % offset (of a phase) at MLTCP's defaults (slope {d['slope']:g}, "
         f"intercept {d['intercept']:g}): {said(d['iterations_to_interleave'])}; at intercept "
         f"{d['intercept']:g}, {by_slope}"
@@ -331,14 +343,16 @@ def model_of_run(
     params: MltcpParams,
 ) -> tuple[dict[str, Any], str]:
     """The fluid model started where the MLTCP run's jobs started (``logs``: their
-    rank-0 records); its prediction and the model policy's name."""
+    rank-0 records), under the policy ``mltcp_cc`` with ``params`` calls for
+    (:func:`~mltcp.model.policy_of`); its prediction (naming the policy) and the policy."""
     comm_s = entry["comm_s"]
     first = [recs[0]["comm_start"] for recs in logs.values()]
     if max(first) - min(first) < 0.005 * comm_s:
         # x = 0 is the model's fixed point: start it 1 % of a phase apart
         first = [first[0] + 0.01 * comm_s * i for i in range(len(first))]
-    policy = "mltcp-cubic" if "cubic" in mltcp_cc else "mltcp"
-    return model_run(first, entry["compute_s"], comm_s, iterations, params, policy), policy
+    policy = policy_of(mltcp_cc, params)
+    model = model_run(first, entry["compute_s"], comm_s, iterations, params, policy)
+    return {"policy": policy, **model}, policy
 
 
 def measure(run: Run, report: dict[str, Any]) -> None:
@@ -395,7 +409,7 @@ def plot_runs(runs: dict[str, Any], path: Path) -> None:
                 ax_x.plot(s[key], marker="o", ms=3, label=f"{name} (measured)")
                 ax_t.plot([t * 1e3 for t in s["iteration_times_s"]["a"]], label=name)
             if "model" in run:
-                ax_x.plot(run["model"][key], "k--", label="model (MLTCP)")
+                ax_x.plot(run["model"][key], "k--", label=f"model ({run['model']['policy']})")
             ax_x.set_ylabel(
                 "offset x (fraction of a comm phase)" if key == "offsets" else "overlap of job a"
             )

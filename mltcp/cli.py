@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from cassini.files import input_dir
 from mltcp import variants
-from mltcp.policy import RESOLUTION_TEXT, MltcpParams, stored_as_zero
+from mltcp.policy import MltcpParams, check_fields, resolution_problem
 
 DEFAULTS = MltcpParams()
 PARAMS = tuple(f.name for f in dataclasses.fields(MltcpParams))
@@ -202,13 +202,12 @@ def _params(args: argparse.Namespace) -> MltcpParams | None:
     changed (``load`` with nothing loaded: the defaults with them changed; with none given:
     None, the loaded ones kept).  ValueError naming the field where they are not valid:
     those given are checked first, on their own (before anything is read: a bad flag is
-    named, not that nothing is loaded), then with the loaded ones."""
+    named, not that nothing is loaded), then with the values that would be used with them
+    (slope + intercept: the one given and the one loaded, or the default)."""
     from mltcp import admin
-    from mltcp.policy import ONE
 
     given = _given(args)
-    # the smallest rule: what it refuses, every loaded rule (intercept >= 1/1024) refuses
-    replace(MltcpParams(slope=0.0, intercept=1 / ONE), **given)
+    check_fields(given)
     if args.command == "load":
         if not given:
             return None
@@ -392,14 +391,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def bad_argument(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments themselves, in one line naming the flag or
     argument (exit 2, before root is checked or anything touches the kernel), or None."""
-    for name in ("slope", "intercept", "idle_ms"):
+    for name in ("slope", "intercept", "idle_ms"):  # MltcpParams' own rule, before root
         value = getattr(args, name, None)
-        if value is not None and stored_as_zero(name, value):
-            flag = "--" + name.replace("_", "-")
-            return (
-                f"{flag} {value} is under the kernel's resolution, {RESOLUTION_TEXT[name]}: "
-                "it would be stored as 0"
-            )
+        if value is not None and (problem := resolution_problem(name, value)):
+            return _flags(problem)
     if args.command in ("mark", "assign-port") and not args.job.strip():
         return "JOB must not be empty"
     if args.command == "assign-port" and not 0 < args.port < 65536:

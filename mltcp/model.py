@@ -14,6 +14,8 @@ link in proportion to a weight:
 - ``mltcp-cubic`` — CUBIC's growth scaled by F: its window grows as F^(1/4) of the cubic
   constant's, for a share proportional to F^0.75 (steady-state CUBIC, same RTTs).
 
+:func:`policy_of` names the policy a congestion control and its parameters call for.
+
 The state of ``configs`` independent scenarios advances together in numpy arrays (one
 row per scenario), so sweeps of thousands of configurations take seconds.  Pure logic:
 no I/O.
@@ -25,9 +27,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mltcp import variants
+from mltcp.policy import MltcpParams
+
+#: the congestion control whose window cut ``MltcpParams.scale_cut`` divides by F
+#: (``ebpf/dctcp.bpf.c`` built with ``DCTCP_MLTCP``)
+SCALE_CUT_CC = "mltcp_dctcp"
+
 #: MLTCP policies: share proportional to F to this power
 GAMMA = {"mltcp": 1.0, "mltcp-scale-cut": 2.0, "mltcp-cubic": 0.75}
 POLICIES = ("fair", *GAMMA)
+
+
+def policy_of(cc: str, params: MltcpParams) -> str:
+    """The model policy (:data:`POLICIES`) for congestion control ``cc`` running with
+    ``params``: ``mltcp-cubic`` for ``mltcp_cubic``, ``mltcp-scale-cut`` for
+    ``mltcp_dctcp`` with ``params.scale_cut`` (the default; the only control that reads
+    the flag), ``mltcp`` for the other MLTCP controls, ``fair`` for a control without
+    MLTCP (``dctcp_bpf``, the kernel's own)."""
+    v = variants.by_cc(cc)
+    if v is None or not v.cc.startswith("mltcp_"):
+        return "fair"
+    if v.base == "cubic":
+        return "mltcp-cubic"
+    if v.cc == SCALE_CUT_CC and params.scale_cut:
+        return "mltcp-scale-cut"
+    return "mltcp"
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ schedule.  Fixed point: Q10 (1024 = 1.0), every division truncating, as in the C
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Literal
 
 SHIFT = 10
 ONE = 1 << SHIFT
 U32_MAX = 0xFFFFFFFF
+U64_MAX = 0xFFFFFFFFFFFFFFFF
 MODES = ("idle", "exact")
 FLAG_SCALE_CUT = 0x1  # MLTCP_FLAG_SCALE_CUT in ebpf/mltcp_maps.h
 
@@ -26,19 +27,77 @@ FLAG_SCALE_CUT = 0x1  # MLTCP_FLAG_SCALE_CUT in ebpf/mltcp_maps.h
 # intercept in Q10, the idle gap in whole microseconds
 SCALE = {"slope": ONE, "intercept": ONE, "idle_ms": 1000}
 RESOLUTION_TEXT = {"slope": "1/1024", "intercept": "1/1024", "idle_ms": "0.001 ms (1 µs)"}
+#: what :meth:`MltcpParams.fixed` stores for a positive value under half a step
+STORED_UNDER_A_STEP = {
+    "slope": "0",
+    "intercept": "1/1024, the kernel's smallest",
+    "idle_ms": "0",
+}
+RULE_MAX = 64  # slope + intercept at most this: F <= 64, 1 << 16 in Q10 (ebpf/mltcp_maps.h)
 
 
-def stored_as_zero(name: str, value: float) -> bool:
-    """Would the kernel store a positive ``value`` of parameter ``name`` (slope, intercept,
-    idle_ms) as 0, it being under half a step (:data:`SCALE`), rounded as :meth:`fixed`
-    rounds?"""
-    return math.isfinite(value) and value > 0 and int(round(value * SCALE[name])) == 0
+def steps(name: str, value: float) -> int:
+    """What the kernel stores for parameter ``name`` (slope, intercept, idle_ms) at
+    ``value``: whole steps of :data:`SCALE`, to the nearest, the intercept at least one."""
+    q = int(round(value * SCALE[name]))
+    return max(1, q) if name == "intercept" else q
+
+
+def resolution_problem(name: str, value: float) -> str | None:
+    """Why the kernel cannot hold a positive ``value`` of parameter ``name`` (slope,
+    intercept, idle_ms): under half a step, :meth:`MltcpParams.fixed` would store it as 0
+    (slope, idle_ms) or as the smallest intercept; None when it can (0 is itself)."""
+    if not (math.isfinite(value) and value > 0) or int(round(value * SCALE[name])) != 0:
+        return None
+    return (
+        f"{name} {value} is under the kernel's resolution, {RESOLUTION_TEXT[name]}: it "
+        f"would be stored as {STORED_UNDER_A_STEP[name]}"
+    )
+
+
+def _check_number(name: str, value: Any) -> None:
+    """ValueError naming ``name`` (slope, intercept, idle_ms) where ``value`` is not a
+    valid value of it on its own: not a finite number, or out of range."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if name == "slope" and value < 0:
+        raise ValueError(f"slope must be >= 0, got {value}")
+    if name == "intercept" and value <= 0:
+        raise ValueError(f"intercept must be > 0, got {value}")
+    if name == "idle_ms" and not 0 < value <= 60_000:
+        raise ValueError(f"idle_ms must be in (0, 60000], got {value}")
+
+
+def check_fields(given: Mapping[str, Any]) -> None:
+    """MLTCP's parameters' validation, for any subset of :class:`MltcpParams`' fields by
+    name: ValueError naming the first that is not valid on its own, or slope + intercept
+    when both are there.  :class:`MltcpParams` runs it on every field at construction;
+    ``mltcp load``/``set`` run it on the flags given before reading the loaded ones.  (What
+    the kernel can hold: :meth:`MltcpParams.check_stored`.)"""
+    for name in ("slope", "intercept", "idle_ms"):
+        if name in given:
+            _check_number(name, given[name])
+    if "slope" in given and "intercept" in given:
+        slope, intercept = given["slope"], given["intercept"]
+        if slope + intercept > RULE_MAX:
+            raise ValueError(
+                f"slope + intercept must be <= {RULE_MAX}, got {slope:g} + {intercept:g} = "
+                f"{slope + intercept:g}"
+            )
+    if "mode" in given and given["mode"] not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {given['mode']!r}")
+    if "scale_cut" in given and not isinstance(given["scale_cut"], bool):
+        raise ValueError(f"scale_cut must be true or false, got {given['scale_cut']!r}")
 
 
 @dataclass(frozen=True)
 class MltcpParams:
     """MLTCP parameters; the defaults are the one table every part reads (the loader,
-    ``mltcp set``, the testbed, the simulator).
+    ``mltcp set``, the testbed, the simulator).  Construction validates (:func:`check_fields`,
+    ValueError naming the field); :meth:`check_stored` refuses, for the kernel, a positive
+    value under half its step (1/1024 for slope and intercept, 1 µs for idle_ms), as every
+    way there does (``mltcp load``/``set``, :func:`mltcp.admin.set_params` and ``load``,
+    a testbed scheme through :meth:`MltcpOptions.over`).
 
     slope, intercept : F = slope * ratio + intercept (dimensionless; intercept > 0).
         Default 2 and 1: F runs from 1 to 3 over an iteration, so a flow never grows its
@@ -71,35 +130,30 @@ class MltcpParams:
     scale_cut: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("slope", "intercept", "idle_ms"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
-        if self.slope < 0:
-            raise ValueError(f"slope must be >= 0, got {self.slope}")
-        if self.intercept <= 0:
-            raise ValueError(f"intercept must be > 0, got {self.intercept}")
-        if self.slope + self.intercept > 64:
-            raise ValueError(f"slope + intercept must be <= 64, got {self.slope + self.intercept}")
-        if self.idle_ms <= 0 or self.idle_ms > 60_000:
-            raise ValueError(f"idle_ms must be in (0, 60000], got {self.idle_ms}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if not isinstance(self.scale_cut, bool):
-            raise ValueError(f"scale_cut must be true or false, got {self.scale_cut!r}")
+        check_fields({f.name: getattr(self, f.name) for f in fields(self)})
 
     @property
     def k(self) -> float:
         """slope / intercept: the strength of the convergence map."""
         return self.slope / self.intercept
 
+    def check_stored(self) -> None:
+        """ValueError naming the field (:func:`resolution_problem`) where the kernel would
+        not hold this rule: a positive slope or idle gap :meth:`fixed` stores as 0, or an
+        intercept it raises to 1/1024.  Construction allows such a rule (the simulator
+        models it as :meth:`fixed` stores it); every way to the kernel calls this first."""
+        for name in ("slope", "intercept", "idle_ms"):
+            if problem := resolution_problem(name, getattr(self, name)):
+                raise ValueError(problem)
+
     def fixed(self) -> tuple[int, int, int, int, int]:
         """(slope_q, intercept_q, idle_us, mode, flags) as the kernel stores them; slope
-        and intercept round to the nearest 1/1024 (intercept at least 1/1024)."""
+        and intercept round to the nearest 1/1024 (intercept at least 1/1024), the idle
+        gap to the nearest µs (:func:`steps`)."""
         return (
-            int(round(self.slope * ONE)),
-            max(1, int(round(self.intercept * ONE))),
-            int(round(self.idle_ms * 1000)),
+            steps("slope", self.slope),
+            steps("intercept", self.intercept),
+            steps("idle_ms", self.idle_ms),
             MODES.index(self.mode),
             FLAG_SCALE_CUT if self.scale_cut else 0,
         )
@@ -127,8 +181,11 @@ class MltcpOptions:
 
     def over(self, loaded: MltcpParams) -> MltcpParams:
         """``loaded`` with this run's mode and the rule's fields it sets; ValueError (naming
-        the field) where the result is not a valid rule."""
-        return replace(loaded, mode=self.mode, **self.rule())
+        the field) where the result is not a valid rule, or one the kernel would not hold
+        (:meth:`MltcpParams.check_stored`)."""
+        params = replace(loaded, mode=self.mode, **self.rule())
+        params.check_stored()
+        return params
 
 
 def factor(ratio: float, params: MltcpParams) -> float:
@@ -141,11 +198,24 @@ def factor(ratio: float, params: MltcpParams) -> float:
 
 
 def ratio_q(sent: int, per_iter: int) -> int:
+    """floor(sent * 1024 / per_iter) for u64 ``sent`` and ``per_iter``: ``sent << 10``
+    while it fits 64 bits, else a long division of one bit a step (the C has no wider
+    integer), the remainder kept below ``per_iter``."""
     if per_iter == 0:
         return 0
     if sent >= per_iter:
         return ONE
-    return (sent << SHIFT) // per_iter
+    if sent <= U64_MAX >> SHIFT:
+        return (sent << SHIFT) // per_iter
+    q = 0
+    for _ in range(SHIFT):  # sent < per_iter throughout
+        q <<= 1
+        if sent >= per_iter - sent:
+            sent -= per_iter - sent
+            q |= 1
+        else:
+            sent += sent
+    return q
 
 
 def ends_iteration(elapsed_us: int, idle_us: int, since: int, per_iter: int) -> bool:

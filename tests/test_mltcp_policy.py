@@ -52,7 +52,12 @@ def rule(tmp_path_factory):
 
 
 u32 = st.integers(0, 2**32 - 1)
-bytes_ = st.integers(0, 2**50)
+U64_MAX = 2**64 - 1
+# the kernel's counters are u64: the whole domain, every bit length about as often (plain
+# st.integers(0, U64_MAX) seldom draws a value of 2**54 or more)
+bytes_ = st.integers(0, 64).flatmap(
+    lambda bits: st.integers(0 if bits == 0 else 1 << (bits - 1), (1 << bits) - 1)
+)
 
 
 @settings(max_examples=500)
@@ -69,6 +74,8 @@ def test_c_header_and_python_agree_bit_for_bit(
 ):
     r = policy.ratio_q(sent, per_iter)
     assert rule.ratio(sent, per_iter) == r
+    lo, hi = sorted((sent, per_iter))  # also mid-iteration, whatever the draw's order
+    assert rule.ratio(lo, hi) == policy.ratio_q(lo, hi)
     f = policy.factor_q(r, slope_q, intercept_q)
     assert rule.factor(r, slope_q, intercept_q) == f
     assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
@@ -159,9 +166,40 @@ def test_a_step_with_one_dominant_burst_is_counted_once_per_step(big, small, at,
     assert counted[-8:] == [sum(sizes)] * 8
 
 
+@settings(max_examples=500)
+@given(a=bytes_, b=bytes_, short=st.integers(0, 2**20))
+def test_ratio_is_the_exact_floor_over_all_u64_in_c_and_python(rule, a, b, short):
+    """floor(sent * 1024 / per_iter) for sent below per_iter, also where sent << 10
+    overflows 64 bits (sent >= 2**54): the C once returned 0 for (2**54, 2**55)."""
+    per_iter = max(a, b, 1)
+    # the smaller of two, and one just short of per_iter (most of an iteration sent)
+    for sent in {min(a, b) % per_iter, max(0, per_iter - 1 - short)}:
+        exact = sent * policy.ONE // per_iter
+        assert rule.ratio(sent, per_iter) == policy.ratio_q(sent, per_iter) == exact, sent
+
+
 def test_edge_vectors(rule):
-    for sent, per_iter in [(0, 0), (5, 0), (0, 10), (10, 10), (11, 10), (2**50, 2**50 + 1)]:
-        assert rule.ratio(sent, per_iter) == policy.ratio_q(sent, per_iter)
+    for sent, per_iter in [
+        (0, 0),
+        (5, 0),
+        (0, 10),
+        (10, 10),
+        (11, 10),
+        (2**50, 2**50 + 1),
+        (2**54, 2**55),  # 512: C said 0, sent << 10 overflowing
+        (2**54 - 1, 2**54),  # the last sent the shift takes
+        (U64_MAX >> 10, U64_MAX),
+        ((U64_MAX >> 10) + 1, U64_MAX),  # the first the long division takes
+        (U64_MAX - 1, U64_MAX),  # 1023
+        (2**63, U64_MAX),  # 512
+        (2**63 - 1, 2**63),  # 1023: its remainder doubles past 2**63
+        (U64_MAX, U64_MAX),
+        (0, U64_MAX),
+    ]:
+        got = rule.ratio(sent, per_iter)
+        assert got == policy.ratio_q(sent, per_iter), (sent, per_iter)
+        assert got == (0 if per_iter == 0 else min(policy.ONE, sent * policy.ONE // per_iter))
+    assert policy.ratio_q(2**54, 2**55) == 512 and rule.ratio(2**54, 2**55) == 512
     for cwnd, f in [(0, 0), (1, 0), (0, 1024), (10, 1), (2**32 - 1, 1), (10, 10**6)]:
         assert rule.ai(cwnd, f) == policy.ai_window(cwnd, f)
         for cut in (0, 1, cwnd // 2, cwnd, 2**32 - 1):

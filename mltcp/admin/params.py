@@ -8,7 +8,10 @@ from mltcp.policy import FLAG_SCALE_CUT, MODES, ONE, MltcpParams
 
 
 def set_params(params: MltcpParams) -> None:
-    """Write the parameters to the pinned config map."""
+    """Write the parameters to the pinned config map; ValueError naming the field, before
+    anything is written, for a rule the kernel would not hold
+    (:meth:`~mltcp.policy.MltcpParams.check_stored`)."""
+    params.check_stored()
     with open_map("mltcp_config") as m:
         m.update(layout.U32.pack(0), layout.CONFIG.pack(*params.fixed()))
 

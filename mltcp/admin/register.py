@@ -42,7 +42,10 @@ def sources(variant: str) -> list[str]:
 @locked()  # it reads and writes the loader state: one at a time
 def load(variant: str = "all", params: MltcpParams | None = None) -> list[str]:
     """Register the variant(s) (idempotent), set parameters, allow them in namespaces.
-    Returns the congestion-control names now loaded."""
+    Returns the congestion-control names now loaded; ValueError naming the field, before
+    anything is done, for ``params`` the kernel would not hold."""
+    if params is not None:
+        params.check_stored()
     check_prerequisites()
     state, _ = without_removed(read_state())  # a removed cgroup took its attachment along
     if state.allowed_before is None:
