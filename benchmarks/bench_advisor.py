@@ -33,8 +33,15 @@ smallest.
 Columns: ``ms/candidate`` is the median wall time per candidate (``range``: fastest-slowest
 of the timings), ``CPU ms/cand.`` its CPU time, ``ms/shared link`` the wall time per
 shared link ("-" when no link is shared), and ``speed vs baseline`` the baseline's time
-divided by the row's (above 1x: faster than scoring every shared link on its own).
+divided by the row's (above 1x: faster than scoring every shared link on its own; "-"
+when no link is shared, as the baseline then scores nothing).
+``jobs per shared link`` counts the shared links by how many jobs cross them, over all
+the candidates together (JSON ``jobs_per_shared_link``), while ``shared links per
+candidate`` is a mean per candidate.
 Progress goes to stderr, one line per stage; stdout carries only the figures (``--json``).
+``--json`` prints one JSON object (the figures of one cluster size) when ``--scales``
+gives one size, and a JSON list of such objects, in ``--scales`` order, when it gives
+several.
 """
 
 from __future__ import annotations
@@ -223,7 +230,7 @@ def report(f: dict) -> None:
     )
     if not f["shared_links_per_candidate"]:
         print("no link is shared by two jobs: nothing for the advisor to score")
-    print(f"jobs per shared link: {f['jobs_per_shared_link']}")
+    print(f"jobs per shared link, over all {n} candidates: {f['jobs_per_shared_link']}")
     print(
         f"independent loops per candidate: {f['loops_per_candidate']:.1f}; "
         f"accepted: {acc['reject']}/{n} with --loops reject, {acc['score']}/{n} with --loops score"
@@ -238,11 +245,13 @@ def report(f: dict) -> None:
         f"{'ms/shared link':>15} {'speed vs baseline':>18}"
     )
     base = f["ms_per_candidate"]["links only, no dedup"]
+    # no shared link: the baseline scored nothing, and no row is faster or slower than it
+    compared = bool(f["shared_links_per_candidate"])
     for k, v in f["ms_per_candidate"].items():
         spread = f["ms_per_candidate_runs"][k]
         per_link = f["ms_per_shared_link"][k]
         per_link_text = f"{per_link:>15.3f}" if per_link is not None else f"{'-':>15}"
-        speed = f"{base / v:>17.2f}x" if v > 0 else f"{'-':>18}"
+        speed = f"{base / v:>17.2f}x" if compared and v > 0 else f"{'-':>18}"
         print(
             f"{k:<20} {v:>13.1f} {f'{min(spread):.1f}-{max(spread):.1f}':>15} "
             f"{f['cpu_ms_per_candidate'][k]:>13.1f} {per_link_text} {speed}"
@@ -304,7 +313,12 @@ def parser() -> argparse.ArgumentParser:
         default=3,
         help="timings of each row, >= 1 (the median is reported, with the range; default 3)",
     )
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print the figures as JSON: one object for a single cluster size, a list of "
+        "objects (one per size, ascending) for several sizes",
+    )
     return ap
 
 

@@ -9,7 +9,9 @@ one, and the output says which target applies and where it comes from.
 Each scheduler's wall and CPU time is printed with its ratio to the
 target, to ``ideal`` (the same scheduling work without a network model) and, with
 ``--reference``, to the same run through the original numpy network loop
-(``simulate_reference`` in ``tests/helpers/sim_oracle.py``) measured in
+(``simulate_reference`` in ``tests/helpers/sim_oracle.py``, the window model's only:
+``--reference`` with ``network: continuous`` or any model but ``windows`` exits 2, as
+that model has no reference loop to swap in) measured in
 the same process (``ref/cpu``: the reference run's CPU time over this one's, CPU time
 because wall time swings with other users of the machine); and the network model's
 events per second and simulated seconds of network windows.  A
@@ -62,11 +64,16 @@ TARGET_SOURCES = {
 DEFAULT_TARGET_S = 20.0
 DEFAULT_SCHEDULERS = "ideal,themis,themis+cassini"
 WARM_UP_JOBS = 30
+#: the network model whose loop ``--reference`` swaps for the reference (``timed``)
+REFERENCE_NETWORK = "windows"
 
 
 def timed(cfg, jobs, library, name: str, *, reference: bool = False, quiet: bool = False) -> dict:
     """One simulation: wall and CPU seconds and the network model's counters
-    (``quiet``: no progress bar)."""
+    (``quiet``: no progress bar); ``reference`` only on the windows model (the one whose
+    loop it swaps)."""
+    if reference and cfg.options.network != REFERENCE_NETWORK:
+        raise ValueError(f"reference run on network {cfg.options.network}: no reference loop")
     clear_link_cache()
     sim = engine.Simulation(
         cfg.cluster,
@@ -149,7 +156,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--reference",
         action="store_true",
-        help="also run each scheduler through the original numpy network loop (ref/cpu)",
+        help="also run each scheduler through the original numpy network loop (ref/cpu); "
+        "the windows network model only (the continuous model has no reference loop)",
     )
     parser.add_argument(
         "--network",
@@ -177,6 +185,21 @@ def target_for(config: str, given: float | None) -> tuple[float, str]:
     return DEFAULT_TARGET_S, f"default: config {stem} has no target of its own"
 
 
+def reference_problem(args: argparse.Namespace, config_network: str) -> str | None:
+    """Why ``--reference`` cannot run on the network model in use (``--network``, else
+    the config's), or None: only the window model's loop has a reference to swap in, and
+    on another model the "reference" run would time the compiled run a second time."""
+    network = args.network or config_network
+    if not args.reference or network == REFERENCE_NETWORK:
+        return None
+    where = "--network" if args.network else f"config {args.config}"
+    return (
+        f"argument --reference: network model {network} ({where}) has no reference loop; "
+        f"only {REFERENCE_NETWORK} has one (give --network {REFERENCE_NETWORK} or drop "
+        "--reference)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = parser()
     args = ap.parse_args(argv)
@@ -189,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
         cfg = read_config(args.config)
     except InputError as e:
         ap.error(f"argument --config: {e}")
+    problem = reference_problem(args, cfg.options.network)
+    if problem:
+        ap.error(problem)
     if cfg.poisson is None and (args.jobs is not None or args.load is not None):
         flag = "--jobs" if args.jobs is not None else "--load"
         ap.error(f"argument {flag}: config {args.config} has no poisson workload to override")

@@ -7,9 +7,13 @@ experiments.cluster_scale`` (small) once per tree, and with ``--only sim_16k``
 ``sim_16k.yaml`` under themis+cassini, alternating the
 trees ``--rounds`` times in one invocation so that both see the same machine load.
 Each run is a subprocess with its tree first on ``PYTHONPATH``; its CPU seconds are the
-child's user + system time.  ``results.json`` of each run is stored with every
-``wall_s`` field (wall time varies) and the config's path masked, and compared byte
-for byte.
+child's user + system time.  Before the first round each tree is warmed up, untimed:
+numba caches the compiled kernels beside each tree's sources, so a fresh tree's first
+run would otherwise pay their compilation (tens of CPU seconds) and look slower than a
+tree whose cache is warm.  The warm-up is ``python -m cassini.sim.jit_warmup`` in a tree
+that has it, else one untimed run of every selected run.  ``results.json`` of each
+run is stored with every ``wall_s`` field (wall time varies) and the config's path
+masked, and compared byte for byte.
 
     .venv/bin/python benchmarks/sim_before_after.py --tree before=/tmp/simcore-base \\
         --tree after=. --out /tmp/simcore-ba [--rounds 3] [--only sim_1024]
@@ -103,6 +107,11 @@ def masked(value: Any) -> Any:
     return value
 
 
+def run_argv(name: str, work: Path, continuous: Path | None) -> list[str]:
+    """The child's arguments (after the interpreter) for run ``name`` writing to ``work``."""
+    return [*(a.format(continuous=continuous) for a in RUNS[name]), "--out", str(work)]
+
+
 def run_once(
     tree: Path, name: str, out: Path, work: Path, continuous: Path | None
 ) -> dict[str, float]:
@@ -110,6 +119,40 @@ def run_once(
     results.json records the command line); its masked results.json written under
     ``out``; wall and CPU seconds returned."""
     work.mkdir(parents=True, exist_ok=True)
+    seconds = run_child(tree, run_argv(name, work, continuous))
+    data = masked(json.loads((work / "results.json").read_text()))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return seconds
+
+
+#: the module that compiles (or loads) every simulator kernel into a tree's numba cache
+WARM_MODULE = "cassini.sim.jit_warmup"
+
+
+def warm_up(tree: Path, names: list[str], work: Path, continuous: Path | None) -> str:
+    """Load or compile ``tree``'s kernels into its numba cache, untimed, so that no timed
+    run pays for them; says how.  ``python -m cassini.sim.jit_warmup`` where the tree has
+    it, else one run of each of ``names`` (in ``work``, results thrown away)."""
+    if (tree / (WARM_MODULE.replace(".", "/") + ".py")).is_file():
+        steps = [(f"warm-up (python -m {WARM_MODULE})", work, ["-m", WARM_MODULE])]
+        how = f"python -m {WARM_MODULE}"
+    else:
+        steps = [(f"{n} (warm-up)", work / n, run_argv(n, work / n, continuous)) for n in names]
+        how = f"no {WARM_MODULE} in this tree: one run of each of {', '.join(names)}"
+    for step, folder, argv in steps:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            run_child(tree, argv)
+        except RunFailed as e:
+            e.name = step
+            raise
+    return how
+
+
+def run_child(tree: Path, argv: list[str]) -> dict[str, float]:
+    """``python ARGV`` from ``tree`` (first on ``PYTHONPATH``), stdout dropped; its wall
+    and CPU seconds; :class:`RunFailed` when it exits non-zero."""
     env = {**os.environ, "PYTHONPATH": str(tree), "MPLBACKEND": "Agg"}
     # the child's stderr goes to a file (not a pipe: nothing to read while it runs),
     # read back only when it fails
@@ -117,12 +160,7 @@ def run_once(
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.perf_counter()
         child = subprocess.run(
-            [
-                sys.executable,
-                *(a.format(continuous=continuous) for a in RUNS[name]),
-                "--out",
-                str(work),
-            ],
+            [sys.executable, *argv],
             cwd=tree,
             env=env,
             check=False,
@@ -136,9 +174,6 @@ def run_once(
             raise RunFailed(child.returncode, tail)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    data = masked(json.loads((work / "results.json").read_text()))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return {"wall_s": wall, "cpu_s": cpu}
 
 
@@ -189,7 +224,8 @@ def parser() -> argparse.ArgumentParser:
         "--rounds",
         type=positive_int,
         default=1,
-        help="alternations of the trees, >= 1 (default 1)",
+        help="timed alternations of the trees, >= 1, after one untimed warm-up per tree "
+        "(default 1)",
     )
     parser.add_argument(
         "--only",
@@ -207,7 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         if label in trees:
             parser_.error(f"argument --tree: label {label!r} given twice; give each tree once")
         trees[label] = tree
-    names = args.only.split(",") if args.only else [n for n in RUNS if n not in OPT_IN]
+    names = args.only.split(",") if args.only is not None else [n for n in RUNS if n not in OPT_IN]
+    if "" in names:
+        parser_.error(
+            f"argument --only: an empty run name in {args.only!r}; give comma-separated "
+            f"runs of {', '.join(RUNS)}, without empty items"
+        )
     unknown = sorted(set(names) - set(RUNS))
     if unknown:
         parser_.error(
@@ -247,6 +288,13 @@ def compare(args: argparse.Namespace, trees: dict[str, Path], names: list[str]) 
     }
     args.out.mkdir(parents=True, exist_ok=True)
     continuous = continuous_config(args.out) if "sim_1024_continuous" in names else None
+    for label, tree in trees.items():
+        try:
+            how = warm_up(tree, names, args.out / "work" / "warm-up" / label, continuous)
+        except RunFailed as e:
+            e.label, e.tree = label, tree
+            raise
+        print(f"warm-up {label} (untimed, kernels compiled or loaded): {how}")
     for r in range(args.rounds):
         for name in names:
             for label, tree in trees.items():

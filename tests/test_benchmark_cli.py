@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -576,3 +577,219 @@ def test_sim_before_after_masks_what_differs_between_trees_only():
     masked = script("sim_before_after").masked
     results = {"config": "/tmp/tree/sim.yaml", "summary": [{"wall_s": 1.5, "mean_x": 1.2}]}
     assert masked(results) == {"config": "masked", "summary": [{"wall_s": "masked", "mean_x": 1.2}]}
+
+
+# --- 9. what a run measures (review of 2026-11-29) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, network",
+    [
+        (["--network", "continuous", "--reference"], "continuous"),
+        (["--config", str(ROOT / "experiments/configs/sim_16k.yaml"), "--reference"], "continuous"),
+    ],
+)
+def test_bench_sim_refuses_reference_on_a_model_without_a_reference_loop(
+    monkeypatch, capsys, argv, network
+):
+    """The reference loop replaces the window model's ``simulate`` only: on the continuous
+    model the "reference" run timed the compiled run a second time (ref/cpu 1.0x)."""
+    monkeypatch.setattr(script("bench_sim"), "warm_up", ran)
+    monkeypatch.setattr(script("bench_sim"), "timed", ran)
+    line = assert_refused(monkeypatch, capsys, "bench_sim", argv, "--reference")
+    assert network in line and "windows" in line, line
+
+
+def test_bench_sim_reference_runs_on_the_window_model(monkeypatch, capsys):
+    """``--network windows`` over a continuous config: the reference run is made."""
+    config = str(ROOT / "experiments/configs/sim_16k.yaml")
+    argv = ["--config", config, "--network", "windows", "--reference", "--json"]
+    got = json.loads(sim_output(monkeypatch, capsys, argv))
+    assert got["network"] == "windows"
+    assert "reference" in got["rows"]["themis"]
+
+
+def test_bench_sim_timed_refuses_a_reference_run_off_the_window_model(monkeypatch):
+    """Called as a library (``timed(..., reference=True)``), not only from the command."""
+    from cassini.sim.config import read_config
+
+    bench = script("bench_sim")
+    monkeypatch.setattr(bench.engine, "Simulation", ran)
+    cfg = read_config(str(ROOT / "experiments/configs/sim_16k.yaml"))
+    assert cfg.options.network == "continuous"
+    with pytest.raises(ValueError, match="continuous"):
+        bench.timed(cfg, [], {}, "themis", reference=True, quiet=True)
+
+
+def two_costs(fn, args, nprocs, join):
+    """Each rank writes two costs (``--iterations 7``): 3 ms and 1 ms."""
+    port, options, out = args
+    for rank in range(nprocs):
+        costs = [3e-3, 1e-3]
+        Path(f"{out}.{rank}").write_text(json.dumps({"ahead": costs, "sync": costs}))
+
+
+def test_bench_timeshift_p99_is_never_below_the_median(monkeypatch, capsys):
+    """Two costs: the old index rule took the smaller one as p99 (below the median)."""
+    fake_torch(monkeypatch, two_costs)
+    call_main(monkeypatch, "bench_timeshift", ["--iterations", "7", "--step-ms", "10", "--json"])
+    row = json.loads(capsys.readouterr().out)["modes"]["ahead"]["rank0"]
+    assert row["median_s"] == pytest.approx(2e-3)
+    assert row["p99_s"] == pytest.approx(2.98e-3)  # numpy.percentile, linear
+    assert row["p99_pct_of_step"] == pytest.approx(29.8)
+
+
+@pytest.mark.parametrize(
+    "costs", [[5.0], [1.0, 9.0], [3.0, 1.0, 2.0], [float(k % 7) for k in range(95)]]
+)
+def test_bench_timeshift_cost_figures_follow_numpy_percentile(costs):
+    import numpy as np
+
+    row = script("bench_timeshift").cost_figures(costs, step_s=10.0)
+    assert row["p99_s"] == pytest.approx(float(np.percentile(costs, 99)))
+    assert row["median_s"] <= row["p99_s"] <= max(costs)
+    assert row["median_pct_of_step"] == pytest.approx(row["median_s"] * 10)
+
+
+def test_bench_timeshift_help_says_how_p99_is_taken(monkeypatch, capsys):
+    text = help_text(monkeypatch, capsys, "bench_timeshift")
+    assert "percentile" in text and "never below the median" in text
+
+
+def burn_cpu(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def split_rows(out: str) -> dict[str, tuple[float, int]]:
+    """cassini_split.py's rows: label -> (seconds, calls)."""
+    rows = re.findall(r"^\s*([\d.]+) s\s+[\d.]+ %\s+(\d+) calls\s+(.+)$", out, re.M)
+    return {label.strip(): (float(s), int(n)) for s, n, label in rows}
+
+
+def test_cassini_split_rows_nest_when_the_kernels_load_inside_the_run(monkeypatch, capsys):
+    """``Simulation.run`` loads the kernels, and the advisor's loader solves link problems
+    of its own (``circle.warm_compiled``): timed inside the run, they made the link
+    problems' row larger than the advice that holds them."""
+    from cassini import advisor, circle
+    from cassini.sim import engine
+    from cassini.sim.network import kernels
+    from cassini.sim.parts import placement
+
+    split = script("cassini_split")
+    # every attribute the script rewrites, restored after the test
+    for owner, name, _ in split.PARTS:
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    monkeypatch.setitem(placement.PLACEMENTS, "cassini", placement.PLACEMENTS["cassini"])
+    monkeypatch.setattr(placement, "advise", placement.advise)
+    monkeypatch.setattr(advisor, "compatibility_score", advisor.compatibility_score)
+
+    monkeypatch.setattr(circle, "compatibility_score", lambda *a, **k: burn_cpu(0.05))
+    monkeypatch.setattr(placement, "cassini", lambda *a, **k: circle.compatibility_score())
+    loaded: list[str] = []
+
+    def load_kernels(network, *, advisor=False):  # a cold loader: one link problem, once
+        if not loaded:
+            loaded.append(network)
+            circle.compatibility_score()
+
+    monkeypatch.setattr(kernels, "load_kernels", load_kernels)
+    monkeypatch.setattr(engine, "load_kernels", load_kernels)
+
+    class Run:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def run(self) -> Any:  # as Simulation.run: kernels first, then the placements
+            engine.load_kernels("windows", advisor=True)
+            placement.cassini()
+            summary = {"mean_slowdown": 1.0, "p99_slowdown": 1.0}
+            return types.SimpleNamespace(summary=lambda: summary)
+
+    monkeypatch.setattr(engine, "Simulation", Run)
+    call_main(monkeypatch, "cassini_split", ["--jobs", "3"])
+    rows = split_rows(capsys.readouterr().out)
+    advice = rows["advice: placement.cassini (all of it)"]
+    solved = rows["advice: link problems solved (compatibility_score)"]
+    assert solved[1] == 1, rows  # the run's own link problem, not the loader's
+    assert solved[0] <= advice[0], rows
+
+
+def recording_children(monkeypatch) -> list[tuple[str, list[str]]]:
+    """``subprocess.run`` answers at once for sim_before_after.py's children: each call's
+    (tree, arguments) recorded; a run given ``--out`` writes a results.json there."""
+    calls: list[tuple[str, list[str]]] = []
+
+    def fake_run(argv, cwd=None, **kwargs):
+        calls.append((Path(cwd).name, list(argv[1:])))
+        if "--out" in argv:
+            out = Path(argv[argv.index("--out") + 1])
+            (out / "results.json").write_text(json.dumps({"wall_s": 1.0, "mean_x": 1.2}))
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    return calls
+
+
+def test_sim_before_after_warms_up_each_tree_untimed_before_the_rounds(
+    monkeypatch, capsys, tmp_path
+):
+    """A fresh tree's first run compiled its numba cache inside the timed round (48 s
+    against 32 s with identical results): each tree is warmed up first, untimed."""
+    new = fake_tree(tmp_path / "new")
+    (new / "cassini" / "sim").mkdir()
+    (new / "cassini" / "sim" / "jit_warmup.py").write_text("")
+    old = fake_tree(tmp_path / "old")  # from before cassini.sim.jit_warmup
+    calls = recording_children(monkeypatch)
+    out = tmp_path / "out"
+    argv = ["--tree", f"a={new}", "--tree", f"b={old}", "--out", str(out), "--only", "sim_1024"]
+    assert call_main(monkeypatch, "sim_before_after", argv) == 0
+    assert calls[0] == ("new", ["-m", "cassini.sim.jit_warmup"])
+    assert calls[1][0] == "old" and "sim_1024.yaml" in " ".join(calls[1][1])
+    assert "warm-up" in calls[1][1][calls[1][1].index("--out") + 1]  # not the compared run
+    assert [tree for tree, _ in calls[2:]] == ["new", "old"]  # the timed round
+    times = json.loads((out / "times.json").read_text())
+    assert [len(v) for v in times["sim_1024"].values()] == [1, 1]
+    assert "warm-up a (untimed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("only", ["sim_1024,", ",", "", "sim_1024,,cluster_scale"])
+def test_sim_before_after_refuses_an_empty_run_name(monkeypatch, capsys, tmp_path, only):
+    monkeypatch.setattr(script("sim_before_after"), "run_once", ran)
+    out = tmp_path / "out"
+    argv = ["--tree", f"a={ROOT}", "--only", only, "--out", str(out)]
+    line = assert_refused(monkeypatch, capsys, "sim_before_after", argv, "--only")
+    assert "empty run name" in line, line
+    assert not out.exists()
+
+
+def test_bench_advisor_says_jobs_per_shared_link_counts_every_candidate(monkeypatch, capsys):
+    monkeypatch.setattr(script("bench_advisor"), "run", fake_figures)
+    call_main(monkeypatch, "bench_advisor", ["--scales", "1"])
+    assert "jobs per shared link, over all 2 candidates: {2: 3}" in capsys.readouterr().out
+
+
+def test_bench_advisor_json_shape_is_in_help_and_kept(monkeypatch, capsys):
+    """One size: an object; several: a list (experiments/headlines.py reads both)."""
+    text = flag_help(help_text(monkeypatch, capsys, "bench_advisor"), "--json")
+    assert "one object for a single cluster size" in text and "a list of objects" in text, text
+    monkeypatch.setattr(script("bench_advisor"), "run", fake_figures)
+    call_main(monkeypatch, "bench_advisor", ["--scales", "1", "--json"])
+    assert isinstance(json.loads(capsys.readouterr().out), dict)
+    call_main(monkeypatch, "bench_advisor", ["--scales", "1", "2", "--json"])
+    assert [f["gpus"] for f in json.loads(capsys.readouterr().out)] == [1024, 2048]
+
+
+def test_bench_advisor_no_shared_link_has_no_speed_vs_baseline(monkeypatch, capsys):
+    """The baseline scores nothing without a shared link: "0.01x" said nothing true."""
+
+    def unshared(scale: int, *args: Any, **kwargs: Any) -> dict:
+        return {**fake_figures(scale), "shared_links_per_candidate": 0.0,
+                "jobs_per_shared_link": {}}  # fmt: skip
+
+    monkeypatch.setattr(script("bench_advisor"), "run", unshared)
+    call_main(monkeypatch, "bench_advisor", ["--scales", "1"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("serial, ", "links only"))]
+    assert len(rows) == 2 and all(line.split()[-1] == "-" for line in rows), out
