@@ -98,6 +98,7 @@ class Simulation(Routes):
         self.free = np.array(cluster.gpus_per_host, int)  # free GPUs per server
         self.running: dict[str, RunningJob] = {}
         self.on_link: dict[str, set[str]] = {}
+        self.routes: dict[str, list[tuple[float, tuple[str, ...]]]] = {}  # see _link
         self.peak_on_link: dict[str, float] = {}  # summed peak demand, bits/s
         self.queue: list[JobSpec] = []
         self.records: list[JobRecord] = []
@@ -158,6 +159,7 @@ class Simulation(Routes):
             collisions=self.collisions,
             priority_cut=dict(self.priority_cut) if self.scheduler.priority else {},
             network_window_s=self.net.window_s,
+            routes={j: tuple(paths) for j, paths in self.routes.items()},
         )
 
     def _finish(self, job_ids: list[str]) -> set[str]:
@@ -301,6 +303,12 @@ class Simulation(Routes):
         return changed
 
     # -- network ------------------------------------------------------------------------
+    def _link(self, job_id: str, r: RunningJob) -> None:
+        """Put ``r`` on its path's links, and note that path from now on (every placement,
+        move and re-route comes here): the report loads the links each job was routed on."""
+        super()._link(job_id, r)
+        self.routes.setdefault(job_id, []).append((self.now, r.path))
+
     def set_levels(self, runs: list[RunningJob]) -> None:
         """Crux priorities for a group: intensity, compressed to K levels by the max-K-cut
         over the group's contention graph; the simple band rule's cut is kept beside it."""

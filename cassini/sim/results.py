@@ -72,6 +72,9 @@ class SimResult:
     priority_cut: Mapping[str, float] = field(default_factory=dict)
     #: network model: simulated seconds of all windows
     network_window_s: float = 0.0
+    #: job id -> ``(since s, links)``: every path the run routed the job on, from when
+    #: (for the report; not in results.json)
+    routes: Mapping[str, tuple[tuple[float, tuple[str, ...]], ...]] = field(default_factory=dict)
 
     @property
     def excess_measured(self) -> bool:

@@ -4,6 +4,7 @@ draws, and why), each scheme's busiest links, and ``report.html``."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,21 +72,63 @@ def most_congested_link(cfg: SimConfig, run: Run) -> str | None:
     return None
 
 
+def _same_tor_uplinks(cluster: Cluster | Topology, link: str) -> list[str]:
+    """A uniform cluster's uplinks of the ToR whose uplink ``link`` is, when it has
+    several spines: its whole ``tor<r>`` (single routing loads it) and each spine's
+    ``tor<r>s<k>`` (ecmp and crux load one of them); [] for any other link."""
+    if not isinstance(cluster, Cluster) or cluster.spines < 2:
+        return []
+    rack = re.fullmatch(r"tor(\d+)(s\d+)?", link)
+    if rack is None or int(rack.group(1)) >= cluster.racks:
+        return []
+    r = int(rack.group(1))
+    return [cluster.uplink(r, None), *(cluster.uplink(r, k) for k in range(cluster.spines))]
+
+
+def routed_instead(cfg: SimConfig, run: Run, util: Mapping[str, Any], link: str) -> str | None:
+    """For a link no scheme routed any job over, the uplink of the same ToR that jobs
+    were routed over (``tor1`` given, ecmp loaded ``tor1s1``): the one with the most
+    excess demand summed over the schemes, then the busiest; None when there is none."""
+    used = {lk: u for u in util.values() for lk in u.links}
+    if link in used:
+        return None
+    parts = [lk for lk in _same_tor_uplinks(cfg.cluster, link) if lk in used]
+
+    def rank(lk: str) -> tuple[float, float]:
+        excess = [r.excess_s.get(lk, 0.0) for r in run.results.values()]
+        mean = max(float(u.link_share[u.links.index(lk)].mean())
+                   for u in util.values() if lk in u.links)  # fmt: skip
+        return sum(s for s in excess if not math.isnan(s)), mean
+
+    return max(parts, key=rank, default=None)
+
+
 def timeline_choice(
     cfg: SimConfig, run: Run, util: Mapping[str, Any], given: str | None
 ) -> tuple[str | None, str, str]:
     """The link the timeline draws, how it was chosen, and which of its windows: the
-    given link, else the most congested, else (nothing congested) the busiest; the
-    window where the link was most congested, or the one with the most jobs on it.
-    Where excess demand was not measured (packet level), nothing is said congested."""
+    given link (or, where no job was routed over it, the same ToR's uplink they were
+    routed over: :func:`routed_instead`), else the most congested, else (nothing
+    congested) the busiest; the window where the link was most congested, or the one
+    with the most jobs on it.  Where excess demand was not measured (packet level),
+    nothing is said congested; a given link no job crossed is said so."""
     link = given or most_congested_link(cfg, run)
     how = "given with --timeline-link" if given else "the most congested"
+    instead = routed_instead(cfg, run, util, given) if given else None
+    if instead is not None:
+        how += (
+            f" as {given}: no job was routed over {given} itself, but over this uplink of "
+            "the same ToR"
+        )
+        link = instead
     measured = excess_measured(run)
     if link is None:  # nothing congested (or nothing measured): the busiest link
         link = next((u.links[0] for u in util.values() if u.links), None)
         how = "the busiest; " + ("no link was ever congested" if measured else NOT_MEASURED)
     if any(r.excess_s.get(link, 0.0) > 0 for r in run.results.values()):
         return link, how, "the network window where it was most congested"
+    if given and not any(link in u.links for u in util.values()):
+        return link, how, "no network window: no job was routed over it"
     never = ("; it was never congested" if measured else f"; {NOT_MEASURED}") if given else ""
     return link, how, f"the network window with the most jobs on it{never}"
 
@@ -118,13 +161,36 @@ def link_capacity_bps(cluster: Cluster | Topology, link: str) -> float:
     return cluster.links[link]
 
 
+def timeline_panels(cfg: SimConfig, run: Run, util: Mapping[str, Any], link: str) -> dict[str, Any]:
+    """Per scheme, the timeline of ``link`` replayed from its network windows, or why
+    there is none: a dedicated network, no job routed over the link, or jobs on it
+    whose summed peak demand never exceeded its capacity (never simulated)."""
+    from cassini.sim.report.recording import link_timeline
+
+    lines: dict[str, Any] = {}
+    for name, rec in run.recorders.items():
+        scheduler = Scheduler.parse(name)
+        tolerance = scheduler.timing.tolerance
+        tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=tolerance)
+        if scheduler.dedicated_network:
+            tl = f"{name} runs every job on a dedicated network: no network model to draw"
+        elif tl is None and link not in util[name].links:
+            tl = f"no job was routed over {link} under {name}"
+        elif tl is None:
+            tl = (
+                f"no network window crossed {link} under {name}: its jobs' summed peak "
+                "demand never exceeded its capacity, so it never slowed anyone"
+            )
+        lines[name] = tl
+    return lines
+
+
 def write_report(
     cfg: SimConfig, run: Run, data: Mapping[str, Any], out_dir: Path, timeline_link: str | None
 ) -> dict[str, Any]:
     """The pictures; returns what ``report.html`` will show besides results.json."""
     from cassini.sim.recorded import mapping_rule
     from cassini.sim.report import pictures
-    from cassini.sim.report.recording import link_timeline
     from cassini.sim.report.utilisation import utilisation
 
     given = timeline_link
@@ -134,7 +200,7 @@ def write_report(
         name: utilisation(r, cfg.cluster, run.library, end_s=end) for name, r in run.results.items()
     }
     link, how, window = timeline_choice(cfg, run, util, timeline_link)
-    if given is not None and given != link:
+    if given is not None and given != timeline_link:
         how += f" as host {given}"
     files = [
         (pictures.heatmap(util, out_dir / "link_heatmap.png", cfg.name),
@@ -146,19 +212,7 @@ def write_report(
          "GPU utilisation over time: computing (solid) and allocated (dashed)"),
     ]  # fmt: skip
     if link is not None and excess_measured(run):  # packet level: no windows recorded
-        lines: dict[str, Any] = {}
-        for name, rec in run.recorders.items():
-            scheduler = Scheduler.parse(name)
-            tolerance = scheduler.timing.tolerance
-            tl = link_timeline(rec.windows, link, cfg.cluster.links, tolerance=tolerance)
-            if scheduler.dedicated_network:
-                tl = f"{name} runs every job on a dedicated network: no network model to draw"
-            elif tl is None:
-                tl = (
-                    f"no network window crossed {link} under {name}: its jobs' summed peak "
-                    "demand never exceeded its capacity, so it never slowed anyone"
-                )
-            lines[name] = tl
+        lines = timeline_panels(cfg, run, util, link)
         path = pictures.timeline(lines, link, out_dir / "link_timeline.png")
         files.insert(1, (path, f"Who sends when on link {link} ({how}), in {window}"))
     files.append((out_dir / "cdf.png", "Iteration time over dedicated, and JCT: CDFs"))

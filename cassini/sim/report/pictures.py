@@ -5,6 +5,7 @@ link's timeline of who sends when, per-job slowdown CDF, iteration-time and JCT 
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,11 +45,14 @@ def heatmap(util: Mapping[str, Utilisation], path: Path, title: str = "") -> Pat
     )
     image = None
     for ax, (name, u), k in zip(axes[:, 0], util.items(), rows, strict=True):
-        ax.set_title(f"{name}: utilisation of the {k} busiest links (of {len(u.links)} used)")
-        if k == 0:
-            ax.text(0.5, 0.5, "no traffic crossed any link", ha="center", transform=ax.transAxes)
+        if k == 0:  # the panel still spans the run
+            ax.set_title(f"{name}: no link carried traffic")
+            idle = f"no traffic crossed any link in the run's {u.edges[-1]:.3g} s"
+            ax.text(0.5, 0.5, idle, ha="center", transform=ax.transAxes)
+            ax.set_xlim(u.edges[0], u.edges[-1])
             ax.set_yticks([])
             continue
+        ax.set_title(f"{name}: utilisation of the {k} busiest links (of {len(u.links)} used)")
         image = ax.imshow(
             u.link_share[:k],
             aspect="auto",
@@ -120,6 +124,21 @@ def timeline(lines: Mapping[str, LinkTimeline | str], link: str, path: Path) -> 
 #: CDFs of at most this many points mark each point (a single job's is one point).
 MARKED_POINTS = 30
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: Longer lines mark a point every this fraction of their drawn length.
+MARK_EVERY = 0.1
+
+
+def scheme_style(k: int) -> dict[str, str]:
+    """The colour and marker of the ``k``-th scheme, the same in every picture of a
+    run's report (lines and CDFs): ten colours and eight markers, so schemes ten apart
+    share a colour but not a marker (no two alike below 40 schemes)."""
+    return {"color": f"C{k % 10}", "marker": MARKERS[k % len(MARKERS)]}
+
+
+def _spaced_marks(k: int) -> dict[str, object]:
+    """Marks along a long line, each scheme's at its own offset (no two cover each
+    other where lines coincide); hollow."""
+    return {"markevery": (0.017 * (k % 6), MARK_EVERY), "markerfacecolor": "none"}
 
 
 def cdf_steps(
@@ -131,19 +150,21 @@ def cdf_steps(
 ) -> None:
     """The empirical CDF of ``values`` (weighted by ``weights``) as steps rising from 0 at
     the smallest value, so that even one value draws a visible rise; with few values
-    each is marked (hollow, one shape per scheme ``k``: schemes that coincide show)."""
+    each is marked, more only now and then (hollow, in the scheme's colour and marker,
+    :func:`scheme_style`: schemes that coincide show)."""
     x = np.asarray(values, float)
+    style = scheme_style(k)
     if not len(x):
-        ax.plot([], [], color=f"C{k}", label=label)
+        ax.plot([], [], label=label, markerfacecolor="none", **style)
         return
     order = np.argsort(x, kind="stable")
     cum = np.cumsum(np.ones(len(x)) if weights is None else np.asarray(weights, float)[order])
     x, y = x[order], cum / cum[-1]
-    marks = {}
+    marks = _spaced_marks(k)
     if len(x) <= MARKED_POINTS:
-        marks = {"marker": MARKERS[k % len(MARKERS)], "markevery": list(range(1, len(x) + 1)),
-                 "markerfacecolor": "none", "markersize": 7 + 2 * (k % 3)}  # fmt: skip
-    ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", color=f"C{k}", label=label, **marks)
+        marks = {"markevery": list(range(1, len(x) + 1)), "markerfacecolor": "none",
+                 "markersize": 7 + 2 * (k % 3)}  # fmt: skip
+    ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", label=label, **style, **marks)
     ax.set_ylim(-0.02, 1.04)
 
 
@@ -172,7 +193,7 @@ def plot_cdfs(results: Mapping[str, SimResult], out_dir: Path, title: str = "") 
         cdf_steps(ax2, [j.jct_s for j in r.jobs], k, name)
     ax1.set_xlabel("iteration time / dedicated iteration time")
     ax1.set_ylabel("CDF over iterations")
-    ax2.set_xlabel("job completion time (s)")
+    ax2.set_xlabel("job completion time (s, log scale)")
     ax2.set_xscale("log")
     _plain_log_ticks(ax2)
     ax2.set_ylabel("CDF over jobs")
@@ -186,28 +207,65 @@ def plot_cdfs(results: Mapping[str, SimResult], out_dir: Path, title: str = "") 
     return [path]
 
 
-def _plain_log_ticks(ax) -> None:  # noqa: ANN001 - a matplotlib Axes
-    """A log x axis labelled 1, 2, 5, 10, 20, ... in plain numbers (no crowded
-    ``3 x 10^1`` minor labels)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+#: Steps of a log axis's labels within a decade, coarsest first: the first that puts
+#: at least LOG_TICKS labels on the axis is used.
+LOG_STEPS = (
+    (1.0,),
+    (1.0, 2.0, 5.0),
+    (1.0, 2.0, 3.0, 5.0),
+    (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0),
+    (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0),
+)
+LOG_TICKS = 4
 
-    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Plain tick values between ``lo`` and ``hi`` (> 0) for a log axis: the coarsest
+    steps of :data:`LOG_STEPS` that give at least ``LOG_TICKS``, else (a range too narrow
+    for any) ``LOG_TICKS`` evenly spaced on the log axis, to the fewest significant
+    digits that keep them apart."""
+    for steps in LOG_STEPS:
+        ticks = [
+            step * 10.0**e
+            for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for step in steps
+            if lo <= step * 10.0**e <= hi
+        ]
+        if len(ticks) >= LOG_TICKS:
+            return ticks
+    inner = np.geomspace(lo, hi, LOG_TICKS + 2)[1:-1]
+    for digits in range(2, 16):
+        ticks = sorted({float(f"{v:.{digits}g}") for v in inner})
+        if len(ticks) == LOG_TICKS:
+            break
+    return ticks
+
+
+def _plain_log_ticks(ax) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """A log x axis labelled in plain numbers (1, 2, 5, 10, 20, ..., finer where the
+    range is narrow: :func:`log_ticks`), no crowded ``3 x 10^1`` minor labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo, hi = ax.get_xlim()
+    ax.xaxis.set_major_locator(FixedLocator(log_ticks(lo, hi)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(lo, hi)
 
 
 def gpu_utilisation(util: Mapping[str, Utilisation], path: Path) -> Path:
-    """Effective (solid) and allocated (dashed) GPU utilisation per scheme; the legend
-    beside the panel names each scheme's colour once and the two line styles."""
+    """Effective (solid) and allocated (dashed) GPU utilisation per scheme, each in its
+    colour and marker (:func:`scheme_style`); the legend beside the panel names each
+    scheme once and the two line styles."""
     from matplotlib.lines import Line2D
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 3.8), layout="constrained")
     for k, (name, u) in enumerate(util.items()):
         mid = (u.edges[:-1] + u.edges[1:]) / 2
-        color = f"C{k}"
-        ax.plot(mid, 100 * u.gpu_effective, color=color, label=name)
-        ax.plot(mid, 100 * u.gpu_allocated, color=color, ls="--", lw=1)
+        style = scheme_style(k) | _spaced_marks(k)
+        ax.plot(mid, 100 * u.gpu_effective, label=name, **style)
+        ax.plot(mid, 100 * u.gpu_allocated, ls="--", lw=1, markersize=4, **style)
     styles = [Line2D([], [], color="0.3", label="computing"),
               Line2D([], [], color="0.3", ls="--", lw=1, label="allocated")]  # fmt: skip
     handles, _ = ax.get_legend_handles_labels()

@@ -298,8 +298,9 @@ def sweep_table(data: Mapping[str, Any]) -> str:
         )
     for r in data["ratios"]:
         point = ", ".join(f"{k}={v}" for k, v in r.items() if k in data["axes"])
+        at = f" [{point}]" if point else ""  # only schedulers swept: one point, unnamed
         lines.append(
-            f"{r['pair']} [{point}]: mean iteration {r['mean_iteration_s']:.3f}x, "
+            f"{r['pair']}{at}: mean iteration {r['mean_iteration_s']:.3f}x, "
             f"p99 {r['p99_iteration_s']:.3f}x"
         )
     return "\n".join(lines)

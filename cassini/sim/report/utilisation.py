@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,8 +52,9 @@ def _spread(out: np.ndarray, edges: np.ndarray, t0: float, t1: float, value: flo
 
 
 def link_weights(cluster: Cluster | Topology, servers: list[int]) -> dict[str, float]:
-    """Each link a job on ``servers`` loads, with the share of its rate counted there:
-    1 on a ``Cluster`` path; on a ``Topology``, the mean over its path indices."""
+    """Each link a job on ``servers`` would load, with the share of its rate counted
+    there, for a result that does not say how the run routed it (no ``routes``): 1 on a
+    ``Cluster`` path; on a ``Topology``, the mean over its path indices."""
     if isinstance(cluster, Cluster):
         return dict.fromkeys(cluster.path(servers), 1.0)
     n = path_count(cluster, sorted({cluster.rack_of(s) for s in servers}))
@@ -61,6 +63,28 @@ def link_weights(cluster: Cluster | Topology, servers: list[int]) -> dict[str, f
         for link in route_path(cluster, servers, k):
             out[link] = out.get(link, 0.0) + 1.0 / n
     return out
+
+
+def routed_links(
+    job: JobRecord,
+    routes: Mapping[str, Sequence[tuple[float, Sequence[str]]]],
+    cluster: Cluster | Topology,
+) -> list[tuple[float, float, dict[str, float]]]:
+    """``(t0 s, t1 s, {link: share of the job's rate})`` over the job's run: the links of
+    each path the run routed it on (``SimResult.routes``: its chosen spine or path index,
+    as the network model loaded it; from each placement, move or re-route to the next),
+    each carrying its whole rate.  A result without the job's routes falls back on
+    :func:`link_weights` of its placement."""
+    paths = routes.get(job.job_id)
+    if not paths:
+        return [(-math.inf, math.inf, link_weights(cluster, [s for s, _ in job.placement]))]
+    ends = [t for t, _ in paths[1:]] + [math.inf]
+    starts = [-math.inf] + [t for t, _ in paths[1:]]  # the first from the job's start
+    return [
+        (t0, t1, dict.fromkeys(path, 1.0))
+        for t0, t1, (_, path) in zip(starts, ends, paths, strict=True)
+        if t1 > t0
+    ]
 
 
 def utilisation(
@@ -72,7 +96,8 @@ def utilisation(
     bins: int = 200,
 ) -> Utilisation:
     """Per-link and GPU utilisation of ``result`` in ``bins`` bins over [0, ``end_s``]
-    (default: the last finish)."""
+    (default: the last finish): each job's rate on the links it was routed on
+    (:func:`routed_links`)."""
     end = end_s or max((j.finish_s for j in result.jobs), default=1.0) or 1.0
     edges = np.linspace(0.0, end, bins + 1)
     carried: dict[str, np.ndarray] = {}
@@ -80,13 +105,16 @@ def utilisation(
     effective = np.zeros(bins)
     for job in result.jobs:
         bits = library[job.model].bits_per_iteration
-        path = link_weights(cluster, [s for s, _ in job.placement])
+        spans = routed_links(job, result.routes, cluster)
         for t0, t1, it in segments(job):
             _spread(allocated, edges, t0, t1, job.gpus)
             _spread(effective, edges, t0, t1, job.gpus * job.dedicated_iteration_s / it)
-            if path and bits > 0:
+            for a, b, path in spans if bits > 0 else ():
+                lo, hi = max(t0, a), min(t1, b)
+                if not path or hi <= lo:
+                    continue
                 rate = np.zeros(bins)
-                _spread(rate, edges, t0, t1, bits / it)
+                _spread(rate, edges, lo, hi, bits / it)
                 for link, weight in path.items():
                     if link not in carried:
                         carried[link] = np.zeros(bins)
