@@ -409,7 +409,44 @@ class ExtenderArgs(GoObject):
 # -- answers ---------------------------------------------------------------------------------
 
 
+class PredictedIteration(Closed):
+    """One job's predicted iteration time (seconds), three ways."""
+
+    shifted: Annotated[float, Field(description="seconds; every job sharing a link held "
+                                    "to its slot")]
+    same_start: Annotated[float, Field(description="seconds; every job free-running from "
+                                       "0 (no time-shift)")]
+    advised: Annotated[float, Field(description="seconds; only the jobs whose shift is "
+                                    "true held")]
+
+
+#: Present only on a candidate with a prediction (the best one, when it is "ok" and its
+#: link simulation finished): absent, not null, so no default in the schema.
+_PREDICTED = "present only when a prediction was made"
+
+#: job id -> hold it to its time-shift (true) or let it run free (false)
+ShiftMap = Annotated[
+    dict[str, bool],
+    Field(default=None, json_schema_extra=_no_default,
+          description="job id -> apply its time-shift (true) or run free (false); "
+          f"{_PREDICTED}"),
+]
+#: mean over the jobs sharing a link of same_start / shifted iteration time
+PredictedGain = Annotated[
+    float,
+    Field(default=None, json_schema_extra=_no_default,
+          description="mean over the jobs sharing a link of their same_start / shifted "
+          "predicted iteration times (above 1: holding them is faster; 1.0 when no job "
+          f"shares a link); {_PREDICTED}"),
+]
+
+
 class CandidateResult(Open):
+    """How one candidate scored.  predicted_iteration_s, predicted_gain, shift,
+    shift_reasons, agent_period_s and shift_threshold come with a prediction, made for
+    the best candidate when it is "ok" (its reason says "no prediction: ..." when its link
+    simulation did not finish); the other candidates have none of them."""
+
     id: str
     status: Literal["ok", "rejected"]
     score: float | None
@@ -419,15 +456,48 @@ class CandidateResult(Open):
     loops: int | None = None
     loop_loss: float | None = None
     reason: str | None
+    predicted_iteration_s: Annotated[
+        dict[str, PredictedIteration],
+        Field(default=None, json_schema_extra=_no_default,
+              description=f"job id -> predicted seconds per iteration; {_PREDICTED}"),
+    ]
+    predicted_gain: PredictedGain
+    shift: ShiftMap
+    shift_reasons: Annotated[
+        dict[str, str],
+        Field(default=None, json_schema_extra=_no_default,
+              description=f"job id -> why it is shifted or not; {_PREDICTED}"),
+    ]
+    agent_period_s: Annotated[
+        NumberMap,
+        Field(default=None, json_schema_extra=_no_default,
+              description="job id -> seconds: the period the time-shift agent holds the "
+              f"job to (only the jobs whose shift is true); {_PREDICTED}"),
+    ]
+    shift_threshold: Annotated[
+        float,
+        Field(default=None, json_schema_extra=_no_default,
+              description="fraction (0.02 = 2 %): a job predicted to gain less from its "
+              f"shift is not shifted, unless another job gains by it; {_PREDICTED}"),
+    ]
 
 
 class Advice(Open):
+    """The best candidate (null when every one was rejected), its time-shifts, and every
+    candidate ranked best first; shift and predicted_gain repeat the best candidate's
+    prediction, present only when it has one."""
+
     best: str | None
     time_shifts_s: Annotated[NumberMap, Field(description="job id -> seconds")]
     precision_deg: float | None = None
     aggregate: str | None = None
     loops: str | None = None
     candidates: list[CandidateResult]
+    shift: Annotated[ShiftMap, Field(description="the best candidate's shift: job id -> "
+                                     "apply its time-shift (true) or run free (false); "
+                                     f"{_PREDICTED}")]
+    predicted_gain: Annotated[PredictedGain, Field(description="the best candidate's "
+                                                   f"predicted_gain; {_PREDICTED}")]
 
 
 class ScoreAnswer(Open):
