@@ -78,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--precision-deg",
             type=float,
             default=5.0,
-            help="angle step of the unified circle in degrees, 0.1 to 180 (default 5 = 72 angles)",
+            help="angle step of the unified circle in degrees, 0.1 to 180 (default 5 = 72 "
+            "angles over the link's unified period: where one job iterates many times "
+            "faster than its partner its phases blur and the link scores too high; give "
+            "1 or 0.5 there, docs/known_problems.md#coarse-grid)",
         )
         p.add_argument(
             "--format",
@@ -208,12 +211,14 @@ def _score_table(r: dict[str, Any]) -> str:
 
 
 def _advice_table(a: Advice) -> str:
-    lines = [f"{'candidate':<16} {'status':<9} {'score':>6} {'min':>6} {'loops':>5}  note"]
+    w = max([16, *(len(c.candidate_id) for c in a.candidates)])  # long ids keep the columns
+    lines = [f"{'candidate':<{w}} {'status':<9} {'score':>6} {'min':>6} {'loops':>5}  note"]
     for c in a.candidates:
         score = f"{c.score:.3f}" if c.score is not None else "-"
         low = f"{c.min_link_score:.3f}" if c.min_link_score is not None else "-"
         note = "best" if c.candidate_id == a.best else (c.reason or "")
-        lines.append(f"{c.candidate_id:<16} {c.status:<9} {score:>6} {low:>6} {c.loops:>5}  {note}")
+        cid = c.candidate_id
+        lines.append(f"{cid:<{w}} {c.status:<9} {score:>6} {low:>6} {c.loops:>5}  {note}")
     if a.best is None:
         lines.append("no candidate accepted")
         return "\n".join(lines)
@@ -223,25 +228,29 @@ def _advice_table(a: Advice) -> str:
     # score aggregates); "alone": its own best, where a loop of links (loops: score) can
     # keep the shifts from giving every link its best at once
     best = next(c for c in a.candidates if c.candidate_id == a.best)
-    lines.append(f"{'link':<16} {'jobs':<40} {'score':>6} {'alone':>6}")
+    lw = max([16, *map(len, a.link_solutions)])
+    jw = max([40, *(len(", ".join(s.job_ids)) for s in a.link_solutions.values())])
+    lines.append(f"{'link':<{lw}} {'jobs':<{jw}} {'score':>6} {'alone':>6}")
     for link, sol in a.link_solutions.items():
         got = best.link_scores.get(link, sol.score)
-        lines.append(f"{link:<16} {', '.join(sol.job_ids):<40} {got:>6.3f} {sol.score:>6.3f}")
+        jobs = ", ".join(sol.job_ids)
+        lines.append(f"{link:<{lw}} {jobs:<{jw}} {got:>6.3f} {sol.score:>6.3f}")
+    kw = max([16, *map(len, a.time_shifts_s)])
     lines.append("")
     pred = a.prediction
     if pred is None:
-        lines.append(f"{'job':<16} {'time-shift (ms)':>16}")
+        lines.append(f"{'job':<{kw}} {'time-shift (ms)':>16}")
         for job, t in sorted(a.time_shifts_s.items()):
-            lines.append(f"{job:<16} {t * 1e3:>16.1f}")
+            lines.append(f"{job:<{kw}} {t * 1e3:>16.1f}")
         return "\n".join(lines)
     lines.append(
-        f"{'job':<16} {'time-shift (ms)':>16} {'shift':>5} {'same start':>11} {'shifted':>9} "
+        f"{'job':<{kw}} {'time-shift (ms)':>16} {'shift':>5} {'same start':>11} {'shifted':>9} "
         f"{'advised':>9}  (predicted ms/iteration)"
     )
     for job, t in sorted(a.time_shifts_s.items()):
         it = pred.iteration_s[job]
         lines.append(
-            f"{job:<16} {t * 1e3:>16.1f} {'yes' if pred.shift[job] else 'no':>5} "
+            f"{job:<{kw}} {t * 1e3:>16.1f} {'yes' if pred.shift[job] else 'no':>5} "
             f"{it['same_start'] * 1e3:>11.1f} {it['shifted'] * 1e3:>9.1f} "
             f"{it['advised'] * 1e3:>9.1f}"
         )
@@ -527,9 +536,11 @@ def _plot_profile(profile: Any, path: str) -> None:
     ax.set_xlabel("time in iteration (ms)")
     ax.set_ylabel("rate (Gbit/s)")
     ax.set_xlim(0, period * 1e3)
-    ax.set_title(
-        f"{profile.job_id}: {period * 1e3:.1f} ms/iteration, "
-        f"{profile.bytes_per_iteration / 1e6:.2f} MB/iteration, {len(profile.phases)} phases"
+    n = len(profile.phases)
+    ax.set_title(  # the job id on its own line: a long one no longer cuts the figures off
+        f"{profile.job_id}\n{period * 1e3:.1f} ms/iteration, "
+        f"{profile.bytes_per_iteration / 1e6:.2f} MB/iteration, {n} phase{'' if n == 1 else 's'}",
+        fontsize=10,
     )
     fig.tight_layout()
     target = Path(path)

@@ -196,3 +196,44 @@ def test_the_service_answers_a_shifted_jobs_drift_as_its_reason():
     cluster, jobs = read_cluster(fit)
     got = compute_shifts(State(1, cluster, {j.job_id: j for j in jobs}))
     assert all(s.shift and s.reason is None for s in got.values()), got
+
+
+def test_the_advice_table_keeps_its_columns_for_long_ids(tmp_path, capsys):
+    """A 19-character candidate id pushed its row's status out of line (ids were padded
+    to 16 characters); long link and job ids did the same in the other two tables."""
+    from cassini.cli import main
+
+    half = [{"start_s": 0.05, "duration_s": 0.05, "rate_bps": GBPS}]
+    long_job = "a-job-with-a-long-id-0"
+    request = {
+        "links": [{"id": "a-link-with-a-long-name", "capacity_bps": GBPS}],
+        "jobs": [
+            {"id": j, "iteration_time_s": 0.1, "phases": half} for j in ("b", long_job)
+        ],
+        "candidates": [
+            {"id": cid, "paths": {"b": ["a-link-with-a-long-name"],
+                                  long_job: ["a-link-with-a-long-name"]}}
+            for cid in ("c", "unknown-job-omitted")
+        ],  # fmt: skip
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    assert main(["advise", str(path), "--format", "table"]) == 0
+    out = capsys.readouterr().out
+    # three tables: candidates; "best placement" then links; jobs, then the notes
+    cands, links, jobs = (b.splitlines() for b in out.split("\n\n"))
+    tables = {
+        "status": cands,  # left-aligned columns start at their heading...
+        "jobs": links[1:],
+        "time-shift (ms)": [r for r in jobs if not r.startswith(("  ", "predicted"))],
+    }
+    for heading, (header, *rows) in tables.items():
+        assert rows, out
+        at = header.index(heading)
+        if heading == "time-shift (ms)":  # ...a right-aligned one ends at its heading's end
+            at += len(heading) - 1
+        for row in rows:
+            if heading == "time-shift (ms)":
+                assert row[at] != " " and row[at + 1] == " ", (header, row)
+            else:
+                assert row[at - 1] == " " and row[at] != " ", (header, row)
