@@ -26,7 +26,8 @@ from cassini.sim.network.fluid import simulate
 from cassini.sim.report.sweep import run_sweep
 from cassini.sim.schedulers import Scheduler, candidate_placements, decide
 from cassini.sim.topology import Cluster
-from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace, write_trace
+from cassini.sim.traces.ours import write as write_trace
+from cassini.sim.workload import JobSpec, load_library, poisson_jobs, read_trace
 
 LIBRARY = load_library()
 

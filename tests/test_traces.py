@@ -145,7 +145,7 @@ def test_a_file_in_another_format_is_refused_saying_what_was_expected(fmt: str) 
 
 
 def test_our_csv_round_trips_recorded_hosts(tmp_path: Path) -> None:
-    from cassini.sim.workload import write_trace
+    from cassini.sim.traces.ours import write as write_trace
 
     jobs = read(DATA / "lingjun", LIBRARY).jobs
     for suffix in (".csv", ".json"):

@@ -269,3 +269,24 @@ def test_pai_a_rejected_job_repeated_in_the_job_table_is_a_duplicate(tmp_path: P
         "job_name",
     )
     assert f"duplicate job id 'jobA' (rejected before for {first})" in again.problem
+
+
+def test_pai_placement_note_counts_only_the_jobs_finish_keeps(tmp_path: Path) -> None:
+    """A job dropped by ``finish`` (a placeholder start time, far before the median) was
+    still counted in the placement note ("2 of 4 jobs"); the notes count the jobs kept."""
+    jobs = (
+        "jobA,iA,u1,Terminated,4550879.0,4551416.0\njobB,iB,u1,Terminated,4550900.0,4560000.0\n"
+        "jobC,iC,u1,Terminated,4550900.0,4560000.0\n"
+        "jobZ,iZ,u1,Terminated,-2000000000.0,4560000.0\n"
+    )
+    tasks = PAI_TASKS + (
+        "jobC,worker,1.0,Terminated,4550950.0,4559990.0,800.0,58.0,100.0,V100\n"
+        "jobZ,worker,1.0,Terminated,4550950.0,4559990.0,800.0,58.0,100.0,V100\n"
+    )
+    instances = PAI_INSTANCES + "jobZ,worker,instZ0,wZ0,iZ,Terminated,4550950.0,4559990.0,m9\n"
+    got = read(pai(tmp_path, tasks, instances, jobs=jobs), LIBRARY, format="pai2020", strict=False)
+    assert sorted(j.job_id for j in got.jobs) == ["jobA", "jobB", "jobC"]
+    assert len(got.bad) == 1 and "jobZ" not in " ".join(j.job_id for j in got.jobs)
+    notes = " ".join(got.notes)
+    assert "(1 of 3 jobs)" in notes, got.notes
+    assert "model: 3 jobs by the seeded rule" in notes, got.notes

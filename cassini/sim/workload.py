@@ -194,27 +194,16 @@ def read_trace(path: Path | str, library: Mapping[str, JobProfile]) -> list[JobS
     return read(path, library, format="csv").jobs
 
 
-#: The trace files :func:`write_trace` writes, by suffix.
+#: The trace files :func:`cassini.sim.traces.ours.write` writes, by suffix.
 TRACE_SUFFIXES = (".csv", ".json")
 
 
 def check_trace_suffix(path: Path | str) -> None:
-    """InputError naming ``out`` unless ``path`` ends in a suffix :func:`write_trace`
-    knows (``x.jsonl`` was written as CSV)."""
+    """InputError naming ``out`` unless ``path`` ends in a suffix our trace is written
+    with (:data:`TRACE_SUFFIXES`; ``x.jsonl`` was written as CSV)."""
     suffix = Path(path).suffix.lower()
     if suffix not in TRACE_SUFFIXES:
         got = f"unknown suffix {suffix!r}" if suffix else "no suffix"
         raise InputError(
             "out", f"{path}: {got} (a trace is written as {' or '.join(TRACE_SUFFIXES)})"
         )
-
-
-def write_trace(jobs: Sequence[JobSpec], path: Path | str) -> None:
-    """Write jobs as a CSV (``.csv``) or JSON (``.json``) trace that :func:`read_trace`
-    reads back; another suffix is an InputError.  The one writer of our trace
-    (:func:`cassini.sim.traces.ours.write`: a job counted from a recorded run time is
-    written as its ``duration_s``, ``hosts`` only when a job has recorded hosts)."""
-    from cassini.sim.traces.ours import write  # the readers import this module
-
-    check_trace_suffix(path)
-    write(jobs, Path(path))

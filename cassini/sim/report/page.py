@@ -89,7 +89,7 @@ def routed_instead(cfg: SimConfig, run: Run, util: Mapping[str, Any], link: str)
     """For a link no scheme routed any job over, the uplink of the same ToR that jobs
     were routed over (``tor1`` given, ecmp loaded ``tor1s1``): the one with the most
     excess demand summed over the schemes, then the busiest; None when there is none."""
-    used = {lk: u for u in util.values() for lk in u.links}
+    used = {lk for u in util.values() for lk in u.links}
     if link in used:
         return None
     parts = [lk for lk in _same_tor_uplinks(cfg.cluster, link) if lk in used]

@@ -17,7 +17,6 @@ from cassini.sim.traces.rules import DEFAULT_ITERATIONS as DEFAULT_ITERATIONS
 from cassini.sim.traces.rules import DURATION_NOTE as DURATION_NOTE
 from cassini.sim.traces.rules import ModelRule as ModelRule
 from cassini.sim.traces.rules import iterations_for as iterations_for
-from cassini.sim.traces.rules import recount
 
 #: Bounds on what a trace row may ask for (docs/sim_traces.md): more iterations than
 #: this, or an arrival or run time longer than MAX_SECONDS (about 31.7 years), is a bad
@@ -265,11 +264,13 @@ def finish(
     strict: bool,
     fields: JobFields,
     from_zero: bool = True,
+    notes: Callable[[Sequence[JobSpec]], list[str]] | None = None,
 ) -> TraceRead:
     """Sort by arrival, start arrivals at 0 (``from_zero``).  A job arriving more than
     :data:`MAX_SECONDS` before the median submission (a placeholder date), or of the
     rest more than that after the first, is a bad row naming ``fields.arrival``; ids were
-    made unique by :func:`collect`.  The model rule's notes count the jobs kept."""
+    made unique by :func:`collect`.  ``notes(jobs)``: the lines that count the jobs kept
+    (the model rule's, :meth:`ModelRule.notes`), added after the reader's own."""
     kept = _outliers(out, kept, strict=strict, fields=fields) if from_zero else list(kept)
     first = min((j.arrival_s for _, j in kept), default=0.0) if from_zero else 0.0
     jobs = []
@@ -286,7 +287,8 @@ def finish(
             out.bad.append(e)
             continue
         jobs.append(j)
-    out.notes = recount(out.notes, jobs)
+    if notes is not None:
+        out.notes += notes(jobs)
     if not jobs:
         why = ""
         if out.bad:  # say what was wrong, not only how often (the caller lists them later)

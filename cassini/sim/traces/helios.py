@@ -79,9 +79,8 @@ def read_job_log(
         "run time: the duration column (end_time - start_time when empty); all final "
         "states; skipped: gpu_num 0, never started (no start_time nor duration)",
         DURATION_NOTE,
-        *models.notes(),
     ]
-    return finish(out, kept, strict=strict, fields=fields)
+    return finish(out, kept, strict=strict, fields=fields, notes=models.notes)
 
 
 def read(

@@ -168,6 +168,5 @@ def read(
         by_name,
         "run time: gmt_job_finished (else gmt_job_stopped) minus gmt_job_running",
         DURATION_NOTE,
-        *models.notes(),
     ]
-    return finish(out, kept, strict=strict, fields=fields)
+    return finish(out, kept, strict=strict, fields=fields, notes=models.notes)

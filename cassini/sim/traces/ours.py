@@ -153,7 +153,7 @@ def write(jobs: Sequence[JobSpec], path: Path) -> None:
 
 def _record(job: JobSpec) -> dict[str, Any]:
     run = job.run_s
-    length = {"iterations": int(job.iterations)} if run is None else {"duration_s": run}
+    length = {"iterations": job.iterations} if run is None else {"duration_s": run}
     return {
         "job_id": job.job_id, "arrival_s": job.arrival_s, "gpus": job.gpus, **length,
         "model": job.model, "hosts": [[h, g] for h, g in job.hosts],

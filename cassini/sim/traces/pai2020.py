@@ -195,27 +195,28 @@ def read(
         "GPUs: from pai_task_table alone: ceil(plan_gpu / 100) whole GPUs per instance, "
         "times inst_num, summed over GPU tasks",
         "run time: latest GPU-task end_time minus earliest GPU-task start_time",
-        placement_note(placed, kept, unplaced),
-        DURATION_NOTE,
-        *models.notes(),
     ]
-    return finish(out, kept, strict=strict, fields=fields)
+
+    def notes(jobs: Sequence[JobSpec]) -> list[str]:  # over the jobs finish keeps
+        return [placement_note(placed, jobs, unplaced), DURATION_NOTE, *models.notes(jobs)]
+
+    return finish(out, kept, strict=strict, fields=fields, notes=notes)
 
 
 def placement_note(
-    placed: Instances | None, kept: Sequence[tuple[Row, JobSpec]], unplaced: Mapping[str, str]
+    placed: Instances | None, jobs: Sequence[JobSpec], unplaced: Mapping[str, str]
 ) -> str:
     """The placement rule as applied, naming the jobs kept without their instances'."""
     if placed is None:
         return "placement: none recorded (no pai_instance_table.csv beside the job table)"
-    with_hosts = sum(1 for _, j in kept if j.hosts)
+    with_hosts = sum(1 for j in jobs if j.hosts)
     note = (
-        f"placement: pai_instance_table machines ({with_hosts} of {len(kept)} jobs), each "
+        f"placement: pai_instance_table machines ({with_hosts} of {len(jobs)} jobs), each "
         "GPU-task instance once: a retried instance (its inst_name on several rows) is its "
         "last attempt (latest start_time); a job whose instances miss a machine or give "
         "other GPUs than its task table keeps the task table's GPUs and no placement"
     )
-    differ = [unplaced[j.job_id] for _, j in kept if j.job_id in unplaced]
+    differ = [unplaced[j.job_id] for j in jobs if j.job_id in unplaced]
     if differ:
         more = f"; and {len(differ) - 5} more" if len(differ) > 5 else ""
         jobs = f"{len(differ)} such job{'s' if len(differ) > 1 else ''}"

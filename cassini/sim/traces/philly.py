@@ -100,6 +100,5 @@ def read(
     out.notes += [
         "run time and machines: the last attempt with both start_time and end_time",
         DURATION_NOTE,
-        *models.notes(),
     ]
-    return finish(out, kept, strict=strict, fields=fields)
+    return finish(out, kept, strict=strict, fields=fields, notes=models.notes)

@@ -60,6 +60,5 @@ def read(
     out.notes += [
         f"iterations: drawn uniformly in [{lo}, {hi}] by sha256('{seed}:<job id>:iterations') "
         "(the workload gives no length)",
-        *models.notes(),
     ]
-    return finish(out, kept, strict=strict, fields=fields)
+    return finish(out, kept, strict=strict, fields=fields, notes=models.notes)

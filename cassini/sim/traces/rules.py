@@ -79,10 +79,10 @@ class ModelRule:
         return lo + int.from_bytes(digest[:8], "big") % (hi - lo + 1)
 
     def notes(self, jobs: Sequence[JobSpec] | None = None) -> list[str]:
-        """How many ``jobs`` got which rule, and the names the library lacks.  Without
-        ``jobs``, every choice so far, as :class:`RuleNote` lines that
-        :func:`~cassini.sim.traces.common.finish` recounts over the jobs it keeps (a
-        rejected row is no job of the run)."""
+        """How many ``jobs`` got which rule, and the names the library lacks (a reader
+        passes this to :func:`~cassini.sim.traces.common.finish`, which calls it with the
+        jobs it keeps: a rejected row is no job of the run).  Without ``jobs``, every
+        choice so far."""
         if jobs is None:
             choices = [c for made in self.chosen.values() for c in made]
         else:  # the choice made for the row kept: the one that gave its model
@@ -104,37 +104,8 @@ class ModelRule:
         if unmatched:
             names = ", ".join(f"{n} ({c})" for n, c in unmatched.most_common(8))
             out.append(f"model names not in the library (seeded rule used): {names}")
-        return out if jobs is not None else [RuleNote(line, self) for line in out]
+        return out
 
     def _choice_of(self, job: JobSpec) -> tuple[str, str, str | None]:
         made = self.chosen[job.job_id]  # more than one when rows repeat the id
         return next((c for c in made if c[0] == job.model), made[0])
-
-
-class RuleNote(str):
-    """A line of :meth:`ModelRule.notes` counted before the rows were all checked:
-    :func:`recount` replaces it with the counts over the jobs kept."""
-
-    rule: ModelRule
-
-    def __new__(cls, text: str, rule: ModelRule) -> RuleNote:
-        obj = super().__new__(cls, text)
-        obj.rule = rule
-        return obj
-
-    def __reduce__(self) -> tuple[type[str], tuple[str]]:
-        return (str, (str(self),))  # a copy is the line as it reads, without the rule
-
-
-def recount(notes: Sequence[str], jobs: Sequence[JobSpec]) -> list[str]:
-    """``notes`` with each :class:`ModelRule`'s lines counted again over ``jobs`` (in
-    place of its first line; plain strings)."""
-    out: list[str] = []
-    done: list[ModelRule] = []
-    for note in notes:
-        if not isinstance(note, RuleNote):
-            out.append(note)
-        elif not any(note.rule is r for r in done):
-            done.append(note.rule)
-            out += note.rule.notes(jobs)
-    return out

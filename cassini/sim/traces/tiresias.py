@@ -61,5 +61,5 @@ def read(
 
     fields = JobFields("job_id", "submit_time", "duration", "num_gpu")
     kept = collect(rows, parse, out, strict=strict, fields=fields, max_gpus=max_gpus)
-    out.notes += [DURATION_NOTE, *models.notes()]
-    return finish(out, kept, strict=strict, fields=fields)
+    out.notes.append(DURATION_NOTE)
+    return finish(out, kept, strict=strict, fields=fields, notes=models.notes)
