@@ -545,8 +545,7 @@ def _plot_profile(profile: Any, path: str) -> None:
     fig.tight_layout()
     target = Path(path)
     try:  # its folder made as --out's is, the picture written whole or not at all
-        with outputs.replaced(target) as tmp:
-            fig.savefig(tmp, dpi=100, format=target.suffix.lstrip(".").lower())
+        outputs.save_figure(fig, target, dpi=100)
     except OSError as e:
         raise InputError("--plot", f"cannot write {path}: {e.strerror or e}") from None
     finally:

@@ -10,7 +10,8 @@ fills them, and nothing half-written when a run is interrupted.
 * :func:`staged` — write a run's files into a hidden folder beside the output folder and
   move each one in when all are written: a run stopped half-way (Ctrl-C, an error)
   leaves the output folder as it was, never a truncated picture beside an old
-  ``results.json``.  :func:`replaced` does the same for one file.
+  ``results.json``.  :func:`replaced` does the same for one file, and
+  :func:`save_figure` for a matplotlib figure.
 """
 
 from __future__ import annotations
@@ -134,3 +135,12 @@ def _new_file(path: Path) -> Path:
         os.close(fd)
         return tmp
     raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 100) -> None:
+    """Matplotlib ``fig`` saved to ``path`` at ``dpi``, its format from the suffix (PNG
+    without one), through :func:`replaced`: an interrupt leaves the old picture, never a
+    truncated one."""
+    path = Path(path)
+    with replaced(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from cassini.errors import InputError
+from cassini.outputs import save_figure
 from cassini.profile import JobProfile
 from cassini.sim.config import check_schedulers
 from cassini.sim.engine import SimResult
@@ -51,7 +52,6 @@ from experiments.harness import (
     option,
     positive,
 )
-from experiments.plots import save_figure
 
 #: (label, scheduler name) rows, in the table's order
 SCHEMES: tuple[tuple[str, str], ...] = (

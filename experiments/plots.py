@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cassini.outputs import replaced
+from cassini.outputs import save_figure
 from experiments.common import BOTTLENECK_BPS
 from testbed.results import ExperimentResult
 
@@ -18,7 +18,7 @@ from testbed.results import ExperimentResult
 def figure(path: Path, rows: int = 1, cols: int = 1, dpi: int = 100, **subplots: Any) -> Iterator:
     """``(fig, axes)`` from ``plt.subplots(rows, cols, **subplots)`` on the headless
     backend; on leaving the block it is laid out, saved to ``path`` at ``dpi``
-    (:func:`save_figure`: whole or not at all) and closed."""
+    (:func:`cassini.outputs.save_figure`: whole or not at all) and closed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,15 +31,6 @@ def figure(path: Path, rows: int = 1, cols: int = 1, dpi: int = 100, **subplots:
         save_figure(fig, path, dpi)
     finally:
         plt.close(fig)
-
-
-def save_figure(fig: Any, path: Path, dpi: int = 100) -> None:
-    """``fig`` saved to ``path`` at ``dpi``, its format from the suffix, through a file
-    beside it moved in when complete: an interrupt (Ctrl-C during a long run's last
-    step) leaves the old picture, never a truncated one (:func:`cassini.outputs.replaced`)."""
-    path = Path(path)
-    with replaced(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
 
 
 def plot_cdf(res: ExperimentResult, path: Path, title: str) -> None:

@@ -397,11 +397,31 @@ def test_a_whole_run_is_marked_complete(tmp_path, monkeypatch, no_kernel):
     res = experiment_mod.run_experiment(
         load_config(config("ideal", "baseline")), tmp_path, progress=quiet
     )
-    assert written == [False, True] and res.complete
+    assert written == [False, False, True] and res.complete  # the first: before any scheme
     assert json.loads((tmp_path / "results.json").read_text())["complete"] is True
     old = res.to_dict()
     del old["complete"]  # a file from before the field: whole
     assert ExperimentResult.from_dict(old).complete is True
+
+
+def test_a_rerun_cut_short_in_its_first_scheme_leaves_no_complete_results(
+    tmp_path, monkeypatch, no_kernel
+):
+    """A second run into the same folder, interrupted in its first scheme, left the first
+    run's results.json saying "complete": true beside logs the second run overwrote."""
+    monkeypatch.setattr(SCHEMES["ideal"], "run", fake_scheme())
+    monkeypatch.setattr(SCHEMES["baseline"], "run", fake_scheme())
+    cfg = load_config(config("ideal", "baseline"))
+    experiment_mod.run_experiment(cfg, tmp_path, progress=quiet)
+    assert json.loads((tmp_path / "results.json").read_text())["complete"] is True
+    monkeypatch.setattr(SCHEMES["ideal"], "run", fake_scheme(fail=KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        experiment_mod.run_experiment(
+            load_config(config("ideal", "baseline")), tmp_path, progress=quiet
+        )
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert stored["complete"] is False and stored["schemes"] == {}
+    assert ExperimentResult.read(tmp_path / "results.json").complete is False
 
 
 # -- cosmetic ---------------------------------------------------------------------------

@@ -139,8 +139,7 @@ class Store:
             except (TypeError, ValueError):
                 epoch_s = math.nan
             # the rule of PUT and the cluster file: UNIX seconds, finite, in [0, 1e10)
-            problem = epoch_problem(epoch_s) if math.isfinite(epoch_s) else (
-                "must be a finite number of UNIX seconds")
+            problem = epoch_problem(epoch_s)
             if problem is not None:
                 raise StateError(
                     f"{self.path}: meta.epoch_s is {str(row[0])[:40]!r}: {problem}"

@@ -64,8 +64,9 @@ def run_experiment(
     must be available or ours, loaded here (else a TestbedError naming the schemes,
     :func:`check_congestion_controls`); ours stay loaded after the run, which
     ``progress`` hears when this run loaded them.  Each results.json but the last says
-    ``"complete": false``; a run cut short (Ctrl-C, a failed scheme) keeps the last one
-    and ``progress`` hears so.  Log paths are absolute in the result returned, relative
+    ``"complete": false`` (an empty one is written before the first scheme, over an earlier
+    run's); a run cut short (Ctrl-C, a failed scheme) keeps the last one and ``progress``
+    hears so.  Log paths are absolute in the result returned, relative
     to ``out_dir`` in results.json."""
     out = Path(out_dir).absolute()  # the logs' paths do not depend on the cwd of a reader
     check_output_dir(out)
@@ -76,6 +77,9 @@ def run_experiment(
     for cc in sorted(set(scheme_congestion_controls(cfg).values())):
         ensure_cc(cc, say)  # ours loaded now (and left loaded, said so), not at their scheme
     out.mkdir(parents=True, exist_ok=True)
+    # an earlier run's results.json in this folder says "complete" while this run writes
+    # over its logs: an empty, incomplete one until the first scheme's
+    ExperimentResult({}, cfg.raw, complete=False, folder=out).write(out / "results.json")
     state = RunState(cfg, out, say, profiles=dict(cfg.profiles) or None)
     order = sorted(cfg.schemes, key=lambda s: 0 if SCHEMES[s.kind].runs_first else 1)
     try:
