@@ -287,7 +287,7 @@ def advise(
         precision_deg=float(precision_deg),
         aggregate=aggregate,
         loops=loops,
-        link_solutions=solutions_of[best.candidate_id] if best else {},
+        link_solutions=_handed_out(solutions_of[best.candidate_id]) if best else {},
     )
 
 
@@ -600,9 +600,18 @@ def _solve_all(
     else:
         solutions = [_solve_one(t) for t in tasks]
     for (key, _), sol in zip(todo, solutions, strict=True):
+        _freeze(sol)
         solved[key] = sol
     _LINK_CACHE.put_all((shape, sol) for (_, shape), sol in zip(todo, solutions, strict=True))
     return solved
+
+
+def _freeze(sol: LinkSolution) -> None:
+    """Make a solution's arrays read-only before the cache keeps it: every advice that
+    reuses it shares them (its dict is copied out by :func:`_handed_out`)."""
+    sol.demand_bps.setflags(write=False)
+    if sol.vectors is not None:
+        sol.vectors.setflags(write=False)
 
 
 def clear_link_cache() -> None:
@@ -899,6 +908,14 @@ def _renamed(sol: LinkSolution, job_ids: tuple[str, ...]) -> LinkSolution:
     return replace(
         sol, time_shifts_s={names[j]: t for j, t in sol.time_shifts_s.items()}, job_ids=job_ids
     )
+
+
+def _handed_out(solutions: Mapping[str, LinkSolution]) -> dict[str, LinkSolution]:
+    """The solutions an advice hands its caller: each a copy with its own
+    ``time_shifts_s`` (its arrays shared and read-only, :func:`_freeze`), so that a caller
+    changing them changes neither the kept solutions (:data:`_LINK_CACHE`) nor a later
+    advice.  Inside a call the kept ones are read as they are."""
+    return {link: sol.own_copy() for link, sol in solutions.items()}
 
 
 def _evaluate(

@@ -15,7 +15,7 @@ Angles never leave this module: callers see seconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
@@ -182,6 +182,22 @@ class LinkSolution:
     job_ids: tuple[str, ...] = field(default=())
     vectors: np.ndarray | None = None
 
+    def own_copy(self) -> LinkSolution:
+        """This solution with a ``time_shifts_s`` of its own (the rest shared): what a
+        caller may change without changing a solution kept for reuse.  It is
+        ``dataclasses.replace(self, time_shifts_s=dict(self.time_shifts_s))`` at half
+        its cost; a new field goes here too."""
+        return LinkSolution(
+            score=self.score,
+            time_shifts_s=dict(self.time_shifts_s),
+            unified=self.unified,
+            capacity_bps=self.capacity_bps,
+            demand_bps=self.demand_bps,
+            method=self.method,
+            job_ids=self.job_ids,
+            vectors=self.vectors,
+        )
+
     def rotations_of(
         self, job_id: str, shifts_s: np.ndarray, iteration_time_s: float
     ) -> np.ndarray:
@@ -314,7 +330,9 @@ def compatibility_score(
 
     Raises
     ------
-    InputError for no jobs, duplicate ids, a capacity under 1 bit/s, a bad precision, or
+    InputError for jobs that are not a sequence of :class:`JobProfile` (a mapping, a
+    single profile, dicts), no jobs, duplicate ids, a capacity under 1 bit/s, a bad
+    precision, ``restarts`` or ``seed`` not an integer >= 0, or
     a job the circle's arithmetic cannot hold (the bounds of :mod:`cassini.agent`): an
     iteration time outside [:data:`~cassini.agent.MIN_PERIOD_S`,
     :data:`~cassini.agent.MAX_PERIOD_S`] seconds (a microsecond to a week) or a phase
@@ -333,6 +351,8 @@ def compatibility_score(
     (1.0, 0.12, (3, 2))
     """
     jobs = _checked_jobs(jobs, capacity_bps, method)
+    restarts = schema.integer(restarts, "restarts", minimum=0)
+    seed = schema.integer(seed, "seed", minimum=0)
     ids = tuple(j.job_id for j in jobs)
     angles = n_angles(precision_deg)
     unified = unified_period(
@@ -360,9 +380,20 @@ def _checked_jobs(jobs: Sequence[JobProfile], capacity_bps: float, method: str) 
     sorted by id."""
     schema.number(capacity_bps, "capacity_bps", positive=True)
     check_capacity(capacity_bps, "capacity_bps")
+    if isinstance(jobs, str | bytes | Mapping) or not isinstance(jobs, Iterable):
+        hint = " (pass its values)" if isinstance(jobs, Mapping) else ""
+        raise InputError(
+            "jobs",
+            f"must be a sequence of cassini.profile.JobProfile, got {schema.kind_of(jobs)}{hint}",
+        )
+    jobs = list(jobs)
     if len(jobs) == 0:
         raise InputError("jobs", "must not be empty")
     for i, job in enumerate(jobs):
+        if not isinstance(job, JobProfile):
+            raise InputError(
+                f"jobs[{i}]", f"must be a cassini.profile.JobProfile, got {schema.kind_of(job)}"
+            )
         check_job_bounds(job, f"jobs[{i}]")
     if method not in ("auto", "exact", "heuristic"):
         raise InputError("method", f"must be auto, exact or heuristic, got {method!r}")

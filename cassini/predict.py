@@ -51,10 +51,19 @@ class NotConverged(RuntimeError):
 @dataclass(frozen=True)
 class Slot:
     """Where the time-shift agent holds a job: iteration ``k`` starts no earlier than
-    ``shift_s + k * period_s`` seconds."""
+    ``shift_s + k * period_s`` seconds.  Checked on construction: ``shift_s`` finite and
+    >= 0, ``period_s`` finite and > 0 (raises :class:`InputError`)."""
 
     shift_s: float
     period_s: float
+
+    def __post_init__(self) -> None:
+        # NaN fails both comparisons; bools and strings are not seconds
+        shift, period = self.shift_s, self.period_s
+        if not (type(shift) is float and 0.0 <= shift < math.inf):
+            schema.number(shift, "shift_s", non_negative=True)
+        if not (type(period) is float and 0.0 < period < math.inf):
+            schema.number(period, "period_s", positive=True)
 
 
 @dataclass(frozen=True)
@@ -148,7 +157,19 @@ def requested_periods_s(
     :func:`bytes_stretch`, never under the job's own stretched iteration time.  The
     first pass of :func:`held_periods_s`.  A link with one job (the advisor's link that
     a job crosses alone above its capacity) asks nothing: there is nothing to interleave
-    with, so no agent holds the job for it."""
+    with, so no agent holds the job for it.
+
+    Raises InputError naming ``profiles`` unless it is a mapping job id -> profile, or
+    ``link_solutions[i]`` for a job of a link that ``profiles`` lacks."""
+    sols = list(link_solutions)
+    _check_profiles(profiles, sols)
+    return _requested(profiles, sols)
+
+
+def _requested(
+    profiles: Mapping[str, JobProfile], link_solutions: Iterable[LinkSolution]
+) -> dict[str, float]:
+    """:func:`requested_periods_s` of checked arguments."""
     period: dict[str, float] = {}
     for sol in link_solutions:
         if len(sol.job_ids) < 2:
@@ -165,6 +186,22 @@ def requested_periods_s(
             own = profiles[j].iteration_time_s * stretch
             period[j] = max(period.get(j, 0.0), need * stretch / reps[k], own)
     return period
+
+
+def _check_profiles(
+    profiles: Mapping[str, JobProfile], link_solutions: Sequence[LinkSolution] = ()
+) -> None:
+    """InputError naming ``profiles`` unless it is a mapping (job id -> profile), or
+    ``link_solutions[i]`` for a job of a shared link (2+ jobs) that it lacks."""
+    if not isinstance(profiles, Mapping):
+        raise InputError(
+            "profiles", f"must be a mapping job id -> JobProfile, got {schema.kind_of(profiles)}"
+        )
+    for i, sol in enumerate(link_solutions):
+        if len(sol.job_ids) > 1:
+            for j in sol.job_ids:
+                if j not in profiles:
+                    raise InputError(f"link_solutions[{i}]", f"job {j!r} is not in profiles")
 
 
 def held_periods_s(
@@ -186,8 +223,10 @@ def held_periods_s(
     its period and drifts on the link that asked for more (:func:`drifting_links` names
     those links; the advice gives their held jobs a reason).  Links with one job are
     ignored (:func:`requested_periods_s`): a job on such links only is not held."""
-    sols = [sol for sol in link_solutions if len(sol.job_ids) > 1]
-    period = requested_periods_s(profiles, sols)
+    given = list(link_solutions)
+    _check_profiles(profiles, given)
+    sols = [sol for sol in given if len(sol.job_ids) > 1]
+    period = _requested(profiles, sols)
     ceiling = {j: p * (1 + MAX_PROPAGATED_STRETCH) for j, p in period.items()}
     for _ in range(4 * len(sols) + 1):
         changed = False
@@ -240,10 +279,10 @@ def agent_period_s(
     none of the links (nothing to interleave with: no agent): its
     :func:`held_periods_s` (the link's unified circle, common to the jobs that share it,
     stretched by the largest :func:`bytes_stretch` of its links) times ``1 + slack`` for
-    jitter.
+    jitter.  Raises InputError for a ``slack`` that is not a finite number >= 0, and as
+    :func:`requested_periods_s` does.
     """
-    if slack < 0:
-        raise InputError("slack", f"must be >= 0, got {slack!r}")
+    schema.number(slack, "slack", non_negative=True)
     period = held_periods_s(profiles, link_solutions).get(job_id)
     return None if period is None else period * (1.0 + slack)
 
@@ -257,8 +296,7 @@ def agent_periods_s(
 ) -> dict[str, float]:
     """:func:`agent_period_s` of every job that shares a link, leaving out the jobs the
     advice does not shift (``shift[job]`` false: they run free)."""
-    if slack < 0:
-        raise InputError("slack", f"must be >= 0, got {slack!r}")
+    schema.number(slack, "slack", non_negative=True)
     held = held_periods_s(profiles, link_solutions)
     return {
         j: period * (1.0 + slack)
@@ -294,7 +332,31 @@ def simulate_link(
     every job has completed ``iterations`` iterations; a job without a slot runs free from
     time 0.  Iteration times are means over the iterations after the first ``warmup``.
 
-    Raises InputError for a bad capacity, iteration count or sharing rule."""
+    Returns a :class:`LinkRun` of its own (runs are kept for reuse: changing the one
+    returned changes no later prediction).
+
+    Raises InputError for a bad capacity, iteration count or sharing rule, or a job id
+    given twice."""
+    run = _link_run(profiles, capacity_bps, slots, iterations, warmup, sharing)
+    return LinkRun(
+        iteration_times_s=dict(run.iteration_times_s),
+        iterations=dict(run.iterations),
+        bits_sent=dict(run.bits_sent),
+        bits_completed=dict(run.bits_completed),
+        horizon_s=run.horizon_s,
+        peak_rate_bps=run.peak_rate_bps,
+    )
+
+
+def _link_run(
+    profiles: Sequence[JobProfile],
+    capacity_bps: float,
+    slots: Mapping[str, Slot | None] | None,
+    iterations: int = 6,
+    warmup: int = 1,
+    sharing: str = "max-min",
+) -> LinkRun:
+    """:func:`simulate_link`'s run as kept for reuse: shared, read it only."""
     schema.number(capacity_bps, "capacity_bps", positive=True)
     if not (isinstance(iterations, int) and isinstance(warmup, int) and 0 <= warmup < iterations):
         raise InputError("iterations", f"need 0 <= warmup < iterations, got {warmup}, {iterations}")
@@ -311,12 +373,22 @@ def simulate_link(
     known = _CACHE.get(key)
     if known is not None:
         return known
+    _check_unique(profiles)
     if sum(p.peak_rate_bps for p in profiles) <= capacity_bps:
         run = _uncontended(profiles, slots, iterations)
     else:
         run = _simulate(profiles, capacity_bps, slots, iterations, warmup, sharing)
     _CACHE.put(key, run)
     return run
+
+
+def _check_unique(profiles: Sequence[JobProfile]) -> None:
+    """InputError naming ``profiles[i]`` for a job id given twice (its runs would merge)."""
+    seen: set[str] = set()
+    for i, p in enumerate(profiles):
+        if p.job_id in seen:
+            raise InputError(f"profiles[{i}]", f"duplicate job id {p.job_id!r}")
+        seen.add(p.job_id)
 
 
 def clear_cache() -> None:
@@ -335,14 +407,21 @@ def predict_iteration_times(
     :func:`simulate_link`); a job on none of them keeps its own iteration time, or its
     slot period when held to a longer one.  A link may carry one job: the advisor
     passes the links one job crosses alone at a peak rate above the capacity, where the
-    job alone is slowed (4e9 bits per iteration at 1e10 bit/s take 0.4 s)."""
+    job alone is slowed (4e9 bits per iteration at 1e10 bit/s take 0.4 s).  Raises
+    InputError naming ``profiles`` unless it is a mapping, or ``links['id']`` for a job
+    that ``profiles`` lacks, and as :func:`simulate_link` does."""
+    _check_profiles(profiles)
     slots = slots or {}
     out = {}
     for job_id, p in profiles.items():
         slot = slots.get(job_id)
         out[job_id] = max(p.iteration_time_s, slot.period_s if slot else 0.0)
-    for capacity, job_ids in links.values():
-        run = simulate_link([profiles[j] for j in job_ids], capacity, slots, **kwargs)
+    for link, (capacity, job_ids) in links.items():
+        try:
+            on_link = [profiles[j] for j in job_ids]
+        except KeyError as e:
+            raise InputError(f"links[{link!r}]", f"job {e.args[0]!r} is not in profiles") from None
+        run = _link_run(on_link, capacity, slots, **kwargs)
         for j, t in run.iteration_times_s.items():
             out[j] = max(out[j], t)
     return out

@@ -14,7 +14,7 @@ import difflib
 import json
 import math
 import numbers
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -64,17 +64,19 @@ class Phase:
 @dataclass(frozen=True)
 class JobProfile:
     """A job's periodic bandwidth demand: ``iteration_time_s`` seconds per iteration and
-    its communication phases.  Validated on construction (raises :class:`InputError`)."""
+    its communication phases.  Validated on construction (raises :class:`InputError`):
+    ``job_id`` a string (an integer becomes one), ``phases`` a sequence of
+    :class:`Phase` (:meth:`from_dict` reads JSON objects)."""
 
     job_id: str
     iteration_time_s: float
     phases: tuple[Phase, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "job_id", str(self.job_id))
+        object.__setattr__(self, "job_id", _checked_id(self.job_id))
         if _numpy_like(self.iteration_time_s):
             object.__setattr__(self, "iteration_time_s", float(self.iteration_time_s))
-        object.__setattr__(self, "phases", tuple(self.phases))
+        object.__setattr__(self, "phases", _phase_tuple(self.phases))
         _validate(self)  # reports indices in the order given
         object.__setattr__(self, "phases", tuple(sorted(self.phases, key=lambda p: p.start_s)))
 
@@ -520,6 +522,35 @@ def _numpy_like(value: Any) -> bool:
         and isinstance(value, numbers.Real)
         and not isinstance(value, bool)
     )
+
+
+def _checked_id(job_id: Any) -> str:
+    """A job id as a string: an integer (not a bool) is turned into one, anything else is
+    an InputError naming ``job_id`` (``str(None)`` made a job called "None")."""
+    if isinstance(job_id, str):
+        return job_id
+    if isinstance(job_id, numbers.Integral) and not isinstance(job_id, bool):
+        return str(job_id)
+    raise InputError("job_id", f"must be a string, got {schema.kind_of(job_id)}")
+
+
+def _phase_tuple(phases: Any) -> tuple[Phase, ...]:
+    """``phases`` as a tuple of :class:`Phase`, or an InputError naming ``phases`` (not a
+    sequence) or ``phases[i]`` (not a Phase: a dict or a tuple of numbers)."""
+    if type(phases) not in (tuple, list) and (  # the common cases, without the ABCs
+        isinstance(phases, str | bytes | Mapping) or not isinstance(phases, Iterable)
+    ):
+        raise InputError(
+            "phases", f"must be a sequence of cassini.profile.Phase, got {schema.kind_of(phases)}"
+        )
+    out = tuple(phases)
+    for i, p in enumerate(out):
+        if type(p) is not Phase and not isinstance(p, Phase):
+            hint = " (Phase.from_dict reads one)" if isinstance(p, Mapping) else ""
+            raise InputError(
+                f"phases[{i}]", f"must be a cassini.profile.Phase, got {schema.kind_of(p)}{hint}"
+            )
+    return out
 
 
 def _checked_threshold(threshold_bps: Any) -> float | None:
