@@ -433,8 +433,7 @@ def plot_sweep(s: dict[str, Any], path: Path) -> None:
     n = len(s["offsets"])
     finite = k[np.isfinite(k)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    cmap = plt_colormap("viridis")
-    cmap.set_bad("0.85")
+    cmap = plt_colormap("viridis").with_extremes(bad="0.85")  # grey: never interleaves
     ratios = {"width_ratios": [1.0] * n + [0.06]}  # the last column: the shared colour bar
     with figure(path, 1, n + 1, figsize=(4 * n + 1, 3.4), gridspec_kw=ratios) as (fig, axes):
         for i, (ax, x0) in enumerate(zip(axes[:n], s["offsets"], strict=True)):
