@@ -3,6 +3,7 @@ generated fat-tree, and the help and docs that name them (review I)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import signal
@@ -291,3 +292,31 @@ def test_the_table_prints_a_dash_for_excess_not_measured():
     from cassini.sim.report.run import _excess_cell
 
     assert _excess_cell(float("nan")) == "-" and _excess_cell(1.25) == "1.2"
+
+
+def test_a_generator_a_worker_lacks_is_not_blamed_on_the_axis(monkeypatch):
+    """On Ray, a generator registered at run time is unknown in the workers: the point's
+    rebuild failed with "unknown generator", and the sweep said the cluster "cannot take
+    this axis" (oversubscription), which it can (the pool backend ran it)."""
+    from cassini.sim.topologies import registry
+    from cassini.sim.topologies.clos import two_tier
+
+    @functools.wraps(two_tier)  # two-tier's parameters, and a source that names "mine"
+    def mine(**given):
+        made = two_tier(**given)
+        return replace(made, source={**made.source, "generate": "mine"})
+
+    monkeypatch.setitem(registry.GENERATORS, "mine", mine)
+    cfg = config_from_dict(
+        {
+            "cluster": {"generate": "mine", "racks": 2, "servers_per_rack": 2,
+                        "gpus_per_server": 1},  # fmt: skip
+            "workload": {"poisson": {"jobs": 2, "load": 0.5, "gpus": {2: 1}}},
+            "schedulers": ["themis"],
+        }
+    )
+    assert sweep.point_config(cfg, {"oversubscription": 4.0}).cluster is not cfg.cluster
+    monkeypatch.delitem(registry.GENERATORS, "mine")  # as in a Ray worker
+    with pytest.raises(InputError) as e:
+        sweep.point_config(cfg, {"oversubscription": 4.0})
+    assert e.value.field == "cluster.generate" and "unknown generator 'mine'" in e.value.problem

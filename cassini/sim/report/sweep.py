@@ -32,6 +32,8 @@ from cassini.sim.report.run import (
     workload_settings,
 )
 from cassini.sim.schedulers import Scheduler
+from cassini.sim.topologies import build as build_topology
+from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topologies.hosts import ColumnConflict
 
 BACKENDS = ("auto", "ray", "pool")
@@ -67,6 +69,11 @@ def point_config(cfg: SimConfig, point: Mapping[str, Any]) -> SimConfig:
     except InputError as e:
         if "oversubscription" not in point or not e.field.startswith("cluster"):
             raise
+        if isinstance(cfg.cluster, Topology):
+            try:  # the cluster fails without the axis too (a generator a Ray worker lacks)
+                build_topology(cfg.cluster.source, "cluster", Path("."))
+            except InputError:
+                raise e from None
         kind = getattr(cfg.cluster, "kind", "racks/servers_per_rack")
         raise InputError(
             "sweep.oversubscription",
