@@ -21,6 +21,7 @@ import numpy as np
 from cassini import outputs
 from cassini.advisor import pool_size
 from cassini.errors import InputError
+from cassini.sim import topologies
 from cassini.sim.config import SimConfig, run_warnings
 from cassini.sim.recorded import host_servers
 from cassini.sim.report.run import (
@@ -32,8 +33,6 @@ from cassini.sim.report.run import (
     workload_settings,
 )
 from cassini.sim.schedulers import Scheduler
-from cassini.sim.topologies import build as build_topology
-from cassini.sim.topologies.fabric import Topology
 from cassini.sim.topologies.hosts import ColumnConflict
 
 BACKENDS = ("auto", "ray", "pool")
@@ -69,9 +68,9 @@ def point_config(cfg: SimConfig, point: Mapping[str, Any]) -> SimConfig:
     except InputError as e:
         if "oversubscription" not in point or not e.field.startswith("cluster"):
             raise
-        if isinstance(cfg.cluster, Topology):
+        if isinstance(cfg.cluster, topologies.Topology):
             try:  # the cluster fails without the axis too (a generator a Ray worker lacks)
-                build_topology(cfg.cluster.source, "cluster", Path("."))
+                topologies.build(cfg.cluster.source, "cluster", Path("."))
             except InputError:
                 raise e from None
         kind = getattr(cfg.cluster, "kind", "racks/servers_per_rack")
