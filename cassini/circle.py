@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import ModuleType
 
@@ -184,19 +184,8 @@ class LinkSolution:
 
     def own_copy(self) -> LinkSolution:
         """This solution with a ``time_shifts_s`` of its own (the rest shared): what a
-        caller may change without changing a solution kept for reuse.  It is
-        ``dataclasses.replace(self, time_shifts_s=dict(self.time_shifts_s))`` at half
-        its cost; a new field goes here too."""
-        return LinkSolution(
-            score=self.score,
-            time_shifts_s=dict(self.time_shifts_s),
-            unified=self.unified,
-            capacity_bps=self.capacity_bps,
-            demand_bps=self.demand_bps,
-            method=self.method,
-            job_ids=self.job_ids,
-            vectors=self.vectors,
-        )
+        caller may change without changing a solution kept for reuse."""
+        return replace(self, time_shifts_s=dict(self.time_shifts_s))
 
     def rotations_of(
         self, job_id: str, shifts_s: np.ndarray, iteration_time_s: float

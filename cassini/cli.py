@@ -204,9 +204,10 @@ def _score_table(r: dict[str, Any]) -> str:
     lines = [
         f"score {r['score']:.3f}  unified period {r['unified_period_s'] * 1e3:.1f} ms{approx}"
         f"  {r['n_angles']} angles  {r['method']} search",
-        f"{'job':<20} {'time-shift (ms)':>16}",
     ]
-    lines += [f"{j:<20} {t * 1e3:>16.1f}" for j, t in r["time_shifts_s"].items()]
+    w = max([20, *map(len, r["time_shifts_s"])])  # long ids keep the column
+    lines.append(f"{'job':<{w}} {'time-shift (ms)':>16}")
+    lines += [f"{j:<{w}} {t * 1e3:>16.1f}" for j, t in r["time_shifts_s"].items()]
     return "\n".join(lines)
 
 

@@ -433,7 +433,10 @@ def plot_sweep(s: dict[str, Any], path: Path) -> None:
     n = len(s["offsets"])
     finite = k[np.isfinite(k)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    cmap = plt_colormap("viridis").with_extremes(bad="0.85")  # grey: never interleaves
+    import matplotlib
+
+    # a copy (with_extremes), grey where it never interleaves
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="0.85")
     ratios = {"width_ratios": [1.0] * n + [0.06]}  # the last column: the shared colour bar
     with figure(path, 1, n + 1, figsize=(4 * n + 1, 3.4), gridspec_kw=ratios) as (fig, axes):
         for i, (ax, x0) in enumerate(zip(axes[:n], s["offsets"], strict=True)):
@@ -447,13 +450,6 @@ def plot_sweep(s: dict[str, Any], path: Path) -> None:
         fig.colorbar(im, cax=axes[n], label="iterations to interleave")
         if never.any():
             fig.suptitle("grey: never interleaved within the iterations modelled", fontsize=9)
-
-
-def plt_colormap(name: str) -> Any:
-    """A copy of matplotlib's colormap ``name`` (safe to change its bad colour)."""
-    import matplotlib
-
-    return matplotlib.colormaps[name].copy()
 
 
 EXPERIMENT = Experiment(

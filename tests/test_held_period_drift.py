@@ -237,3 +237,24 @@ def test_the_advice_table_keeps_its_columns_for_long_ids(tmp_path, capsys):
                 assert row[at] != " " and row[at + 1] == " ", (header, row)
             else:
                 assert row[at - 1] == " " and row[at] != " ", (header, row)
+
+
+def test_the_score_table_keeps_its_column_for_long_job_ids(tmp_path, capsys):
+    """The score table padded job ids to 20 characters: a 28-character id pushed its
+    shift out of line (the advice tables' fix had missed it)."""
+    from cassini.cli import main
+
+    half = [{"start_s": 0.05, "duration_s": 0.05, "rate_bps": GBPS}]
+    ids = ("b", "a-job-with-a-longer-id-of-28")
+    request = {
+        "capacity_bps": GBPS,
+        "jobs": [{"id": j, "iteration_time_s": 0.1, "phases": half} for j in ids],
+    }
+    path = tmp_path / "link.json"
+    path.write_text(json.dumps(request))
+    assert main(["score", str(path), "--format", "table"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()[1:]
+    end = header.index("time-shift (ms)") + len("time-shift (ms)") - 1
+    assert len(rows) == 2
+    for row in rows:  # right-aligned: every shift ends where its heading does
+        assert row[end] != " " and row[end + 1 :] == "", (header, row)

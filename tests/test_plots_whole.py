@@ -42,7 +42,8 @@ def test_a_saved_picture_is_a_whole_png_with_its_name(tmp_path):
 
 def test_experiments_save_pictures_only_through_save_figure():
     """A bare ``fig.savefig(path)`` writes in place: the experiments call
-    ``experiments.plots.save_figure`` (or ``figure``), which goes through a file beside."""
+    ``cassini.outputs.save_figure`` (or ``experiments.plots.figure``), which goes through
+    a file beside."""
     bare = [
         f"{p.relative_to(ROOT)}:{n}"
         for p in sorted((ROOT / "experiments").glob("*.py"))

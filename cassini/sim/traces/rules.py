@@ -81,8 +81,8 @@ class ModelRule:
     def notes(self, jobs: Sequence[JobSpec] | None = None) -> list[str]:
         """How many ``jobs`` got which rule, and the names the library lacks (a reader
         passes this to :func:`~cassini.sim.traces.common.finish`, which calls it with the
-        jobs it keeps: a rejected row is no job of the run).  Without ``jobs``, every
-        choice so far."""
+        jobs it keeps: a rejected row is no job of the run).  Without ``jobs`` (a test's
+        look at the rule), every choice so far."""
         if jobs is None:
             choices = [c for made in self.chosen.values() for c in made]
         else:  # the choice made for the row kept: the one that gave its model
