@@ -147,9 +147,18 @@ def stray_processes() -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before a root test's fixtures: take the host lock for the rest of the session."""
+    """Before a root test's fixtures: take the host lock for the rest of the session.
+    Not in a pytest-xdist worker: two workers each holding it for their session wait on
+    each other for ever (one idle, its lock held), so a root test there fails at once."""
     if item.get_closest_marker("root") is None or os.geteuid() != 0:
         return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail(
+            "root tests hold the host lock for the whole session, so pytest-xdist workers "
+            "would wait on each other for ever: run them without -n (-p no:xdist), as "
+            "scripts/test.sh's phase 2 does, or deselect them with -m 'not root'",
+            pytrace=False,
+        )
     from testbed import hostlock
 
     def say(message: str) -> None:  # on the terminal, past pytest's output capture
