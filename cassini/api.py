@@ -136,9 +136,7 @@ def _within(value: float, field: str, low: float, high: float) -> None:
     if low <= value <= high:
         return
     op, bound = (">=", low) if value < low else ("<=", high)
-    shown = f"{value:g}"  # in full where it reads as the bound
-    shown = repr(value) if shown == f"{bound:g}" else shown
-    raise InputError(field, f"must be {op} {bound:g}, got {shown}")
+    raise InputError(field, f"must be {op} {bound:g}, got {schema.shown_against(value, bound)}")
 
 
 def advise_request(

@@ -67,12 +67,19 @@ def number(
     if non_negative:
         minimum = 0.0 if minimum is None else max(minimum, 0.0)
     if above is not None and value <= above:
-        raise InputError(field, f"must be > {above:g}, got {value:g}")
+        raise InputError(field, f"must be > {above:g}, got {shown_against(value, above)}")
     if minimum is not None and value < minimum:
-        raise InputError(field, f"must be >= {minimum:g}, got {value:g}")
+        raise InputError(field, f"must be >= {minimum:g}, got {shown_against(value, minimum)}")
     if below is not None and value >= below:
-        raise InputError(field, f"must be < {below:g}, got {value:g}")
+        raise InputError(field, f"must be < {below:g}, got {shown_against(value, below)}")
     return value
+
+
+def shown_against(value: float, bound: float) -> str:
+    """``value`` as an error message shows it beside ``bound``: ``%g``, or in full where
+    ``%g`` would read as the bound itself (0.9999999 against a minimum of 1 is not "1")."""
+    shown = f"{value:g}"
+    return repr(value) if shown == f"{bound:g}" and value != bound else shown
 
 
 def integer(

@@ -170,6 +170,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         hostlock.acquire(f"pytest -m root in {ROOT}", say=say)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_files_of_our_own(tmp_path_factory: pytest.TempPathFactory):
+    """``cassini serve`` without ``--state`` opens ``$XDG_STATE_HOME/cassini/serve.sqlite``:
+    each test session (each pytest-xdist worker) gets a folder of its own, so no test
+    opens the user's real state file, and two workers' servers do not refuse each
+    other's ("in use by another cassini serve", seen 2026-11-29 with -n 2)."""
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg_state"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = old
+
+
 @pytest.fixture(autouse=True)
 def _signal_dispositions_are_left_as_found():
     """Every test leaves SIGINT, SIGTERM and SIGHUP as it found them: a handler or an

@@ -36,6 +36,9 @@ SIM_CONFIG = {
         (2.0, {"above": 2.0}, "must be > 2, got 2"),
         (3.0, {"below": 3.0}, "must be < 3, got 3"),
         (0.0, {"minimum": 0.0, "positive": True}, "must be > 0, got 0"),  # the stricter
+        # %g read as the bound itself: "must be >= 1, got 1" for 0.9999999
+        (0.9999999, {"minimum": 1.0}, "must be >= 1, got 0.9999999"),
+        (3.0000001, {"below": 3.0}, "must be < 3, got 3.0000001"),
     ],
 )  # fmt: skip
 def test_number_names_the_field_and_what_is_wrong(value, bounds, problem) -> None:
