@@ -285,3 +285,9 @@ class Reader:
         unknown = sorted(set(self.obj) - set(known))
         if unknown:
             raise InputError(self.field(unknown[0]), "unknown field")
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``, ``2 shared switches``: the one pluralising helper of our
+    messages (the kube modules, the trace readers' notes)."""
+    return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('ch') else 's'}"

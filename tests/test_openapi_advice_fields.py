@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers.service_util import call, ok_json, start, two_node_cluster
+import test_service_openapi
+from helpers.service_util import call, ok_json
 
 from cassini import api
 from cassini.cli import main
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 CLOSED = ("Advice", "CandidateResult")
 TOP = {"shift", "predicted_gain"}
 PER_CANDIDATE = {
@@ -27,15 +26,7 @@ PER_CANDIDATE = {
 }
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    path = tmp_path_factory.mktemp("oa_advice") / "cluster.json"
-    path.write_text(json.dumps(two_node_cluster()))
-    srv = start(cluster_file=str(path), workers=1, quiet=True)
-    try:
-        yield srv
-    finally:
-        srv.stop()
+served = test_service_openapi.served  # the fixture: one server on a two-node cluster
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +38,7 @@ def documents(served):
     """The served document and its copy in docs/ (the one a client is written from)."""
     return {
         "served": ok_json(call(served.port, "GET", "/openapi.json")),
-        "docs": json.loads(DOC.read_text()),
+        "docs": json.loads(test_service_openapi.DOC.read_text()),
     }
 
 

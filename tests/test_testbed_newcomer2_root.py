@@ -7,27 +7,13 @@ import json
 import subprocess
 
 import pytest
+from test_testbed_newcomer2 import CONFIG  # the same two-job dumbbell
 
 from testbed import cli
 from testbed.net import leftovers
 from testbed.results import ExperimentResult
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("testbed_host")]
-
-CONFIG = {
-    "topology": {
-        "kind": "dumbbell",
-        "pairs": 2,
-        "bottleneck_bps": 200000000,
-        "access_bps": 1000000000,
-        "fabric": "fair",
-    },
-    "jobs": [
-        {"id": "a", "hosts": ["h1", "h3"], "compute_s": 0.05, "bytes": 1250000, "iterations": 5},
-        {"id": "b", "hosts": ["h2", "h4"], "compute_s": 0.05, "bytes": 1250000, "iterations": 5},
-    ],
-    "schemes": ["baseline"],
-}
 
 
 def write_config(tmp_path, **changes):

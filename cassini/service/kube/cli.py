@@ -161,8 +161,9 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _from_kube(args: argparse.Namespace) -> int:
+    from cassini.schema import counted
     from cassini.service.kube import client
-    from cassini.service.kube.render import cluster_file_text, counted
+    from cassini.service.kube.render import cluster_file_text
 
     client.check_source_options(args.topology_labels, args.kueue_topology)
     client.kubernetes_module()

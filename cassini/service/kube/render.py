@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from cassini.schema import counted
 from cassini.service.cluster import ClusterNetwork, RunningJob
 
 #: PyYAML's implicit typing of plain scalars (what safe_load and safe_dump use)
@@ -137,12 +138,6 @@ def _links(links: Sequence[str], capacities: Sequence[float]) -> str:
     if len(set(capacities)) == 1:
         return f"{', '.join(links)}, {_bps(capacities[0])}"
     return ", ".join(f"{x} {_bps(c)}" for x, c in zip(links, capacities, strict=True))
-
-
-def counted(n: int, noun: str) -> str:
-    """``1 node``, ``2 nodes``, ``2 shared switches``: the one pluralising helper of the
-    kube modules (cli, topology and this one)."""
-    return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('ch') else 's'}"
 
 
 def draw(cluster: ClusterNetwork) -> str:

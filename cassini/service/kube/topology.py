@@ -45,8 +45,8 @@ from typing import Any
 
 from cassini import schema
 from cassini.errors import InputError
+from cassini.schema import counted
 from cassini.service.cluster import CONTROL_CHARS, ClusterNetwork
-from cassini.service.kube.render import counted
 
 ANNOTATION_NIC_BPS = "cassini.io/nic-bps"
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cassini.errors import InputError
 from cassini.profile import JobProfile
+from cassini.schema import counted
 from cassini.sim.jobspec import JobSpec
 from cassini.sim.traces.common import (
     DURATION_NOTE,
@@ -135,12 +136,8 @@ def placement(
     found = sum(g for _, g in pairs)
     if not unplaced and found == gpus:
         return merge_hosts(pairs), None
-    why = f"{job}: task table {plural(gpus, 'GPU')}, instances {plural(found, 'GPU')} on machines"
-    return (), why + (f", {plural(unplaced, 'instance')} without a machine" if unplaced else "")
-
-
-def plural(n: int, what: str) -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
+    why = f"{job}: task table {counted(gpus, 'GPU')}, instances {counted(found, 'GPU')} on machines"
+    return (), why + (f", {counted(unplaced, 'instance')} without a machine" if unplaced else "")
 
 
 def read(
