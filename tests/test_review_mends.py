@@ -430,12 +430,17 @@ def test_an_unsupported_interface_is_skipped_when_the_source_is_on_a_supported_o
 
 # -- 9. one pluralising helper ------------------------------------------------------------------
 def test_the_kube_modules_share_one_pluralising_helper():
+    """One helper, ``cassini.schema.counted`` since 2026-11-29 (the PAI reader's notes
+    use it too; it had grown a twin there)."""
+    from cassini import schema
     from cassini.service.kube import cli, render, topology
+    from cassini.sim.traces import pai2020
 
-    for module in (cli, render, topology):
-        assert not re.search(r"^def _count\(", inspect.getsource(module), re.M), module
-    assert topology.counted is render.counted
-    assert "render import cluster_file_text, counted" in inspect.getsource(cli)
+    for module in (cli, render, topology, pai2020):
+        source = inspect.getsource(module)
+        assert not re.search(r"^def (_count|counted|plural)\(", source, re.M), module
+    assert topology.counted is render.counted is pai2020.counted is schema.counted
+    assert "from cassini.schema import counted" in inspect.getsource(cli)
     assert [render.counted(n, w) for n, w in ((1, "node"), (2, "shared switch"))] == [
         "1 node",
         "2 shared switches",
